@@ -1,0 +1,64 @@
+# ProfStack developer commands. Every target installs what it needs (idempotently).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMPS := .stamps
+PYTEST_WORKERS ?= 2
+
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export CDK_DISABLE_CLI_TELEMETRY := 1
+export PYTHONDONTWRITEBYTECODE := 1
+
+.PHONY: help install lint format typecheck test test-fast synth demo bench clean
+
+help:  ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMPS)/venv: requirements/runtime.txt requirements/infra.txt requirements/dev.txt requirements/constraints.txt pyproject.toml
+	@mkdir -p $(STAMPS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(STAMPS)/node: package.json package-lock.json
+	@mkdir -p $(STAMPS)
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+install: $(STAMPS)/venv $(STAMPS)/node  ## create .venv and node_modules from the pinned files
+
+lint: $(STAMPS)/venv  ## ruff lint and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: $(STAMPS)/venv  ## apply ruff fixes and formatting
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+typecheck: $(STAMPS)/venv  ## mypy --strict on profstack/ and lambdas/
+	$(BIN)/mypy
+
+test: install lint typecheck  ## lint, type-check and run the whole test suite
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
+
+test-fast: $(STAMPS)/venv  ## tests only, no lint
+	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "not slow"
+
+synth: install  ## write every template to cdk.out/ (offline; cdk-nag and cfn-lint gates)
+	npx cdk synth --quiet --no-notices
+	$(BIN)/python -m stacks.lint cdk.out
+
+demo: install  ## run the main job end to end on an embedded AWS emulator
+	$(BIN)/python -m profstack.demo
+
+bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA and a bare msgspec decode
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/bench.txt -c requirements/constraints.txt
+	$(BIN)/python -m bench.run
+
+clean:  ## remove build outputs (keeps .venv and node_modules)
+	rm -rf cdk.out build demo-output .pytest_cache .mypy_cache .ruff_cache

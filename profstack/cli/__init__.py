@@ -1,0 +1,56 @@
+"""`profstack` command line. Each sub-command lives in its own module and registers itself.
+
+Sub-command modules expose `register(subparsers)`; they import boto3 lazily so that
+`profstack analyze` works on a laptop without AWS credentials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from profstack import __version__
+
+# Modules under profstack.cli that contribute sub-commands, in help order.
+SUBCOMMAND_MODULES = ("analyze", "users", "tensorboard", "legacy")
+
+
+class CliError(Exception):
+    """An expected failure: printed as one line, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="profstack", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    parser.add_argument("--version", action="version", version=f"profstack {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(f"profstack.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"profstack.cli.{name}":
+                continue  # sub-command not built yet
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result: int = args.handler(args)
+    except CliError as exc:
+        print(f"profstack: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("profstack: interrupted", file=sys.stderr)
+        return 130
+    return result
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""The ProfStack configuration model: one YAML file, validated once.
+
+`app.py` is the only reader in the CDK app; the CLI reads the same file through
+`load_config`. Every error names the field path, e.g. `users[1].email: ...`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
+
+# Regions where the SageMaker docs list managed TensorBoard (platform facts A2).
+TENSORBOARD_DOCUMENTED_REGIONS = frozenset(
+    {"us-east-1", "us-east-2", "us-west-2", "eu-central-1", "eu-west-1"}
+)
+
+# CloudWatch Logs accepts only these retention values (days).
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+
+_NAME_RE = r"^[a-z][a-z0-9-]{0,62}$"
+_EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")
+_INSTANCE_RE = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
+
+PositiveDays = Annotated[int, Field(gt=0, le=36500)]
+
+
+class ConfigError(Exception):
+    """A configuration problem, rendered as one line: `<field path>: <problem>`."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+def _check_email(value: str) -> str:
+    if not _EMAIL_RE.match(value):
+        raise ValueError(f"'{value}' is not a valid e-mail address")
+    return value.lower()
+
+
+class Environment(_Model):
+    """Target account and region; leave both empty for an env-agnostic app."""
+
+    account: Annotated[str, Field(pattern=r"^\d{12}$")] | None = None
+    region: Annotated[str, Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")] | None = None
+
+    @model_validator(mode="after")
+    def _both_or_neither(self) -> Environment:
+        if (self.account is None) != (self.region is None):
+            raise ValueError("set both account and region, or neither (env-agnostic)")
+        return self
+
+
+class RawTraceRetention(_Model):
+    infrequent_access_after_days: Annotated[int, Field(ge=30)] = 30  # S3 minimum for STANDARD_IA
+    glacier_ir_after_days: PositiveDays = 90
+    expire_after_days: PositiveDays = 365
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RawTraceRetention:
+        if not self.infrequent_access_after_days < self.glacier_ir_after_days < self.expire_after_days:
+            raise ValueError(
+                "days must increase: infrequent_access_after_days < glacier_ir_after_days < expire_after_days"
+            )
+        return self
+
+
+class Retention(_Model):
+    raw_traces: RawTraceRetention = RawTraceRetention()
+    tensorboard_logs_expire_after_days: PositiveDays = 365
+    reports_expire_after_days: PositiveDays = 1095
+    noncurrent_versions_expire_after_days: PositiveDays = 30
+    access_logs_expire_after_days: PositiveDays = 365
+    log_retention_days: int = 90
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _valid_log_retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(
+                f"{value} is not a CloudWatch Logs retention value; use one of {LOG_RETENTION_DAYS}"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _reports_outlive_traces(self) -> Retention:
+        if self.reports_expire_after_days < self.raw_traces.expire_after_days:
+            raise ValueError(
+                "reports_expire_after_days must be >= raw_traces.expire_after_days (reports are kept longer)"
+            )
+        return self
+
+
+class Legacy(_Model):
+    rule_output_expire_after_days: PositiveDays = 30
+
+
+class User(_Model):
+    name: Annotated[str, Field(pattern=_NAME_RE, description="lower-case; used in S3 keys and profile names")]
+    email: str
+    tensorboard_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] | None = None
+
+    @field_validator("email")
+    @classmethod
+    def _valid_email(cls, value: str) -> str:
+        return _check_email(value)
+
+
+class CreateDomain(_Model):
+    """Create a SageMaker domain (AuthMode IAM, home EFS) in the given VPC."""
+
+    mode: Literal["create"]
+    vpc_id: Annotated[str, Field(pattern=r"^vpc-[0-9a-f]{8,17}$")]
+    subnet_ids: Annotated[
+        list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]], Field(min_length=1)
+    ]
+    network_access: Literal["PublicInternetOnly", "VpcOnly"] = "PublicInternetOnly"
+
+    @field_validator("subnet_ids")
+    @classmethod
+    def _unique_subnets(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("subnet ids must be unique")
+        return value
+
+
+class ImportDomain(_Model):
+    """Use an existing SageMaker domain."""
+
+    mode: Literal["import"]
+    domain_id: Annotated[str, Field(pattern=r"^d-[a-z0-9]{12}$", description="e.g. d-abcdef123456")]
+
+
+class TensorBoard(_Model):
+    default_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] = "ml.r5.large"
+    idle_ttl_minutes: Annotated[int, Field(ge=15, le=10080)] = 120
+    reaper_schedule_minutes: Annotated[int, Field(ge=5, le=1440)] = 15
+    reaper_dry_run: bool = False
+    user_tag_key: Annotated[str, Field(min_length=1, max_length=128)] = "profstack:user"
+
+
+class JobTagFilter(_Model):
+    key: Annotated[str, Field(min_length=1, max_length=128)]
+    value: Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class Processing(_Model):
+    job_tag_filter: JobTagFilter | None = None
+    extra_trace_prefixes: list[
+        Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")]
+    ] = []
+    lambda_memory_mb: Annotated[int, Field(ge=512, le=10240)] = 3008
+    lambda_timeout_seconds: Annotated[int, Field(ge=60, le=900)] = 900
+    reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 5
+    max_receive_count: Annotated[int, Field(ge=1, le=20)] = 3
+    fanout_file_threshold: Annotated[int, Field(ge=1)] = 8
+    fanout_bytes_threshold_mb: Annotated[int, Field(ge=1)] = 2048
+    single_lambda_max_file_mb: Annotated[int, Field(ge=1)] = 4096
+    processing_job_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] = "ml.m5.4xlarge"
+    top_k_kernels: Annotated[int, Field(ge=1, le=100)] = 10
+    rule_thresholds: dict[str, float] = {}
+
+
+class Alarms(_Model):
+    gpu_utilization_low_percent: Annotated[float, Field(gt=0, le=100)] = 30.0
+    gpu_memory_high_percent: Annotated[float, Field(gt=0, le=100)] = 95.0
+    gpu_idle_high_percent: Annotated[float, Field(gt=0, le=100)] = 40.0
+    launch_delay_p95_high_us: Annotated[float, Field(gt=0)] = 500.0
+    dataloader_high_percent: Annotated[float, Field(gt=0, le=100)] = 20.0
+    evaluation_periods: Annotated[int, Field(ge=1, le=100)] = 15
+    dlq_messages_threshold: Annotated[int, Field(ge=1)] = 1
+
+
+class Notifications(_Model):
+    emails: list[str] = []
+
+    @field_validator("emails")
+    @classmethod
+    def _valid_emails(cls, value: list[str]) -> list[str]:
+        checked = [_check_email(v) for v in value]
+        if len(set(checked)) != len(checked):
+            raise ValueError("notification e-mails must be unique")
+        return checked
+
+
+class ProfStackConfig(_Model):
+    prefix: Annotated[
+        str, Field(pattern=r"^[a-z][a-z0-9-]{1,20}$", description="name prefix for stacks and resources")
+    ]
+    environment: Environment = Environment()
+    retention: Retention = Retention()
+    legacy: Legacy = Legacy()
+    domain: Annotated[CreateDomain | ImportDomain, Field(discriminator="mode")]
+    tensorboard: TensorBoard = TensorBoard()
+    users: list[User] = []
+    processing: Processing = Processing()
+    alarms: Alarms = Alarms()
+    notifications: Notifications = Notifications()
+
+    @field_validator("users")
+    @classmethod
+    def _unique_users(cls, users: list[User]) -> list[User]:
+        seen: set[str] = set()
+        for user in users:
+            if user.name in seen:
+                raise ValueError(f"duplicate user '{user.name}'")
+            seen.add(user.name)
+        return users
+
+    def user(self, name: str) -> User:
+        for user in self.users:
+            if user.name == name:
+                return user
+        raise ConfigError(f"users: no user named '{name}'")
+
+    def warnings(self) -> list[str]:
+        """Non-fatal findings worth telling the admin about."""
+        found: list[str] = []
+        region = self.environment.region
+        if region is not None and region not in TENSORBOARD_DOCUMENTED_REGIONS:
+            found.append(
+                f"environment.region: managed TensorBoard is not documented in {region} "
+                f"(documented: {', '.join(sorted(TENSORBOARD_DOCUMENTED_REGIONS))})"
+            )
+        if not self.notifications.emails:
+            found.append("notifications.emails: empty; findings and alarms will reach no one by e-mail")
+        return found
+
+
+def _field_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part in {"create", "import"} and path.endswith("domain"):
+            continue  # discriminator tag, not a field the user wrote
+        else:
+            path += f".{part}" if path else str(part)
+    return path or "<root>"
+
+
+def format_validation_error(error: ValidationError) -> str:
+    """One line per problem, the first one first: `field.path: message`."""
+    first = error.errors()[0]
+    message = first["msg"]
+    if first["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif first["type"] == "missing":
+        message = "required field is missing"
+    message = message.removeprefix("Value error, ")
+    more = len(error.errors()) - 1
+    suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+    return f"{_field_path(tuple(first['loc']))}: {message}{suffix}"
+
+
+def parse_config(data: Mapping[str, Any] | None, *, source: str = "config") -> ProfStackConfig:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: the file must hold a YAML mapping at the top level")
+    try:
+        return ProfStackConfig.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {format_validation_error(exc)}") from None
+
+
+def load_config(path: Path | str = DEFAULT_CONFIG_PATH) -> ProfStackConfig:
+    """Read and validate a config file; every failure is a one-line ConfigError."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
+    return parse_config(data, source=str(path))
