@@ -1,0 +1,51 @@
+"""The benchmark trace generator writes valid Kineto traces of the requested size."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.generate import DEFAULT_SOURCE, MB, generate, load_source
+
+pytestmark = pytest.mark.skipif(not DEFAULT_SOURCE.exists(), reason="shared traces not present")
+
+
+def test_generates_parseable_trace_of_requested_size_with_fresh_ids(tmp_path: Path) -> None:
+    # GIVEN the real ns-resolution trace as source and a 20 MB target (more than one copy of it)
+    out = tmp_path / "trace.json"
+
+    # WHEN generating, with a gzip copy
+    size = generate(out, 20, gzip_copy=True)
+
+    # THEN the file is within one event of the target and parses as a Kineto trace
+    assert 20 * MB <= size < 20 * MB + 20_000
+    trace = json.loads(out.read_text())
+    assert trace["distributedInfo"]["rank"] == 0
+    events = trace["traceEvents"]
+    # AND replicated steps are renumbered, kernels keep unique correlation ids, and copies do not overlap
+    steps = [e["name"] for e in events if e.get("name", "").startswith("ProfilerStep#")]
+    assert len(steps) == len(set(steps)) > 5
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    correlations = [k["args"]["correlation"] for k in kernels]
+    assert len(correlations) == len(set(correlations))
+    runtime_corr = {e["args"]["correlation"] for e in events if e.get("cat") == "cuda_runtime"}
+    assert set(correlations) <= runtime_corr
+    metadata = [e for e in events if e.get("ph") == "M"]
+    assert len(metadata) == len(load_source(DEFAULT_SOURCE).metadata)  # emitted once, not per copy
+    # AND the gzip copy decompresses to the same bytes
+    assert gzip.decompress((tmp_path / "trace.json.gz").read_bytes()) == out.read_bytes()
+
+
+def test_small_target_cuts_inside_the_first_copy(tmp_path: Path) -> None:
+    # GIVEN a 2 MB target, smaller than the 15 MB source
+    out = tmp_path / "small.json"
+
+    # WHEN generating
+    size = generate(out, 2)
+
+    # THEN a valid trace of about 2 MB comes out
+    assert 2 * MB <= size < 2 * MB + 20_000
+    assert len(json.loads(out.read_text())["traceEvents"]) > 1000
