@@ -1,0 +1,91 @@
+"""One measurement, run in a fresh child process by `bench.run`.
+
+    python -m bench.workers {profstack,hta,msgspec} PATH
+
+Prints one JSON line: {"seconds": work time excluding interpreter start and imports, ...}. The
+parent reads peak RSS from the child's rusage (os.wait4), so the imports count towards memory
+but not towards time.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+
+class Event(msgspec.Struct):
+    name: str = ""
+    cat: str = ""
+    ph: str = ""
+    ts: float = 0.0
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+    args: dict[str, Any] = {}
+
+
+class Trace(msgspec.Struct):
+    traceEvents: list[Event]  # the Kineto key
+
+
+def run_msgspec(path: Path) -> dict[str, Any]:
+    """The floor: read (and gunzip) the whole file and decode it into typed structs."""
+    decoder = msgspec.json.Decoder(Trace)
+    start = time.perf_counter()
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    trace = decoder.decode(data)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "events": len(trace.traceEvents)}
+
+
+def run_profstack(path: Path) -> dict[str, Any]:
+    from profstack.analysis import AnalysisOptions, analyze, discover_sources  # noqa: PLC0415
+
+    start = time.perf_counter()
+    sources = discover_sources([path])
+    result = analyze(sources, AnalysisOptions(top_k=10, steps=None))
+    seconds = time.perf_counter() - start
+    summary = result.summary
+    return {"seconds": seconds, "complete": bool(result.complete), "ranks": len(summary.get("ranks", []))}
+
+
+def run_hta(path: Path) -> dict[str, Any]:
+    """HTA 0.5.0 loads a directory (one file per rank), then temporal + kernel breakdown."""
+    import logging  # noqa: PLC0415
+
+    logging.disable(logging.WARNING)
+    from hta.trace_analysis import TraceAnalysis  # noqa: PLC0415
+
+    start = time.perf_counter()
+    analysis = TraceAnalysis(trace_dir=str(path.parent))
+    loaded = time.perf_counter()
+    temporal = analysis.get_temporal_breakdown(visualize=False)
+    analysis.get_gpu_kernel_breakdown(visualize=False)
+    seconds = time.perf_counter() - start
+    return {
+        "seconds": seconds,
+        "load_seconds": loaded - start,
+        "idle_pct": float(temporal["idle_time_pctg"].iloc[0]),
+    }
+
+
+RUNNERS = {"msgspec": run_msgspec, "profstack": run_profstack, "hta": run_hta}
+
+
+def main(argv: list[str]) -> int:
+    tool, path = argv[0], Path(argv[1])
+    result = RUNNERS[tool](path)
+    sys.stdout.write("BENCH-RESULT " + json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
