@@ -17,9 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
 
 # Regions where the SageMaker docs list managed TensorBoard (platform facts A2).
-TENSORBOARD_DOCUMENTED_REGIONS = frozenset(
-    {"us-east-1", "us-east-2", "us-west-2", "eu-central-1", "eu-west-1"}
-)
+TENSORBOARD_DOCUMENTED_REGIONS = frozenset({"us-east-1", "us-east-2", "us-west-2", "eu-central-1", "eu-west-1"})
 
 # CloudWatch Logs accepts only these retention values (days).
 LOG_RETENTION_DAYS = (
@@ -107,13 +105,16 @@ class Retention(_Model):
     @classmethod
     def _valid_log_retention(cls, value: int) -> int:
         if value not in LOG_RETENTION_DAYS:
-            raise ValueError(
-                f"{value} is not a CloudWatch Logs retention value; use one of {LOG_RETENTION_DAYS}"
-            )
+            raise ValueError(f"{value} is not a CloudWatch Logs retention value; use one of {LOG_RETENTION_DAYS}")
         return value
 
     @model_validator(mode="after")
     def _reports_outlive_traces(self) -> Retention:
+        if self.tensorboard_logs_expire_after_days <= self.raw_traces.glacier_ir_after_days:
+            raise ValueError(
+                "tensorboard_logs_expire_after_days must be > raw_traces.glacier_ir_after_days "
+                "(TensorBoard logs follow the same storage tiers)"
+            )
         if self.reports_expire_after_days < self.raw_traces.expire_after_days:
             raise ValueError(
                 "reports_expire_after_days must be >= raw_traces.expire_after_days (reports are kept longer)"
@@ -141,9 +142,7 @@ class CreateDomain(_Model):
 
     mode: Literal["create"]
     vpc_id: Annotated[str, Field(pattern=r"^vpc-[0-9a-f]{8,17}$")]
-    subnet_ids: Annotated[
-        list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]], Field(min_length=1)
-    ]
+    subnet_ids: Annotated[list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]], Field(min_length=1)]
     network_access: Literal["PublicInternetOnly", "VpcOnly"] = "PublicInternetOnly"
 
     @field_validator("subnet_ids")
@@ -176,9 +175,7 @@ class JobTagFilter(_Model):
 
 class Processing(_Model):
     job_tag_filter: JobTagFilter | None = None
-    extra_trace_prefixes: list[
-        Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")]
-    ] = []
+    extra_trace_prefixes: list[Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")]] = []
     lambda_memory_mb: Annotated[int, Field(ge=512, le=10240)] = 3008
     lambda_timeout_seconds: Annotated[int, Field(ge=60, le=900)] = 900
     reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 5
@@ -214,9 +211,7 @@ class Notifications(_Model):
 
 
 class ProfStackConfig(_Model):
-    prefix: Annotated[
-        str, Field(pattern=r"^[a-z][a-z0-9-]{1,20}$", description="name prefix for stacks and resources")
-    ]
+    prefix: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{1,20}$", description="name prefix for stacks and resources")]
     environment: Environment = Environment()
     retention: Retention = Retention()
     legacy: Legacy = Legacy()

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""CDK entry point: reads the config once and builds the ProfStack stacks.
+
+This is the only place that reads CDK context or the environment. The config path
+defaults to config/profstack.yaml; override it with `npx cdk synth -c config=PATH`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# jsii prints a multi-line banner on Node 20 unless told not to (platform facts, toolchain).
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+import aws_cdk as cdk
+
+from profstack.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+from stacks.profstack_app import add_security_checks, build_profstack
+
+
+def main() -> int:
+    app = cdk.App()
+    config_path = app.node.try_get_context("config") or str(DEFAULT_CONFIG_PATH)
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        print(f"profstack: invalid config: {exc}", file=sys.stderr)
+        return 1
+    for warning in config.warnings():
+        print(f"profstack: warning: {warning}", file=sys.stderr)
+    add_security_checks(app)
+    build_profstack(app, config)
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""IAM helpers. `Resource: "*"` is allowed only for actions that support no resource type.
+
+NO_RESOURCE_TYPE_ACTIONS is the single list of such actions ProfStack uses, each with the
+reason (IAM service authorization reference). The security-gate tests reject any
+`Resource: "*"` statement whose actions are not all listed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aws_cdk import aws_iam as iam
+
+NO_RESOURCE_TYPE_ACTIONS: dict[str, str] = {
+    "xray:PutTraceSegments": "X-Ray accepts no resource ARN for PutTraceSegments (Lambda active tracing).",
+    "xray:PutTelemetryRecords": "X-Ray accepts no resource ARN for PutTelemetryRecords (Lambda active tracing).",
+    "cloudwatch:PutMetricData": "PutMetricData supports no resource type; scoped by the cloudwatch:namespace "
+    "condition instead.",
+    "sagemaker:ListApps": "ListApps supports no resource type (facts A4).",
+    "sagemaker:Search": "Search supports no resource type (facts A4).",
+    "sagemaker:ListUserProfiles": "ListUserProfiles supports no resource type.",
+    "sagemaker:ListDomains": "ListDomains supports no resource type.",
+    "s3:ListAllMyBuckets": "ListAllMyBuckets supports no resource type.",
+    "ec2:DescribeNetworkInterfaces": "EC2 Describe* actions support no resource type.",
+    "ec2:DescribeVpcs": "EC2 Describe* actions support no resource type.",
+    "ec2:DescribeSubnets": "EC2 Describe* actions support no resource type.",
+    "ec2:DescribeSecurityGroups": "EC2 Describe* actions support no resource type.",
+    "states:ListStateMachines": "ListStateMachines supports no resource type.",
+    "s3:CreateJob": "S3 Batch Operations CreateJob supports no resource type.",
+}
+
+
+class UnscopedActionError(ValueError):
+    """An action was given Resource "*" although it supports a resource type."""
+
+
+def no_resource_type_statement(
+    actions: Sequence[str], *, conditions: Mapping[str, Any] | None = None
+) -> iam.PolicyStatement:
+    """A statement with Resource "*" for actions that support no resource type, checked here."""
+    unscoped = [a for a in actions if a not in NO_RESOURCE_TYPE_ACTIONS]
+    if unscoped:
+        raise UnscopedActionError(f"actions support a resource type, scope them: {', '.join(unscoped)}")
+    return iam.PolicyStatement(
+        actions=list(actions),
+        resources=["*"],  # every action here is in NO_RESOURCE_TYPE_ACTIONS, with its reason
+        conditions=dict(conditions) if conditions else None,
+    )

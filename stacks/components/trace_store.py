@@ -1,0 +1,110 @@
+"""The trace bucket, its access-log bucket and the lifecycle of every class of stored data."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from profstack.config import Legacy, Retention
+from profstack.layout import LEGACY_RULE_OUTPUT_TAG, REPORTS_PREFIX, TENSORBOARD_PREFIX, TRACES_PREFIX
+from stacks.components.nag import acknowledge
+
+ABORT_INCOMPLETE_UPLOADS_AFTER = cdk.Duration.days(7)
+
+
+def lifecycle_rules(retention: Retention, legacy: Legacy) -> list[s3.LifecycleRule]:
+    """One rule per class of data; prefixes come from profstack.layout."""
+    raw = retention.raw_traces
+
+    def tiered(rule_id: str, prefix: str, expire_after_days: int) -> s3.LifecycleRule:
+        return s3.LifecycleRule(
+            id=rule_id,
+            prefix=prefix,
+            transitions=[
+                s3.Transition(
+                    storage_class=s3.StorageClass.INFREQUENT_ACCESS,
+                    transition_after=cdk.Duration.days(raw.infrequent_access_after_days),
+                ),
+                s3.Transition(
+                    storage_class=s3.StorageClass.GLACIER_INSTANT_RETRIEVAL,
+                    transition_after=cdk.Duration.days(raw.glacier_ir_after_days),
+                ),
+            ],
+            expiration=cdk.Duration.days(expire_after_days),
+        )
+
+    tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
+    return [
+        tiered("raw-traces", TRACES_PREFIX, raw.expire_after_days),
+        tiered("tensorboard-logs", TENSORBOARD_PREFIX, retention.tensorboard_logs_expire_after_days),
+        s3.LifecycleRule(
+            id="reports",
+            prefix=REPORTS_PREFIX,
+            expiration=cdk.Duration.days(retention.reports_expire_after_days),
+        ),
+        # A prefix rule cannot match <output>/<job>/rule-output/ (no wildcards, facts A7): expire by tag.
+        s3.LifecycleRule(
+            id="legacy-rule-output",
+            tag_filters={tag_key: tag_value},
+            expiration=cdk.Duration.days(legacy.rule_output_expire_after_days),
+        ),
+        s3.LifecycleRule(
+            id="abort-incomplete-uploads",
+            abort_incomplete_multipart_upload_after=ABORT_INCOMPLETE_UPLOADS_AFTER,
+        ),
+        s3.LifecycleRule(
+            id="noncurrent-versions",
+            noncurrent_version_expiration=cdk.Duration.days(retention.noncurrent_versions_expire_after_days),
+            expired_object_delete_marker=True,
+        ),
+    ]
+
+
+class TraceStore(Construct):
+    """KMS-encrypted, versioned trace bucket with server access logs to a separate bucket."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, key: kms.IKey, retention: Retention, legacy: Legacy
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.access_log_bucket = s3.Bucket(
+            self,
+            "AccessLogs",
+            # S3 server access logs can only be delivered to SSE-S3 buckets.
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-access-logs",
+                    expiration=cdk.Duration.days(retention.access_logs_expire_after_days),
+                    noncurrent_version_expiration=cdk.Duration.days(1),
+                    abort_incomplete_multipart_upload_after=ABORT_INCOMPLETE_UPLOADS_AFTER,
+                )
+            ],
+        )
+        acknowledge(
+            self.access_log_bucket,
+            "AwsSolutions-S1",
+            "This bucket is the server-access-log target; logging it to itself would loop.",
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Traces",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=key,
+            bucket_key_enabled=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=self.access_log_bucket,
+            server_access_logs_prefix="trace-bucket/",
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+            lifecycle_rules=lifecycle_rules(retention, legacy),
+        )

@@ -1,0 +1,50 @@
+"""Compose the ProfStack stacks from a validated config. `app.py` calls this; so do the tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks, ServerlessChecks
+
+from profstack.config import ProfStackConfig
+from stacks.storage_stack import StorageStack
+
+
+@dataclass(frozen=True)
+class ProfStackStacks:
+    storage: StorageStack
+    others: tuple[cdk.Stack, ...] = ()
+
+    def all(self) -> tuple[cdk.Stack, ...]:
+        return (self.storage, *self.others)
+
+
+def stack_environment(config: ProfStackConfig) -> cdk.Environment | None:
+    if config.environment.account is None:
+        return None  # env-agnostic: no context lookups, synthesizes offline
+    return cdk.Environment(account=config.environment.account, region=config.environment.region)
+
+
+def add_security_checks(app: cdk.App) -> None:
+    """cdk-nag AwsSolutions + Serverless; an unacknowledged finding fails synth."""
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app), ServerlessChecks(app))
+
+
+def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
+    env = stack_environment(config)
+    prefix = config.prefix
+    tags = {"profstack:deployment": prefix}
+    storage = StorageStack(
+        app,
+        f"{prefix}-storage",
+        retention=config.retention,
+        legacy=config.legacy,
+        env=env,
+        description="ProfStack stateful resources: KMS keys, trace bucket, idempotency table",
+    )
+    stacks = ProfStackStacks(storage=storage)
+    for stack in stacks.all():
+        for key, value in tags.items():
+            cdk.Tags.of(stack).add(key, value)
+    return stacks

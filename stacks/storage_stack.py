@@ -1,0 +1,71 @@
+"""StorageStack: every stateful resource of ProfStack. Termination-protected, retained on delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from profstack.config import Legacy, Retention
+from stacks.components.trace_store import TraceStore
+
+# Logical IDs of stateful resources. Changing one replaces (and orphans) data: tests pin them.
+STATEFUL_IDS = ("DataKey", "MessagingKey", "TraceStore", "IdempotencyTable")
+
+
+class StorageStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        retention: Retention,
+        legacy: Legacy,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, termination_protection=True, **kwargs)
+        self.data_key = kms.Key(
+            self,
+            "DataKey",
+            description="ProfStack traces, reports, idempotency records and SageMaker domain storage",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        self.messaging_key = kms.Key(
+            self,
+            "MessagingKey",
+            description="ProfStack SQS queues and SNS topics",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        # EventBridge (rule -> encrypted queue) and CloudWatch (alarm -> encrypted topic) must use the key.
+        for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com"):
+            self.messaging_key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=f"Allow{service.split('.')[0].capitalize()}ToUseKey",
+                    principals=[iam.ServicePrincipal(service)],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                    resources=["*"],  # in a key policy "*" means this key
+                    conditions={"StringEquals": {"aws:SourceAccount": self.account}},
+                )
+            )
+        self.trace_store = TraceStore(self, "TraceStore", key=self.data_key, retention=retention, legacy=legacy)
+        self.trace_bucket = self.trace_store.bucket
+        self.idempotency_table = dynamodb.Table(
+            self,
+            "IdempotencyTable",
+            partition_key=dynamodb.Attribute(name="id", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute="expiration",
+            encryption=dynamodb.TableEncryption.CUSTOMER_MANAGED,
+            encryption_key=self.data_key,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        cdk.CfnOutput(self, "TraceBucketName", value=self.trace_bucket.bucket_name)

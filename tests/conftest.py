@@ -1,0 +1,64 @@
+"""Shared fixtures: repository paths, the example config and one synthesized app per session."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# Never let a test reach a real AWS account.
+for _var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+    os.environ.pop(_var, None)
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DIR = REPO_ROOT.parent / "shared"
+TRACES_DIR = SHARED_DIR / "traces"
+EXAMPLE_CONFIG = REPO_ROOT / "config" / "profstack.yaml"
+EVENTS_DIR = Path(__file__).resolve().parent / "events"
+
+# The committed cdk.json context (feature flags), so tests synthesize what `cdk synth` does,
+# and no Lambda bundling in unit tests (platform facts: skip bundling by context).
+NO_BUNDLING_CONTEXT: dict[str, Any] = {
+    **json.loads((REPO_ROOT / "cdk.json").read_text())["context"],
+    "aws:cdk:bundling-stacks": [],
+}
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def traces_dir() -> Path:
+    if not TRACES_DIR.is_dir():
+        pytest.skip(f"shared traces not found at {TRACES_DIR}")
+    return TRACES_DIR
+
+
+@pytest.fixture(scope="session")
+def example_config() -> Any:
+    from profstack.config import load_config
+
+    return load_config(EXAMPLE_CONFIG)
+
+
+@pytest.fixture
+def aws_credentials() -> Iterator[None]:
+    """Fake credentials for moto; restored afterwards."""
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")}
+    os.environ.update(
+        {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing"}
+    )
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
