@@ -1,0 +1,1 @@
+"""Custom-resource provider for per-user SageMaker TensorBoard apps (platform facts A1)."""

@@ -1,0 +1,219 @@
+"""The TensorBoard app provider's on_event / is_complete, driven through botocore Stubber."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+from botocore.stub import Stubber
+
+from lambdas.tensorboard_app import provider
+from lambdas.tensorboard_app.env import EnvError, ProviderEnv
+from tests.unit.tensorboard.stubs import (
+    DOMAIN,
+    described,
+    expect_create,
+    expect_delete,
+    expect_describe,
+    sagemaker_client,
+)
+
+PHYSICAL_ID = f"{DOMAIN}/alice/TensorBoard/default"
+
+
+def _event(request: str, *, instance_type: str = "ml.r5.large", **extra: Any) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "RequestType": request,
+        "ResourceProperties": {
+            "ServiceToken": "arn:aws:lambda:us-east-1:123456789012:function:provider",
+            "DomainId": DOMAIN,
+            "UserProfileName": "alice",
+            "AppName": "default",
+            "InstanceType": instance_type,
+        },
+    }
+    if request != "Create":
+        event["PhysicalResourceId"] = PHYSICAL_ID
+    event.update(extra)
+    return event
+
+
+@pytest.fixture
+def client_and_stubber() -> Any:
+    client = sagemaker_client()
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+def test_create_calls_create_app_then_waits_for_in_service(client_and_stubber: Any) -> None:
+    """GIVEN no app WHEN Create runs THEN CreateApp is called and is_complete waits for InService."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", None)
+    expect_create(stubber, "alice", "ml.r5.large")
+    expect_describe(stubber, "alice", described("alice", "Pending"))
+    expect_describe(stubber, "alice", described("alice", "InService"))
+
+    first = provider.on_event(_event("Create"), client, managed_domain_id=DOMAIN)
+    assert first == {"PhysicalResourceId": PHYSICAL_ID, "Data": {"Action": "create"}}
+    event = {**_event("Create"), **first}
+    assert provider.is_complete(event, client, managed_domain_id=DOMAIN) == {"IsComplete": False}
+    done = provider.is_complete(event, client, managed_domain_id=DOMAIN)
+    assert done["IsComplete"] is True
+    assert done["Data"]["AppArn"].endswith(f"app/{DOMAIN}/alice/tensorboard/default")
+
+
+def test_create_adopts_an_app_that_already_exists(client_and_stubber: Any) -> None:
+    """GIVEN an InService app of the wanted type WHEN Create runs THEN nothing is created (idempotent)."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", described("alice", "InService"))
+    expect_describe(stubber, "alice", described("alice", "InService"))
+
+    first = provider.on_event(_event("Create"), client, managed_domain_id=DOMAIN)
+    assert first["Data"] == {"Action": "in-service"}
+    assert provider.is_complete({**_event("Create"), **first}, client, managed_domain_id=DOMAIN)["IsComplete"]
+
+
+def test_create_tolerates_a_concurrent_create(client_and_stubber: Any) -> None:
+    """GIVEN CreateApp answers ResourceInUse (raced) WHEN Create runs THEN it waits instead of failing."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", None)
+    expect_create(stubber, "alice", "ml.r5.large", error="ResourceInUse")
+    result = provider.on_event(_event("Create"), client, managed_domain_id=DOMAIN)
+    assert result["Data"] == {"Action": "create-raced"}
+
+
+def test_failed_app_becomes_an_error_carrying_failure_reason(client_and_stubber: Any) -> None:
+    """GIVEN the new app turns Failed WHEN is_complete polls THEN it raises with SageMaker's FailureReason."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", described("alice", "Failed", failure_reason="InsufficientCapacity"))
+    with pytest.raises(provider.AppFailedError, match=r"alice.*failed: InsufficientCapacity"):
+        provider.is_complete(_event("Create"), client, managed_domain_id=DOMAIN)
+
+
+def test_first_call_clears_a_stale_failed_app_and_recreates(client_and_stubber: Any) -> None:
+    """GIVEN a Failed app from an earlier attempt WHEN Create runs THEN it is deleted, then created again."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", described("alice", "Failed", failure_reason="old"))
+    expect_delete(stubber, "alice")
+    expect_describe(stubber, "alice", described("alice", "Deleted"))
+    expect_create(stubber, "alice", "ml.r5.large")
+
+    first = provider.on_event(_event("Create"), client, managed_domain_id=DOMAIN)
+    assert first["Data"] == {"Action": "delete-stale-failed"}
+    assert provider.is_complete(_event("Create"), client, managed_domain_id=DOMAIN) == {"IsComplete": False}
+
+
+def test_delete_calls_delete_app_then_waits_for_deleted(client_and_stubber: Any) -> None:
+    """GIVEN an InService app WHEN Delete runs THEN DeleteApp is called and is_complete waits for Deleted."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", described("alice", "InService"))
+    expect_delete(stubber, "alice")
+    expect_describe(stubber, "alice", described("alice", "Deleting"))
+    expect_describe(stubber, "alice", described("alice", "Deleted"))
+
+    first = provider.on_event(_event("Delete"), client, managed_domain_id=DOMAIN)
+    assert first == {"PhysicalResourceId": PHYSICAL_ID, "Data": {"Action": "delete"}}
+    assert provider.is_complete(_event("Delete"), client, managed_domain_id=DOMAIN) == {"IsComplete": False}
+    assert provider.is_complete(_event("Delete"), client, managed_domain_id=DOMAIN) == {"IsComplete": True}
+
+
+def test_delete_of_a_missing_app_succeeds(client_and_stubber: Any) -> None:
+    """GIVEN no app (never created, or reaped) WHEN Delete runs THEN it completes without DeleteApp."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", None)
+    expect_describe(stubber, "alice", None)
+    first = provider.on_event(_event("Delete"), client, managed_domain_id=DOMAIN)
+    assert first["Data"] == {"Action": "absent"}
+    assert provider.is_complete(_event("Delete"), client, managed_domain_id=DOMAIN) == {"IsComplete": True}
+
+
+def test_delete_racing_a_vanishing_app_succeeds(client_and_stubber: Any) -> None:
+    """GIVEN the app disappears between DescribeApp and DeleteApp WHEN Delete runs THEN it is done."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", described("alice", "InService"))
+    expect_delete(stubber, "alice", error="ResourceNotFound")
+    assert provider.on_event(_event("Delete"), client, managed_domain_id=DOMAIN)["Data"] == {"Action": "absent"}
+
+
+def test_delete_that_fails_surfaces_the_reason(client_and_stubber: Any) -> None:
+    """GIVEN our DeleteApp left the app Failed WHEN is_complete polls THEN the error names the reason."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", described("alice", "Failed", failure_reason="EFS unreachable"))
+    with pytest.raises(provider.AppFailedError, match="EFS unreachable"):
+        provider.is_complete(_event("Delete"), client, managed_domain_id=DOMAIN)
+
+
+def test_delete_waits_for_a_pending_app_before_deleting(client_and_stubber: Any) -> None:
+    """GIVEN a Pending app WHEN Delete runs THEN it waits (DeleteApp needs a settled app) and deletes later."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alice", described("alice", "Pending"))
+    expect_describe(stubber, "alice", described("alice", "InService"))
+    expect_delete(stubber, "alice")
+    assert provider.on_event(_event("Delete"), client, managed_domain_id=DOMAIN)["Data"] == {"Action": "wait-pending"}
+    assert provider.is_complete(_event("Delete"), client, managed_domain_id=DOMAIN) == {"IsComplete": False}
+
+
+def test_update_with_a_new_instance_type_replaces_the_app(client_and_stubber: Any) -> None:
+    """GIVEN an InService ml.r5.large app WHEN Update asks for ml.r5.xlarge THEN delete, wait, create, wait."""
+    client, stubber = client_and_stubber
+    new = "ml.r5.xlarge"
+    expect_describe(stubber, "alice", described("alice", "InService", instance_type="ml.r5.large"))
+    expect_delete(stubber, "alice")
+    expect_describe(stubber, "alice", described("alice", "Deleting", instance_type="ml.r5.large"))
+    expect_describe(stubber, "alice", described("alice", "Deleted", instance_type="ml.r5.large"))
+    expect_create(stubber, "alice", new)
+    expect_describe(stubber, "alice", described("alice", "Pending", instance_type=new))
+    expect_describe(stubber, "alice", described("alice", "InService", instance_type=new))
+
+    event = _event("Update", instance_type=new, OldResourceProperties={"InstanceType": "ml.r5.large"})
+    first = provider.on_event(event, client, managed_domain_id=DOMAIN)
+    # Same physical id: CloudFormation must not send a clean-up Delete that would hit the new app.
+    assert first == {"PhysicalResourceId": PHYSICAL_ID, "Data": {"Action": "replace-instance-type"}}
+    polls = [provider.is_complete(event, client, managed_domain_id=DOMAIN)["IsComplete"] for _ in range(4)]
+    assert polls == [False, False, False, True]
+
+
+def test_update_renaming_the_profile_gets_a_new_physical_id(client_and_stubber: Any) -> None:
+    """GIVEN the profile name changes WHEN Update runs THEN the new app gets a new id (old one is cleaned up)."""
+    client, stubber = client_and_stubber
+    expect_describe(stubber, "alicia", None)
+    expect_create(stubber, "alicia", "ml.r5.large")
+    event = _event("Update")
+    event["ResourceProperties"] = {**event["ResourceProperties"], "UserProfileName": "alicia"}
+    result = provider.on_event(event, client, managed_domain_id=DOMAIN)
+    assert result["PhysicalResourceId"] == f"{DOMAIN}/alicia/TensorBoard/default"
+
+
+def test_other_sagemaker_errors_propagate(client_and_stubber: Any) -> None:
+    """GIVEN DescribeApp is denied WHEN Create runs THEN the ClientError reaches CloudFormation."""
+    client, stubber = client_and_stubber
+    stubber.add_client_error("describe_app", service_error_code="AccessDeniedException", http_status_code=403)
+    with pytest.raises(ClientError, match="AccessDenied"):
+        provider.on_event(_event("Create"), client, managed_domain_id=DOMAIN)
+
+
+def test_bad_properties_fail_create_but_not_delete(client_and_stubber: Any) -> None:
+    """GIVEN a malformed instance type WHEN Create runs THEN it fails; a rollback Delete is a no-op."""
+    client, _ = client_and_stubber
+    bad = _event("Create", instance_type="r5.large")
+    with pytest.raises(provider.BadRequestError, match="InstanceType"):
+        provider.on_event(bad, client, managed_domain_id=DOMAIN)
+    rollback = {**bad, "RequestType": "Delete", "PhysicalResourceId": "whatever"}
+    assert provider.on_event(rollback, client, managed_domain_id=DOMAIN)["Data"] == {"Action": "skip"}
+    assert provider.is_complete(rollback, client, managed_domain_id=DOMAIN) == {"IsComplete": True}
+
+
+def test_refuses_apps_outside_the_managed_domain(client_and_stubber: Any) -> None:
+    """GIVEN properties naming another domain WHEN Create runs THEN the provider refuses."""
+    client, _ = client_and_stubber
+    with pytest.raises(provider.BadRequestError, match="not the managed domain"):
+        provider.on_event(_event("Create"), client, managed_domain_id="d-zzzzzzzzzzzz")
+
+
+def test_env_is_validated() -> None:
+    """GIVEN a malformed DOMAIN_ID WHEN the function cold-starts THEN EnvError names the problem."""
+    assert ProviderEnv.from_environ({"DOMAIN_ID": DOMAIN}).domain_id == DOMAIN
+    with pytest.raises(EnvError, match="DOMAIN_ID"):
+        ProviderEnv.from_environ({"DOMAIN_ID": "not-a-domain"})
