@@ -49,12 +49,16 @@ test: install lint typecheck  ## lint, type-check and run the whole test suite
 test-fast: $(STAMPS)/venv  ## tests only, no lint
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "not slow"
 
-synth: install  ## write every template to cdk.out/ (offline; cdk-nag and cfn-lint gates)
-	npx cdk synth --quiet --no-notices
+CONFIG ?= config/profstack.yaml
+
+synth: install  ## write every template to cdk.out/ (cdk-nag and cfn-lint gates; CONFIG=path to override)
+	@$(BIN)/python -m profstack.config --check $(CONFIG)
+	npx cdk synth --quiet --no-notices -c config=$(CONFIG)
 	$(BIN)/python -m stacks.lint cdk.out
 
-demo: install  ## run the main job end to end on an embedded AWS emulator
-	$(BIN)/python -m profstack.demo
+demo: synth  ## synthesize, show the deployment plan, then run the main job on an embedded AWS emulator
+	@$(BIN)/python -m stacks.plan cdk.out --config $(CONFIG)
+	@if [ -f profstack/demo.py ]; then $(BIN)/python -m profstack.demo; fi
 
 bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA and a bare msgspec decode
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/bench.txt -c requirements/constraints.txt

@@ -304,3 +304,35 @@ def load_config(path: Path | str = DEFAULT_CONFIG_PATH) -> ProfStackConfig:
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{path}: invalid YAML{where}: {problem}") from None
     return parse_config(data, source=str(path))
+
+
+def _main(argv: list[str]) -> int:
+    """`python -m profstack.config --check [PATH]` validates; `--schema` rewrites the JSON Schema."""
+    import json
+    import sys
+
+    args = argv[1:]
+    if args[:1] == ["--schema"] and len(args) == 1:
+        target = Path(__file__).resolve().parents[1] / "config" / "profstack.schema.json"
+        target.write_text(json.dumps(ProfStackConfig.model_json_schema(), indent=2) + "\n")
+        print(f"wrote {target}")
+        return 0
+    if args[:1] == ["--check"] and len(args) <= 2:
+        path = args[1] if len(args) == 2 else DEFAULT_CONFIG_PATH
+        try:
+            config = load_config(path)
+        except ConfigError as exc:
+            print(f"profstack: invalid config: {exc}", file=sys.stderr)
+            return 1
+        for warning in config.warnings():
+            print(f"profstack: warning: {warning}", file=sys.stderr)
+        print(f"{path}: valid ({len(config.users)} users, domain {config.domain.mode})")
+        return 0
+    print("usage: python -m profstack.config (--check [PATH] | --schema)", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(_main(sys.argv))

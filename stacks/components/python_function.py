@@ -30,13 +30,14 @@ RUNTIME_PYTHON_VERSION = "3.13"
 ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
 REQUIREMENTS = REPO_ROOT / "requirements" / "runtime.txt"
+CONSTRAINTS = REPO_ROOT / "requirements" / "constraints.txt"  # pins the transitive dependencies too
 CODE_PACKAGES = ("lambdas", "profstack")
 _BUNDLER_VERSION = "1"  # bump when the bundling steps change
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", "*.egg-info")
 
 
 def _source_files() -> list[Path]:
-    files: list[Path] = [REQUIREMENTS]
+    files: list[Path] = [REQUIREMENTS, CONSTRAINTS]
     for package in CODE_PACKAGES:
         files.extend(
             p for p in sorted((REPO_ROOT / package).rglob("*")) if p.is_file() and "__pycache__" not in p.parts
@@ -64,7 +65,7 @@ class LocalPythonBundler:
 
     def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_: object) -> bool:
         requirements_hash = hashlib.sha256(
-            f"{RUNTIME_PYTHON_VERSION}|{PIP_PLATFORM}".encode() + REQUIREMENTS.read_bytes()
+            f"{RUNTIME_PYTHON_VERSION}|{PIP_PLATFORM}".encode() + REQUIREMENTS.read_bytes() + CONSTRAINTS.read_bytes()
         ).hexdigest()[:16]
         deps = _dependency_cache(requirements_hash)
         if not (deps / ".complete").exists():
@@ -90,6 +91,8 @@ class LocalPythonBundler:
                     str(deps),
                     "-r",
                     str(REQUIREMENTS),
+                    "-c",
+                    str(CONSTRAINTS),
                 ],
                 check=True,
             )

@@ -1,0 +1,76 @@
+"""Training-job state changes -> encrypted SQS queue (with DLQ). The processor's input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from lambdas.trace_processor.events import DETAIL_TYPE, SOURCE, TERMINAL_STATUSES
+from profstack.config import JobTagFilter
+
+
+def training_job_event_pattern(tag_filter: JobTagFilter | None) -> dict[str, Any]:
+    """The rule's pattern as plain JSON (tests match real events against exactly this)."""
+    detail: dict[str, Any] = {"TrainingJobStatus": list(TERMINAL_STATUSES)}
+    if tag_filter is not None:
+        detail["Tags"] = {tag_filter.key: [tag_filter.value]}
+    return {"source": [SOURCE], "detail-type": [DETAIL_TYPE], "detail": detail}
+
+
+class JobEventQueue(Construct):
+    """EventBridge rule on finished training jobs, targeting a KMS-encrypted queue with a DLQ.
+
+    The DLQ also catches events EventBridge cannot deliver to the queue (target DLQ)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: kms.IKey,
+        visibility_timeout: cdk.Duration,
+        max_receive_count: int,
+        tag_filter: JobTagFilter | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.dead_letter_queue = sqs.Queue(
+            self,
+            "DeadLetterQueue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=cdk.Duration.days(14),  # the SQS maximum: time to investigate and redrive
+        )
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            visibility_timeout=visibility_timeout,
+            retention_period=cdk.Duration.days(4),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=self.dead_letter_queue, max_receive_count=max_receive_count),
+        )
+        pattern = training_job_event_pattern(tag_filter)
+        self.rule = events.Rule(
+            self,
+            "TrainingJobFinished",
+            description="SageMaker training job reached Completed, Failed or Stopped",
+            event_pattern=events.EventPattern(
+                source=pattern["source"], detail_type=pattern["detail-type"], detail=pattern["detail"]
+            ),
+        )
+        self.rule.add_target(
+            targets.SqsQueue(
+                self.queue,
+                dead_letter_queue=self.dead_letter_queue,
+                retry_attempts=185,  # EventBridge's maximum; a DLQ'd event is not lost either way
+                max_event_age=cdk.Duration.hours(24),
+            )
+        )

@@ -1,0 +1,113 @@
+"""The SageMaker domain that hosts the per-user TensorBoard apps: created here, or imported by id.
+
+A created domain uses AuthMode IAM (presigned URLs need it, platform facts A3), home EFS
+(managed TensorBoard needs it, A2) encrypted with the ProfStack data key, and the VPC and
+subnets from config. With `network_access: VpcOnly` the apps have no internet path, so the
+interface endpoints Studio needs (SageMaker API and runtime, plus STS for credentials) are
+created in the same subnets.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from profstack.config import CreateDomain, ImportDomain
+
+# Interface endpoints a VpcOnly domain needs (SageMaker dev guide: studio-notebooks-and-internet-access;
+# STS so that the apps can use their execution role's credentials).
+VPC_ONLY_ENDPOINTS = ("sagemaker.api", "sagemaker.runtime", "sts")
+NFS_PORT = 2049
+# Studio apps talk to each other on these ports inside the domain security group (same guide).
+STUDIO_APP_PORTS = (8192, 65535)
+
+
+class StudioDomain(Construct):
+    """`domain_id`, `domain_arn` and (created domains only) `security_group_ids` for profiles."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        domain: CreateDomain | ImportDomain,
+        domain_name: str,
+        key: kms.IKey,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        self.security_group_ids: list[str] = []
+        self.resource: sagemaker.CfnDomain | None = None
+        if isinstance(domain, ImportDomain):
+            self.domain_id = domain.domain_id
+        else:
+            self.resource = self._create(domain, domain_name=domain_name, key=key)
+            self.domain_id = self.resource.attr_domain_id
+        self.domain_arn = stack.format_arn(service="sagemaker", resource="domain", resource_name=self.domain_id)
+
+    def _create(self, domain: CreateDomain, *, domain_name: str, key: kms.IKey) -> sagemaker.CfnDomain:
+        vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=domain.vpc_id, availability_zones=[])
+        group = ec2.SecurityGroup(
+            self,
+            "AppSecurityGroup",
+            vpc=vpc,
+            description="ProfStack SageMaker domain apps: EFS (NFS) and Studio app traffic within the group",
+            allow_all_outbound=True,  # apps reach S3, SageMaker and STS (endpoints or NAT)
+        )
+        group.add_ingress_rule(group, ec2.Port.tcp(NFS_PORT), "home EFS (NFS) within the domain")
+        group.add_ingress_rule(group, ec2.Port.tcp_range(*STUDIO_APP_PORTS), "Studio app traffic within the domain")
+        self.security_group_ids = [group.security_group_id]
+
+        # Every user profile overrides this role with its own least-privilege role (user_workspace.py);
+        # the domain default has no permissions at all.
+        default_role = iam.Role(
+            self,
+            "DefaultExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="ProfStack domain default execution role; every profile overrides it; no permissions",
+        )
+        if domain.network_access == "VpcOnly":
+            self._endpoints(domain, vpc, group)
+        return sagemaker.CfnDomain(
+            self,
+            "Domain",
+            domain_name=domain_name,
+            auth_mode="IAM",  # CreatePresignedDomainUrl works only with IAM (facts A3)
+            vpc_id=domain.vpc_id,
+            subnet_ids=list(domain.subnet_ids),
+            app_network_access_type=domain.network_access,
+            home_efs_file_system_creation="Enabled",  # TensorBoard needs home EFS (facts A2)
+            kms_key_id=key.key_arn,
+            default_user_settings=sagemaker.CfnDomain.UserSettingsProperty(
+                execution_role=default_role.role_arn,
+                security_groups=self.security_group_ids,
+                auto_mount_home_efs="Enabled",
+            ),
+            domain_settings=sagemaker.CfnDomain.DomainSettingsProperty(security_group_ids=self.security_group_ids),
+        )
+
+    def _endpoints(self, domain: CreateDomain, vpc: ec2.IVpc, apps: ec2.SecurityGroup) -> None:
+        group = ec2.SecurityGroup(
+            self,
+            "EndpointSecurityGroup",
+            vpc=vpc,
+            description="ProfStack interface endpoints: HTTPS from the SageMaker domain apps only",
+            allow_all_outbound=False,
+        )
+        group.add_ingress_rule(apps, ec2.Port.tcp(443), "HTTPS from the domain apps")
+        region = cdk.Stack.of(self).region
+        for service in VPC_ONLY_ENDPOINTS:
+            ec2.CfnVPCEndpoint(
+                self,
+                f"Endpoint-{service.replace('.', '-')}",
+                vpc_id=domain.vpc_id,
+                service_name=f"com.amazonaws.{region}.{service}",
+                vpc_endpoint_type="Interface",
+                private_dns_enabled=True,
+                subnet_ids=list(domain.subnet_ids),
+                security_group_ids=[group.security_group_id],
+            )

@@ -1,0 +1,144 @@
+"""StorageStack: encryption, access logs, lifecycle from config, retention and stable logical IDs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from tests.infra.conftest import SynthesizedApp
+
+# Pinned logical IDs of stateful resources. A change here replaces the resource and orphans data:
+# update this list only with a migration plan.
+STATEFUL_LOGICAL_IDS = {
+    "AWS::KMS::Key": {"DataKey17AFBB84", "MessagingKey9A79A2B1"},
+    "AWS::S3::Bucket": {"TraceStoreAccessLogs6BD1CAB2", "TraceStoreTraces8E0064C8"},
+    "AWS::DynamoDB::Table": {"IdempotencyTable22A5A209"},
+}
+
+
+@pytest.fixture(scope="module")
+def storage(synthesized: SynthesizedApp) -> Template:
+    return Template.from_stack(synthesized.stacks.storage)
+
+
+def _resources(template: Template, type_: str) -> dict[str, Any]:
+    found: dict[str, Any] = template.find_resources(type_)
+    return found
+
+
+def test_stateful_logical_ids_are_stable(storage: Template) -> None:
+    # GIVEN the pinned IDs WHEN the stack synthesizes THEN every stateful resource keeps its logical ID
+    for type_, expected in STATEFUL_LOGICAL_IDS.items():
+        assert set(_resources(storage, type_)) == expected, type_
+
+
+def test_stack_is_termination_protected(synthesized: SynthesizedApp) -> None:
+    assert synthesized.stacks.storage.termination_protection is True
+
+
+def test_every_stateful_resource_is_retained(storage: Template) -> None:
+    for type_ in STATEFUL_LOGICAL_IDS:
+        for logical_id, resource in _resources(storage, type_).items():
+            assert resource.get("DeletionPolicy") == "Retain", logical_id
+            assert resource.get("UpdateReplacePolicy") == "Retain", logical_id
+
+
+def test_keys_rotate(storage: Template) -> None:
+    storage.resource_count_is("AWS::KMS::Key", 2)
+    storage.all_resources_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+
+
+def test_trace_bucket_is_private_encrypted_versioned_and_logged(storage: Template) -> None:
+    storage.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [
+                    {
+                        "BucketKeyEnabled": True,
+                        "ServerSideEncryptionByDefault": {
+                            "SSEAlgorithm": "aws:kms",
+                            "KMSMasterKeyID": {"Fn::GetAtt": ["DataKey17AFBB84", "Arn"]},
+                        },
+                    }
+                ]
+            },
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "VersioningConfiguration": {"Status": "Enabled"},
+            "LoggingConfiguration": {
+                "DestinationBucketName": {"Ref": "TraceStoreAccessLogs6BD1CAB2"},
+                "LogFilePrefix": "trace-bucket/",
+            },
+        },
+    )
+
+
+def test_both_buckets_deny_insecure_transport(storage: Template) -> None:
+    policies = _resources(storage, "AWS::S3::BucketPolicy")
+    assert len(policies) == 2
+    for policy in policies.values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+        )
+
+
+def _trace_bucket_rules(storage: Template) -> dict[str, dict[str, Any]]:
+    bucket = _resources(storage, "AWS::S3::Bucket")["TraceStoreTraces8E0064C8"]
+    return {rule["Id"]: rule for rule in bucket["Properties"]["LifecycleConfiguration"]["Rules"]}
+
+
+def test_lifecycle_rules_follow_the_config(storage: Template, example_config: Any) -> None:
+    # GIVEN the example config's retention WHEN the bucket is synthesized THEN each class of data has its rule
+    rules = _trace_bucket_rules(storage)
+    raw = example_config.retention.raw_traces
+    assert rules["raw-traces"]["Prefix"] == "traces/"
+    assert rules["raw-traces"]["Transitions"] == [
+        {"StorageClass": "STANDARD_IA", "TransitionInDays": raw.infrequent_access_after_days},
+        {"StorageClass": "GLACIER_IR", "TransitionInDays": raw.glacier_ir_after_days},
+    ]
+    assert rules["raw-traces"]["ExpirationInDays"] == raw.expire_after_days
+    assert rules["tensorboard-logs"]["Prefix"] == "tensorboard/"
+    assert rules["reports"]["Prefix"] == "reports/"
+    assert rules["reports"]["ExpirationInDays"] == example_config.retention.reports_expire_after_days
+    assert rules["reports"]["ExpirationInDays"] > rules["raw-traces"]["ExpirationInDays"]
+    assert rules["legacy-rule-output"]["TagFilters"] == [{"Key": "profstack:class", "Value": "legacy-rule-output"}]
+    assert "Prefix" not in rules["legacy-rule-output"]  # a prefix cannot match <output>/<job>/rule-output/
+    assert rules["legacy-rule-output"]["ExpirationInDays"] == example_config.legacy.rule_output_expire_after_days
+    assert rules["abort-incomplete-uploads"]["AbortIncompleteMultipartUpload"] == {"DaysAfterInitiation": 7}
+    assert rules["noncurrent-versions"]["NoncurrentVersionExpiration"] == {
+        "NoncurrentDays": example_config.retention.noncurrent_versions_expire_after_days
+    }
+    assert all(rule["Status"] == "Enabled" for rule in rules.values())
+
+
+def test_idempotency_table_uses_powertools_layout(storage: Template) -> None:
+    storage.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [{"AttributeName": "id", "KeyType": "HASH"}],
+            "TimeToLiveSpecification": {"AttributeName": "expiration", "Enabled": True},
+            "SSESpecification": {"SSEEnabled": True, "SSEType": "KMS", "KMSMasterKeyId": Match.any_value()},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        },
+    )
+
+
+def test_messaging_key_admits_eventbridge_and_cloudwatch_only_for_this_account(storage: Template) -> None:
+    key = _resources(storage, "AWS::KMS::Key")["MessagingKey9A79A2B1"]
+    statements = key["Properties"]["KeyPolicy"]["Statement"]
+    services = {
+        s["Principal"]["Service"]: s
+        for s in statements
+        if isinstance(s.get("Principal"), dict) and "Service" in s["Principal"]
+    }
+    assert set(services) == {"events.amazonaws.com", "cloudwatch.amazonaws.com"}
+    for statement in services.values():
+        assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}

@@ -1,0 +1,162 @@
+"""The config model: the example validates, and each bad config gives one line naming the field."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from profstack.config import ConfigError, ProfStackConfig, load_config, parse_config
+from tests.conftest import EXAMPLE_CONFIG, REPO_ROOT
+
+
+def _example() -> dict[str, Any]:
+    data: dict[str, Any] = yaml.safe_load(EXAMPLE_CONFIG.read_text())
+    return data
+
+
+def _with(path: str, value: Any) -> dict[str, Any]:
+    """The example config with one field replaced; path like 'users.0.email'."""
+    data = copy.deepcopy(_example())
+    node: Any = data
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    last = parts[-1]
+    if isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return data
+
+
+def test_example_config_is_valid() -> None:
+    # GIVEN the committed example WHEN loaded THEN it validates with its two users and a created domain
+    config = load_config(EXAMPLE_CONFIG)
+    assert [u.name for u in config.users] == ["alice", "bob"]
+    assert config.domain.mode == "create"
+    assert config.environment.account is None  # env-agnostic by default
+
+
+BAD_CONFIGS = [
+    pytest.param(_with("prefix", 42), r"^config: prefix: Input should be a valid string", id="wrong-type"),
+    pytest.param({**_example(), "colour": "blue"}, r"^config: colour: unknown key", id="unknown-key"),
+    pytest.param(_with("users.1.name", "alice"), r"^config: users: duplicate user 'alice'", id="duplicate-user"),
+    pytest.param(
+        _with("users.0.email", "alice-at-example"),
+        r"^config: users\[0\]\.email: 'alice-at-example' is not a valid e-mail address",
+        id="bad-email",
+    ),
+    pytest.param(
+        _with("domain", {"mode": "import", "domain_id": "domain-1"}),
+        r"^config: domain\.domain_id: String should match pattern",
+        id="bad-domain-id",
+    ),
+    pytest.param(
+        _with("legacy.rule_output_expire_after_days", -5),
+        r"^config: legacy\.rule_output_expire_after_days: Input should be greater than 0",
+        id="negative-days",
+    ),
+    pytest.param(
+        _with("retention.raw_traces.glacier_ir_after_days", 20),
+        r"^config: retention\.raw_traces: days must increase",
+        id="unordered-tiers",
+    ),
+    pytest.param(
+        _with("retention.log_retention_days", 10),
+        r"^config: retention\.log_retention_days: 10 is not a CloudWatch Logs retention value",
+        id="bad-log-retention",
+    ),
+    pytest.param(
+        _with("environment", {"account": "123456789012"}),
+        r"^config: environment: set both account and region, or neither",
+        id="account-without-region",
+    ),
+    pytest.param(
+        _with("domain", {"mode": "create", "vpc_id": "vpc-0a1b2c3d", "subnet_ids": []}),
+        r"^config: domain\.subnet_ids: List should have at least 1 item",
+        id="no-subnets",
+    ),
+    pytest.param(_with("domain", {"mode": "magic"}), r"^config: domain: Input tag 'magic'", id="bad-domain-mode"),
+    pytest.param(
+        _with("users.0.tensorboard_instance_type", "r5.large"),
+        r"^config: users\[0\]\.tensorboard_instance_type: String should match pattern",
+        id="bad-instance-type",
+    ),
+    pytest.param(_with("notifications.emails", ["x@y.io", "X@y.io"]), r"must be unique", id="duplicate-email"),
+    pytest.param(["not", "a", "mapping"], r"^config: the file must hold a YAML mapping", id="not-a-mapping"),
+]
+
+
+@pytest.mark.parametrize(("data", "expected"), BAD_CONFIGS)
+def test_bad_config_gives_one_line_naming_the_field(data: Any, expected: str) -> None:
+    # GIVEN a config with one problem WHEN parsed THEN one ConfigError line names the field and the problem
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert __import__("re").search(expected, message), message
+
+
+def test_several_problems_report_the_first_and_count_the_rest() -> None:
+    data = _with("prefix", 42)
+    data["colour"] = "blue"
+    with pytest.raises(ConfigError, match=r"\(and 1 more problem\)$"):
+        parse_config(data)
+
+
+def test_unreadable_and_invalid_yaml_files(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="config file not found"):
+        load_config(tmp_path / "missing.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("prefix: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"invalid YAML at line \d+"):
+        load_config(broken)
+
+
+def test_region_outside_tensorboard_documented_list_warns() -> None:
+    config = parse_config(_with("environment", {"account": "123456789012", "region": "ap-south-1"}))
+    assert any("not documented in ap-south-1" in w for w in config.warnings())
+    config = parse_config(_with("environment", {"account": "123456789012", "region": "eu-west-1"}))
+    assert not any("not documented" in w for w in config.warnings())
+
+
+def test_committed_json_schema_matches_the_model() -> None:
+    # GIVEN the JSON Schema shipped for editors WHEN compared to the model THEN they agree
+    committed = json.loads((REPO_ROOT / "config" / "profstack.schema.json").read_text())
+    assert committed == ProfStackConfig.model_json_schema(), "run: python -m profstack.config --schema"
+
+
+def _run_app(config_path: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CDK_CONTEXT_JSON": json.dumps({"config": str(config_path)}),
+            "CDK_OUTDIR": str(config_path.parent / "out"),
+        },
+        check=False,
+        timeout=120,
+    )
+
+
+def test_app_exits_non_zero_with_one_line_and_no_traceback(tmp_path: Path) -> None:
+    # GIVEN a config with a bad e-mail WHEN app.py runs (as `cdk synth` runs it)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_with("users.0.email", "nope")))
+    result = _run_app(bad)
+    # THEN it exits non-zero with exactly one line naming the field, and no traceback
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"profstack: invalid config: {bad}: users[0].email: 'nope' is not a valid e-mail address"
+    ]
+    assert "Traceback" not in result.stderr + result.stdout
