@@ -30,7 +30,11 @@ $(STAMPS)/node: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-install: $(STAMPS)/venv $(STAMPS)/node  ## create .venv and node_modules from the pinned files
+$(STAMPS)/lambda-wheels: $(STAMPS)/venv requirements/runtime.txt requirements/constraints.txt
+	$(BIN)/python -m stacks.components.python_function --fetch
+	@touch $@
+
+install: $(STAMPS)/venv $(STAMPS)/node $(STAMPS)/lambda-wheels  ## .venv, node_modules and Lambda wheels from the pinned files
 
 lint: $(STAMPS)/venv  ## ruff lint and format check
 	$(BIN)/ruff check .

@@ -55,50 +55,62 @@ def code_asset_hash() -> str:
     return digest.hexdigest()
 
 
-def _dependency_cache(asset_hash_of_requirements: str) -> Path:
-    return REPO_ROOT / "build" / "lambda-deps" / asset_hash_of_requirements
+def _requirements_hash() -> str:
+    pins = REQUIREMENTS.read_bytes() + CONSTRAINTS.read_bytes()
+    return hashlib.sha256(f"{RUNTIME_PYTHON_VERSION}|{PIP_PLATFORM}".encode() + pins).hexdigest()[:16]
+
+
+def wheelhouse() -> Path:
+    """Lambda-platform wheels of requirements/runtime.txt, fetched by `make install`."""
+    return REPO_ROOT / "build" / "lambda-wheels" / _requirements_hash()
+
+
+def _pip_for_lambda(*args: str) -> list[str]:
+    return [
+        sys.executable, "-m", "pip", *args, "--quiet", "--disable-pip-version-check",
+        "--platform", PIP_PLATFORM, "--implementation", "cp", "--python-version", RUNTIME_PYTHON_VERSION,
+        "--only-binary=:all:", "-r", str(REQUIREMENTS), "-c", str(CONSTRAINTS),
+    ]  # fmt: skip
+
+
+def fetch_wheels() -> Path:
+    """Download the wheels once (network: PyPI). Synth then bundles offline."""
+    target = wheelhouse()
+    if not (target / ".complete").exists():
+        target.mkdir(parents=True, exist_ok=True)
+        subprocess.run([*_pip_for_lambda("download"), "--dest", str(target)], check=True)  # noqa: S603
+        (target / ".complete").touch()
+    return target
+
+
+class MissingWheelsError(RuntimeError):
+    """Lambda wheels were not fetched; synth stays offline and says how to fix it."""
 
 
 @jsii.implements(cdk.ILocalBundling)
 class LocalPythonBundler:
-    """Bundles without Docker: pip installs platform wheels, then copies our packages."""
+    """Bundles without Docker or network: installs fetched platform wheels, then copies our packages."""
 
     def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_: object) -> bool:
-        requirements_hash = hashlib.sha256(
-            f"{RUNTIME_PYTHON_VERSION}|{PIP_PLATFORM}".encode() + REQUIREMENTS.read_bytes() + CONSTRAINTS.read_bytes()
-        ).hexdigest()[:16]
-        deps = _dependency_cache(requirements_hash)
-        if not (deps / ".complete").exists():
-            if deps.exists():
-                shutil.rmtree(deps)
-            deps.mkdir(parents=True)
-            subprocess.run(  # noqa: S603 - fixed argv, no shell
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--platform",
-                    PIP_PLATFORM,
-                    "--implementation",
-                    "cp",
-                    "--python-version",
-                    RUNTIME_PYTHON_VERSION,
-                    "--only-binary=:all:",
-                    "--target",
-                    str(deps),
-                    "-r",
-                    str(REQUIREMENTS),
-                    "-c",
-                    str(CONSTRAINTS),
-                ],
-                check=True,
+        wheels = wheelhouse()
+        if not (wheels / ".complete").exists():
+            raise MissingWheelsError(
+                f"Lambda wheels missing in {wheels}: run `make install` "
+                "(or `.venv/bin/python -m stacks.components.python_function --fetch`)"
             )
-            (deps / ".complete").touch()
         out = Path(output_dir)
-        shutil.copytree(deps, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete"))
+        subprocess.run(  # noqa: S603 - fixed argv, no shell
+            [
+                *_pip_for_lambda("install"),
+                "--no-compile",
+                "--no-index",
+                "--find-links",
+                str(wheels),
+                "--target",
+                str(out),
+            ],
+            check=True,
+        )
         for package in CODE_PACKAGES:
             shutil.copytree(REPO_ROOT / package, out / package, dirs_exist_ok=True, ignore=_IGNORED)
         return True
@@ -182,3 +194,9 @@ class ProfStackFunction(Construct):
             ),
             tracing=lambda_.Tracing.ACTIVE,
         )
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--fetch"]:
+        sys.exit("usage: python -m stacks.components.python_function --fetch")
+    print(f"Lambda wheels in {fetch_wheels().relative_to(REPO_ROOT)}")
