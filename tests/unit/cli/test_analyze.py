@@ -1,0 +1,270 @@
+"""`profstack analyze` end to end on real traces from ../shared/traces, through `profstack.cli.main`."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from profstack.cli import main
+from profstack.cli.analyze import Progress
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+TRACES = REPO_ROOT.parent / "shared" / "traces"
+TWO_RANKS = TRACES / "hta" / "trace_filter"
+CPU_ONLY = TRACES / "hta" / "cpu_only"
+SMALL_GPU = TRACES / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+
+pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
+
+
+def _one_error_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert "Traceback" not in err
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("profstack: error: ")
+    return lines[0]
+
+
+def test_two_rank_job_writes_summary_report_and_perfetto_traces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a directory holding two ranks of one job
+    out = tmp_path / "out"
+
+    # WHEN analysing it with every output format
+    code = main(["analyze", str(TWO_RANKS), "--out", str(out)])
+
+    # THEN it succeeds and writes the summary, the report and one trimmed trace per rank
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["complete"] is True
+    assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]
+    report = (out / "report.html").read_text()
+    assert report.startswith("<!DOCTYPE html>")
+    assert "Rank 0" in report
+    assert "Rank 1" in report
+    for rank in (0, 1):
+        trimmed = json.loads(gzip.decompress((out / "perfetto" / f"rank-{rank}.trace.json.gz").read_bytes()))
+        assert any(e.get("cat") == "kernel" for e in trimmed["traceEvents"])
+    # AND stdout carries the short text summary with every output path
+    assert "Analysed 2 rank(s) from 2 file(s)" in captured.out
+    assert "GPU idle: rank 0 " in captured.out
+    assert "Top kernels by total time (all ranks):\n  1. " in captured.out
+    assert "Findings: " in captured.out
+    for name in ("summary.json", "report.html", "rank-0.trace.json.gz", "rank-1.trace.json.gz"):
+        assert name in captured.out
+    # AND progress on a non-terminal stderr never redraws with carriage returns
+    assert "\r" not in captured.err
+
+
+def test_format_option_limits_outputs_and_options_reach_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN one small GPU trace
+    out = tmp_path / "out"
+
+    # WHEN asking for JSON only, top 3 kernels and a threshold override
+    code = main(
+        [
+            "analyze",
+            str(SMALL_GPU),
+            "--out",
+            str(out),
+            "--format",
+            "json",
+            "--top",
+            "3",
+            "--threshold",
+            "low_gpu_util_busy_pct=55",
+        ]
+    )
+
+    # THEN only summary.json is written, and it records the options used
+    assert code == 0, capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["summary.json"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["options"]["top_k"] == 3
+    assert summary["options"]["rule_thresholds"]["low_gpu_util_busy_pct"] == 55.0
+    assert len(summary["ranks"][0]["top_kernels_by_time"]) <= 3
+
+
+def test_cpu_only_rank_is_reported_without_gpu_panels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a CPU-only trace
+    out = tmp_path / "out"
+
+    # WHEN analysing it to JSON and HTML
+    code = main(["analyze", str(CPU_ONLY), "--out", str(out), "--format", "json,html"])
+
+    # THEN the text summary and the report both say there is no GPU activity
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "CPU-only" in captured.out
+    assert "CPU only" in (out / "report.html").read_text()
+
+
+def test_step_window_trims_the_perfetto_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN rank 0 of the two-rank job (steps #551-#552)
+    trace = TWO_RANKS / "sampled_rank-0.json.gz"
+
+    # WHEN analysing the whole trace and then only step 551
+    assert main(["analyze", str(trace), "--out", str(tmp_path / "all"), "--format", "perfetto"]) == 0
+    code = main(["analyze", str(trace), "--out", str(tmp_path / "one"), "--steps", "551:551"])
+
+    # THEN the windowed run records the window, and its trimmed trace is smaller than the whole
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert summary["options"]["steps"] == [551, 551]
+
+    def events(d: str) -> int:
+        return len(
+            json.loads(gzip.decompress((tmp_path / d / "perfetto" / "rank-0.trace.json.gz").read_bytes()))[
+                "traceEvents"
+            ]
+        )
+
+    assert 0 < events("one") < events("all")
+
+
+def _truncated_gzip(tmp: Path) -> Path:
+    data = (TWO_RANKS / "sampled_rank-0.json.gz").read_bytes()
+    path = tmp / "rank-0.json.gz"
+    path.write_bytes(data[: len(data) // 3])
+    return path
+
+
+def _corrupt_gzip(tmp: Path) -> Path:
+    data = bytearray((TWO_RANKS / "sampled_rank-0.json.gz").read_bytes())
+    data[200:400] = b"\x00" * 200
+    path = tmp / "rank-0.json.gz"
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _not_kineto(tmp: Path) -> Path:
+    path = tmp / "rank-0.json"
+    path.write_text('{"hello": "world", "items": [1, 2, 3]}')
+    return path
+
+
+def _empty_file(tmp: Path) -> Path:
+    path = tmp / "rank-0.json"
+    path.write_bytes(b"")
+    return path
+
+
+@pytest.mark.parametrize("make_bad", [_truncated_gzip, _corrupt_gzip, _not_kineto, _empty_file])
+def test_bad_input_fails_with_one_line_and_no_traceback(
+    make_bad: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a single broken trace file
+    bad = make_bad(tmp_path)  # type: ignore[operator]
+
+    # WHEN analysing it
+    code = main(["analyze", str(bad), "--out", str(tmp_path / "out")])
+
+    # THEN the exit status is non-zero and stderr is one `profstack:` line, never a traceback
+    err = capsys.readouterr().err
+    assert code != 0
+    assert "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(("profstack: error: ", "profstack: warning: partial results"))
+
+
+def test_missing_path_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a path that does not exist
+    # WHEN analysing it
+    code = main(["analyze", str(tmp_path / "nope.json.gz"), "--out", str(tmp_path / "out")])
+
+    # THEN exit 2 with one line naming it
+    assert code == 2
+    assert "nope.json.gz" in _one_error_line(capsys.readouterr().err)
+
+
+def test_directory_without_traces_is_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN an empty directory
+    (tmp_path / "empty").mkdir()
+
+    # WHEN analysing it
+    code = main(["analyze", str(tmp_path / "empty"), "--out", str(tmp_path / "out")])
+
+    # THEN exit 2 with one line
+    assert code == 2
+    _one_error_line(capsys.readouterr().err)
+
+
+def test_one_bad_file_among_good_ones_gives_partial_results(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a job directory with one good rank and one corrupt rank
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(TWO_RANKS / "sampled_rank-0.json.gz", job / "sampled_rank-0.json.gz")
+    (job / "sampled_rank-1.json.gz").write_bytes(b"\x1f\x8b\x08\x00garbage-not-deflate")
+
+    # WHEN analysing the directory
+    code = main(["analyze", str(job), "--out", str(tmp_path / "out"), "--format", "json,html"])
+
+    # THEN outputs are written, marked incomplete, the bad file is named, and the status is 1
+    captured = capsys.readouterr()
+    assert code == 1, captured.err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["complete"] is False
+    assert any(i["status"] == "failed" for i in summary["inputs"])
+    assert "sampled_rank-1.json.gz" in (tmp_path / "out" / "report.html").read_text()
+    assert "PARTIAL" in captured.out
+    assert "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--steps", "abc"], "--steps"),
+        (["--steps", "9:3"], "empty window"),
+        (["--threshold", "no_such_rule=1"], "no_such_rule"),
+        (["--threshold", "low_gpu_util_busy_pct"], "NAME=VALUE"),
+        (["--threshold", "low_gpu_util_busy_pct=lots"], "not a number"),
+        (["--format", "json,pdf"], "pdf"),
+        (["--top", "0"], "--top"),
+    ],
+)
+def test_bad_options_fail_with_one_line(
+    args: list[str], needle: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a valid trace but an invalid option
+    # WHEN running
+    code = main(["analyze", str(SMALL_GPU), "--out", str(tmp_path / "out"), *args])
+
+    # THEN exit 2, one line that names the problem, and nothing written
+    assert code == 2
+    assert needle in _one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "out").exists()
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_draws_a_bar_on_a_terminal_and_plain_lines_elsewhere() -> None:
+    # GIVEN a terminal-like and a plain stream, both redrawing on every update
+    tty, plain = _Tty(), io.StringIO()
+    bar, lines = Progress(200 * 10**6, tty, interval_s=0), Progress(200 * 10**6, plain, interval_s=0)
+
+    # WHEN half the bytes are read, then finished
+    for p in (bar, lines):
+        p(100 * 10**6)
+        p.finish()
+
+    # THEN the terminal gets a carriage-return bar at 50 % that is cleared at the end
+    assert "\r" in tty.getvalue()
+    assert " 50.0%" in tty.getvalue()
+    assert "█" in tty.getvalue()
+    assert tty.getvalue().endswith("\r")
+    # AND the plain stream gets whole lines without control characters
+    assert plain.getvalue() == plain.getvalue().replace("\r", "")
+    assert "read 100.0 of 200.0 MB (50%)" in plain.getvalue()
