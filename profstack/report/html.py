@@ -108,9 +108,11 @@ def _header(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]], page_tit
         items = []
         for i in bad:
             msg = get(i, "error", "message") or ""
+            name = str(get(i, "name") or "")
+            shown_name = "" if name and str(msg).startswith(name) else f'<span class="src">{esc(name)}</span> '
             items.append(
                 f'<li><span class="badge {"critical" if get(i, "status") == "failed" else "warning"}">'
-                f'{esc(get(i, "status"))}</span> <span class="src">{esc(get(i, "name"))}</span> {esc(msg)}</li>'
+                f"{esc(get(i, 'status'))}</span> {shown_name}{esc(msg)}</li>"
             )
         listed = {get(i, "error", "message") for i in bad}
         for e in errors:
@@ -248,11 +250,13 @@ def _cross_rank(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]]) -> s
     lb = get(summary, "cross_rank", "load_balance") or {}
     lb_html = ""
     if lb:
+        metric = str(get(lb, "metric") or "?")
+        show = dur if metric.endswith("_us") else pct if metric.endswith("_pct") else plain
         lb_html = (
             '<div class="chips">'
-            f'<span class="chip">balanced on <b>{esc(get(lb, "metric") or "?")}</b></span>'
-            f'<span class="chip">min <b>{plain(get(lb, "min"))}</b></span>'
-            f'<span class="chip">max <b>{plain(get(lb, "max"))}</b></span>'
+            f'<span class="chip">load balance of <b>{esc(metric.removesuffix("_us").replace("_", " "))}</b></span>'
+            f'<span class="chip">min <b>{show(get(lb, "min"))}</b></span>'
+            f'<span class="chip">max <b>{show(get(lb, "max"))}</b></span>'
             f'<span class="chip">spread <b>{pct(get(lb, "spread_pct"))}</b></span>'
             f'<span class="chip">coefficient of variation <b>{plain(get(lb, "cv"))}</b></span></div>'
         )

@@ -60,7 +60,7 @@ h3 { font-size: 13px; margin: 0 0 10px; font-weight: 650; color: var(--muted);
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 16px 18px;
   min-width: 0; break-inside: avoid; }
 .card.full { grid-column: 1 / -1; }
-.kpis { display: grid; gap: 12px; grid-template-columns: repeat(auto-fit, minmax(170px, 1fr)); }
+.kpis { display: grid; gap: 12px; grid-template-columns: repeat(auto-fit, minmax(140px, 1fr)); }
 .kpi { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 12px 16px; }
 .kpi .v { font-size: 24px; font-weight: 650; letter-spacing: -0.02em; font-variant-numeric: tabular-nums; }
 .kpi .l { color: var(--muted); font-size: 12px; }
