@@ -10,7 +10,6 @@ Exit status: 0 complete, 1 outputs written but some input could not be fully rea
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -205,8 +204,8 @@ def _write_perfetto(
     for src, path in plan:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        with gzip.open(tmp, "wb", compresslevel=6) as fh:
-            trim_trace(src, fh, steps=steps, max_events=max_events)
+        with tmp.open("wb") as fh:
+            trim_trace(src, fh, steps=steps, max_events=max_events, compress=True)
         os.replace(tmp, path)
         written.append(path)
     return written
@@ -230,8 +229,8 @@ def text_summary(summary: Mapping[str, Any], outputs: Sequence[Path], seconds: f
     gpu = [r for r in ranks if r.get("has_gpu")]
     status = "complete" if summary.get("complete") else "PARTIAL (some input could not be read)"
     lines = [
-        f"Analysed {len(ranks)} rank(s) from {len(summary.get('inputs') or [])} file(s), "
-        f"{total_bytes / MB:,.1f} MB in {seconds:.1f} s: {status}"
+        f"Analysed {len(ranks)} rank(s) from {len(summary.get('inputs') or [])} file(s) "
+        f"({total_bytes / MB:,.1f} MB on disk) in {seconds:.1f} s: {status}"
     ]
     if not gpu:
         lines.append("GPU: no GPU activity in these traces (CPU-only)")
@@ -303,6 +302,11 @@ def run(args: argparse.Namespace) -> int:
         finally:
             progress.finish()
         summary: Mapping[str, Any] = result.summary
+        if not summary.get("ranks"):
+            # Nothing usable: an error, not an empty report.
+            errors = [e.message for e in result.errors] or ["no analysable trace data"]
+            more = f" (and {len(errors) - 1} more error(s))" if len(errors) > 1 else ""
+            raise CliError(f"{errors[0]}{more}")
         out_dir.mkdir(parents=True, exist_ok=True)
         outputs: list[Path] = []
         if "json" in formats:
