@@ -1,0 +1,84 @@
+"""Name-based classification of GPU ops: HTA kernel type, precision, Tensor Core use, memcpy direction."""
+
+from __future__ import annotations
+
+import re
+
+COMPUTATION = "COMPUTATION"
+COMMUNICATION = "COMMUNICATION"
+MEMORY = "MEMORY"
+KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)
+
+_COMM_RE = re.compile(r"^nccl.*Kernel|ncclKernel|^hccl|^rccl")
+_MEM_RE = re.compile(r"^Memcpy|^Memset|^dma")
+
+
+def kernel_type(name: str) -> str:
+    """HTA 0.5.0's classes: communication ``^nccl.*Kernel`` (plus hccl), memory ``^Memcpy|^Memset|^dma``."""
+    if _COMM_RE.search(name):
+        return COMMUNICATION
+    if _MEM_RE.match(name):
+        return MEMORY
+    return COMPUTATION
+
+
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "other")
+
+# Checked in order; the first class whose marker occurs in the lower-cased name wins.
+_PRECISION_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("fp8", ("e4m3", "e5m2", "fp8", "f8f8", "float8")),
+    ("int8", ("int8", "i8816", "i8i8", "imma", "_s8", "s8s8", "u8s8", "igemm")),
+    ("bf16", ("bf16", "bfloat16", "__nv_bfloat16")),
+    ("fp16", ("h884", "h1688", "h16816", "f16", "fp16", "half", "hgemm", "hmma", "h884gemm", "s884gemm_fp16")),
+    ("tf32", ("tf32", "s1688", "s16816", "s884")),
+    ("fp32", ("float", "f32", "fp32", "sgemm", "scudnn", "_sgemm", "double", "dgemm", "fp64")),
+)
+
+_TENSOR_CORE_MARKERS = (
+    "884",
+    "1688",
+    "16816",
+    "16832",
+    "hmma",
+    "imma",
+    "tensorop",
+    "xmma",
+    "wgmma",
+    "gmma",
+    "_mma",
+    "mma_",
+    "tcgen05",
+    "flash_fwd",
+    "flash_bwd",
+    "fmha",
+)
+
+
+def precision_of(name: str) -> str:
+    low = name.lower()
+    for label, markers in _PRECISION_MARKERS:
+        for marker in markers:
+            if marker in low:
+                return label
+    return "other"
+
+
+def uses_tensor_cores(name: str) -> bool:
+    low = name.lower()
+    return any(marker in low for marker in _TENSOR_CORE_MARKERS)
+
+
+MEMCPY_DIRECTIONS = ("HtoD", "DtoH", "DtoD", "PtoP", "HtoH")
+
+
+def memcpy_direction(name: str) -> str:
+    """``Memcpy HtoD (Pageable -> Device)`` -> ``HtoD``; anything unrecognised -> ``other``."""
+    parts = name.split()
+    if len(parts) >= 2:
+        token = parts[1]
+        if token in MEMCPY_DIRECTIONS:
+            return token
+    for direction in MEMCPY_DIRECTIONS:
+        if direction in name:
+            return direction
+    return "other"

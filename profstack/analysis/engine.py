@@ -1,0 +1,177 @@
+"""The façade: parse every source once, group by rank, run the stateless analyzers, build the summary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from profstack import __version__
+from profstack.analysis import rules
+from profstack.analysis.errors import StepWindowError, TraceError
+from profstack.analysis.metrics import RankData, analyze_rank, merge_files
+from profstack.analysis.options import AnalysisOptions
+from profstack.analysis.parse import FileData, SymbolTable, parse_source
+from profstack.analysis.sources import TraceSource
+
+SUMMARY_SCHEMA_VERSION = "1.0"
+
+
+@cache
+def _schema_text() -> str:
+    return resources.files("profstack.analysis").joinpath("summary.schema.json").read_text(encoding="utf-8")
+
+
+def summary_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) every summary validates against."""
+    schema: dict[str, Any] = json.loads(_schema_text())
+    return schema
+
+
+@dataclass(frozen=True)
+class FileError:
+    source: str
+    error: TraceError
+    fatal: bool  # True: the file contributed nothing
+
+    @property
+    def error_type(self) -> str:
+        return type(self.error).__name__
+
+    @property
+    def message(self) -> str:
+        return str(self.error)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "error_type": self.error_type, "message": self.message, "fatal": self.fatal}
+
+
+@dataclass
+class AnalysisResult:
+    summary: dict[str, Any]
+    complete: bool
+    errors: list[FileError] = field(default_factory=list)
+
+    @property
+    def failed_all(self) -> bool:
+        """No input produced any analysable data."""
+        return not self.summary["ranks"]
+
+
+def _file_errors(fd: FileData) -> list[FileError]:
+    out = []
+    if fd.error is not None:
+        out.append(FileError(fd.name, fd.error, fatal=fd.failed))
+    out.extend(FileError(fd.name, w, fatal=False) for w in fd.warnings)
+    return out
+
+
+def analyze(
+    sources: Sequence[TraceSource],
+    options: AnalysisOptions | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> AnalysisResult:
+    """Analyse Kineto traces. Per-file failures are recorded (``complete=False``), never raised.
+
+    ``progress`` is called with the number of newly consumed input (compressed) bytes, repeatedly.
+    """
+    opts = options if options is not None else AnalysisOptions()
+    th = opts.thresholds()
+    symbols = SymbolTable()
+    files: list[FileData] = []
+    errors: list[FileError] = []
+    for src in sources:
+        fd = parse_source(
+            src,
+            symbols,
+            max_decompressed_bytes=opts.max_decompressed_bytes,
+            max_event_bytes=opts.max_event_bytes,
+            progress=progress,
+        )
+        files.append(fd)
+        errors.extend(_file_errors(fd))
+
+    usable = [f for f in files if not f.failed]
+    groups: dict[int, list[FileData]] = {}
+    for f in usable:
+        groups.setdefault(f.rank, []).append(f)
+    rank_data: list[RankData] = []
+    for rank in sorted(groups):
+        members = sorted(groups[rank], key=lambda f: (f.time_offset_us + (f.st_ts[0] if f.st_ts else 0.0), f.name))
+        if opts.merge_rank_files or len(members) == 1:
+            rank_data.append(merge_files(rank, str(rank), members))
+        else:
+            rank_data.extend(merge_files(rank, f"{rank}.{i}", [f]) for i, f in enumerate(members))
+
+    ranks: list[dict[str, Any]] = []
+    findings: list[dict[str, Any]] = []
+    for rd in rank_data:
+        try:
+            r = analyze_rank(rd, symbols, opts, th)
+        except StepWindowError as exc:
+            errors.append(FileError(rd.label, exc, fatal=True))
+            continue
+        internal = r.pop("_internal")
+        findings.extend(rules.rank_findings(r, internal, th))
+        ranks.append(r)
+
+    table = [
+        {
+            "rank": r["rank"],
+            "label": r["label"],
+            "step_mean_us": r["steps"]["mean_us"],
+            "gpu_busy_pct": (
+                round(100.0 - r["temporal_breakdown"]["idle_pct"], 3)
+                if r["temporal_breakdown"]["gpu_span_us"]
+                else None
+            ),
+            "idle_pct": r["temporal_breakdown"]["idle_pct"] if r["temporal_breakdown"]["gpu_span_us"] else None,
+            "compute_time_us": r["temporal_breakdown"]["compute_time_us"],
+            "comm_time_us": r["communication"]["comm_time_us"],
+            "gpu_span_us": r["temporal_breakdown"]["gpu_span_us"],
+        }
+        for r in ranks
+    ]
+    cross, cross_findings = rules.cross_rank(table, th)
+    findings.extend(cross_findings)
+    sev_order = {"critical": 0, "warning": 1, "info": 2}
+    findings.sort(key=lambda f: (sev_order[f["severity"]], f["rule_id"], f["ranks"]))
+
+    complete = not errors and all(r["complete"] for r in ranks)
+    summary: dict[str, Any] = {
+        "schema_version": SUMMARY_SCHEMA_VERSION,
+        "generator": {"name": "profstack", "version": __version__},
+        "complete": complete,
+        "options": {
+            "top_k": opts.top_k,
+            "steps": list(opts.steps) if opts.steps is not None else None,
+            "include_last_step": opts.include_last_step,
+            "merge_rank_files": opts.merge_rank_files,
+            "rule_thresholds": th,
+        },
+        "inputs": [
+            {
+                "name": f.name,
+                "rank": f.rank,
+                "rank_source": f.rank_source,
+                "size_bytes": f.size_bytes,
+                "status": "failed" if f.failed else ("ok" if f.complete else "partial"),
+                "events": f.events,
+                "error": (
+                    FileError(f.name, f.error, f.failed).as_dict()
+                    if f.error is not None
+                    else (FileError(f.name, f.warnings[0], False).as_dict() if f.warnings else None)
+                ),
+            }
+            for f in files
+        ],
+        "errors": [e.as_dict() for e in errors],
+        "rank_files_merged": opts.merge_rank_files,
+        "ranks": ranks,
+        "cross_rank": {"rank_count": len({r["rank"] for r in ranks}), "table": table, **cross},
+        "findings": findings,
+    }
+    return AnalysisResult(summary=summary, complete=complete, errors=errors)

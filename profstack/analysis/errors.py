@@ -1,0 +1,92 @@
+"""Typed errors of the analysis engine. Every one renders as a single line (no newlines, bounded length)."""
+
+from __future__ import annotations
+
+_MAX_MESSAGE = 300
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _MAX_MESSAGE else flat[: _MAX_MESSAGE - 3] + "..."
+
+
+class TraceError(Exception):
+    """Base of every error the engine raises or records. ``str()`` is one line."""
+
+    #: True when results parsed before the error are still meaningful (partial results).
+    partial_ok: bool = False
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        self.source = source
+        self.detail = _one_line(message)
+        super().__init__(self.detail)
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.detail}" if self.source else self.detail
+
+    def with_source(self, source: str) -> TraceError:
+        if self.source is None:
+            self.source = source
+        return self
+
+
+class TruncatedTraceError(TraceError):
+    """The JSON (or the gzip stream around it) ends before the trace is complete."""
+
+    partial_ok = True
+
+
+class MalformedJsonError(TraceError):
+    """The bytes are not valid JSON at the top level (outside single events)."""
+
+    partial_ok = True
+
+
+class CorruptGzipError(TraceError):
+    """The gzip stream is corrupt (bad header, CRC or deflate data)."""
+
+    partial_ok = True
+
+
+class DecompressionBombError(TraceError):
+    """The decompressed size exceeded the configured budget."""
+
+
+class NotKinetoError(TraceError):
+    """Valid JSON, but not a PyTorch profiler (Kineto) trace."""
+
+
+class EmptyTraceError(TraceError):
+    """A Kineto trace without any duration ('X') events."""
+
+
+class GiantEventError(TraceError):
+    """A single JSON value is larger than the per-event limit."""
+
+    partial_ok = True
+
+
+class InvalidEventError(TraceError):
+    """Events with missing or ill-typed fields were skipped (recorded, not fatal)."""
+
+    partial_ok = True
+
+
+class NegativeDurationError(InvalidEventError):
+    """Events with negative durations were skipped (recorded, not fatal)."""
+
+
+class TraceSourceError(TraceError):
+    """The input could not be opened or read."""
+
+
+class AnalysisOptionsError(TraceError):
+    """Invalid analysis options."""
+
+
+class UnknownThresholdError(AnalysisOptionsError):
+    """``rule_thresholds`` names a threshold that does not exist."""
+
+
+class StepWindowError(TraceError):
+    """The requested step window matches no ProfilerStep in the trace."""

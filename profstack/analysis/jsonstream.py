@@ -1,0 +1,250 @@
+"""Streaming split of a Kineto JSON object into top-level metadata and batches of raw event bytes.
+
+Fast path: libkineto writes one event per item separated by ``"\\n  },\\n  {"`` (minified writers use
+``"},{"``). The buffer is cut at the *last* separator and the whole region is handed to the caller as
+one JSON array. A cut at a wrong place (inside a string, inside a nested object, past the end of the
+array) can never decode as a list of events, so the caller's decode validates the cut: on failure it
+calls :meth:`EventStream.reject` and the region is re-split by an exact scanner that tracks strings,
+escapes and bracket depth. Memory is bounded by the chunk size plus the largest single event.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Generator, Iterator
+from typing import Any
+
+import msgspec
+
+from profstack.analysis.errors import GiantEventError, MalformedJsonError, NotKinetoError, TruncatedTraceError
+
+KINETO_SEP = b"\n  },\n  {"
+_MIN_SEPS = (b"},{", b"}, {", b"},\n{")
+_SEP_RE = re.compile(rb"\}\s*,\s*\{")
+_STRUCT = re.compile(rb'["{}\[\]]')
+_STR_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_WS = re.compile(rb"[ \t\r\n]*")
+_SCALAR = re.compile(rb"[^ \t\r\n,}\]]+")
+_EXACT_GROUP = 2048  # events per exact-mode batch
+
+# top-level keys whose (small) values are decoded; all others are skipped without decoding
+META_KEYS = frozenset(
+    {"schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName", "displayTimeUnit"}
+)
+
+Batch = bytes | list[bytes]
+
+
+def scan_value_end(buf: bytes | bytearray, start: int) -> int:
+    """End (exclusive) of the JSON value starting at ``buf[start]``; -1 if incomplete in ``buf``."""
+    first = buf[start]
+    if first == 0x22:  # string
+        m = _STR_BODY.match(buf, start + 1)
+        return -1 if m is None else m.end()
+    if first not in (0x7B, 0x5B):  # scalar
+        m = _SCALAR.match(buf, start)
+        if m is None or m.end() >= len(buf):
+            return -1
+        return m.end()
+    depth = 0
+    i = start
+    search = _STRUCT.search
+    match_str = _STR_BODY.match
+    while True:
+        m = search(buf, i)
+        if m is None:
+            return -1
+        c = buf[m.start()]
+        if c == 0x22:
+            ms = match_str(buf, m.end())
+            if ms is None:
+                return -1
+            i = ms.end()
+            continue
+        i = m.end()
+        if c in (0x7B, 0x5B):
+            depth += 1
+        else:
+            depth -= 1
+            if depth == 0:
+                return i
+
+
+class EventStream:
+    """Iterate batches of trace events from decompressed chunks; collects top-level metadata."""
+
+    def __init__(self, chunks: Iterator[bytes], *, max_value_bytes: int, read_size_hint: int = 8 << 20) -> None:
+        self._chunks = chunks
+        self._max_value = max_value_bytes
+        self._buf = bytearray()
+        self._pos = 0
+        self._eof = False
+        self._rejected = False
+        self._read_hint = read_size_hint
+        self.meta: dict[str, Any] = {}
+        self.saw_trace_events = False
+        self.finished = False  # the closing brace of the top-level object was reached
+        self.consumed_bytes = 0  # decompressed bytes dropped from the buffer so far
+
+    # -- buffer helpers -------------------------------------------------------------------------
+    def _fill(self) -> bool:
+        """Append the next chunk; False at end of input."""
+        if self._eof:
+            return False
+        try:
+            chunk = next(self._chunks)
+        except StopIteration:
+            self._eof = True
+            return False
+        if self._pos:
+            del self._buf[: self._pos]
+            self.consumed_bytes += self._pos
+            self._pos = 0
+        self._buf += chunk
+        return True
+
+    def _skip_ws(self) -> int:
+        """Skip whitespace (reading more as needed); returns the next byte or -1 at end of input."""
+        while True:
+            m = _WS.match(self._buf, self._pos)
+            self._pos = m.end() if m else self._pos
+            if self._pos < len(self._buf):
+                return self._buf[self._pos]
+            if not self._fill():
+                return -1
+
+    def _value_end(self) -> int:
+        """End of the value at the current position, reading more input as needed."""
+        while True:
+            end = scan_value_end(self._buf, self._pos)
+            if end >= 0:
+                if end - self._pos > self._max_value:
+                    raise GiantEventError(f"a single JSON value exceeds {self._max_value} bytes")
+                return end
+            if len(self._buf) - self._pos > self._max_value:
+                raise GiantEventError(f"a single JSON value exceeds {self._max_value} bytes")
+            if not self._fill():
+                if self._buf[self._pos] not in (0x7B, 0x5B, 0x22):
+                    return len(self._buf)  # scalar at the very end of input
+                raise TruncatedTraceError(f"JSON ends inside a value at byte {self.consumed_bytes + self._pos}")
+
+    def reject(self) -> None:
+        """The caller could not decode the last fast batch: re-split that region exactly."""
+        self._rejected = True
+
+    # -- main iteration -------------------------------------------------------------------------
+    def batches(self) -> Iterator[Batch]:
+        c = self._skip_ws()
+        if c == -1:
+            return
+        if c != 0x7B:
+            raise _bad_start(c)
+        self._pos += 1
+        while True:
+            c = self._skip_ws()
+            if c == 0x2C:  # ','
+                self._pos += 1
+                continue
+            if c == 0x7D:  # '}'
+                self._pos += 1
+                self.finished = True
+                return
+            if c == -1:
+                raise TruncatedTraceError("JSON ends inside the top-level object")
+            if c != 0x22:
+                raise MalformedJsonError(f"expected a key at byte {self.consumed_bytes + self._pos}, found {chr(c)!r}")
+            end = self._value_end()
+            key = bytes(self._buf[self._pos + 1 : end - 1]).decode("utf-8", "replace")
+            self._pos = end
+            if self._skip_ws() != 0x3A:
+                raise MalformedJsonError(f"expected ':' after key {key[:60]!r}")
+            self._pos += 1
+            c = self._skip_ws()
+            if c == -1:
+                raise TruncatedTraceError(f"JSON ends after key {key[:60]!r}")
+            if key == "traceEvents":
+                if c != 0x5B:
+                    raise NotKinetoError("traceEvents is not an array")
+                self.saw_trace_events = True
+                self._pos += 1
+                yield from self._events()
+                continue
+            end = self._value_end()
+            if key in META_KEYS:
+                try:
+                    self.meta[key] = msgspec.json.decode(bytes(self._buf[self._pos : end]))
+                except msgspec.DecodeError:
+                    self.meta[key] = None
+            self._pos = end
+
+    def _events(self) -> Iterator[Batch]:
+        while True:
+            # make the buffer reasonably full before cutting a fast batch
+            while len(self._buf) - self._pos < self._read_hint and not self._eof:
+                if not self._fill():
+                    break
+            buf = self._buf
+            pos = self._pos
+            cut = self._find_cut(buf, pos)
+            if cut is not None:
+                end, nxt = cut
+                payload = b"[" + bytes(buf[pos:end]) + b"]"
+                yield payload
+                if not self._rejected:
+                    self._pos = nxt
+                    continue
+                self._rejected = False
+                done = yield from self._exact(limit=end)
+            else:
+                done = yield from self._exact(limit=None)
+            if done:
+                return
+
+    def _find_cut(self, buf: bytearray, pos: int) -> tuple[int, int] | None:
+        i = buf.rfind(KINETO_SEP, pos)
+        if i >= 0:
+            return i + 4, i + 5
+        for sep in _MIN_SEPS:
+            i = buf.rfind(sep, pos)
+            if i >= 0:
+                return i + 1, i + 2
+        tail_start = max(pos, len(buf) - (1 << 20))
+        found = None
+        for m in _SEP_RE.finditer(buf, tail_start):
+            found = m.start()
+        if found is not None:
+            return found + 1, found + 2
+        return None
+
+    def _exact(self, limit: int | None) -> Generator[Batch, None, bool]:
+        """Split events one by one until ``limit`` (or one group); returns True at the array's end."""
+        group: list[bytes] = []
+        start_consumed = self.consumed_bytes
+        while True:
+            c = self._skip_ws()
+            if c == 0x2C:
+                self._pos += 1
+                continue
+            if c == 0x5D:  # ']'
+                self._pos += 1
+                if group:
+                    yield group
+                return True
+            if c == -1:
+                if group:
+                    yield group
+                raise TruncatedTraceError("JSON ends inside traceEvents")
+            end = self._value_end()
+            group.append(bytes(self._buf[self._pos : end]))
+            self._pos = end
+            # limit is relative to the buffer at the time of the cut; _fill may have shifted it
+            shifted = self.consumed_bytes - start_consumed
+            if (limit is not None and self._pos >= limit - shifted) or len(group) >= _EXACT_GROUP:
+                yield group
+                return False
+
+
+def _bad_start(c: int) -> Exception:
+    if c == 0x5B:
+        return NotKinetoError("top-level JSON is an array, not a Kineto trace object")
+    return MalformedJsonError(f"not JSON: first byte {chr(c)!r}")

@@ -1,0 +1,83 @@
+"""Analysis options and rule thresholds."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from profstack.analysis.errors import AnalysisOptionsError, UnknownThresholdError
+
+GIB = 1 << 30
+
+#: Rule thresholds and their defaults (Debugger's defaults where one exists, platform-facts A9).
+DEFAULT_THRESHOLDS: Mapping[str, float] = MappingProxyType(
+    {
+        # LowGPUUtilization: GPU busy share of the GPU span below this (Debugger: p95 < 70 %)
+        "low_gpu_util_busy_pct": 70.0,
+        # ... critical below this
+        "low_gpu_util_critical_busy_pct": 10.0,
+        # CPUBound: host_wait share of GPU idle time above this, while GPU idle above min_idle_pct
+        "cpu_bound_host_wait_pct": 50.0,
+        "cpu_bound_min_idle_pct": 20.0,
+        # DataloaderBottleneck: DataLoader share of step time above this
+        "dataloader_share_pct": 10.0,
+        # StepOutlier: step longer than mean + k * sigma (Debugger: 3)
+        "step_outlier_sigma": 3.0,
+        # LoadBalancing: (max - min) / mean of per-rank GPU busy time above this
+        "load_balance_spread_pct": 20.0,
+        # straggler: rank whose step time exceeds the median of ranks by more than this
+        "straggler_pct": 10.0,
+        # LaunchOverheadBound: share of kernels shorter than tiny_kernel_us above tiny_kernel_share_pct
+        "tiny_kernel_us": 10.0,
+        "tiny_kernel_share_pct": 50.0,
+        "launch_overhead_min_idle_pct": 10.0,
+        # ExcessiveSync: host synchronisation time as a share of the analysed wall window above this
+        "sync_time_pct": 5.0,
+        # MemcpyHeavy: memcpy time as a share of GPU span above this
+        "memcpy_time_pct": 10.0,
+        # AMP / Tensor Cores: fp32 share of compute kernel time above this
+        "fp32_share_pct": 80.0,
+        # BatchSize: GPU busy below this while the host is not the bottleneck
+        "batch_size_busy_pct": 50.0,
+        # HTA idle breakdown: gaps shorter than this (µs) with the launch already queued are kernel_wait
+        "consecutive_kernel_delay_us": 30.0,
+    }
+)
+
+LAUNCH_DELAY_CUTOFFS_US = (10.0, 50.0, 100.0, 1000.0)
+
+
+@dataclass(frozen=True)
+class AnalysisOptions:
+    top_k: int = 10
+    steps: tuple[int, int] | None = None
+    rule_thresholds: Mapping[str, float] = field(default_factory=dict)
+    merge_rank_files: bool = True
+    max_decompressed_bytes: int = 20 * GIB
+    include_last_step: bool = True
+    #: largest single JSON value (one event, or one non-event top-level value)
+    max_event_bytes: int = 256 << 20
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.rule_thresholds) - set(DEFAULT_THRESHOLDS))
+        if unknown:
+            raise UnknownThresholdError(
+                f"unknown rule threshold(s) {', '.join(unknown)}; valid: {', '.join(sorted(DEFAULT_THRESHOLDS))}"
+            )
+        for key, value in self.rule_thresholds.items():
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise AnalysisOptionsError(f"rule threshold {key} must be a number, got {value!r}")
+        if self.top_k < 1:
+            raise AnalysisOptionsError(f"top_k must be >= 1, got {self.top_k}")
+        if self.steps is not None:
+            a, b = self.steps
+            if a > b:
+                raise AnalysisOptionsError(f"step window {a}:{b} is empty")
+        if self.max_decompressed_bytes <= 0 or self.max_event_bytes <= 0:
+            raise AnalysisOptionsError("size limits must be positive")
+
+    def thresholds(self) -> dict[str, float]:
+        merged = dict(DEFAULT_THRESHOLDS)
+        merged.update({k: float(v) for k, v in self.rule_thresholds.items()})
+        return merged

@@ -1,0 +1,500 @@
+"""Decode trace events (msgspec typed Structs, only the fields we use) into compact per-file arrays.
+
+Peak memory is bounded by: one decoded batch, the symbol table, per-name aggregates, and a few
+bytes per GPU op / launch / step / annotation held in ``array.array`` columns.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from profstack.analysis.errors import (
+    EmptyTraceError,
+    InvalidEventError,
+    NegativeDurationError,
+    NotKinetoError,
+    TraceError,
+)
+from profstack.analysis.jsonstream import EventStream
+from profstack.analysis.reader import iter_chunks
+from profstack.analysis.sources import TraceSource, rank_from_name
+
+NAN = math.nan
+
+
+class Args(msgspec.Struct, gc=False):
+    correlation: int | None = None
+    stream: int | str | None = None
+    bytes: int | float | None = None
+    occupancy: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
+
+
+class Event(msgspec.Struct, gc=False):
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: float = NAN
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+    args: Args | None = None
+
+
+class BareEvent(msgspec.Struct, gc=False):
+    """Fallback when ``args`` has ill-typed fields: keep the event, drop its args."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: float = NAN
+    dur: float = 0.0
+    pid: int | str = 0
+    tid: int | str = 0
+
+
+_LIST_DECODER = msgspec.json.Decoder(list[Event])
+_ONE_DECODER = msgspec.json.Decoder(Event)
+_BARE_DECODER = msgspec.json.Decoder(BareEvent)
+_CTRL = bytes(range(32))
+_CTRL_TABLE = bytes.maketrans(_CTRL, b" " * 32)
+
+# event kinds (dispatch by category)
+K_CPU = 1
+K_RUNTIME = 2
+K_KERNEL = 3
+K_MEMCPY = 4
+K_MEMSET = 5
+K_ANNOT = 6
+K_GPU_ANNOT = 7
+K_GPU_SYNC = 8
+
+CAT_KIND: dict[str, int] = {
+    "cpu_op": K_CPU,
+    "Operator": K_CPU,
+    "user_annotation": K_ANNOT,
+    "cuda_runtime": K_RUNTIME,
+    "Runtime": K_RUNTIME,
+    "cuda_driver": K_RUNTIME,
+    "kernel": K_KERNEL,
+    "Kernel": K_KERNEL,
+    "gpu_memcpy": K_MEMCPY,
+    "Memcpy": K_MEMCPY,
+    "gpu_memset": K_MEMSET,
+    "Memset": K_MEMSET,
+    "gpu_user_annotation": K_GPU_ANNOT,
+    "cuda_sync": K_GPU_SYNC,
+}
+
+# GPU op kinds stored in FileData.g_kind
+OP_KERNEL = 0
+OP_MEMCPY = 1
+OP_MEMSET = 2
+
+SYNC_CALLS = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaStreamWaitEvent",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+        "hipDeviceSynchronize",
+        "hipStreamSynchronize",
+        "hipEventSynchronize",
+        "hipStreamWaitEvent",
+    }
+)
+STEP_PREFIX = "ProfilerStep#"
+_STEP_RE = re.compile(r"ProfilerStep#(\d+)")
+_DIGITS = re.compile(r"-?\d+")
+
+# per-name record flags for CPU-side events
+F_PLAIN = 0
+F_STEP = 1
+F_DATALOADER = 2
+
+
+def is_dataloader_name(name: str) -> bool:
+    """torch's DataLoader iterator annotations, e.g. ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``."""
+    return "DataLoader" in name and ("enumerate(" in name or "__next__" in name or "_next_data" in name)
+
+
+class SymbolTable:
+    """Interned names shared by every file of one analysis, so per-file arrays merge by id."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.ids: dict[str, int] = {}
+
+    def intern(self, name: str) -> int:
+        nid = self.ids.get(name)
+        if nid is None:
+            nid = len(self.names)
+            self.ids[name] = nid
+            self.names.append(name)
+        return nid
+
+
+@dataclass
+class FileData:
+    """Everything one trace file contributes, in compact columns. Times in µs, file-local clock."""
+
+    name: str
+    size_bytes: int | None
+    rank: int = 0
+    rank_source: str = "default"
+    time_offset_us: float = 0.0  # add to file-local ts for an absolute clock
+    meta: dict[str, Any] = field(default_factory=dict)
+    error: TraceError | None = None
+    warnings: list[TraceError] = field(default_factory=list)
+    events: int = 0
+    x_events: int = 0
+    invalid_events: int = 0
+    negative_durations: int = 0
+    first_invalid: str = ""
+    float_ts: bool = False
+    cpu_ops: int = 0
+    runtime_calls: int = 0
+    n_kernels: int = 0
+    n_memcpy: int = 0
+    n_memset: int = 0
+    # GPU ops (kernels, memcpy, memset)
+    g_name: array[int] = field(default_factory=lambda: array("i"))
+    g_kind: array[int] = field(default_factory=lambda: array("b"))
+    g_ts: array[float] = field(default_factory=lambda: array("d"))
+    g_dur: array[float] = field(default_factory=lambda: array("d"))
+    g_stream: array[int] = field(default_factory=lambda: array("i"))
+    g_corr: array[int] = field(default_factory=lambda: array("q"))
+    g_bytes: array[int] = field(default_factory=lambda: array("q"))
+    g_occ: array[float] = field(default_factory=lambda: array("f"))
+    # launches: runtime/driver calls that carry a correlation id
+    r_corr: array[int] = field(default_factory=lambda: array("q"))
+    r_ts: array[float] = field(default_factory=lambda: array("d"))
+    r_dur: array[float] = field(default_factory=lambda: array("d"))
+    # host synchronisation calls
+    s_name: array[int] = field(default_factory=lambda: array("i"))
+    s_ts: array[float] = field(default_factory=lambda: array("d"))
+    s_dur: array[float] = field(default_factory=lambda: array("d"))
+    # GPU-side cuda_sync events
+    gs_ts: array[float] = field(default_factory=lambda: array("d"))
+    gs_dur: array[float] = field(default_factory=lambda: array("d"))
+    # annotations (record_function) on CPU (gpu=0) and GPU (gpu=1)
+    a_name: array[int] = field(default_factory=lambda: array("i"))
+    a_gpu: array[int] = field(default_factory=lambda: array("b"))
+    a_ts: array[float] = field(default_factory=lambda: array("d"))
+    a_dur: array[float] = field(default_factory=lambda: array("d"))
+    # DataLoader intervals
+    dl_ts: array[float] = field(default_factory=lambda: array("d"))
+    dl_dur: array[float] = field(default_factory=lambda: array("d"))
+    # ProfilerStep#N
+    st_num: array[int] = field(default_factory=lambda: array("q"))
+    st_ts: array[float] = field(default_factory=lambda: array("d"))
+    st_dur: array[float] = field(default_factory=lambda: array("d"))
+    # per-name aggregates: name -> [flag, count, total_us]
+    cpu_agg: dict[str, list[Any]] = field(default_factory=dict)
+    # runtime per-name: name -> [is_sync, count, total_us, name_id]
+    rt_agg: dict[str, list[Any]] = field(default_factory=dict)
+    devices: set[int] = field(default_factory=set)
+
+    @property
+    def complete(self) -> bool:
+        return self.error is None and not self.warnings
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None and (not self.error.partial_ok or self.x_events == 0)
+
+
+class _Parser:
+    def __init__(self, fd: FileData, symbols: SymbolTable) -> None:
+        self.fd = fd
+        self.symbols = symbols
+        self.stream_ids: dict[str, int] = {}
+        self.annot_class: dict[str, tuple[int, int]] = {}
+
+    def _stream_of(self, raw: int | str | None, tid: int | str) -> int:
+        if isinstance(raw, int):
+            return raw
+        key = str(raw if raw is not None else tid)
+        sid = self.stream_ids.get(key)
+        if sid is None:
+            if key.startswith(("0x", "0X")):
+                try:
+                    sid = int(key, 16)
+                except ValueError:
+                    sid = -(len(self.stream_ids) + 2)
+            else:
+                m = _DIGITS.search(key)
+                sid = int(m.group()) if m else -(len(self.stream_ids) + 2)
+            self.stream_ids[key] = sid
+        return sid
+
+    def _new_cpu_rec(self, name: str) -> list[Any]:
+        flag = F_PLAIN
+        if name.startswith(STEP_PREFIX):
+            flag = F_STEP
+        elif is_dataloader_name(name):
+            flag = F_DATALOADER
+        rec = [flag, 0, 0.0]
+        self.fd.cpu_agg[name] = rec
+        return rec
+
+    def _step(self, name: str, ts: float, dur: float) -> None:
+        m = _STEP_RE.match(name)
+        if m:
+            fd = self.fd
+            fd.st_num.append(int(m.group(1)))
+            fd.st_ts.append(ts)
+            fd.st_dur.append(dur)
+
+    def _annot_class(self, name: str) -> tuple[int, int]:
+        cls = self.annot_class.get(name)
+        if cls is None:
+            if name.startswith(STEP_PREFIX):
+                flag = F_STEP
+            elif is_dataloader_name(name):
+                flag = F_DATALOADER
+            else:
+                flag = F_PLAIN
+            cls = (flag, self.symbols.intern(name))
+            self.annot_class[name] = cls
+        return cls
+
+    def invalid(self, message: str, negative: bool = False) -> None:
+        fd = self.fd
+        fd.invalid_events += 1
+        if negative:
+            fd.negative_durations += 1
+        if not fd.first_invalid:
+            fd.first_invalid = message
+
+    def consume(self, events: Sequence[Event | BareEvent]) -> None:
+        fd = self.fd
+        cat_kind = CAT_KIND.get
+        cpu_get = fd.cpu_agg.get
+        rt_get = fd.rt_agg.get
+        intern = self.symbols.intern
+        ids_get = self.symbols.ids.get
+        g_name = fd.g_name.append
+        g_kind = fd.g_kind.append
+        g_ts = fd.g_ts.append
+        g_dur = fd.g_dur.append
+        g_stream = fd.g_stream.append
+        g_corr = fd.g_corr.append
+        g_bytes = fd.g_bytes.append
+        g_occ = fd.g_occ.append
+        r_corr = fd.r_corr.append
+        r_ts = fd.r_ts.append
+        r_dur = fd.r_dur.append
+        n_x = 0
+        n_cpu = 0
+        n_rt = 0
+        float_ts = fd.float_ts
+        fd.events += len(events)
+        for e in events:
+            kind = cat_kind(e.cat)
+            if kind is None:
+                if e.ph == "X":
+                    n_x += 1
+                continue
+            ts = e.ts
+            dur = e.dur
+            if ts != ts or dur < 0 or e.ph != "X":  # noqa: PLR0124 - NaN test, cheapest form
+                if e.ph != "X":
+                    continue  # flows/instants in a known category carry nothing we use
+                self.invalid(
+                    f"event {e.name[:80]!r}: missing ts" if math.isnan(ts) else f"event {e.name[:80]!r}: negative dur",
+                    negative=dur < 0,
+                )
+                continue
+            n_x += 1
+            if not float_ts and ts != int(ts):
+                float_ts = True
+            if kind == K_CPU:
+                n_cpu += 1
+                name = e.name
+                rec = cpu_get(name)
+                if rec is None:
+                    rec = self._new_cpu_rec(name)
+                rec[1] += 1
+                rec[2] += dur
+                if rec[0]:
+                    if rec[0] == F_STEP:
+                        self._step(name, ts, dur)
+                    else:
+                        fd.dl_ts.append(ts)
+                        fd.dl_dur.append(dur)
+            elif kind == K_RUNTIME:
+                n_rt += 1
+                name = e.name
+                rrec = rt_get(name)
+                if rrec is None:
+                    rrec = [name in SYNC_CALLS, 0, 0.0, intern(name)]
+                    fd.rt_agg[name] = rrec
+                rrec[1] += 1
+                rrec[2] += dur
+                a = e.args if type(e) is Event else None
+                if a is not None and a.correlation is not None:
+                    r_corr(a.correlation)
+                    r_ts(ts)
+                    r_dur(dur)
+                if rrec[0]:
+                    fd.s_name.append(rrec[3])
+                    fd.s_ts.append(ts)
+                    fd.s_dur.append(dur)
+            elif kind <= K_MEMSET:
+                name = e.name
+                nid = ids_get(name)
+                if nid is None:
+                    nid = intern(name)
+                a = e.args if type(e) is Event else None
+                if a is not None:
+                    st = a.stream
+                    g_stream(st if type(st) is int else self._stream_of(st, e.tid))
+                    c = a.correlation
+                    g_corr(c if c is not None else -1)
+                    b = a.bytes
+                    g_bytes(int(b) if b is not None else 0)
+                    o = a.occupancy
+                    g_occ(o if o is not None else -1.0)
+                else:
+                    g_stream(self._stream_of(None, e.tid))
+                    g_corr(-1)
+                    g_bytes(0)
+                    g_occ(-1.0)
+                g_name(nid)
+                g_ts(ts)
+                g_dur(dur)
+                if kind == K_KERNEL:
+                    g_kind(OP_KERNEL)
+                    fd.n_kernels += 1
+                elif kind == K_MEMCPY:
+                    g_kind(OP_MEMCPY)
+                    fd.n_memcpy += 1
+                else:
+                    g_kind(OP_MEMSET)
+                    fd.n_memset += 1
+                pid = e.pid
+                if type(pid) is int and pid not in fd.devices:
+                    fd.devices.add(pid)
+            elif kind in (K_ANNOT, K_GPU_ANNOT):
+                flag, nid = self._annot_class(e.name)
+                if flag == F_STEP:
+                    if kind == K_ANNOT:
+                        self._step(e.name, ts, dur)
+                    continue
+                if flag == F_DATALOADER and kind == K_ANNOT:
+                    fd.dl_ts.append(ts)
+                    fd.dl_dur.append(dur)
+                fd.a_name.append(nid)
+                fd.a_gpu.append(1 if kind == K_GPU_ANNOT else 0)
+                fd.a_ts.append(ts)
+                fd.a_dur.append(dur)
+            else:  # K_GPU_SYNC
+                fd.gs_ts.append(ts)
+                fd.gs_dur.append(dur)
+        fd.x_events += n_x
+        fd.cpu_ops += n_cpu
+        fd.runtime_calls += n_rt
+        fd.float_ts = float_ts
+
+    def decode_one(self, raw: bytes) -> Event | BareEvent | None:
+        try:
+            return _ONE_DECODER.decode(raw)
+        except msgspec.ValidationError:
+            pass
+        except msgspec.DecodeError:
+            # raw control characters / invalid UTF-8 inside strings (pytorch#130622): repair and retry
+            fixed = raw.translate(_CTRL_TABLE).decode("utf-8", "replace").encode("utf-8")
+            try:
+                return _ONE_DECODER.decode(fixed)
+            except msgspec.ValidationError:
+                raw = fixed
+            except msgspec.DecodeError as exc:
+                self.invalid(f"undecodable event: {exc}")
+                return None
+        try:
+            return _BARE_DECODER.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+            self.invalid(f"ill-typed event: {exc}")
+            return None
+
+
+def _apply_meta(fd: FileData, meta: dict[str, Any]) -> None:
+    fd.meta = meta
+    dist = meta.get("distributedInfo")
+    if isinstance(dist, dict) and isinstance(dist.get("rank"), int):
+        fd.rank = int(dist["rank"])
+        fd.rank_source = "distributed_info"
+    base = meta.get("baseTimeNanoseconds")
+    if isinstance(base, int | float) and base > 0:
+        fd.time_offset_us = float(base) / 1000.0
+
+
+def parse_source(
+    src: TraceSource,
+    symbols: SymbolTable,
+    *,
+    max_decompressed_bytes: int,
+    max_event_bytes: int,
+    progress: Callable[[int], None] | None = None,
+) -> FileData:
+    """Parse one trace. Never raises TraceError: errors are recorded on the returned FileData."""
+    fd = FileData(name=src.name, size_bytes=src.size_hint)
+    guessed = rank_from_name(src.name)
+    if guessed is not None:
+        fd.rank = guessed
+        fd.rank_source = "file_name"
+    parser = _Parser(fd, symbols)
+    stream: EventStream | None = None
+    try:
+        with src.open() as fh:
+            stream = EventStream(
+                iter_chunks(fh, max_decompressed=max_decompressed_bytes, progress=progress),
+                max_value_bytes=max_event_bytes,
+            )
+            for batch in stream.batches():
+                if isinstance(batch, bytes):
+                    try:
+                        events = _LIST_DECODER.decode(batch)
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        stream.reject()
+                        continue
+                    parser.consume(events)
+                    del events
+                else:
+                    try:
+                        events = _LIST_DECODER.decode(b"[" + b",".join(batch) + b"]")
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        fallback = [ev for ev in (parser.decode_one(raw) for raw in batch) if ev is not None]
+                        parser.consume(fallback)
+                        continue
+                    parser.consume(events)
+                    del events
+        if not stream.saw_trace_events:
+            raise NotKinetoError("JSON object has no traceEvents array")
+    except TraceError as exc:
+        fd.error = exc.with_source(src.name)
+    except (OSError, MemoryError) as exc:  # pragma: no cover - environment failures
+        fd.error = TraceError(f"read failed: {exc}", source=src.name)
+    finally:
+        if stream is not None:
+            _apply_meta(fd, stream.meta)
+            if fd.time_offset_us and fd.g_ts and fd.g_ts[0] > fd.time_offset_us / 2:
+                fd.time_offset_us = 0.0  # timestamps are already absolute
+    if fd.error is None and fd.x_events == 0:
+        fd.error = EmptyTraceError("trace has no duration events", source=src.name)
+    if fd.invalid_events:
+        cls = NegativeDurationError if fd.negative_durations == fd.invalid_events else InvalidEventError
+        fd.warnings.append(
+            cls(f"{fd.invalid_events} invalid event(s) skipped; first: {fd.first_invalid}", source=src.name)
+        )
+    return fd

@@ -1,0 +1,53 @@
+"""Small statistics helpers (pure Python)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+# log-spaced histogram edges in µs; the last bucket is open-ended
+HIST_EDGES_US: tuple[float, ...] = (0.0, 1.0, 10.0, 100.0, 1_000.0, 10_000.0, 100_000.0, 1_000_000.0)
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (pandas/numpy default)."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    pos = (n - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
+
+
+def histogram(values: Sequence[float], edges: Sequence[float] = HIST_EDGES_US) -> dict[str, list[float] | list[int]]:
+    counts = [0] * len(edges)
+    last = len(edges) - 1
+    for v in values:
+        idx = 0
+        while idx < last and v >= edges[idx + 1]:
+            idx += 1
+        counts[idx] += 1
+    return {"edges_us": [float(e) for e in edges], "counts": counts}
+
+
+def r2(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 3)
+
+
+def pct(part: float, whole: float) -> float:
+    return round(100.0 * part / whole, 3) if whole > 0 else 0.0
+
+
+def pct_or_none(part: float, whole: float) -> float | None:
+    return round(100.0 * part / whole, 3) if whole > 0 else None
+
+
+def mean_std(values: Sequence[float]) -> tuple[float | None, float | None]:
+    n = len(values)
+    if n == 0:
+        return None, None
+    m = sum(values) / n
+    var = sum((v - m) ** 2 for v in values) / n
+    return m, math.sqrt(var)
