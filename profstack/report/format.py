@@ -80,6 +80,19 @@ def gbps(value: object) -> str:
     return "—" if v is None else f"{v:.1f} GB/s" if v >= 10 else f"{v:.2f} GB/s"
 
 
+def dur_tick(us: object) -> str:
+    """Compact axis tick: 0, 5 µs, 10 ms, 1.5 s (no trailing zeros)."""
+    v = num(us)
+    if v is None:
+        return ""
+    if v == 0:
+        return "0"
+    for unit, scale in (("s", 1e6), ("ms", 1e3), ("µs", 1.0)):
+        if abs(v) >= scale or unit == "µs":
+            return f"{v / scale:.3g} {unit}"
+    return f"{v:g} µs"
+
+
 def plain(value: object) -> str:
     """Evidence values: numbers compactly, everything else escaped text."""
     v = num(value)
@@ -99,7 +112,10 @@ def short_kernel_name(name: str, limit: int = 120) -> str:
     becomes `at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor…, …>(…)`.
     The caller keeps the full name in a title attribute.
     """
-    text = name.removeprefix("void ").replace("(anonymous namespace)", "{anon}").strip()
+    text = name.removeprefix("void ").strip()
+    if len(text) <= 60 and "<" not in text:  # `Memcpy DtoD (Device -> Device)`, `volta_sgemm_64x64_tn`
+        return text
+    text = text.replace("(anonymous namespace)", "{anon}").replace("->", "→")
     out: list[str] = []
     angle = paren = 0
     for ch in text:

@@ -14,6 +14,7 @@ from typing import Any
 from profstack.report.format import (
     count,
     dur,
+    dur_tick,
     esc,
     gbps,
     get,
@@ -136,11 +137,23 @@ def _header(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]], page_tit
 # -------------------------------------------------------------------------------------------- findings
 
 
+def _evidence_value(key: str, value: object) -> str:
+    """Units from the stable key suffixes of the summary schema."""
+    if num(value) is not None:
+        if key.endswith("_us"):
+            return esc(dur(value))
+        if key.endswith("_pct"):
+            return esc(pct(value))
+        if key.endswith("_bytes"):
+            return esc(nbytes(value))
+    return plain(value)
+
+
 def _findings(summary: Mapping[str, Any]) -> str:
     findings = [f for f in (get(summary, "findings") or []) if isinstance(f, Mapping)]
     findings.sort(key=lambda f: SEVERITY_ORDER.get(str(get(f, "severity")), 9))
     counts = {s: sum(1 for f in findings if get(f, "severity") == s) for s in SEVERITY_ORDER}
-    tally = " · ".join(f"{n} {s}" for s, n in counts.items() if n)
+    tally = " · ".join(f"{n} {s}{'s' if s == 'warning' and n != 1 else ''}" for s, n in counts.items() if n)
     head = f'<h2>Findings <span class="hint">{esc(tally) if tally else ""}</span></h2>'
     if not findings:
         return (
@@ -163,7 +176,8 @@ def _findings(summary: Mapping[str, Any]) -> str:
         chips = ""
         if isinstance(evidence, Mapping) and evidence:
             chips = '<div class="chips">' + "".join(
-                f'<span class="chip">{esc(k)} <b>{plain(v)}</b></span>' for k, v in list(evidence.items())[:12]
+                f'<span class="chip">{esc(k)} <b>{_evidence_value(str(k), v)}</b></span>'
+                for k, v in list(evidence.items())[:12]
             )
             chips += "</div>"
         rec = get(f, "recommendation")
@@ -261,7 +275,9 @@ def _cross_rank(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]]) -> s
             f'<span class="chip">coefficient of variation <b>{plain(get(lb, "cv"))}</b></span></div>'
         )
     n_str = len(stragglers)
-    hint = f"{len(table)} ranks" + (f" · {n_str} straggler{'s' if n_str != 1 else ''} highlighted" if n_str else "")
+    hint = f"{len(table)} rank{'s' if len(table) != 1 else ''}" + (
+        f" · {n_str} straggler{'s' if n_str != 1 else ''} highlighted" if n_str else ""
+    )
     return (
         f'<h2>Per-rank comparison <span class="hint">{esc(hint)}</span></h2><div class="card">'
         '<table><thead><tr><th>Rank</th><th class="n">Mean step</th><th class="n">GPU busy</th>'
@@ -507,35 +523,33 @@ def _panel_precision(rank: Mapping[str, Any]) -> str:
     )
 
 
-def _bin_labels(edges: Sequence[Any], n: int) -> list[str]:
-    """`<10 µs`, `10–100 µs`-style labels; few bins get ranges, many bins just their lower edge."""
-    if n > 8:
-        return [dur(edges[i]) for i in range(n)]
-    labels = []
-    for i in range(n):
-        lo, hi = num(edges[i]), num(edges[i + 1])
-        if not lo:
-            labels.append(f"< {dur(hi)}")
-        elif i == n - 1 and hi is not None and hi >= 1e15:
-            labels.append(f"≥ {dur(lo)}")
-        else:
-            labels.append(f"{dur(lo)} – {dur(hi)}")
-    return labels
-
-
-def _histogram(hist: object, *, color: str = COLORS["bar"], height: int = 140) -> str:
+def _histogram(hist: object, *, color: str = COLORS["bar"], height: int = 140, min_bins: int = 1) -> str:
     edges = get(hist, "edges_us")
     counts_ = get(hist, "counts")
     if not isinstance(edges, list) or not isinstance(counts_, list) or not counts_:
         return ""
     vals = [num(c) or 0 for c in counts_]
     n = min(len(vals), max(len(edges) - 1, 0))
-    if n == 0:
+    if n == 0 or not any(vals[:n]):
         return ""
-    vals = vals[:n]
-    labels = _bin_labels(edges, n)
-    hints = [f"{dur(edges[i])} – {dur(edges[i + 1])}: {int(vals[i]):,}" for i in range(n)]
-    return columns(vals, labels, colors=[color] * n, hints=hints, height=height, y_label=lambda v: f"{v:,.0f}")
+    # Show only the populated range of the bins (log-spaced bins are mostly empty at both ends).
+    lo = next(i for i in range(n) if vals[i])
+    hi = max(i for i in range(n) if vals[i]) + 1
+    vals, edges = vals[lo:hi], edges[lo : hi + 1]
+    n = hi - lo
+    if n < min_bins:
+        return ""
+    labels = [f"{dur(edges[i])} – {dur(edges[i + 1])}" for i in range(n)]
+    hints = [f"{labels[i]}: {int(vals[i]):,}" for i in range(n)]
+    return columns(
+        vals,
+        labels,
+        colors=[color] * n,
+        hints=hints,
+        height=height,
+        y_label=lambda v: f"{v:,.0f}",
+        ticks=[dur_tick(e) for e in edges],
+    )
 
 
 def _panel_launch_delay(rank: Mapping[str, Any]) -> str:
@@ -610,7 +624,7 @@ def _panel_steps(rank: Mapping[str, Any]) -> str:
             height=130,
             y_label=dur,
         )
-    hist = _histogram(get(st, "histogram"), height=110)
+    hist = _histogram(get(st, "histogram"), height=110, min_bins=3)  # one or two bins say nothing
     if hist:
         bars += '<h3 style="margin-top:10px">Distribution</h3>' + hist
     out_txt = ""

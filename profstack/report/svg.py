@@ -82,6 +82,7 @@ def columns(
     height: int = 170,
     label_every: int | None = None,
     y_label: Callable[[float], str] | None = None,
+    ticks: Sequence[str] | None = None,
 ) -> str:
     """Vertical bars (histograms, per-step times) with x labels under some bars."""
     n = len(values)
@@ -110,10 +111,19 @@ def columns(
     parts.append("</svg>")
     # Labels are HTML, not SVG text, so they are not stretched by preserveAspectRatio="none".
     label_html = []
-    for i, lab in enumerate(labels):
-        if i % every == 0:
-            pos = (left + (i + 0.5) * slot) / width * 100
-            label_html.append(f'<span style="left:{pos:.2f}%">{esc(lab)}</span>')
+    if ticks is not None:  # labels at bar boundaries (histogram edges): n + 1 of them
+        every = label_every or max(1, math.ceil(len(ticks) / 9))
+        for i, lab in enumerate(ticks):
+            if i % every == 0 or i == len(ticks) - 1:
+                pos = (left + i * slot) / width * 100
+                # Keep the outermost ticks inside the chart instead of centring them on the edge.
+                shift = "0" if i == 0 else "-100%" if i == len(ticks) - 1 else "-50%"
+                label_html.append(f'<span style="left:{pos:.2f}%;transform:translateX({shift})">{esc(lab)}</span>')
+    else:
+        for i, lab in enumerate(labels):
+            if i % every == 0:
+                pos = (left + (i + 0.5) * slot) / width * 100
+                label_html.append(f'<span style="left:{pos:.2f}%">{esc(lab)}</span>')
     thr = ""
     if threshold is not None and threshold > 0:
         y = (top + plot_h - threshold / vmax * plot_h) / height * 100
