@@ -8,7 +8,9 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from profstack.config import ProfStackConfig
+from profstack.studio import tensorboard_stack_name
 from stacks.storage_stack import StorageStack
+from stacks.tensorboard_stack import TensorBoardStack, log_retention_for
 
 
 @dataclass(frozen=True)
@@ -43,7 +45,22 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         env=env,
         description="ProfStack stateful resources: KMS keys, trace bucket, idempotency table",
     )
-    stacks = ProfStackStacks(storage=storage)
+    # --- TensorBoard per user (issue 5): domain, profiles, apps, idle reaper ---
+    tensorboard = TensorBoardStack(
+        app,
+        tensorboard_stack_name(prefix),
+        domain=config.domain,
+        tensorboard=config.tensorboard,
+        users=config.users,
+        trace_bucket=storage.trace_bucket,
+        data_key=storage.data_key,
+        log_retention=log_retention_for(config.retention.log_retention_days),
+        domain_name=f"{prefix}-tensorboard",
+        env=env,
+        description="ProfStack managed TensorBoard: SageMaker domain, user profiles and roles, apps, idle reaper",
+    )
+    # --- end TensorBoard ---
+    stacks = ProfStackStacks(storage=storage, others=(tensorboard,))
     for stack in stacks.all():
         for key, value in tags.items():
             cdk.Tags.of(stack).add(key, value)

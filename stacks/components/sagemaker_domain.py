@@ -50,17 +50,35 @@ class StudioDomain(Construct):
         self.domain_arn = stack.format_arn(service="sagemaker", resource="domain", resource_name=self.domain_id)
 
     def _create(self, domain: CreateDomain, *, domain_name: str, key: kms.IKey) -> sagemaker.CfnDomain:
-        vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id=domain.vpc_id, availability_zones=[])
-        group = ec2.SecurityGroup(
+        # L1 security groups: an L2 needs an IVpc, and an imported VPC without AZs cannot make one.
+        group = ec2.CfnSecurityGroup(
             self,
             "AppSecurityGroup",
-            vpc=vpc,
-            description="ProfStack SageMaker domain apps: EFS (NFS) and Studio app traffic within the group",
-            allow_all_outbound=True,  # apps reach S3, SageMaker and STS (endpoints or NAT)
+            vpc_id=domain.vpc_id,
+            group_description="ProfStack SageMaker domain apps: EFS (NFS) and Studio app traffic in the group",
+            security_group_egress=[
+                ec2.CfnSecurityGroup.EgressProperty(
+                    ip_protocol="-1",
+                    cidr_ip="0.0.0.0/0",
+                    description="apps reach S3, SageMaker and STS (endpoints or NAT)",
+                )
+            ],
         )
-        group.add_ingress_rule(group, ec2.Port.tcp(NFS_PORT), "home EFS (NFS) within the domain")
-        group.add_ingress_rule(group, ec2.Port.tcp_range(*STUDIO_APP_PORTS), "Studio app traffic within the domain")
-        self.security_group_ids = [group.security_group_id]
+        for name, (low, high), what in (
+            ("Nfs", (NFS_PORT, NFS_PORT), "home EFS (NFS) within the domain"),
+            ("Apps", STUDIO_APP_PORTS, "Studio app traffic within the domain"),
+        ):
+            ec2.CfnSecurityGroupIngress(
+                self,
+                f"AppIngress{name}",
+                group_id=group.attr_group_id,
+                source_security_group_id=group.attr_group_id,
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                description=what,
+            )
+        self.security_group_ids = [group.attr_group_id]
 
         # Every user profile overrides this role with its own least-privilege role (user_workspace.py);
         # the domain default has no permissions at all.
@@ -71,7 +89,7 @@ class StudioDomain(Construct):
             description="ProfStack domain default execution role; every profile overrides it; no permissions",
         )
         if domain.network_access == "VpcOnly":
-            self._endpoints(domain, vpc, group)
+            self._endpoints(domain, group.attr_group_id)
         return sagemaker.CfnDomain(
             self,
             "Domain",
@@ -90,15 +108,32 @@ class StudioDomain(Construct):
             domain_settings=sagemaker.CfnDomain.DomainSettingsProperty(security_group_ids=self.security_group_ids),
         )
 
-    def _endpoints(self, domain: CreateDomain, vpc: ec2.IVpc, apps: ec2.SecurityGroup) -> None:
-        group = ec2.SecurityGroup(
+    def _endpoints(self, domain: CreateDomain, apps_group_id: str) -> None:
+        group = ec2.CfnSecurityGroup(
             self,
             "EndpointSecurityGroup",
-            vpc=vpc,
-            description="ProfStack interface endpoints: HTTPS from the SageMaker domain apps only",
-            allow_all_outbound=False,
+            vpc_id=domain.vpc_id,
+            group_description="ProfStack interface endpoints: HTTPS from the SageMaker domain apps only",
+            security_group_ingress=[
+                ec2.CfnSecurityGroup.IngressProperty(
+                    ip_protocol="tcp",
+                    from_port=443,
+                    to_port=443,
+                    source_security_group_id=apps_group_id,
+                    description="HTTPS from the domain apps",
+                )
+            ],
+            # Endpoints answer; they open no connections. A rule to nowhere replaces the default allow-all.
+            security_group_egress=[
+                ec2.CfnSecurityGroup.EgressProperty(
+                    ip_protocol="icmp",
+                    from_port=252,
+                    to_port=86,
+                    cidr_ip="255.255.255.255/32",
+                    description="no egress",
+                )
+            ],
         )
-        group.add_ingress_rule(apps, ec2.Port.tcp(443), "HTTPS from the domain apps")
         region = cdk.Stack.of(self).region
         for service in VPC_ONLY_ENDPOINTS:
             ec2.CfnVPCEndpoint(
@@ -109,5 +144,5 @@ class StudioDomain(Construct):
                 vpc_endpoint_type="Interface",
                 private_dns_enabled=True,
                 subnet_ids=list(domain.subnet_ids),
-                security_group_ids=[group.security_group_id],
+                security_group_ids=[group.attr_group_id],
             )

@@ -1,0 +1,76 @@
+"""Spell granular cdk-nag finding ids the way cdk-nag 3 does, so acknowledgements stay exact.
+
+Granular findings (e.g. `AwsSolutions-IAM5[Resource::<Fn.Arn>:*]`) embed the flattened
+CloudFormation reference. `flatten` ports cdk-nag's `flattenCfnReference`; `cross_stack`
+turns another stack's value into the import token CloudFormation will see, so the id
+names the export exactly as the synthesized template does.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import IConstruct
+
+
+def _visit(node: Any) -> str:
+    if node is None:
+        return ""
+    if isinstance(node, str):
+        return node.replace("${", "<").replace("}", ">")
+    if isinstance(node, dict):
+        if "Fn::Join" in node:
+            delimiter, items = node["Fn::Join"]
+            return str(delimiter).join(_visit(item) for item in items)
+        if "Fn::Sub" in node:
+            return _visit(node["Fn::Sub"])
+        if "Fn::GetAtt" in node:
+            resource, attribute = node["Fn::GetAtt"]
+            return f"<{_visit(resource)}.{_visit(attribute)}>"
+        if "Fn::ImportValue" in node:
+            return _visit(node["Fn::ImportValue"])
+        if "Ref" in node:
+            return f"<{_visit(node['Ref'])}>"
+    return json.dumps(node, separators=(",", ":"))
+
+
+def flatten(scope: IConstruct, value: Any) -> str:
+    """The flat text cdk-nag shows for `value` (a token, string or intrinsic) inside `scope`'s stack."""
+    return _visit(cdk.Stack.of(scope).resolve(value))
+
+
+def cross_stack(scope: IConstruct, owner: IConstruct, value: str) -> str:
+    """`value` of `owner`'s stack as `scope`'s stack will import it (unchanged within one stack)."""
+    owner_stack = cdk.Stack.of(owner)
+    if owner_stack.node.path == cdk.Stack.of(scope).node.path:
+        return value
+    return owner_stack.export_value(value)
+
+
+def iam5_resource(scope: IConstruct, resource: Any) -> str:
+    return f"AwsSolutions-IAM5[Resource::{flatten(scope, resource)}]"
+
+
+def acknowledge_function_baseline(function: Any, *, async_reason: str) -> None:
+    """Findings every ProfStackFunction raises, with why each is safe; `async_reason` covers the DLQ.
+
+    `function` is a stacks.components.python_function.ProfStackFunction.
+    """
+    from stacks.components.nag import acknowledge
+
+    acknowledge(
+        function.role,
+        "AwsSolutions-IAM5[Resource::*]",
+        "Resource '*' only for actions with no resource type: xray:PutTraceSegments and "
+        "xray:PutTelemetryRecords (active tracing) and, where granted, sagemaker:ListApps (facts A4).",
+    )
+    for rule in ("AwsSolutions-L1", "Serverless-LambdaLatestVersion"):
+        acknowledge(
+            function.function,
+            rule,
+            "The runtime is pinned to the Python version the bundled wheels are built for "
+            "(stacks/components/python_function.py); it moves together with requirements/runtime.txt.",
+        )
+    acknowledge(function.function, "Serverless-LambdaDLQ", async_reason)

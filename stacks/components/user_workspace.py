@@ -1,0 +1,144 @@
+"""One ProfStack user inside the SageMaker domain: a user profile with its own execution role.
+
+The execution role (what the user's TensorBoard app runs as) can only:
+- list and read that user's `traces/<user>/`, `tensorboard/<user>/` and `reports/<user>/` prefixes
+  (keys from profstack.layout);
+- decrypt with the trace (data) key;
+- DescribeTrainingJob on jobs tagged `<user_tag_key>=<user>`.
+
+`access_policy` is a customer-managed policy for the *person*: attach it to their IAM identity
+(or SSO permission set) so that `profstack tensorboard url|start|stop --user <them>` works for
+their own profile and app and for no one else's. No AWS managed policy is used.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from profstack.config import User
+from profstack.layout import user_reports_prefix, user_tensorboard_prefix, user_traces_prefix
+from profstack.studio import app_arn_patterns, user_profile_name
+from stacks.components.iam import no_resource_type_statement
+from stacks.components.nag import acknowledge
+from stacks.components.nag_findings import cross_stack, iam5_resource
+
+
+def user_read_prefixes(user: str) -> tuple[str, ...]:
+    return (user_traces_prefix(user), user_tensorboard_prefix(user), user_reports_prefix(user))
+
+
+class UserWorkspace(Construct):
+    """Exposes `profile`, `profile_name`, `profile_arn`, `role` (execution) and `access_policy`."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        user: User,
+        domain_id: str,
+        trace_bucket: s3.IBucket,
+        data_key: kms.IKey,
+        user_tag_key: str,
+        security_group_ids: list[str] | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        self.user_name = user.name
+        self.profile_name = user_profile_name(user.name)
+        prefixes = user_read_prefixes(user.name)
+
+        self.role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"ProfStack SageMaker execution role of user {user.name}: own prefixes, read only",
+        )
+        # Not bucket.grant_read: it allows s3:List* on the whole bucket, i.e. other users' key names.
+        bucket_arn = cross_stack(self, trace_bucket, trace_bucket.bucket_arn)
+        object_arns = [f"{bucket_arn}/{p}*" for p in prefixes]
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListOwnPrefixes",
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]}},
+            )
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadOwnObjects",
+                actions=["s3:GetObject"],
+                resources=object_arns,
+            )
+        )
+        data_key.grant_decrypt(self.role)
+        training_jobs = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DescribeOwnTrainingJobs",
+                actions=["sagemaker:DescribeTrainingJob"],
+                resources=[training_jobs],
+                conditions={"StringEquals": {f"aws:ResourceTag/{user_tag_key}": user.name}},
+            )
+        )
+        for arn in object_arns:
+            acknowledge(
+                self.role,
+                iam5_resource(self, arn),
+                f"Read (s3:GetObject) of objects under this user's own prefix only, {user.name}'s "
+                "keys from profstack.layout; other users' prefixes are not granted.",
+            )
+        acknowledge(
+            self.role,
+            iam5_resource(self, training_jobs),
+            "DescribeTrainingJob on training-job/* is limited by an aws:ResourceTag condition to jobs "
+            f"tagged {user_tag_key}={user.name}; job names are not known in advance.",
+        )
+
+        self.profile = sagemaker.CfnUserProfile(
+            self,
+            "Profile",
+            domain_id=domain_id,
+            user_profile_name=self.profile_name,
+            user_settings=sagemaker.CfnUserProfile.UserSettingsProperty(
+                execution_role=self.role.role_arn,
+                security_groups=security_group_ids or None,
+            ),
+            tags=[cdk.CfnTag(key=user_tag_key, value=user.name)],
+        )
+        self.profile_arn = stack.format_arn(
+            service="sagemaker", resource="user-profile", resource_name=f"{domain_id}/{self.profile_name}"
+        )
+
+        app_arns = app_arn_patterns(stack.partition, stack.region, stack.account, domain_id, user.name)
+        self.access_policy = iam.ManagedPolicy(
+            self,
+            "AccessPolicy",
+            description=f"Attach to {user.name}'s IAM identity: open, start and stop only their own TensorBoard",
+            statements=[
+                iam.PolicyStatement(
+                    sid="OwnProfile",
+                    actions=["sagemaker:CreatePresignedDomainUrl", "sagemaker:DescribeUserProfile"],
+                    resources=[self.profile_arn],
+                ),
+                iam.PolicyStatement(
+                    sid="OwnTensorBoardApp",
+                    actions=["sagemaker:CreateApp", "sagemaker:DeleteApp", "sagemaker:DescribeApp"],
+                    resources=app_arns,
+                ),
+                # sagemaker:ListApps supports no resource type (facts A4); it shows app status only.
+                no_resource_type_statement(["sagemaker:ListApps"]),
+            ],
+        )
+        acknowledge(
+            self.access_policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Resource '*' only for sagemaker:ListApps, which supports no resource type (platform facts A4); "
+            "every other action names this user's own profile or app ARN.",
+        )

@@ -1,0 +1,121 @@
+"""TensorBoardStack: managed TensorBoard per user.
+
+A SageMaker domain (created or imported), a user profile with its own least-privilege
+execution role per config user, a TensorBoard app per user through a custom resource
+provider (platform facts A1), and a scheduled reaper of idle apps. Removing a user from
+the config removes their app, then their profile, on the next deploy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from profstack.config import CreateDomain, ImportDomain, TensorBoard, User
+from profstack.studio import DOMAIN_ID_OUTPUT
+from stacks.components.idle_reaper import IdleReaper
+from stacks.components.sagemaker_domain import StudioDomain
+from stacks.components.tensorboard_app import TensorBoardApp, TensorBoardAppProvider
+from stacks.components.user_workspace import UserWorkspace
+
+_RETENTION_NAMES = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+    2192: "SIX_YEARS",
+    2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS",
+    3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
+}
+
+
+def log_retention_for(days: int) -> logs.RetentionDays:
+    """The RetentionDays member for a config value (config validation allows only these days)."""
+    return getattr(logs.RetentionDays, _RETENTION_NAMES[days])  # type: ignore[no-any-return]
+
+
+class TensorBoardStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        domain: CreateDomain | ImportDomain,
+        tensorboard: TensorBoard,
+        users: Sequence[User],
+        trace_bucket: s3.IBucket,
+        data_key: kms.IKey,
+        log_retention: logs.RetentionDays,
+        domain_name: str,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.domain = StudioDomain(self, "Domain", domain=domain, domain_name=domain_name, key=data_key)
+        domain_id = self.domain.domain_id
+        cdk.CfnOutput(self, DOMAIN_ID_OUTPUT, value=domain_id, description="SageMaker domain of ProfStack")
+
+        self.workspaces: dict[str, UserWorkspace] = {}
+        self.apps: dict[str, TensorBoardApp] = {}
+        if not users:
+            return
+        names = [u.name for u in users]
+        self.app_provider = TensorBoardAppProvider(
+            self, "AppProvider", domain_id=domain_id, user_names=names, log_retention=log_retention
+        )
+        for user in users:
+            # Construct ids are the user names: removing a user removes exactly their resources.
+            workspace = UserWorkspace(
+                self,
+                f"User-{user.name}",
+                user=user,
+                domain_id=domain_id,
+                trace_bucket=trace_bucket,
+                data_key=data_key,
+                user_tag_key=tensorboard.user_tag_key,
+                security_group_ids=self.domain.security_group_ids,
+            )
+            self.workspaces[user.name] = workspace
+            self.apps[user.name] = TensorBoardApp(
+                workspace,
+                "TensorBoard",
+                provider=self.app_provider,
+                domain_id=domain_id,
+                user_name=user.name,
+                instance_type=user.tensorboard_instance_type or tensorboard.default_instance_type,
+                profile=workspace.profile,
+            )
+            cdk.CfnOutput(
+                self,
+                f"{user.name}-AccessPolicyArn",
+                value=workspace.access_policy.managed_policy_arn,
+                description=f"Attach to {user.name}'s IAM identity to open their TensorBoard",
+            )
+        self.reaper = IdleReaper(
+            self,
+            "IdleReaper",
+            domain_id=domain_id,
+            user_names=names,
+            tensorboard=tensorboard,
+            log_retention=log_retention,
+        )
