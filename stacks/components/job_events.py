@@ -13,6 +13,7 @@ from constructs import Construct
 
 from lambdas.trace_processor.events import DETAIL_TYPE, SOURCE, TERMINAL_STATUSES
 from profstack.config import JobTagFilter
+from stacks.components.nag import acknowledge
 
 
 def training_job_event_pattern(tag_filter: JobTagFilter | None) -> dict[str, Any]:
@@ -46,6 +47,11 @@ class JobEventQueue(Construct):
             encryption_master_key=key,
             enforce_ssl=True,
             retention_period=cdk.Duration.days(14),  # the SQS maximum: time to investigate and redrive
+        )
+        acknowledge(
+            self.dead_letter_queue,
+            "Serverless-SQSRedrivePolicy",
+            "This queue is the dead-letter queue; it keeps messages 14 days and an alarm fires on its depth.",
         )
         self.queue = sqs.Queue(
             self,

@@ -1,0 +1,20 @@
+"""Lambda entry point of a Distributed Map item: analyse one trace file (fan-out path)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from lambdas.trace_processor import runtime
+from lambdas.trace_processor.fanout import analyze_one
+
+logger = Logger()
+
+
+@logger.inject_lambda_context(clear_state=True)
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    result = analyze_one(event, env=runtime.env(), clients=runtime.clients(), engine=runtime.engine())
+    logger.info("file analysed", extra=result)
+    return result

@@ -1,0 +1,329 @@
+"""Fan-out for big jobs: a Step Functions Distributed Map analyses one trace file per item, then an
+aggregate step builds the job report.
+
+Per item, a Choice routes by size: files up to `single_lambda_max_file_mb` go to the analyze-file
+Lambda; bigger ones to a SageMaker Processing job running the same engine (`profstack analyze`) in
+a container (image: ECR repository + tag parameters, see docs/processing.md). Failed items are
+tolerated: the aggregate step flags the files whose partial is missing and reports the rest.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from aws_cdk import aws_stepfunctions_tasks as tasks
+from constructs import Construct
+
+from profstack import layout
+from profstack.config import Processing
+from stacks.components.nag_wildcards import acknowledge_wildcards, default_policy
+from stacks.components.python_function import ProfStackFunction
+from stacks.components.trace_access import TraceAccess
+
+PROCESSING_INPUT = "/opt/ml/processing/input"
+PROCESSING_OUTPUT = "/opt/ml/processing/output"
+PROCESSING_MAX_RUNTIME_S = 4 * 3600
+MAP_MAX_CONCURRENCY = 20
+
+
+class ProcessingJobImage(Construct):
+    """Where the SageMaker Processing path's container comes from: deploy-time parameters, so the
+    image (docker/processing/Dockerfile) can be built and pushed without changing the template."""
+
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        self.repository = cdk.CfnParameter(
+            stack,
+            "ProcessingImageRepository",
+            type="String",
+            default="profstack-processing",
+            allowed_pattern=r"^[a-z0-9][a-z0-9._/-]{1,255}$",
+            description="ECR repository (same account/region) holding the ProfStack processing image",
+        )
+        self.tag = cdk.CfnParameter(
+            stack,
+            "ProcessingImageTag",
+            type="String",
+            default="latest",
+            allowed_pattern=r"^[A-Za-z0-9_.-]{1,128}$",
+            description="Tag of the ProfStack processing image",
+        )
+        self.image_uri = cdk.Fn.sub(
+            "${AWS::AccountId}.dkr.ecr.${AWS::Region}.${AWS::URLSuffix}/${Repo}:${Tag}",
+            {"Repo": self.repository.value_as_string, "Tag": self.tag.value_as_string},
+        )
+        self.repository_arn = cdk.Fn.sub(
+            "arn:${AWS::Partition}:ecr:${AWS::Region}:${AWS::AccountId}:repository/${Repo}",
+            {"Repo": self.repository.value_as_string},
+        )
+
+
+class FanoutWorkflow(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        access: TraceAccess,
+        analyze_file: ProfStackFunction,
+        aggregate: ProfStackFunction,
+        processing: Processing,
+        log_retention: logs.RetentionDays,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = cdk.Stack.of(self)
+        image = ProcessingJobImage(self, "Image")
+
+        # --- the SageMaker Processing path's own role: read traces, write partials, pull the image.
+        self.processing_role = iam.Role(
+            self,
+            "ProcessingJobRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="ProfStack processing job: analyse one oversized trace file",
+        )
+        access.grant_trace_read(self.processing_role)
+        self.processing_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="WritePartials",
+                actions=["s3:PutObject"],
+                resources=[access.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/*")],
+            )
+        )
+        access.key.grant(self.processing_role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+        self.processing_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PullImage",
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[image.repository_arn],
+            )
+        )
+        self.processing_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                # ecr:GetAuthorizationToken supports no resource type (IAM service authorization reference).
+                sid="EcrLogin",
+                actions=["ecr:GetAuthorizationToken"],
+                resources=["*"],
+            )
+        )
+        self.processing_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ProcessingJobLogs",
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[
+                    stack.format_arn(
+                        service="logs",
+                        resource="log-group",
+                        resource_name="/aws/sagemaker/ProcessingJobs:*",
+                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
+
+        # --- one map item: Lambda, or a Processing job for files beyond Lambda's limit.
+        in_lambda = tasks.LambdaInvoke(
+            self,
+            "AnalyzeFileInLambda",
+            lambda_function=analyze_file.function,
+            payload_response_only=True,
+            retry_on_service_exceptions=True,
+        )
+        in_lambda.add_retry(errors=["States.TaskFailed"], max_attempts=2, interval=cdk.Duration.seconds(10))
+        self.processing_state = sfn.CustomState(
+            self,
+            "AnalyzeFileInProcessingJob",
+            state_json={
+                "Type": "Task",
+                "Resource": f"arn:{cdk.Aws.PARTITION}:states:::sagemaker:createProcessingJob.sync",
+                "Parameters": {
+                    "ProcessingJobName.$": "States.Format('profstack-{}', States.UUID())",
+                    "RoleArn": self.processing_role.role_arn,
+                    "AppSpecification": {
+                        "ImageUri": image.image_uri,
+                        "ContainerEntrypoint": [
+                            "profstack",
+                            "analyze",
+                            PROCESSING_INPUT,
+                            "--out",
+                            PROCESSING_OUTPUT,
+                            "--format",
+                            "json,perfetto",
+                        ],
+                    },
+                    "ProcessingResources": {
+                        "ClusterConfig": {
+                            "InstanceCount": 1,
+                            "InstanceType": processing.processing_job_instance_type,
+                            "VolumeSizeInGB": 200,
+                            "VolumeKmsKeyId": access.key.key_arn,
+                        }
+                    },
+                    "ProcessingInputs": [
+                        {
+                            "InputName": "trace",
+                            "S3Input": {
+                                "S3Uri.$": "States.Format('s3://{}/{}', $.item.bucket, $.item.key)",
+                                "LocalPath": PROCESSING_INPUT,
+                                "S3DataType": "S3Prefix",
+                                "S3InputMode": "File",
+                            },
+                        }
+                    ],
+                    "ProcessingOutputConfig": {
+                        "KmsKeyId": access.key.key_arn,
+                        "Outputs": [
+                            {
+                                "OutputName": "partial",
+                                "S3Output": {
+                                    "S3Uri.$": "States.Format('s3://{}/{}', $.partials.bucket, $.item.partial_prefix)",
+                                    "LocalPath": PROCESSING_OUTPUT,
+                                    "S3UploadMode": "EndOfJob",
+                                },
+                            }
+                        ],
+                    },
+                    "StoppingCondition": {"MaxRuntimeInSeconds": PROCESSING_MAX_RUNTIME_S},
+                    "NetworkConfig": {"EnableNetworkIsolation": True},
+                    "Tags": [{"Key": "profstack:component", "Value": "fanout"}],
+                },
+                "ResultPath": None,
+            },
+        )
+        route = (
+            sfn.Choice(self, "RouteBySize")
+            .when(sfn.Condition.string_equals("$.item.route", "processing"), self.processing_state)
+            .otherwise(in_lambda)
+        )
+        self.map = sfn.DistributedMap(
+            self,
+            "AnalyzeEachFile",
+            item_reader=sfn.S3JsonItemReader(bucket=access.bucket, key=sfn.JsonPath.string_at("$.manifest.key")),
+            item_selector={
+                "item.$": "$$.Map.Item.Value",
+                "context.$": "$.context",
+                "partials.$": "$.partials",
+            },
+            max_concurrency=MAP_MAX_CONCURRENCY,
+            tolerated_failure_percentage=100,  # a failed file is flagged by the aggregate step
+            result_path=sfn.JsonPath.DISCARD,
+        )
+        self.map.item_processor(route)
+        aggregate_step = tasks.LambdaInvoke(
+            self,
+            "AggregateReport",
+            lambda_function=aggregate.function,
+            payload_response_only=True,
+            retry_on_service_exceptions=True,
+        )
+        aggregate_step.add_retry(errors=["States.TaskFailed"], max_attempts=3, interval=cdk.Duration.seconds(30))
+
+        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_chainable(self.map.next(aggregate_step)),
+            timeout=cdk.Duration.hours(8),
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        )
+        role = self.state_machine.role
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadFanoutManifest",  # the Distributed Map's S3 item reader
+                actions=["s3:GetObject"],
+                resources=[access.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/manifest.json")],
+            )
+        )
+        access.key.grant(role, "kms:Decrypt")
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="RunProcessingJobs",
+                actions=[
+                    "sagemaker:CreateProcessingJob",
+                    "sagemaker:DescribeProcessingJob",
+                    "sagemaker:StopProcessingJob",
+                    "sagemaker:AddTags",
+                ],
+                resources=[
+                    stack.format_arn(service="sagemaker", resource="processing-job", resource_name="profstack-*")
+                ],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PassProcessingRole",
+                actions=["iam:PassRole"],
+                resources=[self.processing_role.role_arn],
+                conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                # The .sync integration waits through this Step Functions-managed rule.
+                sid="SyncProcessingJobs",
+                actions=["events:PutTargets", "events:PutRule", "events:DescribeRule"],
+                resources=[
+                    stack.format_arn(
+                        service="events",
+                        resource="rule",
+                        resource_name="StepFunctionsGetEventsForSageMakerProcessingJobsRule",
+                    )
+                ],
+            )
+        )
+        acknowledge_wildcards(
+            default_policy(role),
+            {
+                r"AwsSolutions-IAM5\[Resource::<TraceProcessor(AnalyzeFile|Aggregate)Function[0-9A-F]+\.Arn>:\*\]": (
+                    "LambdaInvoke may call any version/alias of the two fan-out functions it names."
+                ),
+                r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:s3:::[^/]+/\*\]": (
+                    "Granted by CDK's S3JsonItemReader (GetObject on the manifest bucket); the state machine "
+                    "itself only reads the manifest key it is given, and runs no user code."
+                ),
+                r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/manifest\.json\]": (
+                    "The Distributed Map reads each job's item manifest; jobs are keyed per user and job."
+                ),
+                r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>"
+                r":processing-job/profstack-\*\]": (
+                    "Processing jobs are named profstack-<uuid> by this state machine; only those are managed."
+                ),
+                r"AwsSolutions-IAM5\[Resource::\*\]": (
+                    "Only X-Ray tracing actions (PutTraceSegments, PutTelemetryRecords, GetSampling*), "
+                    "which support no resource type."
+                ),
+                r"AwsSolutions-IAM5\[Action::xray:GetSampling.*\]": "X-Ray sampling reads for active tracing.",
+            },
+        )
+        map_policy = self.state_machine.node.try_find_child("DistributedMapPolicy")
+        acknowledge_wildcards(
+            map_policy,
+            {
+                r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>"
+                r":execution:.*\]": (
+                    "A Distributed Map starts and stops child executions of its own state machine, whose "
+                    "names Step Functions generates."
+                ),
+            },
+        )
+        acknowledge_wildcards(
+            default_policy(self.processing_role),
+            {
+                r"AwsSolutions-IAM5\[Resource::.*/(traces|tensorboard)/\*\]": (
+                    "Reads trace objects keyed per user and job under the layout's trace prefixes."
+                ),
+                r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/\*\]": (
+                    "Writes only partial results, under each job's reports/<user>/<job>/partials/."
+                ),
+                r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>"
+                r":log-group:/aws/sagemaker/ProcessingJobs:\*\]": (
+                    "SageMaker Processing writes one log stream per job into this fixed log group."
+                ),
+                r"AwsSolutions-IAM5\[Resource::\*\]": (
+                    "Only ecr:GetAuthorizationToken, which supports no resource type."
+                ),
+            },
+        )

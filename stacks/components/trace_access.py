@@ -1,0 +1,100 @@
+"""Least-privilege S3/KMS grants over the ProfStack layout: read trace prefixes, write reports.
+
+Prefixes come from profstack.layout; extra trace prefixes (config) are granted read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+
+from profstack import layout
+
+READ_PREFIXES = (layout.TRACES_PREFIX, layout.TENSORBOARD_PREFIX)
+
+
+def _split(uri: str) -> tuple[str, str]:
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return bucket, prefix
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceAccess:
+    """The trace bucket, its key, and extra read-only trace prefixes (s3://bucket/prefix)."""
+
+    bucket: s3.IBucket
+    key: kms.IKey
+    extra_prefixes: Sequence[str] = ()
+
+    def _partition(self) -> str:
+        return cdk.Aws.PARTITION
+
+    def extra_bucket_arns(self) -> list[str]:
+        return sorted({f"arn:{self._partition()}:s3:::{_split(u)[0]}" for u in self.extra_prefixes})
+
+    def grant_trace_read(self, role: iam.IRole) -> None:
+        """GetObject/ListBucket on traces/ and tensorboard/ (and extra prefixes) only."""
+        objects = [self.bucket.arn_for_objects(f"{p}*") for p in READ_PREFIXES]
+        objects += [f"arn:{self._partition()}:s3:::{b}/{p}*" for b, p in map(_split, self.extra_prefixes)]
+        role.add_to_principal_policy(iam.PolicyStatement(sid="ReadTraces", actions=["s3:GetObject"], resources=objects))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListTracePrefixes",
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{p}*" for p in READ_PREFIXES]}},
+            )
+        )
+        for bucket, prefix in sorted({_split(u) for u in self.extra_prefixes}):
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[f"arn:{self._partition()}:s3:::{bucket}"],
+                    conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+                )
+            )
+        self.key.grant(role, "kms:Decrypt")
+
+    def grant_report_write(self, role: iam.IRole, *, tensorboard: bool) -> None:
+        """PutObject under reports/ (and tensorboard/ for the scalar event files); read back reports/
+        (fan-out manifest and partials)."""
+        writable = [self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*")]
+        if tensorboard:
+            writable.append(self.bucket.arn_for_objects(f"{layout.TENSORBOARD_PREFIX}*"))
+        role.add_to_principal_policy(
+            iam.PolicyStatement(sid="WriteReports", actions=["s3:PutObject"], resources=writable)
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadReports",
+                actions=["s3:GetObject"],
+                resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*")],
+            )
+        )
+        # Exactly what SSE-KMS PutObject/GetObject need on the one data key (no ReEncrypt*, no wildcards).
+        self.key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+
+    def grant_rule_output_tagging(self, role: iam.IRole) -> None:
+        """Merge the legacy-rule-output tag into objects under <output>/<job>/rule-output/ in the
+        buckets ProfStack manages (trace bucket and extra-prefix buckets)."""
+        bucket_arns = [self.bucket.bucket_arn, *self.extra_bucket_arns()]
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="TagLegacyRuleOutput",
+                actions=["s3:GetObjectTagging", "s3:PutObjectTagging"],
+                resources=[f"{arn}/*/rule-output/*" for arn in bucket_arns],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListLegacyRuleOutput",
+                actions=["s3:ListBucket"],
+                resources=bucket_arns,
+                conditions={"StringLike": {"s3:prefix": ["*/rule-output/*"]}},
+            )
+        )

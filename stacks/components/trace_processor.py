@@ -1,0 +1,219 @@
+"""The trace-processor functions: the SQS consumer and the two fan-out steps, each with its own role."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from lambdas.trace_processor.metric_names import NAMESPACE
+from profstack.config import LOG_RETENTION_DAYS, Processing
+from stacks.components.iam import no_resource_type_statement
+from stacks.components.nag import acknowledge
+from stacks.components.nag_findings import acknowledge_function_baseline
+from stacks.components.nag_wildcards import acknowledge_wildcards, default_policy
+from stacks.components.python_function import PowertoolsSettings, ProfStackFunction
+from stacks.components.trace_access import TraceAccess
+
+_RETENTION = dict(zip(LOG_RETENTION_DAYS, [r for r in logs.RetentionDays if r.name != "INFINITE"], strict=True))
+# SQS visibility must cover the whole batch's processing plus retries (AWS guidance: 6x timeout).
+VISIBILITY_TIMEOUT_FACTOR = 6
+SQS_BATCH_SIZE = 1  # one job per invocation: a job may take the whole Lambda timeout
+
+
+WILDCARD_REASONS = {
+    r"AwsSolutions-IAM5\[Resource::.*/(traces|tensorboard|reports)/\*\]": "Objects are keyed per user and per "
+    "job under this layout prefix (profstack/layout.py); the prefix is the tightest static scope.",
+    r"AwsSolutions-IAM5\[Resource::.*/\*/rule-output/\*\]": "Legacy Debugger/Profiler output sits at "
+    "<output>/<job>/rule-output/ (facts A6); only objects under a rule-output segment can be tagged.",
+    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/\*\]": (
+        "DescribeTrainingJob must work for any job that finishes in this account and region; it is the "
+        "only SageMaker action granted."
+    ),
+    r"AwsSolutions-IAM5\[Action::kms:GenerateDataKey\*\]": "Added by topic.grant_publish for the "
+    "KMS-encrypted notification topic; the statement names only the messaging key.",
+    r"AwsSolutions-IAM5\[Resource::\*\]": "Only cloudwatch:PutMetricData (namespace-conditioned) and the X-Ray "
+    "actions, which support no resource type.",
+}
+
+
+def retention_days(days: int) -> logs.RetentionDays:
+    return _RETENTION[days]
+
+
+def processor_environment(
+    *,
+    access: TraceAccess,
+    table: dynamodb.ITable,
+    topic: sns.ITopic,
+    processing: Processing,
+    user_tag_key: str,
+) -> dict[str, str]:
+    """Everything lambdas.trace_processor.env.ProcessorEnv validates at cold start."""
+    return {
+        "TRACE_BUCKET": access.bucket.bucket_name,
+        "IDEMPOTENCY_TABLE": table.table_name,
+        "TOPIC_ARN": topic.topic_arn,
+        "USER_TAG_KEY": user_tag_key,
+        "EXTRA_TRACE_PREFIXES": json.dumps(list(access.extra_prefixes)),
+        "FANOUT_FILE_THRESHOLD": str(processing.fanout_file_threshold),
+        "FANOUT_BYTES_THRESHOLD": str(processing.fanout_bytes_threshold_mb * 2**20),
+        "SINGLE_LAMBDA_MAX_FILE_BYTES": str(processing.single_lambda_max_file_mb * 2**20),
+        "TOP_K": str(processing.top_k_kernels),
+        "RULE_THRESHOLDS": json.dumps(processing.rule_thresholds, sort_keys=True),
+    }
+
+
+def grant_put_metric_data(role: iam.IRole) -> None:
+    # cloudwatch:PutMetricData supports no resource type, so Resource "*"; the namespace condition
+    # confines it to ProfStack's own namespace. (EMF metrics go through the log group; this covers
+    # direct PutMetricData calls, e.g. by Powertools' fallback or future code.)
+    role.add_to_principal_policy(
+        no_resource_type_statement(
+            ["cloudwatch:PutMetricData"], conditions={"StringEquals": {"cloudwatch:namespace": NAMESPACE}}
+        )
+    )
+
+
+def grant_describe_training_jobs(role: iam.IRole, scope: Construct) -> None:
+    stack = cdk.Stack.of(scope)
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="DescribeTrainingJobs",
+            actions=["sagemaker:DescribeTrainingJob"],
+            resources=[stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")],
+        )
+    )
+
+
+def grant_idempotency(role: iam.IRole, table: dynamodb.ITable) -> None:
+    # Exactly what Powertools' DynamoDBPersistenceLayer calls.
+    table.grant(role, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+    if table.encryption_key is not None:
+        table.encryption_key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+
+
+def grant_notify(role: iam.IRole, topic: sns.ITopic) -> None:
+    topic.grant_publish(role)
+
+
+class TraceProcessorFunctions(Construct):
+    """processor (SQS consumer), analyze-file and aggregate (fan-out steps)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        access: TraceAccess,
+        queue: sqs.IQueue,
+        table: dynamodb.ITable,
+        topic: sns.ITopic,
+        processing: Processing,
+        user_tag_key: str,
+        log_retention_days: int,
+        service: str,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        env = processor_environment(
+            access=access, table=table, topic=topic, processing=processing, user_tag_key=user_tag_key
+        )
+        retention = retention_days(log_retention_days)
+        # One service name for the processor and the aggregate step: alarms watch one metric stream.
+        powertools = PowertoolsSettings(service=service, metrics_namespace=NAMESPACE)
+        timeout = cdk.Duration.seconds(processing.lambda_timeout_seconds)
+
+        self.processor = ProfStackFunction(
+            self,
+            "Processor",
+            handler_module="lambdas.trace_processor.handler",
+            description="ProfStack: analyse a finished training job's traces into a report",
+            log_retention=retention,
+            powertools=powertools,
+            environment=env,
+            timeout=timeout,
+            memory_size=processing.lambda_memory_mb,
+            reserved_concurrency=processing.reserved_concurrency,
+            ephemeral_storage_mib=2048,  # spooled Perfetto traces
+        )
+        self.analyze_file = ProfStackFunction(
+            self,
+            "AnalyzeFile",
+            handler_module="lambdas.trace_processor.analyze_file",
+            description="ProfStack fan-out: analyse one trace file into a partial summary",
+            log_retention=retention,
+            powertools=PowertoolsSettings(service=f"{service}-map", metrics_namespace=NAMESPACE),
+            environment=env,
+            timeout=timeout,
+            memory_size=processing.lambda_memory_mb,
+            ephemeral_storage_mib=2048,
+        )
+        self.aggregate = ProfStackFunction(
+            self,
+            "Aggregate",
+            handler_module="lambdas.trace_processor.aggregate",
+            description="ProfStack fan-out: merge partial summaries into the job report",
+            log_retention=retention,
+            powertools=powertools,
+            environment=env,
+            timeout=cdk.Duration.minutes(5),
+            memory_size=1024,
+        )
+
+        # processor: everything a single-Lambda job needs, plus starting the fan-out.
+        role = self.processor.role
+        access.grant_trace_read(role)
+        access.grant_report_write(role, tensorboard=True)
+        access.grant_rule_output_tagging(role)
+        grant_describe_training_jobs(role, self)
+        grant_put_metric_data(role)
+        grant_idempotency(role, table)
+        grant_notify(role, topic)
+        self.processor.function.add_event_source(
+            sources.SqsEventSource(
+                queue,
+                batch_size=SQS_BATCH_SIZE,
+                report_batch_item_failures=True,
+                max_concurrency=max(2, processing.reserved_concurrency),
+            )
+        )
+        # analyze-file: read one trace, write its partial and trimmed trace under reports/.
+        access.grant_trace_read(self.analyze_file.role)
+        access.grant_report_write(self.analyze_file.role, tensorboard=False)
+        # aggregate: read partials, write the report, scalars, metrics and the notification.
+        access.grant_report_write(self.aggregate.role, tensorboard=True)
+        grant_put_metric_data(self.aggregate.role)
+        grant_notify(self.aggregate.role, topic)
+
+        for fn in (self.processor, self.analyze_file, self.aggregate):
+            acknowledge_function_baseline(
+                fn,
+                async_reason="Never invoked asynchronously: the processor is driven by an SQS event-source "
+                "mapping (failed records go to the queue's DLQ) and the fan-out steps by Step Functions "
+                "(retries, tolerated failures, execution history).",
+            )
+            acknowledge_wildcards(default_policy(fn.role), WILDCARD_REASONS)
+        acknowledge(
+            self.processor.function,
+            "Serverless-LambdaEventSourceMappingDestination",
+            "Failed SQS records are redriven by the queue's own redrive policy to its DLQ after "
+            "max_receive_count receives; an ESM on-failure destination would duplicate that.",
+        )
+
+    def use_state_machine(self, state_machine: sfn.IStateMachine) -> None:
+        """Let the processor hand big jobs to the fan-out state machine."""
+        self.processor.function.add_environment("STATE_MACHINE_ARN", state_machine.state_machine_arn)
+        state_machine.grant_start_execution(self.processor.role)
+
+    @property
+    def functions(self) -> Mapping[str, ProfStackFunction]:
+        return {"processor": self.processor, "analyze_file": self.analyze_file, "aggregate": self.aggregate}

@@ -1,0 +1,105 @@
+"""ProcessingStack: finished training job -> EventBridge -> SQS -> trace processor -> report,
+metrics, TensorBoard scalars and a notification; Step Functions fan-out for big jobs; alarms and
+a training-jobs dashboard. Stateless: the bucket, keys and idempotency table come from StorageStack."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from profstack.config import Alarms, Notifications, Processing
+from stacks.components.fanout_workflow import FanoutWorkflow
+from stacks.components.job_events import JobEventQueue
+from stacks.components.notification_topic import NotificationTopic
+from stacks.components.processing_alarms import ProcessingAlarms
+from stacks.components.trace_access import TraceAccess
+from stacks.components.trace_processor import (
+    VISIBILITY_TIMEOUT_FACTOR,
+    TraceProcessorFunctions,
+    retention_days,
+)
+from stacks.components.training_dashboard import TrainingJobsDashboard
+
+
+class ProcessingStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        trace_bucket: s3.IBucket,
+        data_key: kms.IKey,
+        messaging_key: kms.IKey,
+        idempotency_table: dynamodb.ITable,
+        processing: Processing,
+        alarms: Alarms,
+        notifications: Notifications,
+        user_tag_key: str,
+        log_retention_days: int,
+        name_prefix: str,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        service = f"{name_prefix}-trace-processor"
+        access = TraceAccess(bucket=trace_bucket, key=data_key, extra_prefixes=processing.extra_trace_prefixes)
+
+        self.notifications = NotificationTopic(self, "Notifications", key=messaging_key, emails=notifications.emails)
+        self.events = JobEventQueue(
+            self,
+            "JobEvents",
+            key=messaging_key,
+            visibility_timeout=cdk.Duration.seconds(processing.lambda_timeout_seconds * VISIBILITY_TIMEOUT_FACTOR),
+            max_receive_count=processing.max_receive_count,
+            tag_filter=processing.job_tag_filter,
+        )
+        self.functions = TraceProcessorFunctions(
+            self,
+            "TraceProcessor",
+            access=access,
+            queue=self.events.queue,
+            table=idempotency_table,
+            topic=self.notifications.topic,
+            processing=processing,
+            user_tag_key=user_tag_key,
+            log_retention_days=log_retention_days,
+            service=service,
+        )
+        self.fanout = FanoutWorkflow(
+            self,
+            "Fanout",
+            access=access,
+            analyze_file=self.functions.analyze_file,
+            aggregate=self.functions.aggregate,
+            processing=processing,
+            log_retention=retention_days(log_retention_days),
+        )
+        self.functions.use_state_machine(self.fanout.state_machine)
+        self.alarms = ProcessingAlarms(
+            self,
+            "Alarms",
+            thresholds=alarms,
+            topic=self.notifications.topic,
+            dead_letter_queue=self.events.dead_letter_queue,
+            processor=self.functions.processor.function,
+            state_machine=self.fanout.state_machine,
+            service=service,
+        )
+        self.dashboard = TrainingJobsDashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"{name_prefix}-training-jobs",
+            thresholds=alarms,
+            queue=self.events.queue,
+            dead_letter_queue=self.events.dead_letter_queue,
+            processor=self.functions.processor.function,
+            state_machine=self.fanout.state_machine,
+        )
+        cdk.CfnOutput(self, "QueueUrl", value=self.events.queue.queue_url)
+        cdk.CfnOutput(self, "DeadLetterQueueUrl", value=self.events.dead_letter_queue.queue_url)
+        cdk.CfnOutput(self, "TopicArn", value=self.notifications.topic.topic_arn)
+        cdk.CfnOutput(self, "FanoutStateMachineArn", value=self.fanout.state_machine.state_machine_arn)

@@ -1,0 +1,216 @@
+"""Helpers for the trace-processor functional tests: a moto data plane shaped like ProcessingStack."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from tests.conftest import EVENTS_DIR
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+TRACE_BUCKET = "profstack-traces-test"
+OUTPUT_BUCKET = TRACE_BUCKET  # training output (rule-output/) lives in the trace bucket too
+TABLE = "profstack-idempotency"
+USER = "alice"
+
+
+def load_event(name: str) -> dict[str, Any]:
+    event: dict[str, Any] = json.loads((EVENTS_DIR / name).read_text())
+    return event
+
+
+def sqs_record(body: dict[str, Any] | str, *, receive_count: int = 1, message_id: str | None = None) -> dict[str, Any]:
+    """An SQS record as the Lambda event-source mapping delivers it (EventBridge event JSON as body)."""
+    return {
+        "messageId": message_id or str(uuid.uuid4()),
+        "receiptHandle": "AQEB" + uuid.uuid4().hex,
+        "body": body if isinstance(body, str) else json.dumps(body),
+        "attributes": {
+            "ApproximateReceiveCount": str(receive_count),
+            "SentTimestamp": "1796565751000",
+            "SenderId": "AIDAIENQZJOLO23YVJ4VO",
+            "ApproximateFirstReceiveTimestamp": "1796565751001",
+        },
+        "messageAttributes": {},
+        "md5OfBody": "0" * 32,
+        "eventSource": "aws:sqs",
+        "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:profstack-jobs",
+        "awsRegion": REGION,
+    }
+
+
+def sqs_event(*records: dict[str, Any]) -> dict[str, Any]:
+    return {"Records": list(records)}
+
+
+@dataclass
+class FakeLambdaContext:
+    function_name: str = "profstack-trace-processor"
+    memory_limit_in_mb: int = 3008
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:profstack-trace-processor"
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+    remaining_ms: int = 900_000
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@dataclass
+class DataPlane:
+    s3: Any
+    sqs: Any
+    sns: Any
+    sagemaker: Any
+    events: Any
+    cloudwatch: Any
+    queue_url: str
+    dlq_url: str
+    topic_arn: str
+    inbox_url: str  # an SQS queue subscribed to the topic: what the e-mail would have said
+
+    def notifications(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        while True:
+            got = self.sqs.receive_message(QueueUrl=self.inbox_url, MaxNumberOfMessages=10)
+            messages = got.get("Messages", [])
+            if not messages:
+                return out
+            for msg in messages:
+                out.append(json.loads(msg["Body"]))
+                self.sqs.delete_message(QueueUrl=self.inbox_url, ReceiptHandle=msg["ReceiptHandle"])
+
+    def keys(self, prefix: str = "") -> list[str]:
+        pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=TRACE_BUCKET, Prefix=prefix)
+        return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
+
+
+def processor_environ(topic_arn: str, **overrides: str) -> dict[str, str]:
+    env = {
+        "TRACE_BUCKET": TRACE_BUCKET,
+        "IDEMPOTENCY_TABLE": TABLE,
+        "TOPIC_ARN": topic_arn,
+        "USER_TAG_KEY": "profstack:user",
+        "EXTRA_TRACE_PREFIXES": "[]",
+        "FANOUT_FILE_THRESHOLD": "8",
+        "FANOUT_BYTES_THRESHOLD": str(2048 * 2**20),
+        "SINGLE_LAMBDA_MAX_FILE_BYTES": str(4096 * 2**20),
+        "TOP_K": "5",
+        "RULE_THRESHOLDS": "{}",
+        "POWERTOOLS_SERVICE_NAME": "profstack-trace-processor",
+        "POWERTOOLS_METRICS_NAMESPACE": "ProfStack",
+        "POWERTOOLS_TRACE_DISABLED": "1",
+    }
+    env.update(overrides)
+    return env
+
+
+@contextmanager
+def patched_environ(values: dict[str, str]) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def create_data_plane(*, max_receive_count: int = 2, tag_filter: Any = None) -> DataPlane:
+    """Bucket, idempotency table, topic (+ inbox queue), job queue + DLQ, and the EventBridge rule
+    with the ProcessingStack's own pattern targeting the queue. Call inside mock_aws()."""
+    from stacks.components.job_events import training_job_event_pattern
+
+    s3 = boto3.client("s3", region_name=REGION)
+    sqs = boto3.client("sqs", region_name=REGION)
+    sns = boto3.client("sns", region_name=REGION)
+    ddb = boto3.client("dynamodb", region_name=REGION)
+    events = boto3.client("events", region_name=REGION)
+    s3.create_bucket(Bucket=TRACE_BUCKET)
+    ddb.create_table(
+        TableName=TABLE,
+        KeySchema=[{"AttributeName": "id", "KeyType": "HASH"}],
+        AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    dlq_url = sqs.create_queue(QueueName="profstack-jobs-dlq")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    queue_url = sqs.create_queue(
+        QueueName="profstack-jobs",
+        Attributes={
+            "VisibilityTimeout": "0",  # tests redeliver immediately
+            "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(max_receive_count)}),
+        },
+    )["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    topic_arn = sns.create_topic(Name="profstack-notifications")["TopicArn"]
+    inbox_url = sqs.create_queue(QueueName="profstack-inbox")["QueueUrl"]
+    inbox_arn = sqs.get_queue_attributes(QueueUrl=inbox_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=inbox_arn)
+    pattern = json.dumps(training_job_event_pattern(tag_filter))
+    events.put_rule(Name="profstack-training-job-finished", EventPattern=pattern)
+    events.put_targets(Rule="profstack-training-job-finished", Targets=[{"Id": "queue", "Arn": queue_arn}])
+    return DataPlane(
+        s3=s3,
+        sqs=sqs,
+        sns=sns,
+        sagemaker=boto3.client("sagemaker", region_name=REGION),
+        events=events,
+        cloudwatch=boto3.client("cloudwatch", region_name=REGION),
+        queue_url=queue_url,
+        dlq_url=dlq_url,
+        topic_arn=topic_arn,
+        inbox_url=inbox_url,
+    )
+
+
+def register_training_job(plane: DataPlane, name: str, *, user: str = USER, tensorboard: bool = True) -> None:
+    kwargs: dict[str, Any] = {}
+    if tensorboard:
+        kwargs["TensorBoardOutputConfig"] = {"S3OutputPath": f"s3://{TRACE_BUCKET}/tensorboard/{user}/"}
+    plane.sagemaker.create_training_job(
+        TrainingJobName=name,
+        AlgorithmSpecification={
+            "TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311",
+            "TrainingInputMode": "File",
+        },
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
+        OutputDataConfig={"S3OutputPath": f"s3://{OUTPUT_BUCKET}/output"},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
+        StoppingCondition={"MaxRuntimeInSeconds": 86400},
+        Tags=[{"Key": "profstack:user", "Value": user}],
+        **kwargs,
+    )
+
+
+def job_event(name: str, status: str = "Completed", *, user: str = USER) -> dict[str, Any]:
+    event = load_event("sagemaker_training_job_completed.json")
+    event["id"] = str(uuid.uuid4())
+    event["detail"]["TrainingJobName"] = name
+    event["detail"]["TrainingJobArn"] = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}"
+    event["detail"]["TrainingJobStatus"] = status
+    event["detail"]["OutputDataConfig"]["S3OutputPath"] = f"s3://{OUTPUT_BUCKET}/output"
+    event["detail"]["Tags"] = {"profstack:user": user}
+    return event
+
+
+def upload_trace(plane: DataPlane, source: Path, key: str) -> None:
+    plane.s3.upload_file(str(source), TRACE_BUCKET, key)
+
+
+def copy_trace(source: Path, target: Path) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source, target)
+    return target
