@@ -16,7 +16,14 @@ from typing import Any
 
 import msgspec
 
-from profstack.analysis.errors import GiantEventError, MalformedJsonError, NotKinetoError, TruncatedTraceError
+from profstack.analysis.errors import (
+    EmptyTraceError,
+    GiantEventError,
+    MalformedJsonError,
+    NotKinetoError,
+    TraceError,
+    TruncatedTraceError,
+)
 
 KINETO_SEP = b"\n  },\n  {"
 _MIN_SEPS = (b"},{", b"}, {", b"},\n{")
@@ -85,6 +92,9 @@ class EventStream:
         self.saw_trace_events = False
         self.finished = False  # the closing brace of the top-level object was reached
         self.consumed_bytes = 0  # decompressed bytes dropped from the buffer so far
+        self.total_bytes = 0  # decompressed bytes received so far
+        # an input error after which the bytes already buffered are still parsed (truncated/corrupt gzip)
+        self._pending: TraceError | None = None
 
     # -- buffer helpers -------------------------------------------------------------------------
     def _fill(self) -> bool:
@@ -96,6 +106,13 @@ class EventStream:
         except StopIteration:
             self._eof = True
             return False
+        except TraceError as exc:
+            if not exc.partial_ok:
+                raise
+            self._pending = exc
+            self._eof = True
+            return False
+        self.total_bytes += len(chunk)
         if self._pos:
             del self._buf[: self._pos]
             self.consumed_bytes += self._pos
@@ -134,8 +151,21 @@ class EventStream:
 
     # -- main iteration -------------------------------------------------------------------------
     def batches(self) -> Iterator[Batch]:
+        """Batches of events; an input error is raised only after everything before it was yielded."""
+        try:
+            yield from self._batches()
+        except TraceError:
+            if self._pending is not None:
+                raise self._pending from None
+            raise
+        if self._pending is not None:
+            raise self._pending
+
+    def _batches(self) -> Iterator[Batch]:
         c = self._skip_ws()
         if c == -1:
+            if self.total_bytes == 0:
+                raise EmptyTraceError("file is empty")
             return
         if c != 0x7B:
             raise _bad_start(c)

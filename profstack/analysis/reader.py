@@ -56,7 +56,6 @@ def _iter_gzip(
     fh: BinaryIO, head: bytes, max_decompressed: int, progress: Callable[[int], None] | None
 ) -> Iterator[bytes]:
     produced = 0
-    consumed = 0
     dec: zlib._Decompress | None = None
     pending = head
     while True:
@@ -82,8 +81,7 @@ def _iter_gzip(
             try:
                 out = dec.decompress(data, OUT_SIZE)
             except zlib.error as exc:
-                raise CorruptGzipError(f"corrupt gzip stream near input byte {consumed}: {exc}") from exc
-            consumed += len(data) - len(dec.unconsumed_tail)
+                raise CorruptGzipError(f"corrupt gzip stream after {produced} decompressed bytes: {exc}") from exc
             data = dec.unconsumed_tail
             if out:
                 produced += len(out)

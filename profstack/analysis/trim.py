@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+from collections.abc import Iterator
 from typing import BinaryIO
 
 import msgspec
@@ -28,11 +29,7 @@ _KEEP_META = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeN
               "displayTimeUnit")  # fmt: skip
 
 
-def _raw_events(source: TraceSource, max_decompressed: int, max_event: int) -> tuple[EventStream, list[bytes]]:
-    raise NotImplementedError  # pragma: no cover
-
-
-def _iter_raw(stream: EventStream):  # type: ignore[no-untyped-def]
+def _iter_raw(stream: EventStream) -> Iterator[bytes]:
     for batch in stream.batches():
         if isinstance(batch, bytes):
             try:

@@ -1,0 +1,146 @@
+"""Property-based tests (hypothesis) of the streaming parser and the interval arithmetic."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze
+from profstack.analysis.intervals import intersection_length, merge, partition_by_set, total
+from profstack.analysis.jsonstream import EventStream
+
+# ---------------------------------------------------------------- intervals vs brute force
+
+
+int_intervals = st.lists(
+    st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda t: (float(t[0]), float(t[0] + t[1]))), max_size=25
+)
+
+
+def cells(ivs: list[tuple[float, float]]) -> set[int]:
+    return {x for s, e in ivs for x in range(int(s), int(e))}
+
+
+@given(int_intervals)
+def test_union_length_matches_brute_force(ivs: list[tuple[float, float]]) -> None:
+    merged = merge(ivs)
+    assert total(merged) == len(cells(ivs))
+    # merged intervals are sorted and disjoint
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(merged))
+
+
+@given(int_intervals, int_intervals)
+def test_intersection_matches_brute_force(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> None:
+    assert intersection_length(merge(a), merge(b)) == len(cells(a) & cells(b))
+
+
+@given(st.lists(int_intervals, min_size=1, max_size=3))
+def test_partition_by_set_matches_brute_force(groups: list[list[tuple[float, float]]]) -> None:
+    parts = partition_by_set([merge(g) for g in groups])
+    sets = [cells(g) for g in groups]
+    expected: dict[int, int] = {}
+    for x in set().union(*sets):
+        mask = sum(1 << i for i, s in enumerate(sets) if x in s)
+        expected[mask] = expected.get(mask, 0) + 1
+    assert {k: v for k, v in parts.items() if v} == {k: float(v) for k, v in expected.items()}
+
+
+# ---------------------------------------------------------------- generated traces
+
+names = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+
+
+@st.composite
+def traces(draw: st.DrawFn) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    t = 0
+    for step in range(draw(st.integers(1, 3))):
+        start = t
+        for _ in range(draw(st.integers(0, 6))):
+            corr = len(events) + 1
+            name = draw(names)
+            stream = draw(st.sampled_from([7, 20]))
+            lt = t + draw(st.integers(0, 5))
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                           "ts": lt, "dur": 3, "args": {"correlation": corr, "cbid": 211}})  # fmt: skip
+            kts = lt + draw(st.integers(3, 40))
+            events.append({"ph": "X", "cat": draw(st.sampled_from(["kernel", "gpu_memcpy", "Kernel"])),
+                           "name": draw(st.sampled_from(["ncclKernel_x", "Memcpy HtoD (Pinned -> Device)", name])),
+                           "pid": 0, "tid": stream, "ts": kts, "dur": draw(st.integers(0, 30)),
+                           "args": {"stream": stream, "correlation": corr, "bytes": 64}})  # fmt: skip
+            events.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": lt, "dur": 2})
+            t = lt + 4
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
+                       "ts": start, "dur": max(t - start, 1)})  # fmt: skip
+        events.append({"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": start, "cat": "ac2g", "name": "ac2g"})
+        t += draw(st.integers(1, 50))
+    return events
+
+
+def kineto_layout(events: list[dict[str, Any]], extra_after: bool) -> bytes:
+    """libkineto's own layout: one event per item, separated by '\\n  },\\n  {'."""
+    body = ",\n".join(
+        "  {\n    " + ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in e.items()) + "\n  }" for e in events
+    )
+    head = '{\n  "schemaVersion": 1,\n  "deviceProperties": [\n    {"id": 0, "name": "GPU"}\n  ],\n'
+    tail = ',\n  "INFO": [\n  {"a": 1},\n  {"b": "},{"}\n  ]' if extra_after else ""
+    return (head + '  "traceEvents": [\n' + body + "\n  ]" + tail + ',\n  "traceName": "x"\n}').encode()
+
+
+def minified(events: list[dict[str, Any]]) -> bytes:
+    return json.dumps(
+        {"INFO": [{"x": "},{"}], "traceEvents": events, "baseTimeNanoseconds": 0}, separators=(",", ":")
+    ).encode()
+
+
+def pretty(events: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"traceEvents": events, "distributedInfo": {"rank": 0}}, indent=2, ensure_ascii=False).encode()
+
+
+def rank_summary(data: bytes) -> dict[str, Any]:
+    result = analyze([BytesTraceSource(data, name="t.json")], AnalysisOptions(top_k=50))
+    assert result.complete, [e.message for e in result.errors]
+    rank: dict[str, Any] = result.summary["ranks"][0]
+    return {k: v for k, v in rank.items() if k not in ("sources", "device", "distributed")}
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(traces(), st.booleans())
+def test_parse_is_layout_independent(events: list[dict[str, Any]], extra_after: bool) -> None:
+    # GIVEN one trace written in libkineto's layout, minified, and re-serialised with indent=2
+    # WHEN each is analysed THEN the rank summaries are identical
+    reference = rank_summary(kineto_layout(events, extra_after))
+    assert rank_summary(minified(events)) == reference
+    assert rank_summary(pretty(events)) == reference
+
+
+def stream_events(chunks: list[bytes], read_hint: int) -> list[Any]:
+    stream = EventStream(iter(chunks), max_value_bytes=1 << 20, read_size_hint=read_hint)
+    out: list[Any] = []
+    gen: Iterator[bytes | list[bytes]] = stream.batches()
+    for batch in gen:
+        if isinstance(batch, bytes):
+            try:
+                out.extend(msgspec.json.decode(batch, type=list[dict[str, Any]]))
+            except msgspec.DecodeError:
+                stream.reject()
+        else:
+            out.extend(msgspec.json.decode(raw) for raw in batch)
+    return out
+
+
+@settings(max_examples=15, deadline=None)
+@given(traces(), st.sampled_from(["kineto", "minified", "pretty"]), st.integers(1, 64))
+def test_every_chunk_boundary_gives_the_same_events(events: list[dict[str, Any]], layout: str, hint: int) -> None:
+    # GIVEN a small trace WHEN its bytes are split into two chunks at every offset
+    data = {"kineto": kineto_layout(events, True), "minified": minified(events), "pretty": pretty(events)}[layout]
+    expected = json.loads(data)["traceEvents"]
+    for cut in range(len(data) + 1):
+        # THEN the stream yields exactly the original events
+        assert stream_events([data[:cut], data[cut:]], hint) == expected, cut
