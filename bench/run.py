@@ -109,9 +109,7 @@ def _session_rss_bytes(sid: int) -> int:
     return total
 
 
-def measure(
-    tool: str, path: Path, size_mb: int, fmt: str, *, json_bytes: int, args: argparse.Namespace
-) -> Measurement:
+def measure(tool: str, path: Path, size_mb: int, fmt: str, *, json_bytes: int, args: argparse.Namespace) -> Measurement:
     cap_s = args.hta_timeout if tool == "hta" else args.timeout
     cap_bytes = int(args.mem_cap_gb * 1024**3)
     m = Measurement(tool, size_mb, fmt, str(path.relative_to(REPO_ROOT)), json_bytes, "failed")
@@ -173,6 +171,18 @@ def measure(
     return m
 
 
+def best_of(tries: list[Measurement]) -> Measurement:
+    """Fastest successful run (the machine is shared: noise only ever slows a run down); peak RSS is the
+    largest of all runs, since memory does not benefit from luck."""
+    ok = [t for t in tries if t.status == "ok"]
+    if not ok:
+        return tries[-1]
+    best = min(ok, key=lambda t: t.seconds or float("inf"))
+    best.peak_rss_mb = max(t.peak_rss_mb or 0.0 for t in tries)
+    best.extra = {**best.extra, "runs": len(tries), "all_mb_per_s": [t.mb_per_s for t in ok]}
+    return best
+
+
 def machine_info() -> dict[str, Any]:
     cpu = "unknown"
     try:
@@ -196,9 +206,7 @@ def machine_info() -> dict[str, Any]:
         "memory_gib": round(mem_gib, 1),
         "os": platform.platform(),
         "python": platform.python_version(),
-        "packages": {
-            d: version(d) for d in ("profstack", "msgspec", "HolisticTraceAnalysis", "pandas", "numpy")
-        },
+        "packages": {d: version(d) for d in ("profstack", "msgspec", "HolisticTraceAnalysis", "pandas", "numpy")},
     }
 
 
@@ -249,6 +257,7 @@ def write_outputs(results: list[Measurement], info: dict[str, Any], args: argpar
             "source_trace": str(Path(args.source).name),
             "single_core": "child pinned to CPU 0 (sched_setaffinity), OMP/BLAS threads = 1",
             "time": "inside the child, around the work; interpreter start-up and imports excluded",
+            "repeats": f"best of {args.repeat} (ProfStack, msgspec) / {args.hta_repeat} (HTA); peak RSS = max",
             "peak_rss": "ru_maxrss of the child from os.wait4 (imports included)",
             "throughput": "uncompressed JSON MB (10^6 B) / seconds, for .json and .json.gz alike",
             "caps": {
@@ -288,6 +297,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--timeout", type=float, default=1800, help="cap for ProfStack and msgspec (s)")
     parser.add_argument("--hta-timeout", type=float, default=900, help="cap for one HTA run (s)")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per ProfStack/msgspec cell (best kept)")
+    parser.add_argument("--hta-repeat", type=int, default=1, help="runs per HTA cell (best kept)")
     parser.add_argument("--mem-cap-gb", type=float, default=18, help="kill a child above this RSS (GiB)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -308,7 +319,13 @@ def main(argv: list[str] | None = None) -> int:
                     results.append(m)
                     continue
                 log(f"{tool:9s} {size:5d} MB .{fmt:4s} ...")
-                m = measure(tool, paths[fmt], size, fmt, json_bytes=json_bytes, args=args)
+                repeats = args.hta_repeat if tool == "hta" else args.repeat
+                tries = []
+                for _ in range(max(repeats, 1)):
+                    tries.append(measure(tool, paths[fmt], size, fmt, json_bytes=json_bytes, args=args))
+                    if tries[-1].status != "ok":
+                        break
+                m = best_of(tries)
                 results.append(m)
                 speed, rss = _fmt(m.mb_per_s, ".1f"), _fmt(m.peak_rss_mb, ".0f")
                 log(f"  {m.status}: {speed} MB/s, peak RSS {rss} MB {m.detail}")
