@@ -1,0 +1,151 @@
+"""A small IAM policy evaluator for synthesized templates (identity policies only).
+
+Enough of IAM's logic to prove isolation between users: explicit Deny wins, then any
+Allow; `Action` with `*`/`?` wildcards (case-insensitive), `Resource` ARNs with wildcards
+(case-sensitive), `NotAction`/`NotResource` refused, and the condition operators ProfStack
+uses (StringEquals, StringLike, their ...IfExists forms are refused). An operator it does not
+know raises, so a policy it cannot judge never passes silently.
+
+Intrinsics are resolved to concrete text first: pseudo parameters, `Fn::Join`, `Fn::GetAtt`
+and `Fn::ImportValue` are replaced by the values the test supplies (an unlisted same-template
+reference becomes an opaque unique text; an unlisted import raises).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PSEUDO = {
+    "AWS::Partition": "aws",
+    "AWS::Region": "us-east-1",
+    "AWS::AccountId": "123456789012",
+    "AWS::URLSuffix": "amazonaws.com",
+}
+
+
+class UnsupportedPolicyError(ValueError):
+    """The evaluator met a construct it does not model; the test must not pass by accident."""
+
+
+@dataclass
+class Resolver:
+    """Turns CloudFormation intrinsics into strings. `get_att`/`imports` map to concrete values."""
+
+    get_att: Mapping[str, str] = field(default_factory=dict)  # "LogicalId.Attr" -> value
+    imports: Mapping[str, str] = field(default_factory=dict)  # export-name regex -> value
+    refs: Mapping[str, str] = field(default_factory=dict)
+
+    def __call__(self, node: Any) -> Any:
+        if isinstance(node, str):
+            return node
+        if isinstance(node, list):
+            return [self(item) for item in node]
+        if isinstance(node, dict):
+            if "Ref" in node:
+                name = node["Ref"]
+                if name in PSEUDO:
+                    return PSEUDO[name]
+                # A resource of the same template: an opaque, unique name.
+                return self.refs.get(name, f"<ref:{name}>")
+            if "Fn::Join" in node:
+                delimiter, items = node["Fn::Join"]
+                return str(delimiter).join(str(self(item)) for item in items)
+            if "Fn::GetAtt" in node:
+                key = ".".join(node["Fn::GetAtt"])
+                return self.get_att.get(key, f"<getatt:{key}>")
+            if "Fn::ImportValue" in node:
+                export = self(node["Fn::ImportValue"])
+                for pattern, value in self.imports.items():
+                    if re.search(pattern, export):
+                        return value
+                raise UnsupportedPolicyError(f"unresolved import {export}")
+            return {key: self(value) for key, value in node.items()}
+        return node
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def _action_matches(pattern: str, action: str) -> bool:
+    return fnmatch.fnmatchcase(action.lower(), pattern.lower())
+
+
+def _resource_matches(pattern: str, resource: str) -> bool:
+    # IAM ARN wildcards: '*' any run of characters (including '/' and ':'), '?' one character.
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, resource) is not None
+
+
+def _condition_holds(conditions: Mapping[str, Any], context: Mapping[str, str]) -> bool:
+    for operator, clauses in conditions.items():
+        for key, expected in clauses.items():
+            values = [str(v) for v in _as_list(expected)]
+            actual = context.get(key)
+            if operator == "StringEquals":
+                ok = actual is not None and actual in values
+            elif operator == "StringLike":
+                ok = actual is not None and any(_resource_matches(v, actual) for v in values)
+            else:
+                raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
+            if not ok:
+                return False
+    return True
+
+
+@dataclass(frozen=True)
+class Request:
+    action: str
+    resource: str
+    context: Mapping[str, str] = field(default_factory=dict)
+
+
+def _statement_applies(statement: Mapping[str, Any], request: Request) -> bool:
+    if "NotAction" in statement or "NotResource" in statement or "NotPrincipal" in statement:
+        raise UnsupportedPolicyError("NotAction/NotResource are not modelled")
+    if not any(_action_matches(a, request.action) for a in _as_list(statement["Action"])):
+        return False
+    if not any(_resource_matches(r, request.resource) for r in _as_list(statement["Resource"])):
+        return False
+    return _condition_holds(statement.get("Condition", {}), request.context)
+
+
+def is_allowed(statements: Iterable[Mapping[str, Any]], request: Request) -> bool:
+    """IAM's identity-policy decision for one principal: explicit Deny > Allow > implicit deny."""
+    allowed = False
+    for statement in statements:
+        if not _statement_applies(statement, request):
+            continue
+        if statement["Effect"] == "Deny":
+            return False
+        allowed = True
+    return allowed
+
+
+def principal_statements(template: Mapping[str, Any], resolve: Resolver) -> dict[str, list[dict[str, Any]]]:
+    """Resolved statements per principal: each role (inline + attached AWS::IAM::Policy) and each
+    customer-managed policy on its own (it is attached to a person outside the stack)."""
+    resources = template["Resources"]
+    found: dict[str, list[dict[str, Any]]] = {}
+    for logical_id, resource in resources.items():
+        props = resource.get("Properties", {})
+        if resource["Type"] == "AWS::IAM::Role":
+            if props.get("ManagedPolicyArns"):
+                raise UnsupportedPolicyError(f"{logical_id} has managed policies; not modelled")
+            statements = found.setdefault(logical_id, [])
+            for policy in props.get("Policies", []):
+                statements.extend(resolve(policy["PolicyDocument"])["Statement"])
+        elif resource["Type"] == "AWS::IAM::ManagedPolicy":
+            found.setdefault(logical_id, []).extend(resolve(props["PolicyDocument"])["Statement"])
+    for resource in resources.values():
+        if resource["Type"] != "AWS::IAM::Policy":
+            continue
+        props = resource["Properties"]
+        statements = resolve(props["PolicyDocument"])["Statement"]
+        for role in props.get("Roles", []):
+            found.setdefault(role["Ref"], []).extend(statements)
+    return found

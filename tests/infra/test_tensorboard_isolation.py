@@ -1,0 +1,147 @@
+"""Isolation between users, proven on the synthesized IAM policies with a small evaluator.
+
+Users alice, bob and al (a prefix of alice's name, to catch prefix confusion). Each user's
+execution role (what their TensorBoard runs as) and access policy (attached to the person)
+must grant their own data and app, and nothing of anyone else's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.infra.iam_eval import Request, Resolver, UnsupportedPolicyError, is_allowed, principal_statements
+from tests.infra.tensorboard_synth import Synth, config_with, synth_tensorboard
+
+DOMAIN = "d-isolation0001"
+BUCKET_ARN = "arn:aws:s3:::profstack-traces"
+KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/data-key"
+OTHER_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/messaging-key"
+USERS = ("alice", "bob", "al")
+PROFILE_ARN = "arn:aws:sagemaker:us-east-1:123456789012:user-profile/{domain}/{user}"
+APP_ARN = "arn:aws:sagemaker:us-east-1:123456789012:app/{domain}/{user}/tensorboard/default"
+JOB_ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-job/{job}"
+
+
+@pytest.fixture(scope="module")
+def synth() -> Synth:
+    users = [{"name": u, "email": f"{u}@example.com"} for u in USERS]
+    return synth_tensorboard(config_with(users=users))
+
+
+@pytest.fixture(scope="module")
+def policies(synth: Synth) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """user -> {"role": statements, "person": statements}."""
+    domain_id = synth.logical_id(synth.stack.domain.resource)
+    resolve = Resolver(
+        get_att={f"{domain_id}.DomainId": DOMAIN},
+        imports={r"TraceStoreTraces.*Arn": BUCKET_ARN, r"DataKey.*Arn": KEY_ARN},
+    )
+    by_principal = principal_statements(synth.template.to_json(), resolve)
+    found: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for user in USERS:
+        workspace = synth.stack.workspaces[user]
+        found[user] = {
+            "role": by_principal[synth.logical_id(workspace.role)],
+            "person": by_principal[synth.logical_id(workspace.access_policy)],
+        }
+    return found
+
+
+def _get(user: str, key: str) -> Request:
+    return Request("s3:GetObject", f"{BUCKET_ARN}/{key}")
+
+
+def _list(prefix: str | None) -> Request:
+    return Request("s3:ListBucket", BUCKET_ARN, {"s3:prefix": prefix} if prefix is not None else {})
+
+
+@pytest.mark.parametrize("owner", USERS)
+def test_execution_role_reads_only_its_own_prefixes(policies: Any, owner: str) -> None:
+    # GIVEN each user's execution role WHEN it reads objects THEN its own three prefixes only
+    role = policies[owner]["role"]
+    for reader_prefix in ("traces", "tensorboard", "reports"):
+        for other in USERS:
+            request = _get(owner, f"{reader_prefix}/{other}/job-1/worker0.1.pt.trace.json")
+            assert is_allowed(role, request) is (other == owner), (owner, request)
+            listing = _list(f"{reader_prefix}/{other}/job-1/")
+            assert is_allowed(role, listing) is (other == owner), (owner, listing)
+
+
+def test_prefix_of_another_name_grants_nothing(policies: Any) -> None:
+    # GIVEN users 'al' and 'alice' WHEN al reads alice's keys THEN denied (prefixes end with '/')
+    assert not is_allowed(policies["al"]["role"], _get("al", "traces/alice/job/t.pt.trace.json"))
+    assert not is_allowed(policies["al"]["role"], _list("tensorboard/alice/"))
+    assert not is_allowed(policies["al"]["role"], _list("tensorboard/al"))  # would list 'alice/' too
+
+
+def test_execution_role_cannot_list_the_bucket_root_write_or_delete(policies: Any) -> None:
+    role = policies["alice"]["role"]
+    assert not is_allowed(role, _list(None))
+    assert not is_allowed(role, _list(""))
+    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/alice/x"))
+    assert not is_allowed(role, Request("s3:DeleteObject", f"{BUCKET_ARN}/reports/alice/x"))
+
+
+def test_execution_role_decrypts_with_the_trace_key_only(policies: Any) -> None:
+    role = policies["alice"]["role"]
+    assert is_allowed(role, Request("kms:Decrypt", KEY_ARN))
+    assert not is_allowed(role, Request("kms:Decrypt", OTHER_KEY_ARN))
+    assert not is_allowed(role, Request("kms:Encrypt", KEY_ARN))
+
+
+def test_describe_training_job_only_for_jobs_tagged_with_the_user(policies: Any) -> None:
+    role = policies["alice"]["role"]
+    job = JOB_ARN.format(job="resnet-1")
+    tagged = {"aws:ResourceTag/profstack:user": "alice"}
+    assert is_allowed(role, Request("sagemaker:DescribeTrainingJob", job, tagged))
+    assert not is_allowed(
+        role, Request("sagemaker:DescribeTrainingJob", job, {"aws:ResourceTag/profstack:user": "bob"})
+    )
+    assert not is_allowed(role, Request("sagemaker:DescribeTrainingJob", job))  # untagged job
+    assert not is_allowed(role, Request("sagemaker:StopTrainingJob", job, tagged))
+
+
+@pytest.mark.parametrize("person", USERS)
+def test_presigned_url_only_for_the_own_profile(policies: Any, person: str) -> None:
+    # GIVEN a person's access policy WHEN they ask for a presigned URL THEN only for their own profile
+    statements = policies[person]["person"]
+    for profile in USERS:
+        request = Request("sagemaker:CreatePresignedDomainUrl", PROFILE_ARN.format(domain=DOMAIN, user=profile))
+        assert is_allowed(statements, request) is (profile == person), (person, profile)
+
+
+def test_start_and_stop_only_the_own_app(policies: Any) -> None:
+    alice = policies["alice"]["person"]
+    for action in ("sagemaker:CreateApp", "sagemaker:DeleteApp", "sagemaker:DescribeApp"):
+        assert is_allowed(alice, Request(action, APP_ARN.format(domain=DOMAIN, user="alice")))
+        assert not is_allowed(alice, Request(action, APP_ARN.format(domain=DOMAIN, user="bob")))
+    # a Jupyter app in alice's own profile is not a TensorBoard app
+    jupyter = APP_ARN.format(domain=DOMAIN, user="alice").replace("tensorboard/default", "jupyterserver/default")
+    assert not is_allowed(alice, Request("sagemaker:CreateApp", jupyter))
+    # another domain's profile with the same name is not alice's
+    other_domain = PROFILE_ARN.format(domain="d-otherdomain1", user="alice")
+    assert not is_allowed(alice, Request("sagemaker:CreatePresignedDomainUrl", other_domain))
+
+
+def test_execution_role_cannot_open_anyones_studio(policies: Any) -> None:
+    role = policies["alice"]["role"]
+    profile = PROFILE_ARN.format(domain=DOMAIN, user="alice")
+    assert not is_allowed(role, Request("sagemaker:CreatePresignedDomainUrl", profile))
+
+
+# The evaluator itself must be able to say no, and must refuse what it does not model.
+
+
+def test_evaluator_explicit_deny_wins_and_conditions_must_hold() -> None:
+    allow = {"Effect": "Allow", "Action": "s3:Get*", "Resource": "arn:aws:s3:::b/*"}
+    deny = {"Effect": "Deny", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/secret/*"}
+    assert is_allowed([allow, deny], Request("s3:GetObject", "arn:aws:s3:::b/public/x"))
+    assert not is_allowed([allow, deny], Request("s3:GetObject", "arn:aws:s3:::b/secret/x"))
+    assert not is_allowed([allow], Request("s3:PutObject", "arn:aws:s3:::b/x"))
+    conditional = {**allow, "Condition": {"StringEquals": {"aws:ResourceTag/team": "a"}}}
+    assert not is_allowed([conditional], Request("s3:GetObject", "arn:aws:s3:::b/x", {"aws:ResourceTag/team": "b"}))
+    unknown = {**allow, "Condition": {"ArnLike": {"aws:SourceArn": "x"}}}
+    with pytest.raises(UnsupportedPolicyError):
+        is_allowed([unknown], Request("s3:GetObject", "arn:aws:s3:::b/x"))
