@@ -263,7 +263,7 @@ def _cross_rank(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]]) -> s
         )
     lb = get(summary, "cross_rank", "load_balance") or {}
     lb_html = ""
-    if lb:
+    if lb and num(get(lb, "max")):  # all-zero (CPU-only jobs) says nothing
         metric = str(get(lb, "metric") or "?")
         show = dur if metric.endswith("_us") else pct if metric.endswith("_pct") else plain
         lb_html = (
@@ -438,7 +438,9 @@ def _panel_activity(rank: Mapping[str, Any]) -> str:
     if types:
         tslices = [
             Slice(
-                str(get(t, "kernel_type")), num(get(t, "time_us")) or 0, COLORS.get(str(get(t, "kernel_type")), "#999")
+                str(get(t, "kernel_type")),
+                num(get(t, "time_us")) or 0,
+                COLORS.get(str(get(t, "kernel_type")), COLORS["other"]),
             )
             for t in types
         ]
@@ -446,7 +448,7 @@ def _panel_activity(rank: Mapping[str, Any]) -> str:
         body += _legend(
             [
                 (
-                    COLORS.get(str(get(t, "kernel_type")), "#999"),
+                    COLORS.get(str(get(t, "kernel_type")), COLORS["other"]),
                     str(get(t, "kernel_type")).lower(),
                     f"{pct(get(t, 'pct'))} · {dur(get(t, 'time_us'))}",
                 )

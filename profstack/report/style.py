@@ -17,6 +17,11 @@ COLORS = {
     "COMPUTATION": "#3b6fd8",
     "COMMUNICATION": "#d946ef",
     "MEMORY": "#0ea5a4",
+    # HTA-style overlap classes in the kernel type mix
+    "COMPUTATION overlapping COMMUNICATION": "#8b5cf6",
+    "COMPUTATION overlapping MEMORY": "#38bdf8",
+    "COMMUNICATION overlapping MEMORY": "#f472b6",
+    "COMPUTATION overlapping COMMUNICATION overlapping MEMORY": "#a78bfa",
     "fp32": "#64748b",
     "tf32": "#0ea5e9",
     "fp16": "#22c55e",
@@ -131,7 +136,9 @@ details summary { cursor: pointer; color: var(--accent); font-size: 13px; margin
 @media (max-width: 640px) {
   .wrap { padding: 12px 10px 32px; }
   .grid.wide { grid-template-columns: 1fr; }
-  td.name { width: auto; }
+  td.name { width: auto; min-width: 180px; max-width: 260px; }
+  table { display: block; overflow-x: auto; }
+  .kpis { grid-template-columns: repeat(2, 1fr); }
 }
 @media print {
   body { background: #fff; font-size: 11px; }

@@ -91,7 +91,8 @@ def columns(
     width, top, bottom, left = 1000.0, 12.0, 26.0, 6.0
     plot_h = height - top - bottom
     vmax = max([*values, threshold or 0.0, 1e-12])
-    slot = (width - left * 2) / n
+    slot = min((width - left * 2) / n, 90.0)  # a handful of bars should not become slabs
+    left = max(left, (width - slot * n) / 2)  # ...and sit centred
     gap = min(slot * 0.18, 6.0)
     every = label_every or max(1, math.ceil(n / 14))
     parts = [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import html
 import json
 import re
 from html.parser import HTMLParser
@@ -29,18 +30,33 @@ def _poison(summary: dict[str, Any]) -> dict[str, Any]:
     """Put hostile strings everywhere a trace (or a file name) can reach the report."""
     s = copy.deepcopy(summary)
     s["inputs"][0]["name"] = IMG + ".json.gz"
-    s["inputs"][1]["error"]["message"] = SCRIPT
-    s["errors"][0]["message"] = SCRIPT
+    s["inputs"].append(
+        {
+            "name": SCRIPT,
+            "rank": 9,
+            "rank_source": "file_name",
+            "size_bytes": 1,
+            "status": "failed",
+            "events": 0,
+            "error": {"source": SCRIPT, "error_type": "CorruptGzipError", "message": SCRIPT, "fatal": True},
+        }
+    )
+    s["errors"].append({"source": SCRIPT, "error_type": IMG, "message": SCRIPT + " (2)", "fatal": True})
     rank = s["ranks"][0]
     rank["label"] = IMG
     rank["sources"] = [SCRIPT]
-    rank["device"]["name"] = SCRIPT
+    rank["device"] = {"name": SCRIPT, "total_global_mem_bytes": None, "num_sms": None, "compute_capability": None}
     for key in ("top_kernels_by_time", "top_kernels_by_count"):
         rank[key][0]["name"] = f"void k<{SCRIPT}>({IMG})"
-    rank["annotations"]["cpu"][0]["name"] = SCRIPT
-    rank["annotations"]["gpu"][0]["name"] = IMG
-    rank["sync"]["by_name"][0]["name"] = QUOTE
-    rank["top_cpu_ops"][0]["name"] = IMG
+    hist = {"edges_us": [0, 10, 100], "counts": [1, 2]}
+    rank["annotations"]["cpu"] = [
+        {"name": SCRIPT, "count": 1, "total_us": 5.0, "mean_us": 5.0, "max_us": 5.0, "histogram": hist}
+    ]
+    rank["annotations"]["gpu"] = [
+        {"name": IMG, "count": 1, "total_us": 5.0, "mean_us": 5.0, "max_us": 5.0, "histogram": hist}
+    ]
+    rank["sync"]["by_name"] = [{"name": QUOTE, "count": 1, "total_us": 3.0}]
+    rank["top_cpu_ops"] = [{"name": IMG, "count": 2, "total_us": 7.0}]
     finding = s["findings"][0]
     finding["message"] = SCRIPT
     finding["recommendation"] = IMG
@@ -136,14 +152,17 @@ def test_dashboard_panels_are_present_with_findings_first(summary: dict[str, Any
     # AND findings come before the overview and the per-rank details
     assert page.index(">Findings") < page.index(">Overview") < page.index("Rank 0")
     # AND values from the summary are formatted into the page
-    assert "97.5%" in text  # GPU active = 100 - idle_pct 2.53
-    assert "volta_sgemm_64x64_tn" in text
-    assert "82.3 GB/s" in text
-    # AND the header names the schema, the partial status and the bad input file
+    rank = summary["ranks"][0]
+    assert f"{100 - rank['temporal_breakdown']['idle_pct']:.1f}%" in text  # GPU active share
+    top = rank["top_kernels_by_time"][0]["name"]
+    assert f'title="{html.escape(top)}"' in page
+    # AND the header names the partial status, the bad input file and its error
     assert "partial results" in text
-    assert "rank-1.pt.trace.json.gz" in text
-    assert "corrupt gzip stream at byte 512" in text
-    # AND the page has inline SVG charts
+    bad = next(i for i in summary["inputs"] if i["status"] == "failed")
+    assert html.escape(bad["error"]["message"]) in page
+    # AND every rank gets a section, and the page has inline SVG charts
+    for r in summary["ranks"]:
+        assert f"Rank {r['label']}" in text
     assert page.count("<svg") >= 6
 
 
@@ -185,7 +204,9 @@ def test_long_kernel_names_are_shortened_with_the_full_name_in_a_title(summary: 
 
 
 def test_cpu_only_rank_says_so_and_omits_gpu_panels(summary: dict[str, Any]) -> None:
-    # GIVEN a CPU-only rank (no GPU section at all, as in hta/cpu_only)
+    # GIVEN a job whose only rank is CPU-only (no GPU section at all, as in hta/cpu_only)
+    summary["ranks"] = summary["ranks"][:1]
+    summary["cross_rank"]["table"] = summary["cross_rank"]["table"][:1]
     rank = summary["ranks"][0]
     rank["has_gpu"] = False
     rank["device"] = None
