@@ -327,6 +327,16 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
         raise CliError(f"{where}{exc.strerror or exc}") from None
+    except (CliError, KeyboardInterrupt):
+        raise
+    except Exception as exc:
+        # A bug, not bad input: still one line for the user; PROFSTACK_DEBUG=1 shows the traceback.
+        if os.environ.get("PROFSTACK_DEBUG"):
+            raise
+        detail = " ".join(str(exc).split())[:200]
+        raise CliError(
+            f"internal error ({type(exc).__name__}: {detail}); rerun with PROFSTACK_DEBUG=1 and report it"
+        ) from None
     print(text_summary(summary, outputs, time.monotonic() - start, total))
     if not result.complete:
         print(

@@ -268,3 +268,28 @@ def test_progress_draws_a_bar_on_a_terminal_and_plain_lines_elsewhere() -> None:
     # AND the plain stream gets whole lines without control characters
     assert plain.getvalue() == plain.getvalue().replace("\r", "")
     assert "read 100.0 of 200.0 MB (50%)" in plain.getvalue()
+
+
+def test_unexpected_engine_failure_is_one_line_unless_debugging(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN an engine that hits a bug (not a TraceError) on some input
+    import profstack.analysis
+
+    def broken(*_args: object, **_kwargs: object) -> None:
+        raise KeyError("stream\nwith newline")
+
+    monkeypatch.setattr(profstack.analysis, "analyze", broken)
+    monkeypatch.delenv("PROFSTACK_DEBUG", raising=False)
+
+    # WHEN analysing
+    code = main(["analyze", str(SMALL_GPU), "--out", str(tmp_path / "out")])
+
+    # THEN the user sees one line, not a traceback
+    assert code == 2
+    assert "internal error (KeyError" in _one_error_line(capsys.readouterr().err)
+
+    # AND with PROFSTACK_DEBUG=1 the exception propagates for a developer
+    monkeypatch.setenv("PROFSTACK_DEBUG", "1")
+    with pytest.raises(KeyError):
+        main(["analyze", str(SMALL_GPU), "--out", str(tmp_path / "out")])
