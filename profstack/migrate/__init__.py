@@ -1,0 +1,1 @@
+"""Migration tools off SageMaker Profiler: rewrite smprof scripts, audit legacy Profiler resources."""
