@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
 from profstack import __version__
 
 # Modules under profstack.cli that contribute sub-commands, in help order.
-SUBCOMMAND_MODULES = ("analyze", "users", "tensorboard", "legacy")
+SUBCOMMAND_MODULES = ("analyze", "users", "tensorboard", "legacy", "migrate")
 
 
 class CliError(Exception):
@@ -47,6 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("profstack: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # stdout closed early (e.g. `| head`): stop quietly, as Unix tools do.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return result
 
 
