@@ -49,7 +49,7 @@ class TrainingJobStateChange(_Loose):
     id: str
     source: Literal["aws.sagemaker"]
     detail_type: Annotated[Literal["SageMaker Training Job State Change"], Field(alias="detail-type")]
-    account: str
+    account: str = ""  # always present from EventBridge; moto omits it
     region: str
     time: str
     detail: TrainingJobDetail

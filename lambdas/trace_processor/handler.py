@@ -30,7 +30,9 @@ from lambdas.trace_processor.logic import Outcome, ProcessingError, process_job
 
 logger = Logger()
 metrics = Metrics()
-processor = BatchProcessor(event_type=EventType.SQS)
+# Return every failed record instead of raising when the whole batch fails: same retry semantics,
+# without counting an invocation error for an ordinary bad message.
+processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 _UNITS = {
     m.TRACE_BYTES: MetricUnit.Bytes,
@@ -94,7 +96,7 @@ def _process_event(event: dict[str, Any]) -> dict[str, Any]:
 
 def record_handler(record: SQSRecord) -> dict[str, Any]:
     config, store = _idempotency()
-    attempt = record.attributes.approximate_receive_count
+    attempt = int(record.attributes.approximate_receive_count or 0)
     try:
         event = parse_event(record.body)
         logger.append_keys(job=event.job_name, status=event.status)
@@ -104,6 +106,7 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
         result: dict[str, Any] = process(event=event.model_dump(mode="json", by_alias=True))
         return result
     except Exception as exc:
+        metrics.add_metric(name=m.PROCESSING_FAILURES, unit=MetricUnit.Count, value=1)
         logger.error(
             "job processing failed; SQS will retry, then dead-letter",
             extra={

@@ -70,7 +70,9 @@ class Engine(Protocol):
         self, sources: Sequence[S3TraceSource], *, top_k: int, rule_thresholds: Mapping[str, float]
     ) -> dict[str, Any]: ...
 
-    def trim(self, source: S3TraceSource, out: BinaryIO, *, max_events: int) -> None: ...
+    def trim(self, source: S3TraceSource, out: BinaryIO, *, max_events: int) -> bool:
+        """Write a trimmed, gzip-compressed trace; False when the file cannot be trimmed."""
+        ...
 
     def render_html(self, summary: Mapping[str, Any]) -> str: ...
 
@@ -99,10 +101,14 @@ class ProfStackEngine:
         cross, found = rules.cross_rank(table, th)
         return dict(cross), [dict(f) for f in found]
 
-    def trim(self, source: S3TraceSource, out: BinaryIO, *, max_events: int) -> None:
-        from profstack.analysis import trim_trace
+    def trim(self, source: S3TraceSource, out: BinaryIO, *, max_events: int) -> bool:
+        from profstack.analysis import TraceError, trim_trace
 
-        trim_trace(source, out, steps=None, max_events=max_events, compress=True)
+        try:
+            trim_trace(source, out, steps=None, max_events=max_events, compress=True)
+        except TraceError:
+            return False  # a truncated/corrupt file: already flagged by the analysis
+        return True
 
     def render_html(self, summary: Mapping[str, Any]) -> str:
         from profstack.report import render_html
@@ -336,22 +342,25 @@ def start_fanout(clients: Clients, env: ProcessorEnv, ctx: JobContext, objects: 
 
 
 def _flag_unreadable(summary: dict[str, Any]) -> list[str]:
-    """Files the engine could not read. Adds a finding so the report says so up front."""
-    bad = [
-        str(i.get("name"))
-        for i in summary.get("inputs") or []
-        if isinstance(i, Mapping) and i.get("status") == "failed"
-    ]
+    """Files the engine could not read (failed) or read only in part (partial). Adds a finding so
+    the report says so up front."""
+    inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
+    bad = [str(i.get("name")) for i in inputs if i.get("status") in {"failed", "partial"}]
     existing = {f.get("rule_id") for f in summary.get("findings") or [] if isinstance(f, Mapping)}
     if bad and "UnreadableTraceFiles" not in existing:
+        reasons = {
+            str(i.get("name")): str((i.get("error") or {}).get("message", i.get("status")))
+            for i in inputs
+            if i.get("status") in {"failed", "partial"}
+        }
         summary.setdefault("findings", []).insert(
             0,
             {
                 "rule_id": "UnreadableTraceFiles",
                 "severity": "warning",
-                "message": f"{len(bad)} of {len(summary.get('inputs') or [])} trace files could not be "
-                "analysed; the report covers the others",
-                "evidence": {"files": bad},
+                "message": f"{len(bad)} of {len(inputs)} trace files could not be read completely; "
+                "the report covers what could be read",
+                "evidence": {"files": reasons},
                 "recommendation": "Check that the profiler finished writing these files (a job stopped "
                 "mid-write leaves truncated JSON), then re-run `profstack analyze` on them.",
                 "ranks": [],
@@ -375,7 +384,7 @@ def _rank_names(summary: Mapping[str, Any]) -> dict[str, str]:
     names: dict[str, str] = {}
     seen: dict[str, int] = {}
     for item in summary.get("inputs") or []:
-        if not isinstance(item, Mapping) or item.get("status") == "failed":
+        if not isinstance(item, Mapping) or item.get("status") in {"failed", "partial"}:
             continue
         rank = item.get("rank")
         stem = f"rank-{rank}" if isinstance(rank, int) else "rank-unknown"
@@ -397,7 +406,8 @@ def write_perfetto(
             continue  # unreadable file: nothing to trim
         target = ctx.reports.child("perfetto", f"{stem}.trace.json.gz")
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-            engine.trim(S3TraceSource(s3, obj), cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS)
+            if not engine.trim(S3TraceSource(s3, obj), cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS):
+                continue
             spool.seek(0)
             s3.upload_fileobj(
                 spool,
@@ -483,20 +493,26 @@ def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) 
 
 
 def notify_once(clients: Clients, env: ProcessorEnv, ctx: JobContext, summary: Mapping[str, Any], report: str) -> bool:
-    """At most one e-mail per job and status: a conditional-create marker goes first."""
+    """At most one e-mail per job and status: a conditional-create marker goes first. If the publish
+    call fails, the marker is removed again so the retry sends it; only a process killed between
+    the two calls can lose the e-mail (the report is in S3 either way)."""
     marker = ctx.reports.child(f".notified-{ctx.status}")
     if not put_bytes(clients.s3, marker, b"", content_type="text/plain", only_if_absent=True):
         return False
     subject, body = notification_text(ctx, summary, report)
-    clients.sns.publish(
-        TopicArn=env.topic_arn,
-        Subject=subject,
-        Message=body,
-        MessageAttributes={
-            "job": {"DataType": "String", "StringValue": ctx.job},
-            "status": {"DataType": "String", "StringValue": ctx.status},
-        },
-    )
+    try:
+        clients.sns.publish(
+            TopicArn=env.topic_arn,
+            Subject=subject,
+            Message=body,
+            MessageAttributes={
+                "job": {"DataType": "String", "StringValue": ctx.job},
+                "status": {"DataType": "String", "StringValue": ctx.status},
+            },
+        )
+    except BaseException:
+        clients.s3.delete_object(Bucket=marker.bucket, Key=marker.key)
+        raise
     return True
 
 

@@ -18,6 +18,7 @@ UNREADABLE_TRACE_FILES = "UnreadableTraceFiles"
 JOBS_WITHOUT_TRACES = "JobsWithoutTraces"
 JOBS_REPORTED = "JobsReported"
 JOBS_FANNED_OUT = "JobsFannedOut"
+PROCESSING_FAILURES = "JobProcessingFailures"
 FINDINGS_PREFIX = "Findings"  # + severity, e.g. FindingsHigh
 SEVERITIES = ("critical", "warning", "info")  # summary.schema.json findings[].severity
 

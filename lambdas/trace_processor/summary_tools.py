@@ -45,7 +45,7 @@ def job_metrics(summary: Mapping[str, Any], *, trace_bytes: int) -> dict[str, fl
     out: dict[str, float] = {m.TRACE_BYTES: float(trace_bytes)}
     inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
     out[m.TRACE_FILES] = float(len(inputs))
-    out[m.UNREADABLE_TRACE_FILES] = float(sum(1 for i in inputs if i.get("status") == "failed"))
+    out[m.UNREADABLE_TRACE_FILES] = float(sum(1 for i in inputs if i.get("status") in {"failed", "partial"}))
     idle = _values((r for r in ranks if r.get("has_gpu")), "temporal_breakdown", "idle_pct")
     if idle:
         out[m.GPU_IDLE_PERCENT] = statistics.fmean(idle)

@@ -89,7 +89,7 @@ class DataPlane:
                 out.append(json.loads(msg["Body"]))
                 self.sqs.delete_message(QueueUrl=self.inbox_url, ReceiptHandle=msg["ReceiptHandle"])
 
-    def keys(self, prefix: str = "") -> list[str]:
+    def list_keys(self, prefix: str = "") -> list[str]:
         pages = self.s3.get_paginator("list_objects_v2").paginate(Bucket=TRACE_BUCKET, Prefix=prefix)
         return sorted(o["Key"] for page in pages for o in page.get("Contents", []))
 

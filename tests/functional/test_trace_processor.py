@@ -1,0 +1,470 @@
+"""End to end through moto: EventBridge -> SQS -> trace-processor handler -> S3 report, metrics, SNS.
+
+The handler runs in-process (moto's Lambda needs Docker), fed exactly what the SQS event-source
+mapping would deliver, with the real analysis engine on real traces from ../shared/traces.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+from moto import mock_aws
+
+from lambdas.trace_processor import metric_names as m
+from lambdas.trace_processor.tfevents import read_event_file
+from profstack import layout
+from profstack.local_emf import publish_emf
+from tests.functional.processing_support import (
+    TRACE_BUCKET,
+    USER,
+    DataPlane,
+    FakeLambdaContext,
+    create_data_plane,
+    job_event,
+    patched_environ,
+    processor_environ,
+    register_training_job,
+    sqs_event,
+    sqs_record,
+)
+
+RANK0 = "hta/trace_filter/sampled_rank-0.json.gz"
+RANK1 = "hta/trace_filter/sampled_rank-1.json.gz"
+
+
+class _CurrentStdout:
+    """Whatever sys.stdout is at write time (pytest swaps it per test; Powertools keeps a reference)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+@pytest.fixture
+def plane(aws_credentials: None, traces_dir: Path, capsys: pytest.CaptureFixture[str]) -> Iterator[DataPlane]:
+    with mock_aws():
+        data_plane = create_data_plane()
+        with patched_environ(processor_environ(data_plane.topic_arn)):
+            from lambdas.trace_processor import handler, runtime
+
+            # Powertools' handler keeps the stdout of the test that imported it: point it at this capture.
+            for log_handler in logging.getLogger(handler.logger.service).handlers:
+                if isinstance(log_handler, logging.StreamHandler):
+                    log_handler.stream = _CurrentStdout()
+            runtime.reset()
+            handler._idempotency.cache_clear()
+            yield data_plane
+            runtime.reset()
+            handler._idempotency.cache_clear()
+
+
+def _tb_key(job: str, name: str) -> str:
+    return f"{layout.job_tensorboard_prefix(USER, job)}{name}"
+
+
+def upload(plane: DataPlane, traces_dir: Path, rel: str, key: str) -> None:
+    plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+
+
+def put_event(plane: DataPlane, event: dict[str, Any]) -> None:
+    entry = {
+        "Source": event["source"],
+        "DetailType": event["detail-type"],
+        "Detail": json.dumps(event["detail"]),
+        "Resources": event.get("resources", []),
+    }
+    result = plane.events.put_events(Entries=[entry])
+    assert result["FailedEntryCount"] == 0
+
+
+def drain(plane: DataPlane, capsys: pytest.CaptureFixture[str] | None = None, rounds: int = 1) -> list[dict[str, Any]]:
+    """Receive from the job queue and run the handler the way the event-source mapping does:
+    successes are deleted, reported failures stay (and are redriven to the DLQ after max receives)."""
+    from lambdas.trace_processor import handler
+
+    responses = []
+    for _ in range(rounds):
+        got = plane.sqs.receive_message(
+            QueueUrl=plane.queue_url, MaxNumberOfMessages=10, AttributeNames=["ApproximateReceiveCount"]
+        )
+        messages = got.get("Messages", [])
+        if not messages:
+            break
+        records = [
+            sqs_record(
+                msg["Body"],
+                receive_count=int(msg["Attributes"]["ApproximateReceiveCount"]),
+                message_id=msg["MessageId"],
+            )
+            for msg in messages
+        ]
+        response = handler.handler(sqs_event(*records), FakeLambdaContext())
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        for msg in messages:
+            if msg["MessageId"] not in failed:
+                plane.sqs.delete_message(QueueUrl=plane.queue_url, ReceiptHandle=msg["ReceiptHandle"])
+        responses.append(response)
+    return responses
+
+
+def log_lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
+    out = capsys.readouterr()
+    return (out.out + out.err).splitlines()
+
+
+def structured(lines: list[str]) -> list[dict[str, Any]]:
+    docs = []
+    for line in lines:
+        try:
+            doc = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(doc, dict):
+            docs.append(doc)
+    return docs
+
+
+def test_finished_job_yields_report_metrics_scalars_and_one_notification(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a two-rank job whose traces sit in its TensorBoard output, and a legacy rule-output object
+    job = "resnet-ddp-e2e"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_101.1796565600000.pt.trace.json.gz"))
+    upload(plane, traces_dir, RANK1, _tb_key(job, "algo-2_102.1796565600000.pt.trace.json.gz"))
+    legacy_key = f"output/{job}/rule-output/ProfilerReport-1796565600/profiler-output/profiler-report.html"
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=legacy_key, Body=b"<html/>", Tagging="team=vision")
+    # WHEN the job-completed event goes through EventBridge and SQS to the handler
+    put_event(plane, job_event(job))
+    responses = drain(plane)
+    lines = log_lines(capsys)
+
+    # THEN the batch succeeded
+    assert responses
+    assert responses[0] == {"batchItemFailures": []}
+    reports = layout.job_reports_prefix(USER, job)
+    keys = plane.list_keys(reports)
+    assert f"{reports}summary.json" in keys
+    assert f"{reports}report.html" in keys
+    assert f"{reports}perfetto/rank-0.trace.json.gz" in keys
+    assert f"{reports}perfetto/rank-1.trace.json.gz" in keys
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]
+    assert summary["cross_rank"]["rank_count"] == 2
+    html = plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}report.html")["Body"].read().decode()
+    assert html.lstrip().lower().startswith("<!doctype html")
+    # AND the trimmed trace is a gzip Perfetto/Chrome JSON document
+    trimmed = plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}perfetto/rank-0.trace.json.gz")["Body"].read()
+    assert json.loads(gzip.decompress(trimmed))["traceEvents"]
+    # AND TensorBoard scalars land in the job's TensorBoard folder, readable as TFRecords
+    tb_keys = [k for k in plane.list_keys(layout.job_tensorboard_prefix(USER, job)) if "tfevents" in k]
+    assert len(tb_keys) == 1
+    events = read_event_file(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=tb_keys[0])["Body"].read())
+    assert f"profstack/{m.TRACE_BYTES}" in events[1].scalars
+    assert any("profstack/step_time_ms" in e.scalars for e in events[2:])
+    # AND exactly one notification names the job and the report
+    notes = plane.notifications()
+    assert len(notes) == 1
+    assert job in notes[0]["Subject"]
+    assert f"s3://{TRACE_BUCKET}/{reports}report.html" in notes[0]["Message"]
+    # AND the legacy rule-output object got the expiry tag, keeping its own tag
+    tags = plane.s3.get_object_tagging(Bucket=TRACE_BUCKET, Key=legacy_key)["TagSet"]
+    assert {(t["Key"], t["Value"]) for t in tags} == {("team", "vision"), layout.LEGACY_RULE_OUTPUT_TAG}
+    # AND the EMF metrics, once CloudWatch ingests them, are queryable with and without the job dimension
+    assert publish_emf(lines, plane.cloudwatch) > 0
+    listed = plane.cloudwatch.list_metrics(Namespace=m.NAMESPACE, MetricName=m.TRACE_BYTES)["Metrics"]
+    dimension_sets = {tuple(sorted(d["Name"] for d in metric["Dimensions"])) for metric in listed}
+    assert ("service",) in dimension_sets
+    assert (m.JOB_DIMENSION,) in dimension_sets or (m.JOB_DIMENSION, "service") in dimension_sets
+    per_job = [metric for metric in listed if {"Name": m.JOB_DIMENSION, "Value": job} in metric["Dimensions"]]
+    assert per_job
+
+
+def test_duplicate_events_produce_one_report_and_one_notification(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a job and SageMaker sending its Completed event twice (facts A5)
+    job = "dup-job"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
+    put_event(plane, job_event(job))
+    put_event(plane, job_event(job))
+    # WHEN both are delivered (one batch or two)
+    drain(plane, rounds=3)
+    docs = structured(log_lines(capsys))
+    # THEN the engine ran once: one "job processed" log, one notification, one idempotency record
+    assert sum(1 for d in docs if d.get("message") == "job processed") == 1
+    assert len(plane.notifications()) == 1
+    table = boto3.client("dynamodb", region_name="us-east-1").scan(TableName="profstack-idempotency")
+    assert table["Count"] == 1
+    assert (
+        plane.sqs.get_queue_attributes(QueueUrl=plane.queue_url, AttributeNames=["All"])["Attributes"][
+            "ApproximateNumberOfMessages"
+        ]
+        == "0"
+    )
+
+
+def test_redelivery_after_a_crash_finishes_without_duplicates(
+    plane: DataPlane, traces_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a job whose first attempt dies after writing the report, before the notification is sent
+    from lambdas.trace_processor import handler, runtime
+
+    job = "crash-job"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
+    record = sqs_record(job_event(job))
+    clients = runtime.clients()
+    real_publish = clients.sns.publish
+    calls = {"n": 0}
+
+    def flaky_publish(**kwargs: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise ConnectionError("simulated crash while publishing")
+        return real_publish(**kwargs)
+
+    monkeypatch.setattr(clients.sns, "publish", flaky_publish)
+    first = handler.handler(sqs_event(record), FakeLambdaContext())
+    assert first["batchItemFailures"] == [{"itemIdentifier": record["messageId"]}]
+    reports = layout.job_reports_prefix(USER, job)
+    assert f"{reports}summary.json" in plane.list_keys(reports)  # the crash happened after the report
+    # WHEN SQS redelivers the same message
+    second = handler.handler(
+        sqs_event(dict(record, attributes={**record["attributes"], "ApproximateReceiveCount": "2"})),
+        FakeLambdaContext(),
+    )
+    # THEN it finishes: one notification in total, and the report is still one set of fixed keys
+    assert second["batchItemFailures"] == []
+    assert len(plane.notifications()) == 1
+    assert plane.list_keys(f"{reports}summary") == [f"{reports}summary.json"]
+
+
+def test_redelivery_after_a_timeout_takes_over_the_expired_in_progress_record(
+    plane: DataPlane, traces_dir: Path
+) -> None:
+    # GIVEN an invocation that timed out mid-job: its idempotency record is INPROGRESS, in-progress expiry passed
+    from lambdas.trace_processor import handler
+
+    job = "timeout-job"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
+    record = sqs_record(job_event(job))
+    config, store = handler._idempotency()
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    # Let Powertools compute the exact key it would use, by running once and reading the record back.
+    assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == []
+    item = ddb.scan(TableName="profstack-idempotency")["Items"][0]
+    ddb.put_item(
+        TableName="profstack-idempotency",
+        Item={
+            "id": item["id"],
+            "status": {"S": "INPROGRESS"},
+            "expiration": {"N": "9999999999"},
+            "in_progress_expiration": {"N": "1"},  # the dead invocation's deadline is long gone
+        },
+    )
+    plane.s3.delete_object(Bucket=TRACE_BUCKET, Key=f"{layout.job_reports_prefix(USER, job)}summary.json")
+    # WHEN the message is redelivered
+    response = handler.handler(sqs_event(record), FakeLambdaContext())
+    # THEN the new invocation redoes the job instead of waiting on the dead one
+    assert response["batchItemFailures"] == []
+    reports = layout.job_reports_prefix(USER, job)
+    assert f"{reports}summary.json" in plane.list_keys(reports)
+    assert len(plane.notifications()) == 1  # the marker from the first run prevents a second e-mail
+    del config, store
+
+
+def test_poison_message_goes_to_the_dlq_with_its_reason_logged(
+    plane: DataPlane, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a message that is not a training-job event
+    plane.sqs.send_message(QueueUrl=plane.queue_url, MessageBody="{not json")
+    # WHEN it is received and fails more often than maxReceiveCount (2)
+    drain(plane, rounds=4)
+    docs = structured(log_lines(capsys))
+    # THEN SQS moved it to the DLQ, and each failure was logged as structured JSON with the reason
+    dlq = plane.sqs.receive_message(QueueUrl=plane.dlq_url, MaxNumberOfMessages=10).get("Messages", [])
+    assert [msg["Body"] for msg in dlq] == ["{not json"]
+    failures = [d for d in docs if d.get("reason") == "malformed_event"]
+    assert len(failures) == 2
+    assert {d["receive_count"] for d in failures} == {1, 2}
+    assert all(d["level"] == "ERROR" and "not JSON" in d["error"] for d in failures)
+
+
+def test_partial_batch_failure_reports_only_the_failed_record(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a batch with a good job and a job SageMaker does not know
+    from lambdas.trace_processor import handler
+
+    register_training_job(plane, "good-job")
+    upload(plane, traces_dir, RANK0, _tb_key("good-job", "algo-1_1.1.pt.trace.json.gz"))
+    good = sqs_record(job_event("good-job"))
+    missing = sqs_record(job_event("no-such-job"))
+    # WHEN the batch is handled
+    response = handler.handler(sqs_event(good, missing), FakeLambdaContext())
+    # THEN only the missing job's record is returned for retry, with reason job_not_found
+    assert response == {"batchItemFailures": [{"itemIdentifier": missing["messageId"]}]}
+    assert f"{layout.job_reports_prefix(USER, 'good-job')}summary.json" in plane.list_keys()
+    docs = structured(log_lines(capsys))
+    assert any(d.get("reason") == "job_not_found" and d.get("message_id") == missing["messageId"] for d in docs)
+
+
+def test_one_corrupt_file_is_flagged_and_the_others_are_analysed(plane: DataPlane, traces_dir: Path) -> None:
+    # GIVEN a job with one good trace and one truncated gzip trace
+    job = "half-bad"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
+    good = (traces_dir / RANK1).read_bytes()
+    plane.s3.put_object(
+        Bucket=TRACE_BUCKET, Key=_tb_key(job, "algo-2_2.2.pt.trace.json.gz"), Body=good[: len(good) // 3]
+    )
+    from lambdas.trace_processor import handler
+
+    # WHEN processed
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), FakeLambdaContext())
+    # THEN the job is reported, with the bad file flagged up front and the good rank analysed
+    assert response["batchItemFailures"] == []
+    summary = json.loads(
+        plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{layout.job_reports_prefix(USER, job)}summary.json")[
+            "Body"
+        ].read()
+    )
+    statuses = {i["name"].rsplit("/", 1)[-1]: i["status"] for i in summary["inputs"]}
+    assert statuses["algo-1_1.1.pt.trace.json.gz"] == "ok"
+    assert statuses["algo-2_2.2.pt.trace.json.gz"] != "ok"
+    assert summary["ranks"]
+    assert summary["findings"][0]["rule_id"] == "UnreadableTraceFiles" or any(
+        f["rule_id"] == "UnreadableTraceFiles" for f in summary["findings"]
+    )
+
+
+def test_all_files_corrupt_is_retried(plane: DataPlane, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a job whose only trace is garbage
+    job = "all-bad"
+    register_training_job(plane, job)
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=_tb_key(job, "algo-1_1.1.pt.trace.json.gz"), Body=b"\x1f\x8bnope")
+    from lambdas.trace_processor import handler
+
+    record = sqs_record(job_event(job))
+    # WHEN processed THEN the record fails (retry, then DLQ) with reason corrupt_trace
+    assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == [
+        {"itemIdentifier": record["messageId"]}
+    ]
+    assert any(d.get("reason") == "corrupt_trace" for d in structured(log_lines(capsys)))
+
+
+def test_job_without_traces_gets_a_summary_that_says_so(plane: DataPlane) -> None:
+    # GIVEN a finished job that never wrote a trace
+    job = "no-trace-job"
+    register_training_job(plane, job)
+    from lambdas.trace_processor import handler
+
+    # WHEN processed
+    response = handler.handler(sqs_event(sqs_record(job_event(job, "Failed"))), FakeLambdaContext())
+    # THEN no error loop: a no-traces summary, a page, and a notification that says so
+    assert response["batchItemFailures"] == []
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert summary["no_traces"] is True
+    assert any(job in uri for uri in summary["searched"])
+    notes = plane.notifications()
+    assert len(notes) == 1
+    assert "no traces" in notes[0]["Subject"]
+
+
+def test_throttled_describe_is_retried_with_reason_logged(
+    plane: DataPlane, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN SageMaker throttling DescribeTrainingJob (Stubber: botocore answers, no retries consumed)
+    from lambdas.trace_processor import handler, runtime
+
+    clients = runtime.clients()
+    stubbed = boto3.client("sagemaker", region_name="us-east-1")
+    stubber = Stubber(stubbed)
+    stubber.add_client_error("describe_training_job", service_error_code="ThrottlingException", http_status_code=400)
+    stubber.activate()
+    monkeypatch.setattr(clients, "sagemaker", stubbed)
+    record = sqs_record(job_event("busy-job"))
+    # WHEN processed THEN the record is failed for retry and the log says throttled
+    assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == [
+        {"itemIdentifier": record["messageId"]}
+    ]
+    assert any(d.get("reason") == "throttled" for d in structured(log_lines(capsys)))
+    stubber.assert_no_pending_responses()
+
+
+def test_access_denied_on_traces_is_retried_with_reason_logged(
+    plane: DataPlane, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a job, and S3 refusing to list its traces (e.g. a bucket policy the role does not satisfy)
+    from lambdas.trace_processor import handler, runtime
+
+    register_training_job(plane, "locked-job")
+    s3 = runtime.clients().s3
+    stubber = Stubber(s3)
+    stubber.add_client_error("list_objects_v2", service_error_code="AccessDenied", http_status_code=403)
+    stubber.activate()
+    record = sqs_record(job_event("locked-job"))
+    # WHEN processed THEN it fails for retry with reason access_denied
+    response = handler.handler(sqs_event(record), FakeLambdaContext())
+    stubber.deactivate()
+    assert response["batchItemFailures"] == [{"itemIdentifier": record["messageId"]}]
+    assert any(d.get("reason") == "access_denied" for d in structured(log_lines(capsys)))
+
+
+def test_trace_source_streams_in_chunks_and_resumes_a_dropped_connection(plane: DataPlane, traces_dir: Path) -> None:
+    # GIVEN a trace in S3 and a connection that drops after the first chunk
+    from lambdas.trace_processor.aws import S3Object, S3TraceSource
+
+    data = (traces_dir / RANK0).read_bytes()
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key="traces/alice/j/x.pt.trace.json.gz", Body=data)
+    s3 = boto3.client("s3", region_name="us-east-1")
+    real_get = s3.get_object
+    calls: list[dict[str, Any]] = []
+
+    class Dropping(io.RawIOBase):
+        def __init__(self, body: Any) -> None:
+            self.body, self.reads = body, 0
+
+        def read(self, n: int = -1) -> bytes:
+            self.reads += 1
+            if self.reads == 2:
+                raise ConnectionResetError("peer reset")
+            return bytes(self.body.read(n))
+
+        def close(self) -> None:
+            self.body.close()
+
+    def get_object(**kwargs: Any) -> Any:
+        calls.append(kwargs)
+        response = real_get(**kwargs)
+        if len(calls) == 1:
+            response["Body"] = Dropping(response["Body"])
+        return response
+
+    s3.get_object = get_object  # type: ignore[method-assign]
+    source = S3TraceSource(
+        s3, S3Object(TRACE_BUCKET, "traces/alice/j/x.pt.trace.json.gz", len(data)), buffer_size=65536
+    )
+    # WHEN read through
+    with source.open() as fh:
+        got = b"".join(iter(lambda: fh.read(65536), b""))
+    # THEN every byte arrives once, and the second request resumed with a Range from the break
+    assert got == data
+    assert calls[1]["Range"] == "bytes=65536-"
+    assert "IfMatch" in calls[1]
