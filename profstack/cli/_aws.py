@@ -1,0 +1,119 @@
+"""Shared plumbing of the `users` and `tensorboard` sub-commands: config, AWS clients, domain id.
+
+boto3 is imported lazily (inside functions) so the CLI starts without it. Every expected
+failure becomes a one-line CliError: unknown user, no domain, no credentials, AWS errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from profstack.cli import CliError
+from profstack.config import DEFAULT_CONFIG_PATH, ConfigError, ProfStackConfig, User, load_config
+from profstack.studio import DOMAIN_ID_OUTPUT, tensorboard_stack_name
+
+T = TypeVar("T")
+
+
+def add_config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG_PATH,
+        metavar="PATH",
+        help=f"ProfStack config (default {DEFAULT_CONFIG_PATH})",
+    )
+
+
+def add_aws_arguments(parser: argparse.ArgumentParser) -> None:
+    add_config_argument(parser)
+    parser.add_argument("--region", metavar="REGION", help="AWS region (default: config, then your AWS setup)")
+    parser.add_argument(
+        "--domain-id",
+        metavar="ID",
+        help="SageMaker domain id (default: from the config, or the deployed TensorBoard stack's output)",
+    )
+
+
+def load(args: argparse.Namespace) -> ProfStackConfig:
+    try:
+        return load_config(args.config)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+
+
+def config_user(config: ProfStackConfig, name: str) -> User:
+    for user in config.users:
+        if user.name == name:
+            return user
+    known = ", ".join(u.name for u in config.users) or "none"
+    raise CliError(f"unknown user '{name}' (users in the config: {known})")
+
+
+def make_client(service: str, region: str | None) -> Any:
+    """A boto3 client; tests replace this function to inject stubbed clients."""
+    import boto3
+
+    # A fresh session per client: credentials are resolved now, not cached from an earlier call.
+    return boto3.session.Session(region_name=region).client(service)  # type: ignore[call-overload]
+
+
+def region_of(args: argparse.Namespace, config: ProfStackConfig) -> str | None:
+    return getattr(args, "region", None) or config.environment.region
+
+
+@contextmanager
+def aws_errors(what: str) -> Iterator[None]:
+    """Turn botocore failures into one-line CliErrors."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+    try:
+        yield
+    except NoCredentialsError:
+        raise CliError(
+            f"{what}: no AWS credentials found (set AWS_PROFILE, run `aws sso login`, or export keys)"
+        ) from None
+    except NoRegionError:
+        raise CliError(
+            f"{what}: no AWS region (set environment.region in the config, --region, or AWS_REGION)"
+        ) from None
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise CliError(f"{what}: {error.get('Code', 'error')}: {error.get('Message', exc)}") from None
+    except BotoCoreError as exc:
+        raise CliError(f"{what}: {exc}") from None
+
+
+def call(what: str, fn: Callable[..., T], **kwargs: Any) -> T:
+    with aws_errors(what):
+        return fn(**kwargs)
+
+
+def domain_id(args: argparse.Namespace, config: ProfStackConfig, region: str | None) -> str:
+    """--domain-id, else the imported domain's id, else the deployed TensorBoard stack's output."""
+    if getattr(args, "domain_id", None):
+        return str(args.domain_id)
+    if config.domain.mode == "import":
+        return config.domain.domain_id
+    from botocore.exceptions import ClientError
+
+    stack = tensorboard_stack_name(config.prefix)
+    cloudformation = make_client("cloudformation", region)
+    with aws_errors(f"looking up the SageMaker domain in stack {stack}"):
+        try:
+            stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+        except ClientError as exc:
+            if "does not exist" not in str(exc.response.get("Error", {}).get("Message", "")):
+                raise
+            stacks = []  # not deployed (yet)
+    for output in stacks[0].get("Outputs", []) if stacks else []:
+        if output.get("OutputKey") == DOMAIN_ID_OUTPUT:
+            return str(output["OutputValue"])
+    raise CliError(
+        f"no SageMaker domain found: stack {stack} is not deployed (or has no {DOMAIN_ID_OUTPUT} output); "
+        "run `npx cdk deploy` or pass --domain-id"
+    )

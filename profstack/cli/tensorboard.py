@@ -1,0 +1,153 @@
+"""`profstack tensorboard`: open, start and stop a user's managed TensorBoard.
+
+    profstack tensorboard url --user U [--job J] [--expires SECONDS]
+    profstack tensorboard start --user U [--wait]
+    profstack tensorboard stop --user U
+
+`url` prints a presigned Studio URL that lands in the user's TensorBoard app, optionally
+on a training job (platform facts A3). Common options: --config PATH, --domain-id ID,
+--region R. The caller needs the user's access policy (stack output
+`<user>-AccessPolicyArn`) or admin rights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from profstack.cli import CliError, _aws
+from profstack.cli._aws import add_aws_arguments, aws_errors, config_user, domain_id, load, region_of
+from profstack.studio import (
+    APP_NAME,
+    SESSION_SECONDS,
+    URL_EXPIRES_SECONDS,
+    StudioNameError,
+    job_state,
+    tensorboard_url,
+    user_profile_name,
+)
+from profstack.studio_apps import DELETED, DELETING, FAILED, IN_SERVICE, PENDING, create_app, delete_app, describe_app
+
+# `start --wait`: poll DescribeApp this often, up to this long (an app takes a few minutes).
+POLL_SECONDS = 10.0
+WAIT_SECONDS = 15 * 60.0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "tensorboard",
+        help="open (presigned URL), start or stop a user's managed TensorBoard",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    commands = parser.add_subparsers(dest="tensorboard_command", metavar="ACTION", required=True)
+
+    url = commands.add_parser("url", help="print a presigned URL that opens the user's TensorBoard")
+    url.add_argument("--user", required=True, metavar="U")
+    url.add_argument("--job", metavar="J", help="open this training job in TensorBoard")
+    url.add_argument(
+        "--expires",
+        type=int,
+        default=URL_EXPIRES_SECONDS,
+        metavar="SECONDS",
+        help=f"seconds the URL stays valid, 5-300 (default {URL_EXPIRES_SECONDS})",
+    )
+    add_aws_arguments(url)
+    url.set_defaults(handler=run_url)
+
+    start = commands.add_parser("start", help="start the user's TensorBoard app")
+    start.add_argument("--user", required=True, metavar="U")
+    start.add_argument("--wait", action="store_true", help="wait until it is InService")
+    add_aws_arguments(start)
+    start.set_defaults(handler=run_start)
+
+    stop = commands.add_parser("stop", help="stop (delete) the user's TensorBoard app; its data stays in S3")
+    stop.add_argument("--user", required=True, metavar="U")
+    add_aws_arguments(stop)
+    stop.set_defaults(handler=run_stop)
+
+
+def _target(args: argparse.Namespace) -> tuple[Any, str, str, str]:
+    """(SageMaker client, domain id, profile name, instance type) for --user, or a CliError."""
+    config = load(args)
+    user = config_user(config, args.user)
+    region = region_of(args, config)
+    domain = domain_id(args, config, region)
+    instance_type = user.tensorboard_instance_type or config.tensorboard.default_instance_type
+    return _aws.make_client("sagemaker", region), domain, user_profile_name(user.name), instance_type
+
+
+def run_url(args: argparse.Namespace) -> int:
+    if not 5 <= args.expires <= 300:
+        raise CliError("--expires must be between 5 and 300 seconds")
+    if args.job is not None:
+        try:
+            job_state(args.job)  # reject a bad job name before any AWS call
+        except StudioNameError as exc:
+            raise CliError(str(exc)) from None
+    client, domain, profile, _ = _target(args)
+    with aws_errors(f"CreatePresignedDomainUrl for '{profile}'"):
+        response = client.create_presigned_domain_url(
+            DomainId=domain,
+            UserProfileName=profile,
+            ExpiresInSeconds=args.expires,
+            SessionExpirationDurationInSeconds=SESSION_SECONDS,
+        )
+    print(tensorboard_url(response["AuthorizedUrl"], args.job))
+    return 0
+
+
+def run_start(args: argparse.Namespace) -> int:
+    client, domain, profile, instance_type = _target(args)
+    with aws_errors(f"starting TensorBoard of '{profile}'"):
+        app = describe_app(client, domain_id=domain, user_profile_name=profile)
+        if app is not None and app.status in {IN_SERVICE, PENDING}:
+            print(f"TensorBoard of '{profile}' is already {app.status} ({app.instance_type})")
+        else:
+            if app is not None and app.status == FAILED:
+                # A Failed app keeps its name; delete it so that CreateApp can reuse "default".
+                delete_app(client, domain_id=domain, user_profile_name=profile)
+            if app is not None and app.status in {FAILED, DELETING}:
+                _wait(client, domain, profile, until={DELETED}, seconds=WAIT_SECONDS)
+            if create_app(client, domain_id=domain, user_profile_name=profile, instance_type=instance_type):
+                print(f"starting TensorBoard of '{profile}' on {instance_type} (a few minutes)")
+            else:
+                print(f"TensorBoard of '{profile}' is already being started")
+        if args.wait:
+            state = _wait(client, domain, profile, until={IN_SERVICE, FAILED}, seconds=WAIT_SECONDS)
+            if state == FAILED:
+                reason = describe_app(client, domain_id=domain, user_profile_name=profile)
+                raise CliError(
+                    f"TensorBoard of '{profile}' failed: {reason.failure_reason if reason else 'unknown reason'}"
+                )
+            print(
+                f"TensorBoard of '{profile}' is InService; open it with `profstack tensorboard url --user {args.user}`"
+            )
+    return 0
+
+
+def _wait(client: Any, domain: str, profile: str, *, until: set[str], seconds: float) -> str:
+    deadline = time.monotonic() + seconds
+    while True:
+        app = describe_app(client, domain_id=domain, user_profile_name=profile)
+        status = DELETED if app is None else app.status
+        if status in until:
+            return status
+        if time.monotonic() >= deadline:
+            raise CliError(f"TensorBoard of '{profile}' is still {status} after {int(seconds)} s")
+        time.sleep(POLL_SECONDS)
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    client, domain, profile, _ = _target(args)
+    with aws_errors(f"stopping TensorBoard of '{profile}'"):
+        app = describe_app(client, domain_id=domain, user_profile_name=profile, app_name=APP_NAME)
+        if app is None or app.status == DELETED:
+            print(f"TensorBoard of '{profile}' is not running")
+            return 0
+        if app.status == DELETING:
+            print(f"TensorBoard of '{profile}' is already stopping")
+            return 0
+        delete_app(client, domain_id=domain, user_profile_name=profile)
+    print(f"stopping TensorBoard of '{profile}'; its logs and reports stay in S3")
+    return 0
