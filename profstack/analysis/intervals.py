@@ -1,77 +1,92 @@
-"""Interval arithmetic on (start, end) pairs: union, total length, intersection, type partition."""
+"""Interval arithmetic on compact columns: union, total length, intersection, type partition."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import heapq
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
 
-Interval = tuple[float, float]
 
+class Merged:
+    """Sorted, disjoint intervals stored as two float columns (a few bytes per interval)."""
 
-def merge(intervals: Iterable[Interval]) -> list[Interval]:
-    """Union of intervals as a sorted list of disjoint intervals (empty/negative ones dropped)."""
-    out: list[Interval] = []
-    cur_s = cur_e = 0.0
-    have = False
-    for s, e in sorted(intervals):
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts: array[float] = array("d")
+        self.ends: array[float] = array("d")
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __iter__(self) -> Iterator[tuple[float, float]]:
+        return zip(self.starts, self.ends, strict=True)
+
+    def add_sorted(self, s: float, e: float) -> None:
+        """Append an interval whose start is >= every start added before (merging on overlap)."""
         if e <= s:
-            continue
-        if not have:
-            cur_s, cur_e, have = s, e, True
-        elif s <= cur_e:
-            cur_e = max(cur_e, e)
+            return
+        if self.ends and s <= self.ends[-1]:
+            self.ends[-1] = max(self.ends[-1], e)
         else:
-            out.append((cur_s, cur_e))
-            cur_s, cur_e = s, e
-    if have:
-        out.append((cur_s, cur_e))
+            self.starts.append(s)
+            self.ends.append(e)
+
+    @property
+    def lo(self) -> float:
+        return self.starts[0]
+
+    @property
+    def hi(self) -> float:
+        return self.ends[-1]
+
+
+def merge(intervals: Iterable[tuple[float, float]]) -> Merged:
+    """Union of intervals (empty/negative ones dropped)."""
+    out = Merged()
+    for s, e in sorted(intervals):
+        out.add_sorted(s, e)
     return out
 
 
-def total(merged: Sequence[Interval]) -> float:
-    return sum(e - s for s, e in merged)
+def total(merged: Merged) -> float:
+    # per-interval differences: summing absolute timestamps (~1e15 us) first would lose precision
+    return sum(e - s for s, e in zip(merged.starts, merged.ends, strict=True))
 
 
-def intersection_length(a: Sequence[Interval], b: Sequence[Interval]) -> float:
-    """Length of the intersection of two merged (sorted, disjoint) interval lists."""
+def intersection_length(a: Merged, b: Merged) -> float:
+    """Length of the intersection of two merged interval sets."""
     i = j = 0
     acc = 0.0
-    while i < len(a) and j < len(b):
-        s = max(a[i][0], b[j][0])
-        e = min(a[i][1], b[j][1])
+    a_s, a_e, b_s, b_e = a.starts, a.ends, b.starts, b.ends
+    na, nb = len(a_s), len(b_s)
+    while i < na and j < nb:
+        s = max(a_s[i], b_s[j])
+        e = min(a_e[i], b_e[j])
         if e > s:
             acc += e - s
-        if a[i][1] < b[j][1]:
+        if a_e[i] < b_e[j]:
             i += 1
         else:
             j += 1
     return acc
 
 
-def clip(merged: Sequence[Interval], lo: float, hi: float) -> list[Interval]:
-    out = []
+def _points(merged: Merged, bit: int) -> Iterator[tuple[float, int]]:
     for s, e in merged:
-        s2, e2 = max(s, lo), min(e, hi)
-        if e2 > s2:
-            out.append((s2, e2))
-    return out
+        yield s, bit
+        yield e, -bit
 
 
-def partition_by_set(groups: Sequence[Sequence[Interval]]) -> dict[int, float]:
+def partition_by_set(groups: Sequence[Merged]) -> dict[int, float]:
     """Time during which exactly the set of groups ``mask`` is active (bit i = group i), per mask.
 
-    Each group must already be merged. Mirrors HTA's overlapping kernel-type breakdown.
+    Mirrors HTA's overlapping kernel-type breakdown; streams the boundaries (no per-interval objects kept).
     """
-    points: list[tuple[float, int]] = []
-    for idx, merged in enumerate(groups):
-        bit = 1 << idx
-        for s, e in merged:
-            points.append((s, bit))
-            points.append((e, -bit))
-    points.sort()
     out: dict[int, float] = {}
     running = 0
     prev_t = 0.0
-    for t, delta in points:
+    for t, delta in heapq.merge(*(_points(g, 1 << i) for i, g in enumerate(groups))):
         if running > 0 and t > prev_t:
             out[running] = out.get(running, 0.0) + (t - prev_t)
         running += delta

@@ -39,7 +39,8 @@ META_KEYS = frozenset(
     {"schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName", "displayTimeUnit"}
 )
 
-Batch = bytes | list[bytes]
+# a fast batch is a memoryview of one JSON array, valid only until the next iteration step
+Batch = memoryview | list[bytes]
 
 
 def scan_value_end(buf: bytes | bytearray, start: int) -> int:
@@ -80,7 +81,7 @@ def scan_value_end(buf: bytes | bytearray, start: int) -> int:
 class EventStream:
     """Iterate batches of trace events from decompressed chunks; collects top-level metadata."""
 
-    def __init__(self, chunks: Iterator[bytes], *, max_value_bytes: int, read_size_hint: int = 8 << 20) -> None:
+    def __init__(self, chunks: Iterator[bytes], *, max_value_bytes: int, read_size_hint: int = 4 << 20) -> None:
         self._chunks = chunks
         self._max_value = max_value_bytes
         self._buf = bytearray()
@@ -113,10 +114,12 @@ class EventStream:
             self._eof = True
             return False
         self.total_bytes += len(chunk)
-        if self._pos:
-            del self._buf[: self._pos]
-            self.consumed_bytes += self._pos
-            self._pos = 0
+        if self._pos > 1:
+            # keep one byte before the position: a fast batch borrows it for its opening '['
+            drop = self._pos - 1
+            del self._buf[:drop]
+            self.consumed_bytes += drop
+            self._pos = 1
         self._buf += chunk
         return True
 
@@ -216,10 +219,19 @@ class EventStream:
             buf = self._buf
             pos = self._pos
             cut = self._find_cut(buf, pos)
-            if cut is not None:
+            if cut is not None and pos >= 1:
                 end, nxt = cut
-                payload = b"[" + bytes(buf[pos:end]) + b"]"
-                yield payload
+                # zero-copy: turn the byte before the batch and the separator's comma into '[' ... ']'
+                before, after = buf[pos - 1], buf[end]
+                buf[pos - 1] = 0x5B
+                buf[end] = 0x5D
+                view = memoryview(buf)[pos - 1 : end + 1]
+                try:
+                    yield view
+                finally:
+                    view.release()
+                    buf[pos - 1] = before
+                    buf[end] = after
                 if not self._rejected:
                     self._pos = nxt
                     continue

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,7 +94,6 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
             "n_memset",
         ):
             setattr(out, attr, getattr(out, attr) + getattr(f, attr))
-        out.float_ts = out.float_ts or f.float_ts
         out.devices |= f.devices
     return RankData(rank, label, list(files), out)
 
@@ -106,6 +106,8 @@ class _Launches:
         self.table_ts: array[float] | None = None
         self.table_dur: array[float] | None = None
         self.index: dict[int, int] = {}
+        self.seen = bytearray()
+        self.seen_set: set[int] = set()
         self.r_ts = d.r_ts
         self.r_dur = d.r_dur
         n = len(d.r_corr)
@@ -121,8 +123,23 @@ class _Launches:
                 tts[c - lo] = t
                 tdur[c - lo] = du
             self.table_ts, self.table_dur = tts, tdur
+            self.seen = bytearray(size)
         else:
             self.index = {c: i for i, c in enumerate(d.r_corr)}
+
+    def first_use(self, corr: int) -> bool:
+        """True the first time a correlation id is asked for (a graph launch feeds many kernels)."""
+        if self.table_ts is not None:
+            k = corr - self.lo
+            if 0 <= k < len(self.seen):
+                if self.seen[k]:
+                    return False
+                self.seen[k] = 1
+                return True
+        if corr in self.seen_set:
+            return False
+        self.seen_set.add(corr)
+        return True
 
     def lookup(self, corr: int) -> tuple[float, float]:
         if self.table_ts is not None and self.table_dur is not None:
@@ -176,9 +193,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     g_name, g_kind, g_ts, g_dur = d.g_name, d.g_kind, d.g_ts, d.g_dur
     g_stream, g_corr, g_bytes, g_occ = d.g_stream, d.g_corr, d.g_bytes, d.g_occ
 
-    type_cache: dict[int, str] = {}
-    ktype_iv: dict[str, list[tuple[float, float]]] = {t: [] for t in classify.KERNEL_TYPES}
-    per_stream: dict[int, list[tuple[float, float, float]]] = {}  # stream -> (start, end, launch ts)
+    type_cache: dict[int, int] = {}  # name id -> index into classify.KERNEL_TYPES
     kstats: dict[int, list[float]] = {}  # nid -> [count, sum, sumsq, min, max] (all GPU ops, like HTA)
     kernel_ids: set[int] = set()  # names seen as real kernels (not memcpy/memset)
     mem_dir: dict[str, list[float]] = {}
@@ -186,13 +201,18 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     time_by_kind = [0.0, 0.0, 0.0]
     delays = array("d")
     launch_cpu = array("d")
-    seen_corr: set[int] = set()
+    # selected ops, HTA-rounded: start, end, launch start (NaN: none), type, stream
+    sel_s = array("d")
+    sel_e = array("d")
+    sel_l = array("d")
+    sel_t = array("b")
+    sel_stream = array("i")
     occ_w = occ_t = 0.0
     n_occ = 0
     tiny = 0
     n_kern_sel = 0
     tiny_us = th["tiny_kernel_us"]
-    n_sel = 0
+    kernel_types_all = classify.KERNEL_TYPES
     for i in range(len(g_ts)):
         ts = g_ts[i]
         dur = g_dur[i]
@@ -211,16 +231,18 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
                     continue
             elif rc >= last_start:
                 continue
-        n_sel += 1
         s: float = ceil(ts)
         e: float = floor(ts + dur)
         nid = g_name[i]
         kt = type_cache.get(nid)
         if kt is None:
-            kt = classify.kernel_type(names[nid])
+            kt = kernel_types_all.index(classify.kernel_type(names[nid]))
             type_cache[nid] = kt
-        ktype_iv[kt].append((s, e))
-        per_stream.setdefault(g_stream[i], []).append((s, e, ceil(rts) if not math.isnan(rts) else _NAN))
+        sel_s.append(s)
+        sel_e.append(e)
+        sel_l.append(_NAN if math.isnan(rts) else ceil(rts))
+        sel_t.append(kt)
+        sel_stream.append(g_stream[i])
         kind = g_kind[i]
         rd_us = e - s
         time_by_kind[kind] += rd_us
@@ -253,56 +275,68 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
             memset[0] += 1
             memset[1] += g_bytes[i]
             memset[2] += dur
-        if not math.isnan(rts) and corr not in seen_corr:
-            seen_corr.add(corr)
+        if not math.isnan(rts) and launches.first_use(corr):
             delays.append(ts - (rts + rdur))
             launch_cpu.append(rdur)
-    del seen_corr
+    n_sel = len(sel_s)
+    del launches
 
-    # ---- temporal breakdown and kernel-type partition (HTA) ----
-    merged_by_type = {t: intervals.merge(iv) for t, iv in ktype_iv.items()}
-    all_merged = intervals.merge(iv for t in classify.KERNEL_TYPES for iv in merged_by_type[t])
+    # ---- one sweep in start order: unions per kernel type and overall, HTA idle breakdown per stream ----
+    order: Iterable[int]
+    if all(a <= b for a, b in itertools.pairwise(sel_s)):
+        order = range(n_sel)
+    else:
+        order = sorted(range(n_sel), key=sel_s.__getitem__)
+    merged_by_type = [intervals.Merged() for _ in kernel_types_all]
+    all_merged = intervals.Merged()
+    delay_thr = th["consecutive_kernel_delay_us"]
+    stream_state: dict[int, list[float]] = {}  # stream -> [prev_end, host_wait, kernel_wait, other]
+    for j in order:
+        s = sel_s[j]
+        e = sel_e[j]
+        merged_by_type[sel_t[j]].add_sorted(s, e)
+        all_merged.add_sorted(s, e)
+        ss = stream_state.get(sel_stream[j])
+        if ss is None:
+            stream_state[sel_stream[j]] = [e, 0.0, 0.0, 0.0]
+            continue
+        gap = s - ss[0]
+        if sel_l[j] > ss[0]:  # launched after the previous op ended; NaN (no launch) compares False
+            ss[1] += gap
+        elif gap < delay_thr:
+            ss[2] += gap
+        else:
+            ss[3] += gap
+        ss[0] = e
+    del order, sel_s, sel_e, sel_l, sel_t, sel_stream
+
     union_us = intervals.total(all_merged)
-    if all_merged:
-        gpu_lo, gpu_hi = all_merged[0][0], all_merged[-1][1]
+    if len(all_merged):
+        gpu_lo, gpu_hi = all_merged.lo, all_merged.hi
     else:
         gpu_lo = gpu_hi = 0.0
     span = gpu_hi - gpu_lo
     idle = span - union_us
-    compute = intervals.total(merged_by_type[classify.COMPUTATION])
+    comp_idx = kernel_types_all.index(classify.COMPUTATION)
+    comm_idx = kernel_types_all.index(classify.COMMUNICATION)
+    compute = intervals.total(merged_by_type[comp_idx])
     non_compute = span - compute - idle
-    del ktype_iv
-    parts = intervals.partition_by_set([merged_by_type[t] for t in classify.KERNEL_TYPES])
+    parts = intervals.partition_by_set(merged_by_type)
     kernel_types = []
     for mask, t_us in sorted(parts.items(), key=lambda kv: -kv[1]):
-        label = " overlapping ".join(t for b, t in enumerate(classify.KERNEL_TYPES) if mask & (1 << b))
+        label = " overlapping ".join(t for b, t in enumerate(kernel_types_all) if mask & (1 << b))
         kernel_types.append({"kernel_type": label, "time_us": r2(t_us), "pct": pct(t_us, union_us)})
 
-    # ---- idle breakdown per stream (HTA: gap before each op, classified by its launch time) ----
-    delay_thr = th["consecutive_kernel_delay_us"]
     streams_out = []
     tot_host = tot_kern = tot_other = 0.0
-    for stream in sorted(per_stream):
-        ops = per_stream[stream]
-        ops.sort(key=lambda o: o[0])
-        host = kern = other = 0.0
-        prev_end = ops[0][1]
-        for s, e, launch_ts in ops[1:]:
-            gap = s - prev_end
-            if launch_ts > prev_end:  # NaN (no launch) compares False
-                host += gap
-            elif gap < delay_thr:
-                kern += gap
-            else:
-                other += gap
-            prev_end = e
+    for stream in sorted(stream_state):
+        _, host, kern, other = stream_state[stream]
         streams_out.append(
             {"stream": stream, "host_wait_us": r2(host), "kernel_wait_us": r2(kern), "other_us": r2(other)}
         )
         tot_host += host
         tot_kern += kern
         tot_other += other
-    del per_stream
     tot_idle = tot_host + tot_kern + tot_other
 
     # ---- kernels ----
@@ -313,7 +347,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         name = names[nid]
         return {
             "name": name,
-            "kernel_type": type_cache.get(nid, classify.kernel_type(name)),
+            "kernel_type": classify.kernel_type(name),
             "precision": classify.precision_of(name),
             "count": n,
             "total_us": r2(st[1]),
@@ -337,7 +371,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         p = prec[classify.precision_of(name)]
         p[0] += st[0]
         p[1] += st[1]
-        if type_cache.get(nid) == classify.COMPUTATION:
+        if type_cache.get(nid) == comp_idx:
             comp_kernel_time += st[1]
             if classify.uses_tensor_cores(name):
                 tc_time += st[1]
@@ -388,7 +422,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     glo = gpu_lo if mode != "window" else win_lo
     ghi = gpu_hi if mode != "window" else win_hi
     for ts, dur in zip(d.gs_ts, d.gs_dur, strict=True):
-        if mode == "all" or (glo - 1) <= ts <= (ghi + 1) or not all_merged:
+        if mode == "all" or (glo - 1) <= ts <= (ghi + 1) or not len(all_merged):
             gsync_n += 1
             gsync_t += dur
     sync = {
@@ -478,11 +512,11 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         ]
 
     # ---- communication ----
-    comm_m = merged_by_type[classify.COMMUNICATION]
-    comp_m = merged_by_type[classify.COMPUTATION]
+    comm_m = merged_by_type[comm_idx]
+    comp_m = merged_by_type[comp_idx]
     comm_t = intervals.total(comm_m)
     overlap = intervals.intersection_length(comm_m, comp_m)
-    n_comm = sum(int(st[0]) for nid, st in kstats.items() if type_cache.get(nid) == classify.COMMUNICATION)
+    n_comm = sum(int(st[0]) for nid, st in kstats.items() if type_cache.get(nid) == comm_idx)
 
     top_cpu = sorted(((n, r) for n, r in d.cpu_agg.items() if r[0] != 1), key=lambda kv: -kv[1][2])[: opts.top_k]
 
@@ -511,9 +545,9 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
             "invalid_events": d.invalid_events,
         },
         "window": {
-            "start_us": r2(gpu_lo) if all_merged else (r2(cpu_lo) if math.isfinite(cpu_lo) else None),
-            "end_us": r2(gpu_hi) if all_merged else (r2(cpu_hi) if math.isfinite(cpu_hi) else None),
-            "duration_us": r2(span if all_merged else (cpu_hi - cpu_lo if math.isfinite(cpu_lo) else 0.0)) or 0.0,
+            "start_us": r2(gpu_lo) if len(all_merged) else (r2(cpu_lo) if math.isfinite(cpu_lo) else None),
+            "end_us": r2(gpu_hi) if len(all_merged) else (r2(cpu_hi) if math.isfinite(cpu_hi) else None),
+            "duration_us": r2(span if len(all_merged) else (cpu_hi - cpu_lo if math.isfinite(cpu_lo) else 0.0)) or 0.0,
             "steps": [s[0] for s in steps_in],
             "last_step_dropped": last_step_dropped,
         },

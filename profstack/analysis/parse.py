@@ -34,16 +34,17 @@ class Args(msgspec.Struct, gc=False):
     stream: int | str | None = None
     bytes: int | float | None = None
     occupancy: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
+    device: int | None = None
 
 
 class Event(msgspec.Struct, gc=False):
+    """Only what the analyzers use: pid/tid are not decoded (GPU rows carry args.stream/device)."""
+
     ph: str = ""
     cat: str = ""
     name: str = ""
     ts: float = NAN
     dur: float = 0.0
-    pid: int | str = 0
-    tid: int | str = 0
     args: Args | None = None
 
 
@@ -55,8 +56,8 @@ class BareEvent(msgspec.Struct, gc=False):
     name: str = ""
     ts: float = NAN
     dur: float = 0.0
-    pid: int | str = 0
-    tid: int | str = 0
+    # never decoded (the JSON key is renamed away) so the hot loop can read e.args on either type
+    args: None = msgspec.field(default=None, name="profstack: args not decoded")
 
 
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
@@ -160,7 +161,6 @@ class FileData:
     invalid_events: int = 0
     negative_durations: int = 0
     first_invalid: str = ""
-    float_ts: bool = False
     cpu_ops: int = 0
     runtime_calls: int = 0
     n_kernels: int = 0
@@ -220,10 +220,10 @@ class _Parser:
         self.stream_ids: dict[str, int] = {}
         self.annot_class: dict[str, tuple[int, int]] = {}
 
-    def _stream_of(self, raw: int | str | None, tid: int | str) -> int:
+    def _stream_of(self, raw: int | str | None) -> int:
         if isinstance(raw, int):
             return raw
-        key = str(raw if raw is not None else tid)
+        key = str(raw)
         sid = self.stream_ids.get(key)
         if sid is None:
             if key.startswith(("0x", "0X")):
@@ -297,7 +297,6 @@ class _Parser:
         n_x = 0
         n_cpu = 0
         n_rt = 0
-        float_ts = fd.float_ts
         fd.events += len(events)
         for e in events:
             kind = cat_kind(e.cat)
@@ -316,8 +315,6 @@ class _Parser:
                 )
                 continue
             n_x += 1
-            if not float_ts and ts != int(ts):
-                float_ts = True
             if kind == K_CPU:
                 n_cpu += 1
                 name = e.name
@@ -341,7 +338,7 @@ class _Parser:
                     fd.rt_agg[name] = rrec
                 rrec[1] += 1
                 rrec[2] += dur
-                a = e.args if type(e) is Event else None
+                a = e.args
                 if a is not None and a.correlation is not None:
                     r_corr(a.correlation)
                     r_ts(ts)
@@ -355,18 +352,21 @@ class _Parser:
                 nid = ids_get(name)
                 if nid is None:
                     nid = intern(name)
-                a = e.args if type(e) is Event else None
+                a = e.args
                 if a is not None:
                     st = a.stream
-                    g_stream(st if type(st) is int else self._stream_of(st, e.tid))
+                    g_stream(st if type(st) is int else self._stream_of(st))
                     c = a.correlation
                     g_corr(c if c is not None else -1)
                     b = a.bytes
                     g_bytes(int(b) if b is not None else 0)
                     o = a.occupancy
                     g_occ(o if o is not None else -1.0)
+                    dev = a.device
+                    if dev is not None and dev not in fd.devices:
+                        fd.devices.add(dev)
                 else:
-                    g_stream(self._stream_of(None, e.tid))
+                    g_stream(0)
                     g_corr(-1)
                     g_bytes(0)
                     g_occ(-1.0)
@@ -382,9 +382,6 @@ class _Parser:
                 else:
                     g_kind(OP_MEMSET)
                     fd.n_memset += 1
-                pid = e.pid
-                if type(pid) is int and pid not in fd.devices:
-                    fd.devices.add(pid)
             elif kind in (K_ANNOT, K_GPU_ANNOT):
                 flag, nid = self._annot_class(e.name)
                 if flag == F_STEP:
@@ -404,7 +401,6 @@ class _Parser:
         fd.x_events += n_x
         fd.cpu_ops += n_cpu
         fd.runtime_calls += n_rt
-        fd.float_ts = float_ts
 
     def decode_one(self, raw: bytes) -> Event | BareEvent | None:
         try:
@@ -462,7 +458,7 @@ def parse_source(
                 max_value_bytes=max_event_bytes,
             )
             for batch in stream.batches():
-                if isinstance(batch, bytes):
+                if isinstance(batch, memoryview):
                     try:
                         events = _LIST_DECODER.decode(batch)
                     except (msgspec.DecodeError, msgspec.ValidationError):

@@ -14,8 +14,8 @@ from profstack.analysis.errors import (
 )
 
 GZIP_MAGIC = b"\x1f\x8b"
-READ_SIZE = 4 << 20  # compressed bytes per read
-OUT_SIZE = 8 << 20  # decompressed bytes per yielded chunk (bounds memory per step)
+READ_SIZE = 1 << 20  # compressed bytes per read
+OUT_SIZE = 4 << 20  # decompressed bytes per yielded chunk (bounds memory per step)
 
 
 def iter_chunks(

@@ -31,14 +31,13 @@ _KEEP_META = ("schemaVersion", "deviceProperties", "distributedInfo", "baseTimeN
 
 def _iter_raw(stream: EventStream) -> Iterator[bytes]:
     for batch in stream.batches():
-        if isinstance(batch, bytes):
+        if isinstance(batch, memoryview):
             try:
-                raws = _RAW_LIST.decode(batch)
+                raws = [bytes(raw) for raw in _RAW_LIST.decode(batch)]
             except (msgspec.DecodeError, msgspec.ValidationError):
                 stream.reject()
                 continue
-            for raw in raws:
-                yield bytes(raw)
+            yield from raws
         else:
             yield from batch
 

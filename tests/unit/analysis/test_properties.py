@@ -32,7 +32,7 @@ def test_union_length_matches_brute_force(ivs: list[tuple[float, float]]) -> Non
     merged = merge(ivs)
     assert total(merged) == len(cells(ivs))
     # merged intervals are sorted and disjoint
-    assert all(a[1] < b[0] for a, b in itertools.pairwise(merged))
+    assert all(a[1] < b[0] for a, b in itertools.pairwise(list(merged)))
 
 
 @given(int_intervals, int_intervals)
@@ -123,9 +123,9 @@ def test_parse_is_layout_independent(events: list[dict[str, Any]], extra_after: 
 def stream_events(chunks: list[bytes], read_hint: int) -> list[Any]:
     stream = EventStream(iter(chunks), max_value_bytes=1 << 20, read_size_hint=read_hint)
     out: list[Any] = []
-    gen: Iterator[bytes | list[bytes]] = stream.batches()
+    gen: Iterator[memoryview | list[bytes]] = stream.batches()
     for batch in gen:
-        if isinstance(batch, bytes):
+        if isinstance(batch, memoryview):
             try:
                 out.extend(msgspec.json.decode(batch, type=list[dict[str, Any]]))
             except msgspec.DecodeError:
