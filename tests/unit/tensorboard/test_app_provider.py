@@ -217,3 +217,50 @@ def test_env_is_validated() -> None:
     assert ProviderEnv.from_environ({"DOMAIN_ID": DOMAIN}).domain_id == DOMAIN
     with pytest.raises(EnvError, match="DOMAIN_ID"):
         ProviderEnv.from_environ({"DOMAIN_ID": "not-a-domain"})
+
+
+class _Context:
+    function_name = "provider"
+    memory_limit_in_mb = 256
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:provider"
+    aws_request_id = "req-1"
+
+
+@pytest.mark.parametrize(
+    ("module_name", "expected"),
+    [
+        ("on_event", {"PhysicalResourceId": PHYSICAL_ID, "Data": {"Action": "absent"}}),
+        ("is_complete", {"IsComplete": True}),
+    ],
+)
+def test_thin_handlers_validate_env_and_delegate(
+    monkeypatch: pytest.MonkeyPatch, module_name: str, expected: dict[str, Any]
+) -> None:
+    """GIVEN the deployed environment WHEN CloudFormation calls a handler THEN it answers via provider.py."""
+    import importlib
+    import sys
+
+    monkeypatch.setenv("DOMAIN_ID", DOMAIN)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "tensorboard-app-provider")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    sys.modules.pop(f"lambdas.tensorboard_app.{module_name}", None)
+    module = importlib.import_module(f"lambdas.tensorboard_app.{module_name}")
+    client = sagemaker_client()
+    monkeypatch.setattr(module, "SAGEMAKER", client)
+    with Stubber(client) as stubber:
+        expect_describe(stubber, "alice", None)
+        result = module.handler(_event("Delete"), _Context())
+        stubber.assert_no_pending_responses()
+    assert result == expected
+
+
+def test_handler_refuses_to_start_with_a_bad_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """GIVEN no DOMAIN_ID WHEN the module loads (cold start) THEN EnvError, before any event is handled."""
+    import importlib
+    import sys
+
+    monkeypatch.delenv("DOMAIN_ID", raising=False)
+    sys.modules.pop("lambdas.tensorboard_app.on_event", None)
+    with pytest.raises(EnvError, match="DOMAIN_ID"):
+        importlib.import_module("lambdas.tensorboard_app.on_event")
+    sys.modules.pop("lambdas.tensorboard_app.on_event", None)
