@@ -220,7 +220,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         rts, rdur = launches.lookup(corr) if corr >= 0 else (_NAN, _NAN)
         if mode == "window":
             ref = rts if not math.isnan(rts) else ts
-            if ref < win_lo or ref > win_hi:
+            if ref < win_lo or ref >= win_hi:  # half-open: a launch at the end belongs to the next step
                 continue
         elif mode == "hta":
             if math.isnan(rts):

@@ -82,13 +82,16 @@ def trim_trace(
 ) -> int:
     """Write the events of ``source`` that overlap ``steps`` (all when None) as Chrome-trace JSON.
 
-    Metadata events (``ph: M``) are always kept. At most ``max_events`` non-metadata events are written.
-    Returns the number of events written. Streams: memory does not grow with the trace.
+    Metadata events (``ph: M``) are always kept. At most ``max_events`` non-metadata events are written
+    (the earliest in file order). ``compress`` writes gzip. Returns the number of events written.
+    Streams: memory does not grow with the trace. A truncated or corrupt tail ends the output early
+    (still valid JSON) instead of failing; an unusable input or an unknown step window raises TraceError.
     """
     window = _step_window(source, steps, max_decompressed_bytes, max_event_bytes) if steps is not None else None
     sink: BinaryIO = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6) if compress else out  # type: ignore[assignment]
     written = 0
     kept = 0
+    meta: dict[str, object] = {}
     try:
         sink.write(b'{\n  "traceEvents": [\n')
         first = True
@@ -96,29 +99,34 @@ def trim_trace(
             stream = EventStream(
                 iter_chunks(fh, max_decompressed=max_decompressed_bytes), max_value_bytes=max_event_bytes
             )
-            for raw in _iter_raw(stream):
-                try:
-                    ev = _TRIM.decode(raw)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    continue
-                if ev.ph != "M":
-                    if window is not None:
-                        if ev.ts is None:
-                            continue
-                        if ev.ts + max(ev.dur, 0.0) < window[0] or ev.ts > window[1]:
-                            continue
-                    if max_events is not None and kept >= max_events:
+            try:
+                for raw in _iter_raw(stream):
+                    try:
+                        ev = _TRIM.decode(raw)
+                    except (msgspec.DecodeError, msgspec.ValidationError):
                         continue
-                    kept += 1
-                if not first:
-                    sink.write(b",\n")
-                sink.write(raw)
-                first = False
-                written += 1
+                    if ev.ph != "M":
+                        if window is not None:
+                            if ev.ts is None:
+                                continue
+                            if ev.ts + max(ev.dur, 0.0) < window[0] or ev.ts > window[1]:
+                                continue
+                        if max_events is not None and kept >= max_events:
+                            continue
+                        kept += 1
+                    if not first:
+                        sink.write(b",\n")
+                    sink.write(raw)
+                    first = False
+                    written += 1
+            except TraceError as exc:
+                # a truncated/corrupt tail still yields a valid, viewable file of what was read
+                if not exc.partial_ok or written == 0:
+                    raise
             meta = stream.meta
         sink.write(b"\n  ]")
         for key in _KEEP_META:
-            if key in meta and meta[key] is not None:
+            if meta.get(key) is not None:
                 sink.write(b',\n  "' + key.encode() + b'": ' + msgspec.json.encode(meta[key]))
         sink.write(b"\n}\n")
     except TraceError as exc:
