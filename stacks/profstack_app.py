@@ -9,6 +9,7 @@ from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from profstack.config import ProfStackConfig
 from profstack.studio import tensorboard_stack_name
+from stacks.processing_stack import ProcessingStack
 from stacks.storage_stack import StorageStack
 from stacks.tensorboard_stack import TensorBoardStack, log_retention_for
 
@@ -60,7 +61,25 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         description="ProfStack managed TensorBoard: SageMaker domain, user profiles and roles, apps, idle reaper",
     )
     # --- end TensorBoard ---
-    stacks = ProfStackStacks(storage=storage, others=(tensorboard,))
+    # --- trace processing (issue 4): events -> SQS -> processor -> reports, fan-out, alarms ---
+    processing = ProcessingStack(
+        app,
+        f"{prefix}-processing",
+        trace_bucket=storage.trace_bucket,
+        data_key=storage.data_key,
+        messaging_key=storage.messaging_key,
+        idempotency_table=storage.idempotency_table,
+        processing=config.processing,
+        alarms=config.alarms,
+        notifications=config.notifications,
+        user_tag_key=config.tensorboard.user_tag_key,
+        log_retention_days=config.retention.log_retention_days,
+        name_prefix=prefix,
+        env=env,
+        description="ProfStack trace processing: job events, processor Lambda, fan-out, notifications, alarms",
+    )
+    # --- end trace processing ---
+    stacks = ProfStackStacks(storage=storage, others=(tensorboard, processing))
     for stack in stacks.all():
         for key, value in tags.items():
             cdk.Tags.of(stack).add(key, value)

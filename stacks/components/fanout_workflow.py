@@ -18,6 +18,7 @@ from constructs import Construct
 
 from profstack import layout
 from profstack.config import Processing
+from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag_wildcards import acknowledge_wildcards, default_policy
 from stacks.components.python_function import ProfStackFunction
 from stacks.components.trace_access import TraceAccess
@@ -100,14 +101,8 @@ class FanoutWorkflow(Construct):
                 resources=[image.repository_arn],
             )
         )
-        self.processing_role.add_to_principal_policy(
-            iam.PolicyStatement(
-                # ecr:GetAuthorizationToken supports no resource type (IAM service authorization reference).
-                sid="EcrLogin",
-                actions=["ecr:GetAuthorizationToken"],
-                resources=["*"],
-            )
-        )
+        # ecr:GetAuthorizationToken supports no resource type: Resource "*" (listed in iam.py).
+        self.processing_role.add_to_principal_policy(no_resource_type_statement(["ecr:GetAuthorizationToken"]))
         self.processing_role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="ProcessingJobLogs",
@@ -292,8 +287,8 @@ class FanoutWorkflow(Construct):
                     "Processing jobs are named profstack-<uuid> by this state machine; only those are managed."
                 ),
                 r"AwsSolutions-IAM5\[Resource::\*\]": (
-                    "Only X-Ray tracing actions (PutTraceSegments, PutTelemetryRecords, GetSampling*), "
-                    "which support no resource type."
+                    "Only X-Ray tracing and CloudWatch Logs vended-delivery actions that Step Functions "
+                    "logging needs; none supports a resource type (listed in stacks/components/iam.py)."
                 ),
                 r"AwsSolutions-IAM5\[Action::xray:GetSampling.*\]": "X-Ray sampling reads for active tracing.",
             },

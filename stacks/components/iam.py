@@ -28,6 +28,20 @@ NO_RESOURCE_TYPE_ACTIONS: dict[str, str] = {
     "ec2:DescribeSecurityGroups": "EC2 Describe* actions support no resource type.",
     "states:ListStateMachines": "ListStateMachines supports no resource type.",
     "s3:CreateJob": "S3 Batch Operations CreateJob supports no resource type.",
+    "ecr:GetAuthorizationToken": "ECR GetAuthorizationToken supports no resource type (image pulls are scoped "
+    "to the repository separately).",
+    # Step Functions logging to CloudWatch Logs (vended log delivery): these support no resource type
+    # (Step Functions developer guide, "IAM policies for logging to CloudWatch Logs").
+    "logs:CreateLogDelivery": "Vended log delivery (Step Functions logging) supports no resource type.",
+    "logs:GetLogDelivery": "Vended log delivery (Step Functions logging) supports no resource type.",
+    "logs:UpdateLogDelivery": "Vended log delivery (Step Functions logging) supports no resource type.",
+    "logs:DeleteLogDelivery": "Vended log delivery (Step Functions logging) supports no resource type.",
+    "logs:ListLogDeliveries": "Vended log delivery (Step Functions logging) supports no resource type.",
+    "logs:PutResourcePolicy": "Step Functions logging sets the log-group resource policy; no resource type.",
+    "logs:DescribeResourcePolicies": "DescribeResourcePolicies supports no resource type.",
+    "logs:DescribeLogGroups": "DescribeLogGroups is granted account-wide by Step Functions logging.",
+    "xray:GetSamplingRules": "X-Ray GetSamplingRules supports no resource type (state machine tracing).",
+    "xray:GetSamplingTargets": "X-Ray GetSamplingTargets supports no resource type (state machine tracing).",
 }
 
 

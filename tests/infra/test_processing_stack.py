@@ -1,0 +1,243 @@
+"""Template assertions for ProcessingStack (example config; bundling skipped by context)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from lambdas.trace_processor import metric_names as m
+from tests.infra.conftest import SynthesizedApp, synthesize
+
+STACK = "profstack-processing"
+
+
+@pytest.fixture(scope="module")
+def template(synthesized: SynthesizedApp) -> dict[str, Any]:
+    return synthesized.templates[STACK]
+
+
+def _of_type(template: dict[str, Any], type_: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == type_}
+
+
+def _one(template: dict[str, Any], type_: str) -> dict[str, Any]:
+    found = _of_type(template, type_)
+    assert len(found) == 1, f"expected one {type_}, found {sorted(found)}"
+    return next(iter(found.values()))
+
+
+def _flat(value: Any) -> str:
+    """Fn::Join'ed strings as text, intrinsic parts as <...>: enough to assert on ASL and ARNs."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        sep, parts = value["Fn::Join"]
+        return sep.join(_flat(p) for p in parts)
+    return f"<{json.dumps(value, sort_keys=True)}>"
+
+
+def _function(template: dict[str, Any], handler: str) -> tuple[str, dict[str, Any]]:
+    for logical_id, res in _of_type(template, "AWS::Lambda::Function").items():
+        if res["Properties"]["Handler"] == handler:
+            return logical_id, res["Properties"]
+    raise AssertionError(f"no function with handler {handler}")
+
+
+def _policy_statements(template: dict[str, Any], role_logical_id: str) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for res in _of_type(template, "AWS::IAM::Policy").values():
+        if {"Ref": role_logical_id} in res["Properties"]["Roles"]:
+            statements.extend(res["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    action = statement["Action"]
+    return [action] if isinstance(action, str) else list(action)
+
+
+def _resources(statement: dict[str, Any]) -> list[str]:
+    resource = statement["Resource"]
+    return [_flat(r) for r in (resource if isinstance(resource, list) else [resource])]
+
+
+def test_rule_matches_finished_training_jobs_and_targets_the_queue(template: dict[str, Any]) -> None:
+    # GIVEN the synthesized stack THEN one rule selects Completed/Failed/Stopped training-job events
+    rule = _one(template, "AWS::Events::Rule")["Properties"]
+    assert rule["EventPattern"] == {
+        "source": ["aws.sagemaker"],
+        "detail-type": ["SageMaker Training Job State Change"],
+        "detail": {"TrainingJobStatus": ["Completed", "Failed", "Stopped"]},
+    }
+    # AND targets the job queue, with the DLQ as the target's dead-letter queue
+    (target,) = rule["Targets"]
+    assert "JobEventsQueue" in json.dumps(target["Arn"])
+    assert "JobEventsDeadLetterQueue" in json.dumps(target["DeadLetterConfig"])
+
+
+def test_queue_is_kms_encrypted_with_dlq_and_visibility_six_times_the_timeout(
+    template: dict[str, Any], example_config: Any
+) -> None:
+    queues = _of_type(template, "AWS::SQS::Queue")
+    main = next(q["Properties"] for k, q in queues.items() if k.startswith("JobEventsQueue"))
+    dlq = next(q["Properties"] for k, q in queues.items() if k.startswith("JobEventsDeadLetterQueue"))
+    for props in (main, dlq):
+        assert "MessagingKey" in json.dumps(props["KmsMasterKeyId"])  # the storage stack's messaging key
+    assert main["VisibilityTimeout"] >= 6 * example_config.processing.lambda_timeout_seconds
+    assert main["RedrivePolicy"]["maxReceiveCount"] == example_config.processing.max_receive_count
+    assert "JobEventsDeadLetterQueue" in json.dumps(main["RedrivePolicy"]["deadLetterTargetArn"])
+
+
+def test_processor_function_settings_come_from_config(template: dict[str, Any], example_config: Any) -> None:
+    _, fn = _function(template, "lambdas.trace_processor.handler.handler")
+    processing = example_config.processing
+    assert fn["Architectures"] == ["arm64"]
+    assert fn["Runtime"].startswith("python3.1")
+    assert int(fn["Runtime"].removeprefix("python3.")) >= 12
+    assert fn["MemorySize"] == processing.lambda_memory_mb
+    assert fn["Timeout"] == processing.lambda_timeout_seconds
+    assert fn["ReservedConcurrentExecutions"] == processing.reserved_concurrency
+    env = fn["Environment"]["Variables"]
+    assert env["FANOUT_FILE_THRESHOLD"] == str(processing.fanout_file_threshold)
+    assert env["SINGLE_LAMBDA_MAX_FILE_BYTES"] == str(processing.single_lambda_max_file_mb * 2**20)
+    assert env["USER_TAG_KEY"] == example_config.tensorboard.user_tag_key
+    assert "FanoutStateMachine" in json.dumps(env["STATE_MACHINE_ARN"])
+    assert env["POWERTOOLS_METRICS_NAMESPACE"] == m.NAMESPACE
+    # AND its log group has the configured retention
+    groups = [g["Properties"] for g in _of_type(template, "AWS::Logs::LogGroup").values()]
+    assert groups
+    assert all(g["RetentionInDays"] == example_config.retention.log_retention_days for g in groups)
+
+
+def test_sqs_event_source_reports_batch_item_failures(template: dict[str, Any]) -> None:
+    mapping = _one(template, "AWS::Lambda::EventSourceMapping")["Properties"]
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["BatchSize"] == 1
+    assert "JobEventsQueue" in json.dumps(mapping["EventSourceArn"])
+
+
+def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
+    fn_id, fn = _function(template, "lambdas.trace_processor.handler.handler")
+    role_id = fn["Role"]["Fn::GetAtt"][0]
+    statements = _policy_statements(template, role_id)
+    by_action: dict[str, list[str]] = {}
+    for st in statements:
+        assert st["Effect"] == "Allow"
+        for action in _actions(st):
+            by_action.setdefault(action, []).extend(_resources(st))
+    # GIVEN the processor's role THEN writes go only to reports/ and tensorboard/
+    assert sorted(r.rsplit("/", 1)[-1] for r in by_action["s3:PutObject"]) == ["*", "*"]
+    assert {r.split(">", 1)[-1] for r in by_action["s3:PutObject"]} == {"/reports/*", "/tensorboard/*"}
+    # AND reads only the trace prefixes (plus its own reports/ for the fan-out manifest)
+    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {"/traces/*", "/tensorboard/*", "/reports/*"}
+    # AND SageMaker: DescribeTrainingJob only, on training-job ARNs
+    sagemaker = {a for a in by_action if a.startswith("sagemaker:")}
+    assert sagemaker == {"sagemaker:DescribeTrainingJob"}
+    assert all(":training-job/*" in r for r in by_action["sagemaker:DescribeTrainingJob"])
+    # AND PutMetricData only into ProfStack's namespace, by condition
+    (metric_statement,) = [st for st in statements if "cloudwatch:PutMetricData" in _actions(st)]
+    assert metric_statement["Resource"] == "*"
+    assert metric_statement["Condition"] == {"StringEquals": {"cloudwatch:namespace": m.NAMESPACE}}
+    # AND tagging only under rule-output/
+    assert all(r.endswith("/*/rule-output/*") for r in by_action["s3:PutObjectTagging"])
+    # AND no action wildcard except what grants add for KMS with SNS
+    assert not [a for a in by_action if a.endswith(":*") or a == "*"]
+    del fn_id
+
+
+def test_each_function_has_its_own_role(template: dict[str, Any]) -> None:
+    roles = [fn["Properties"]["Role"]["Fn::GetAtt"][0] for fn in _of_type(template, "AWS::Lambda::Function").values()]
+    assert len(roles) == 3
+    assert len(set(roles)) == 3
+
+
+def test_topic_is_encrypted_and_subscribes_configured_emails(template: dict[str, Any], example_config: Any) -> None:
+    topic = _one(template, "AWS::SNS::Topic")["Properties"]
+    assert "MessagingKey" in json.dumps(topic["KmsMasterKeyId"])
+    endpoints = sorted(s["Properties"]["Endpoint"] for s in _of_type(template, "AWS::SNS::Subscription").values())
+    assert endpoints == sorted(example_config.notifications.emails)
+
+
+def test_fanout_is_a_distributed_map_with_lambda_and_processing_job_paths(
+    template: dict[str, Any], example_config: Any
+) -> None:
+    machine = _one(template, "AWS::StepFunctions::StateMachine")["Properties"]
+    asl_text = _flat(machine["DefinitionString"])
+    assert '"Mode":"DISTRIBUTED"' in asl_text
+    assert '"ReaderConfig"' in asl_text or '"ItemReader"' in asl_text
+    assert "s3:getObject" in asl_text  # the item manifest is read from S3
+    assert '"ToleratedFailurePercentage":100' in asl_text
+    # Choice by size: the Processing job runs the same engine's CLI in the configured instance type
+    assert ":states:::sagemaker:createProcessingJob.sync" in asl_text
+    assert '"Variable":"$.item.route","StringEquals":"processing"' in asl_text
+    assert f'"InstanceType":"{example_config.processing.processing_job_instance_type}"' in asl_text
+    assert '"ContainerEntrypoint":["profstack","analyze","/opt/ml/processing/input"' in asl_text
+    assert '"EnableNetworkIsolation":true' in asl_text
+    assert "AggregateReport" in asl_text
+    assert machine["TracingConfiguration"] == {"Enabled": True}
+    assert machine["LoggingConfiguration"]["Level"] == "ALL"
+    # AND the image comes from deploy-time parameters
+    assert {"ProcessingImageRepository", "ProcessingImageTag"} <= set(template["Parameters"])
+    assert "ProcessingImageRepository" in json.dumps(machine["DefinitionString"])
+
+
+def test_processing_job_role_reads_traces_and_writes_only_partials(template: dict[str, Any]) -> None:
+    roles = _of_type(template, "AWS::IAM::Role")
+    role_id = next(k for k in roles if k.startswith("FanoutProcessingJobRole"))
+    principal = roles[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+    assert principal == {"Service": "sagemaker.amazonaws.com"}
+    writes = [
+        r for st in _policy_statements(template, role_id) if "s3:PutObject" in _actions(st) for r in _resources(st)
+    ]
+    assert writes
+    assert all(r.endswith("/reports/*/partials/*") for r in writes)
+    # AND the state machine may pass only this role, only to SageMaker
+    machine_role = next(k for k in roles if k.startswith("FanoutStateMachineRole"))
+    (pass_role,) = [st for st in _policy_statements(template, machine_role) if "iam:PassRole" in _actions(st)]
+    assert pass_role["Condition"] == {"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}}
+    assert role_id in json.dumps(pass_role["Resource"])
+
+
+def test_alarms_use_config_thresholds_and_notify_the_topic(template: dict[str, Any], example_config: Any) -> None:
+    alarms = {k: a["Properties"] for k, a in _of_type(template, "AWS::CloudWatch::Alarm").items()}
+    thresholds = example_config.alarms
+    by_metric = {(a.get("Namespace"), a.get("MetricName")): a for a in alarms.values()}
+    assert by_metric[(m.NAMESPACE, m.GPU_IDLE_PERCENT)]["Threshold"] == thresholds.gpu_idle_high_percent
+    assert by_metric[(m.NAMESPACE, m.LAUNCH_DELAY_P95_US)]["Threshold"] == thresholds.launch_delay_p95_high_us
+    assert by_metric[(m.NAMESPACE, m.DATALOADER_PERCENT)]["Threshold"] == thresholds.dataloader_high_percent
+    dlq_alarm = by_metric[("AWS/SQS", "ApproximateNumberOfMessagesVisible")]
+    assert dlq_alarm["Threshold"] == thresholds.dlq_messages_threshold
+    assert ("AWS/Lambda", "Errors") in by_metric
+    assert ("AWS/States", "ExecutionsFailed") in by_metric
+    for alarm in alarms.values():
+        assert len(alarm["AlarmActions"]) == 1
+        assert "NotificationsTopic" in json.dumps(alarm["AlarmActions"][0])
+    # AND the per-job alarms watch the processor's service dimension (what Powertools emits)
+    idle = by_metric[(m.NAMESPACE, m.GPU_IDLE_PERCENT)]
+    assert idle["Dimensions"] == [{"Name": "service", "Value": "profstack-trace-processor"}]
+
+
+def test_dashboard_shows_sagemaker_and_profstack_metrics(template: dict[str, Any]) -> None:
+    body = _flat(_one(template, "AWS::CloudWatch::Dashboard")["Properties"]["DashboardBody"])
+    assert "/aws/sagemaker/TrainingJobs" in body
+    assert "GPUUtilization" in body
+    assert f"{{{m.NAMESPACE},{m.JOB_DIMENSION}}}" in body
+    assert m.GPU_IDLE_PERCENT in body
+
+
+def test_tag_filter_from_config_narrows_the_rule(example_config: Any) -> None:
+    # GIVEN a config that only processes jobs tagged profstack:profile=true
+    from profstack.config import JobTagFilter
+
+    config = example_config.model_copy(
+        update={
+            "processing": example_config.processing.model_copy(
+                update={"job_tag_filter": JobTagFilter(key="profstack:profile", value="true")}
+            )
+        }
+    )
+    # WHEN synthesized THEN the rule also requires that tag
+    rule = _one(synthesize(config, nag=False).templates[STACK], "AWS::Events::Rule")["Properties"]
+    assert rule["EventPattern"]["detail"]["Tags"] == {"profstack:profile": ["true"]}
