@@ -484,8 +484,9 @@ def parse_source(
     finally:
         if stream is not None:
             _apply_meta(fd, stream.meta)
-            if fd.time_offset_us and fd.g_ts and fd.g_ts[0] > fd.time_offset_us / 2:
-                fd.time_offset_us = 0.0  # timestamps are already absolute
+            first_ts = next((col[0] for col in (fd.g_ts, fd.r_ts, fd.st_ts, fd.a_ts) if col), None)
+            if fd.time_offset_us and first_ts is not None and first_ts > fd.time_offset_us / 2:
+                fd.time_offset_us = 0.0  # timestamps are already absolute despite baseTimeNanoseconds
     if fd.error is None and fd.x_events == 0:
         fd.error = EmptyTraceError("trace has no duration events", source=src.name)
     if fd.invalid_events:
