@@ -144,6 +144,13 @@ class CreateDomain(_Model):
     vpc_id: Annotated[str, Field(pattern=r"^vpc-[0-9a-f]{8,17}$")]
     subnet_ids: Annotated[list[Annotated[str, Field(pattern=r"^subnet-[0-9a-f]{8,17}$")]], Field(min_length=1)]
     network_access: Literal["PublicInternetOnly", "VpcOnly"] = "PublicInternetOnly"
+    s3_gateway_route_table_ids: Annotated[
+        list[Annotated[str, Field(pattern=r"^rtb-[0-9a-f]{8,17}$")]],
+        Field(
+            description="VpcOnly: route tables that get an S3 gateway endpoint (TensorBoard reads its logs "
+            "from S3); leave empty when the VPC already has one"
+        ),
+    ] = []
 
     @field_validator("subnet_ids")
     @classmethod
@@ -151,6 +158,12 @@ class CreateDomain(_Model):
         if len(set(value)) != len(value):
             raise ValueError("subnet ids must be unique")
         return value
+
+    @model_validator(mode="after")
+    def _gateway_needs_vpc_only(self) -> CreateDomain:
+        if self.s3_gateway_route_table_ids and self.network_access != "VpcOnly":
+            raise ValueError("s3_gateway_route_table_ids is only used with network_access: VpcOnly")
+        return self
 
 
 class ImportDomain(_Model):

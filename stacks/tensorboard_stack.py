@@ -103,7 +103,7 @@ class TensorBoardStack(cdk.Stack):
                 domain_id=domain_id,
                 user_name=user.name,
                 instance_type=user.tensorboard_instance_type or tensorboard.default_instance_type,
-                profile=workspace.profile,
+                depends_on=[workspace.profile, workspace.role],
             )
             cdk.CfnOutput(
                 self,

@@ -4,7 +4,8 @@ A created domain uses AuthMode IAM (presigned URLs need it, platform facts A3), 
 (managed TensorBoard needs it, A2) encrypted with the ProfStack data key, and the VPC and
 subnets from config. With `network_access: VpcOnly` the apps have no internet path, so the
 interface endpoints Studio needs (SageMaker API and runtime, plus STS for credentials) are
-created in the same subnets.
+created in the same subnets, and an S3 gateway endpoint on `s3_gateway_route_table_ids`
+(leave that empty when the VPC already routes S3 through one).
 """
 
 from __future__ import annotations
@@ -145,4 +146,14 @@ class StudioDomain(Construct):
                 private_dns_enabled=True,
                 subnet_ids=list(domain.subnet_ids),
                 security_group_ids=[group.attr_group_id],
+            )
+        if domain.s3_gateway_route_table_ids:
+            # TensorBoard reads its logs from S3; a gateway endpoint is free and needs no DNS change.
+            ec2.CfnVPCEndpoint(
+                self,
+                "Endpoint-s3",
+                vpc_id=domain.vpc_id,
+                service_name=f"com.amazonaws.{region}.s3",
+                vpc_endpoint_type="Gateway",
+                route_table_ids=list(domain.s3_gateway_route_table_ids),
             )

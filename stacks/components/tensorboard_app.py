@@ -171,7 +171,8 @@ class TensorBoardAppProvider(Construct):
 
 
 class TensorBoardApp(Construct):
-    """One user's TensorBoard app (`default`). Delete order: the app goes before its profile."""
+    """One user's TensorBoard app (`default`). `depends_on`: the user's profile and execution role, so
+    that the app is deleted before them."""
 
     def __init__(
         self,
@@ -182,7 +183,7 @@ class TensorBoardApp(Construct):
         domain_id: str,
         user_name: str,
         instance_type: str,
-        profile: Construct,
+        depends_on: Sequence[Construct],
     ) -> None:
         super().__init__(scope, construct_id)
         self.resource = cdk.CustomResource(
@@ -197,8 +198,8 @@ class TensorBoardApp(Construct):
                 "InstanceType": instance_type,
             },
         )
-        # Created after (and so deleted before) the profile, its role and the provider's permissions:
-        # DeleteUserProfile fails while the profile still has apps.
-        self.resource.node.add_dependency(profile)
+        # Created after (and so deleted before) the profile and its role with their policies, and after the
+        # provider's permissions: DeleteUserProfile fails while the profile still has apps.
+        self.resource.node.add_dependency(*depends_on)
         self.resource.node.add_dependency(provider.on_event, provider.is_complete)
         self.app_arn = self.resource.get_att_string("AppArn")

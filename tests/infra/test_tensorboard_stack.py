@@ -26,6 +26,7 @@ def vpc_only() -> Synth:
         "vpc_id": "vpc-0a1b2c3d4e5f60718",
         "subnet_ids": ["subnet-0a1b2c3d4e5f60718"],
         "network_access": "VpcOnly",
+        "s3_gateway_route_table_ids": ["rtb-0a1b2c3d4e5f60718"],
     }
     users = [
         {"name": "alice", "email": "alice@example.com"},
@@ -72,7 +73,11 @@ def test_domain_default_role_has_no_permissions(example: Synth) -> None:
 def test_vpc_only_domain_gets_the_interface_endpoints_it_needs(vpc_only: Synth) -> None:
     # GIVEN network_access VpcOnly WHEN synthesized THEN SageMaker API, runtime and STS endpoints exist
     vpc_only.template.has_resource_properties("AWS::SageMaker::Domain", {"AppNetworkAccessType": "VpcOnly"})
-    endpoints = vpc_only.resources("AWS::EC2::VPCEndpoint")
+    endpoints = {
+        k: e
+        for k, e in vpc_only.resources("AWS::EC2::VPCEndpoint").items()
+        if e["Properties"]["VpcEndpointType"] == "Interface"
+    }
     services = sorted(
         e["Properties"]["ServiceName"]["Fn::Join"][1][2] for e in endpoints.values()
     )  # com.amazonaws.<region token>.<service>
@@ -82,6 +87,18 @@ def test_vpc_only_domain_gets_the_interface_endpoints_it_needs(vpc_only: Synth) 
         assert props["VpcEndpointType"] == "Interface"
         assert props["PrivateDnsEnabled"] is True
         assert props["SubnetIds"] == ["subnet-0a1b2c3d4e5f60718"]
+
+
+def test_vpc_only_domain_gets_an_s3_gateway_on_the_given_route_tables(vpc_only: Synth) -> None:
+    # GIVEN s3_gateway_route_table_ids WHEN synthesized THEN one S3 gateway endpoint on those route tables
+    gateways = [
+        e["Properties"]
+        for e in vpc_only.resources("AWS::EC2::VPCEndpoint").values()
+        if e["Properties"]["VpcEndpointType"] == "Gateway"
+    ]
+    assert len(gateways) == 1
+    assert gateways[0]["RouteTableIds"] == ["rtb-0a1b2c3d4e5f60718"]
+    assert gateways[0]["ServiceName"]["Fn::Join"][1][2] == ".s3"
 
 
 def test_imported_domain_is_used_by_id_and_nothing_is_created(imported: Synth) -> None:
@@ -146,8 +163,11 @@ def test_app_custom_resource_per_user_with_instance_type_and_profile_dependency(
     assert by_user["bob"]["Properties"]["InstanceType"] == "ml.r5.xlarge"
     for name, app in by_user.items():
         assert app["Properties"]["AppName"] == "default"
-        profile_id = example.logical_id(example.stack.workspaces[name].profile)
-        assert profile_id in app["DependsOn"]
+        workspace = example.stack.workspaces[name]
+        assert example.logical_id(workspace.profile) in app["DependsOn"]
+        assert example.logical_id(workspace.role) in app["DependsOn"]  # and its policy, before the app starts
+        role_policy = workspace.role.node.find_child("DefaultPolicy").node.default_child
+        assert example.stack.resolve(role_policy.logical_id) in app["DependsOn"]
         assert app["Properties"]["ServiceToken"]["Fn::GetAtt"][1] == "Arn"
     assert not example.template.find_resources("AWS::SageMaker::App")  # facts A1: never CfnApp
 

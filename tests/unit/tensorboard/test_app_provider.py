@@ -264,3 +264,18 @@ def test_handler_refuses_to_start_with_a_bad_environment(monkeypatch: pytest.Mon
     with pytest.raises(EnvError, match="DOMAIN_ID"):
         importlib.import_module("lambdas.tensorboard_app.on_event")
     sys.modules.pop("lambdas.tensorboard_app.on_event", None)
+
+
+def test_config_rejects_an_s3_gateway_without_vpc_only() -> None:
+    """GIVEN route tables for an S3 gateway on a PublicInternetOnly domain WHEN validated THEN one-line error."""
+    from profstack.config import ConfigError, parse_config
+
+    domain = {
+        "mode": "create",
+        "vpc_id": "vpc-0a1b2c3d4e5f60718",
+        "subnet_ids": ["subnet-0a1b2c3d4e5f60718"],
+        "s3_gateway_route_table_ids": ["rtb-0a1b2c3d4e5f60718"],
+    }
+    with pytest.raises(ConfigError, match=r"^config: domain: .*only used with network_access: VpcOnly"):
+        parse_config({"prefix": "profstack", "domain": domain})
+    parse_config({"prefix": "profstack", "domain": {**domain, "network_access": "VpcOnly"}})
