@@ -605,7 +605,7 @@ def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Cl
         outcome = Outcome(
             ctx.job,
             ctx.status,
-            "fanned_out" if started else "fanout_already_running",
+            "fanned_out" if started else "fanout_already_started",
             ctx.reports.child("report.html").uri,
             {m.JOBS_FANNED_OUT: 1.0, m.TRACE_FILES: float(len(objects))},
         )

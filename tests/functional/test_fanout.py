@@ -1,0 +1,152 @@
+"""Fan-out path through moto: the processor starts the state machine; the map item and aggregate
+steps run in-process on what Step Functions would pass them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from lambdas.trace_processor.events import parse_event
+from profstack import layout
+from tests.functional.processing_support import (
+    TRACE_BUCKET,
+    USER,
+    DataPlane,
+    FakeLambdaContext,
+    create_data_plane,
+    job_event,
+    patched_environ,
+    processor_environ,
+    register_training_job,
+    sqs_event,
+    sqs_record,
+)
+
+RANK0 = "hta/trace_filter/sampled_rank-0.json.gz"
+RANK1 = "hta/trace_filter/sampled_rank-1.json.gz"
+PASS_DEFINITION = json.dumps({"StartAt": "Wait", "States": {"Wait": {"Type": "Pass", "End": True}}})
+
+
+@pytest.fixture
+def fanout_plane(aws_credentials: None, traces_dir: Path) -> Iterator[tuple[DataPlane, Any]]:
+    with mock_aws():
+        plane = create_data_plane()
+        sfn = boto3.client("stepfunctions", region_name="us-east-1")
+        machine = sfn.create_state_machine(
+            name="profstack-fanout", definition=PASS_DEFINITION, roleArn="arn:aws:iam::123456789012:role/sfn"
+        )["stateMachineArn"]
+        environ = processor_environ(
+            plane.topic_arn,
+            FANOUT_FILE_THRESHOLD="1",  # two files -> fan out
+            SINGLE_LAMBDA_MAX_FILE_BYTES="120000",  # rank-0's gzip (124 kB) -> Processing-job route
+            STATE_MACHINE_ARN=machine,
+        )
+        with patched_environ(environ):
+            from lambdas.trace_processor import handler, runtime
+
+            runtime.reset()
+            handler._idempotency.cache_clear()
+            yield plane, sfn
+            runtime.reset()
+            handler._idempotency.cache_clear()
+
+
+def _setup_job(plane: DataPlane, traces_dir: Path, job: str) -> None:
+    register_training_job(plane, job)
+    for i, rel in enumerate((RANK0, RANK1)):
+        key = f"{layout.job_tensorboard_prefix(USER, job)}algo-{i + 1}_1.1.pt.trace.json.gz"
+        plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+
+
+def test_big_job_fans_out_once_and_the_aggregate_builds_the_job_report(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor import handler, runtime
+    from lambdas.trace_processor.fanout import aggregate, analyze_one
+    from lambdas.trace_processor.logic import process_job
+
+    plane, sfn = fanout_plane
+    job = "big-job"
+    _setup_job(plane, traces_dir, job)
+    # WHEN the job-completed event is processed
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), FakeLambdaContext())
+    # THEN one execution starts, named after the job and status, with a manifest of routed items
+    assert response["batchItemFailures"] == []
+    (execution,) = sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]
+    assert execution["name"] == f"{job}-Completed"
+    payload = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+    manifest = json.loads(
+        plane.s3.get_object(Bucket=payload["manifest"]["bucket"], Key=payload["manifest"]["key"])["Body"].read()
+    )
+    assert [item["route"] for item in manifest] == ["processing", "lambda"]
+    assert manifest[1]["partial_prefix"] == f"{layout.job_reports_prefix(USER, job)}partials/00001/"
+
+    # AND a repeat while it runs joins the same execution (same name and input: StartExecution is idempotent)
+    def start_again() -> str:
+        outcome = process_job(
+            parse_event(job_event(job)), env=runtime.env(), clients=runtime.clients(), engine=runtime.engine()
+        )
+        return outcome.action
+
+    assert start_again() == "fanned_out"
+    assert len(sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]) == 1
+    # AND once it has finished, the name is taken: no second run
+    sfn.stop_execution(executionArn=execution["executionArn"])
+    assert start_again() == "fanout_already_started"
+    assert len(sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]) == 1
+
+    # WHEN the map analyses every item (in-process here; the Processing job runs the same engine) and
+    # the aggregate step runs
+    for item in manifest:
+        result = analyze_one(
+            {**payload, "item": item}, env=runtime.env(), clients=runtime.clients(), engine=runtime.engine()
+        )
+        assert result["index"] == item["index"]
+    outcome = aggregate(payload, env=runtime.env(), clients=runtime.clients(), engine=runtime.engine())
+    # THEN the job report covers both ranks, with the cross-rank table rebuilt over them
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]
+    assert summary["cross_rank"]["rank_count"] == 2
+    assert len(summary["cross_rank"]["table"]) == 2
+    assert "load_balance" in summary["cross_rank"]
+    assert outcome.action == "reported"
+    assert f"{reports}perfetto/rank-0.trace.json.gz" in plane.list_keys(reports)
+    assert len(plane.notifications()) == 1
+
+
+def test_aggregate_flags_a_file_whose_partial_never_arrived(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor import handler, runtime
+    from lambdas.trace_processor.fanout import aggregate, analyze_one
+
+    plane, sfn = fanout_plane
+    job = "half-done"
+    _setup_job(plane, traces_dir, job)
+    handler.handler(sqs_event(sqs_record(job_event(job))), FakeLambdaContext())
+    (execution,) = sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]
+    payload = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+    manifest = json.loads(
+        plane.s3.get_object(Bucket=payload["manifest"]["bucket"], Key=payload["manifest"]["key"])["Body"].read()
+    )
+    # GIVEN only the Lambda-routed item finished (the Processing job for the big file failed)
+    analyze_one({**payload, "item": manifest[1]}, env=runtime.env(), clients=runtime.clients(), engine=runtime.engine())
+    # WHEN the aggregate runs (the map tolerates failed items)
+    aggregate(payload, env=runtime.env(), clients=runtime.clients(), engine=runtime.engine())
+    # THEN the report covers rank 1 and flags the missing file with the Processing-job reason
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert [r["rank"] for r in summary["ranks"]] == [1]
+    assert summary["complete"] is False
+    flagged = [i for i in summary["inputs"] if i["status"] == "failed"]
+    assert len(flagged) == 1
+    assert flagged[0]["name"].endswith("algo-1_1.1.pt.trace.json.gz")
+    assert "Processing job" in flagged[0]["error"]["message"]
+    assert summary["findings"][0]["rule_id"] == "UnreadableTraceFiles"
