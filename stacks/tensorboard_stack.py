@@ -105,9 +105,10 @@ class TensorBoardStack(cdk.Stack):
                 instance_type=user.tensorboard_instance_type or tensorboard.default_instance_type,
                 depends_on=[workspace.profile, workspace.role],
             )
+            # Scoped to the workspace: output ids stay unique even for names like "a-l" and "al".
             cdk.CfnOutput(
-                self,
-                f"{user.name}-AccessPolicyArn",
+                workspace,
+                "AccessPolicyArn",
                 value=workspace.access_policy.managed_policy_arn,
                 description=f"Attach to {user.name}'s IAM identity to open their TensorBoard",
             )

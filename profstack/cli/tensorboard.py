@@ -6,8 +6,8 @@
 
 `url` prints a presigned Studio URL that lands in the user's TensorBoard app, optionally
 on a training job (platform facts A3). Common options: --config PATH, --domain-id ID,
---region R. The caller needs the user's access policy (stack output
-`<user>-AccessPolicyArn`) or admin rights.
+--region R. The caller needs the user's access policy (the TensorBoard stack's output
+`User<user>AccessPolicyArn...`, described "Attach to <user>'s IAM identity") or admin rights.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Isolation between users, proven on the synthesized IAM policies with a small evaluator.
 
-Users alice, bob and al (a prefix of alice's name, to catch prefix confusion). Each user's
+Users alice, bob, al (a prefix of alice's name, to catch prefix confusion) and a-l (the same
+name once sanitized into a CloudFormation logical id). Each user's
 execution role (what their TensorBoard runs as) and access policy (attached to the person)
 must grant their own data and app, and nothing of anyone else's.
 """
@@ -18,7 +19,7 @@ DOMAIN = "d-isolation0001"
 BUCKET_ARN = "arn:aws:s3:::profstack-traces"
 KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/data-key"
 OTHER_KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/messaging-key"
-USERS = ("alice", "bob", "al")
+USERS = ("alice", "bob", "al", "a-l")  # prefixes and look-alikes of each other
 PROFILE_ARN = "arn:aws:sagemaker:us-east-1:123456789012:user-profile/{domain}/{user}"
 APP_ARN = "arn:aws:sagemaker:us-east-1:123456789012:app/{domain}/{user}/tensorboard/default"
 JOB_ARN = "arn:aws:sagemaker:us-east-1:123456789012:training-job/{job}"
