@@ -6,7 +6,7 @@
 
 `add` and `remove` edit the YAML in place, keeping its comments and layout, validate the
 result like `cdk synth` does, and only then write it. The change takes effect on the next
-`npx cdk deploy`.
+`npx cdk deploy --all`.
 """
 
 from __future__ import annotations
@@ -48,14 +48,14 @@ def register(subparsers: Any) -> None:
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     listing.set_defaults(handler=run_list)
 
-    adding = commands.add_parser("add", help="add a user to the config (then run `npx cdk deploy`)")
+    adding = commands.add_parser("add", help="add a user to the config (then run `npx cdk deploy --all`)")
     adding.add_argument("name", metavar="NAME", help="lower-case user name (S3 prefixes, profile name)")
     adding.add_argument("--email", required=True, metavar="E", help="the user's e-mail address")
     adding.add_argument("--instance-type", metavar="T", help="TensorBoard instance type (default: config)")
     add_config_argument(adding)
     adding.set_defaults(handler=run_add)
 
-    removing = commands.add_parser("remove", help="remove a user from the config (then run `npx cdk deploy`)")
+    removing = commands.add_parser("remove", help="remove a user from the config (then run `npx cdk deploy --all`)")
     removing.add_argument("name", metavar="NAME")
     add_config_argument(removing)
     removing.set_defaults(handler=run_remove)
@@ -212,7 +212,7 @@ def run_add(args: argparse.Namespace) -> int:
     _validated(path, document)
     _write(path, document)
     print(
-        f"added user '{args.name}' to {path}. Run `npx cdk deploy` to create their SageMaker profile, "
+        f"added user '{args.name}' to {path}. Run `npx cdk deploy --all` to create their SageMaker profile, "
         "execution role and TensorBoard app."
     )
     return 0
@@ -232,7 +232,7 @@ def run_remove(args: argparse.Namespace) -> int:
     _validated(path, document)
     _write(path, document)
     print(
-        f"removed user '{args.name}' from {path}. Run `npx cdk deploy` to delete their TensorBoard app "
+        f"removed user '{args.name}' from {path}. Run `npx cdk deploy --all` to delete their TensorBoard app "
         "and SageMaker profile (their S3 data is kept)."
     )
     return 0

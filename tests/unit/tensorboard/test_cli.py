@@ -252,7 +252,7 @@ def test_users_add_appends_keeps_comments_and_says_to_deploy(
         str(config_path),
     )
     assert code == 0
-    assert "npx cdk deploy" in out
+    assert "npx cdk deploy --all" in out
     after = config_path.read_text()
     # Exactly the new entry was inserted after bob's; every other byte (comments included) is kept.
     inserted = "  - name: carol\n    email: carol@example.com\n    tensorboard_instance_type: ml.r5.2xlarge\n"
@@ -294,7 +294,7 @@ def test_users_remove_deletes_only_that_user(config_path: Path, capsys: pytest.C
     before = config_path.read_text()
     code, out, _ = _run(capsys, "users", "remove", "bob", "--config", str(config_path))
     assert code == 0
-    assert "npx cdk deploy" in out
+    assert "npx cdk deploy --all" in out
     after = config_path.read_text()
     removed = "  - name: bob\n    email: bob@example.com\n    tensorboard_instance_type: ml.r5.xlarge\n"
     assert after == before.replace(removed, "", 1)
