@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from array import array
@@ -78,10 +79,7 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
             mine = out.cpu_agg.setdefault(name, [rec[0], 0, 0.0])
             mine[1] += rec[1]
             mine[2] += rec[2]
-        for name, rrec in f.rt_agg.items():
-            rmine = out.rt_agg.setdefault(name, [rrec[0], 0, 0.0, rrec[3]])
-            rmine[1] += rrec[1]
-            rmine[2] += rrec[2]
+        out.rt_agg.update(f.rt_agg)
         for attr in (
             "events",
             "x_events",
@@ -188,6 +186,12 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         if not opts.include_last_step:
             steps_in = [s for s in steps if ceil(s[1]) < last_start]
             last_step_dropped = True
+        if not d.r_corr:
+            # no launch was recorded at all (activity-only trace): select GPU ops by their own start
+            # instead of dropping every one of them as HTA would
+            mode = "window"
+            win_lo = steps_in[0][1]
+            win_hi = (last_start if not opts.include_last_step else last_end) + 1e-9
 
     launches = _Launches(d)
     g_name, g_kind, g_ts, g_dur = d.g_name, d.g_kind, d.g_ts, d.g_dur
@@ -213,20 +217,34 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     n_kern_sel = 0
     tiny_us = th["tiny_kernel_us"]
     kernel_types_all = classify.KERNEL_TYPES
+    tab_ts, tab_dur, tab_lo, seen = launches.table_ts, launches.table_dur, launches.lo, launches.seen
+    n_tab = len(tab_ts) if tab_ts is not None else 0
+    dir_cache: dict[int, list[float]] = {}  # memcpy name id -> its direction's accumulator
+    hta_incl = opts.include_last_step
+    in_window = mode == "window"
+    hta = mode == "hta"
     for i in range(len(g_ts)):
         ts = g_ts[i]
         dur = g_dur[i]
         corr = g_corr[i]
-        rts, rdur = launches.lookup(corr) if corr >= 0 else (_NAN, _NAN)
-        if mode == "window":
-            ref = rts if not math.isnan(rts) else ts
+        k = corr - tab_lo
+        if tab_ts is not None and tab_dur is not None and 0 <= k < n_tab:
+            rts = tab_ts[k]
+            rdur = tab_dur[k]
+        elif corr >= 0 and tab_ts is None:
+            rts, rdur = launches.lookup(corr)
+        else:
+            rts = rdur = _NAN
+        has_launch = rts == rts  # noqa: PLR0124 - NaN test in the per-op loop
+        if in_window:
+            ref = rts if has_launch else ts
             if ref < win_lo or ref >= win_hi:  # half-open: a launch at the end belongs to the next step
                 continue
-        elif mode == "hta":
-            if math.isnan(rts):
+        elif hta:
+            if not has_launch:
                 continue  # HTA keeps only GPU ops whose launch it can correlate
             rc = ceil(rts)
-            if opts.include_last_step:
+            if hta_incl:
                 if rc > last_end:
                     continue
             elif rc >= last_start:
@@ -240,7 +258,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
             type_cache[nid] = kt
         sel_s.append(s)
         sel_e.append(e)
-        sel_l.append(_NAN if math.isnan(rts) else ceil(rts))
+        sel_l.append(ceil(rts) if has_launch else _NAN)
         sel_t.append(kt)
         sel_stream.append(g_stream[i])
         kind = g_kind[i]
@@ -253,8 +271,10 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
             st[0] += 1
             st[1] += rd_us
             st[2] += rd_us * rd_us
-            st[3] = min(st[3], rd_us)
-            st[4] = max(st[4], rd_us)
+            if rd_us < st[3]:  # noqa: PLR1730 - branch is cheaper than min() here
+                st[3] = rd_us
+            if rd_us > st[4]:  # noqa: PLR1730
+                st[4] = rd_us
         if kind == OP_KERNEL:
             n_kern_sel += 1
             kernel_ids.add(nid)
@@ -266,8 +286,10 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
                 occ_w += occ * dur
                 occ_t += dur
         elif kind == OP_MEMCPY:
-            direction = classify.memcpy_direction(names[nid])
-            md = mem_dir.setdefault(direction, [0, 0, 0.0])
+            md = dir_cache.get(nid)
+            if md is None:
+                md = mem_dir.setdefault(classify.memcpy_direction(names[nid]), [0, 0, 0.0])
+                dir_cache[nid] = md
             md[0] += 1
             md[1] += g_bytes[i]
             md[2] += dur
@@ -275,7 +297,13 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
             memset[0] += 1
             memset[1] += g_bytes[i]
             memset[2] += dur
-        if not math.isnan(rts) and launches.first_use(corr):
+        if has_launch:
+            if tab_ts is not None:
+                if seen[k]:
+                    continue
+                seen[k] = 1
+            elif not launches.first_use(corr):
+                continue
             delays.append(ts - (rts + rdur))
             launch_cpu.append(rdur)
     n_sel = len(sel_s)
@@ -291,23 +319,58 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     all_merged = intervals.Merged()
     delay_thr = th["consecutive_kernel_delay_us"]
     stream_state: dict[int, list[float]] = {}  # stream -> [prev_end, host_wait, kernel_wait, other]
+    # open interval per type (index 3 = all types); flushed into the Merged columns when a gap appears
+    open_s = [0.0, 0.0, 0.0, 0.0]
+    open_e = [-math.inf, -math.inf, -math.inf, -math.inf]
+    targets = [*merged_by_type, all_merged]
+    t_starts = [m.starts.append for m in targets]
+    t_ends = [m.ends.append for m in targets]
+    all_s = 0.0
+    all_e = -math.inf
+    all_starts, all_ends = all_merged.starts.append, all_merged.ends.append
+    state_get = stream_state.get
     for j in order:
         s = sel_s[j]
         e = sel_e[j]
-        merged_by_type[sel_t[j]].add_sorted(s, e)
-        all_merged.add_sorted(s, e)
-        ss = stream_state.get(sel_stream[j])
+        if e > s:
+            t = sel_t[j]
+            if s <= open_e[t]:
+                if e > open_e[t]:  # noqa: PLR1730 - hot loop
+                    open_e[t] = e
+            else:
+                if open_e[t] > open_s[t]:
+                    t_starts[t](open_s[t])
+                    t_ends[t](open_e[t])
+                open_s[t] = s
+                open_e[t] = e
+            if s <= all_e:
+                if e > all_e:  # noqa: PLR1730 - hot loop
+                    all_e = e
+            else:
+                if all_e > all_s:
+                    all_starts(all_s)
+                    all_ends(all_e)
+                all_s = s
+                all_e = e
+        stream = sel_stream[j]
+        ss = state_get(stream)
         if ss is None:
-            stream_state[sel_stream[j]] = [e, 0.0, 0.0, 0.0]
+            stream_state[stream] = [e, 0.0, 0.0, 0.0]
             continue
-        gap = s - ss[0]
-        if sel_l[j] > ss[0]:  # launched after the previous op ended; NaN (no launch) compares False
+        prev_end = ss[0]
+        gap = s - prev_end
+        if sel_l[j] > prev_end:  # launched after the previous op ended; NaN (no launch) compares False
             ss[1] += gap
         elif gap < delay_thr:
             ss[2] += gap
         else:
             ss[3] += gap
         ss[0] = e
+    open_s[3], open_e[3] = all_s, all_e
+    for t, target in enumerate(targets):
+        if open_e[t] > open_s[t]:
+            target.starts.append(open_s[t])
+            target.ends.append(open_e[t])
     del order, sel_s, sel_e, sel_l, sel_t, sel_stream
 
     union_us = intervals.total(all_merged)
@@ -392,7 +455,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "p99_us": r2(quantile(sd, 0.99)),
         "max_us": r2(sd[-1]) if sd else None,
         "over_cutoffs": [
-            {"cutoff_us": c, "count": (k := sum(1 for v in sd if v > c)), "pct": pct(k, n_launch)}
+            {"cutoff_us": c, "count": (k := n_launch - bisect.bisect_right(sd, c)), "pct": pct(k, n_launch)}
             for c in LAUNCH_DELAY_CUTOFFS_US
         ],
         "histogram": histogram(sd),

@@ -200,8 +200,8 @@ class FileData:
     st_dur: array[float] = field(default_factory=lambda: array("d"))
     # per-name aggregates: name -> [flag, count, total_us]
     cpu_agg: dict[str, list[Any]] = field(default_factory=dict)
-    # runtime per-name: name -> [is_sync, count, total_us, name_id]
-    rt_agg: dict[str, list[Any]] = field(default_factory=dict)
+    # runtime/driver call names: name -> (is_sync, name_id)
+    rt_agg: dict[str, tuple[bool, int]] = field(default_factory=dict)
     devices: set[int] = field(default_factory=set)
 
     @property
@@ -334,17 +334,15 @@ class _Parser:
                 name = e.name
                 rrec = rt_get(name)
                 if rrec is None:
-                    rrec = [name in SYNC_CALLS, 0, 0.0, intern(name)]
+                    rrec = (name in SYNC_CALLS, intern(name))
                     fd.rt_agg[name] = rrec
-                rrec[1] += 1
-                rrec[2] += dur
                 a = e.args
                 if a is not None and a.correlation is not None:
                     r_corr(a.correlation)
                     r_ts(ts)
                     r_dur(dur)
                 if rrec[0]:
-                    fd.s_name.append(rrec[3])
+                    fd.s_name.append(rrec[1])
                     fd.s_ts.append(ts)
                     fd.s_dur.append(dur)
             elif kind <= K_MEMSET:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 
@@ -22,13 +23,13 @@ def quantile(sorted_values: Sequence[float], q: float) -> float | None:
 
 
 def histogram(values: Sequence[float], edges: Sequence[float] = HIST_EDGES_US) -> dict[str, list[float] | list[int]]:
+    """counts[i] = values in [edges[i], edges[i+1]); the last bucket is open-ended, values below edges[0]
+    land in the first bucket."""
     counts = [0] * len(edges)
-    last = len(edges) - 1
+    inner = list(edges[1:])
+    pos = bisect.bisect_right
     for v in values:
-        idx = 0
-        while idx < last and v >= edges[idx + 1]:
-            idx += 1
-        counts[idx] += 1
+        counts[pos(inner, v)] += 1
     return {"edges_us": [float(e) for e in edges], "counts": counts}
 
 

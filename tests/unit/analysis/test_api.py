@@ -223,3 +223,13 @@ def test_analysis_package_imports_no_aws_sdk() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_gpu_ops_without_any_recorded_launch_are_kept() -> None:
+    # GIVEN three steps of kernels but no runtime (launch) events at all
+    b = busy_steps(3)
+    b.events = [e for e in b.events if e["cat"] != "cuda_runtime"]
+    # WHEN analysed THEN the kernels are selected by their own time (HTA would drop all of them)
+    rank = analyze([BytesTraceSource(b.to_bytes())]).summary["ranks"][0]
+    assert rank["counts"]["gpu_ops_analyzed"] == 3
+    assert rank["temporal_breakdown"]["compute_pct"] > 90
