@@ -184,16 +184,3 @@ def get_json(s3: S3Client, location: S3Location) -> Any:
 
 def upload_fileobj(s3: S3Client, location: S3Location, fileobj: IO[bytes], *, content_type: str) -> None:
     s3.upload_fileobj(fileobj, location.bucket, location.key, ExtraArgs={"ContentType": content_type})
-
-
-def merge_object_tag(s3: S3Client, bucket: str, key: str, tag_key: str, tag_value: str) -> bool:
-    """Add one tag, keeping the object's other tags (PutObjectTagging replaces the whole set).
-    Returns False when the tag was already there."""
-    current = s3.get_object_tagging(Bucket=bucket, Key=key).get("TagSet", [])
-    if any(t["Key"] == tag_key and t["Value"] == tag_value for t in current):
-        return False
-    merged = [t for t in current if t["Key"] != tag_key] + [{"Key": tag_key, "Value": tag_value}]
-    if len(merged) > 10:  # S3 allows 10 tags per object
-        raise ValueError(f"s3://{bucket}/{key} already has 10 tags; cannot add {tag_key}")
-    s3.put_object_tagging(Bucket=bucket, Key=key, Tagging={"TagSet": merged})
-    return True

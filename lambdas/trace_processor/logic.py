@@ -26,7 +26,6 @@ from lambdas.trace_processor.aws import (
     S3UriError,
     error_code,
     list_objects,
-    merge_object_tag,
     parse_s3_uri,
     put_bytes,
     put_json,
@@ -36,6 +35,7 @@ from lambdas.trace_processor.events import TrainingJobStateChange
 from lambdas.trace_processor.summary_tools import findings, job_metrics, step_durations_ms
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
+from profstack.legacy_tagging import merge_object_tag
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

@@ -1,0 +1,225 @@
+"""`profstack legacy tag-rule-output`: tag old Profiler/Debugger rule output so it expires.
+
+    profstack legacy tag-rule-output --bucket B [--prefix P] [--dry-run]
+        [--batch | --batch-threshold N] [--role-arn ARN] [--replace-existing-tags]
+
+Objects under `<output>/<job>/rule-output/` get `profstack:class=legacy-rule-output` (merged with
+their tags), which the StorageStack's lifecycle rule expires. Past --batch-threshold matches (or
+with --batch) it writes a manifest and creates one S3 Batch Operations tagging job instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from typing import IO, Any
+
+from profstack.cli import CliError
+
+DEFAULT_BATCH_THRESHOLD = 100_000
+DEFAULT_MANIFEST_PREFIX = "profstack/batch-operations/"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("legacy", help="clean up after SageMaker Profiler/Debugger")
+    commands = parser.add_subparsers(dest="legacy_command", metavar="TOOL", required=True)
+    tag = commands.add_parser(
+        "tag-rule-output",
+        help="tag <output>/<job>/rule-output/ objects so the tag-based lifecycle rule expires them",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    tag.add_argument("--bucket", required=True, metavar="B", help="bucket holding SageMaker job output")
+    tag.add_argument("--prefix", default="", metavar="P", help="only objects under this prefix")
+    tag.add_argument("--dry-run", action="store_true", help="count what would be tagged; change nothing")
+    tag.add_argument("--region", metavar="REGION", help="AWS region (default: your AWS setup)")
+    tag.add_argument("--batch", action="store_true", help="always use an S3 Batch Operations job")
+    tag.add_argument(
+        "--batch-threshold",
+        type=int,
+        default=DEFAULT_BATCH_THRESHOLD,
+        metavar="N",
+        help=f"use S3 Batch Operations above N matching objects (default {DEFAULT_BATCH_THRESHOLD:,})",
+    )
+    tag.add_argument("--role-arn", metavar="ARN", help="IAM role S3 Batch Operations assumes (batch mode)")
+    tag.add_argument("--account-id", metavar="ID", help="account of the batch job (default: caller's)")
+    tag.add_argument(
+        "--manifest-prefix",
+        default=DEFAULT_MANIFEST_PREFIX,
+        metavar="P",
+        help=f"where the manifest and job report go, in --bucket (default {DEFAULT_MANIFEST_PREFIX})",
+    )
+    tag.add_argument(
+        "--replace-existing-tags",
+        action="store_true",
+        help="confirm batch mode: S3 Batch Operations replaces each object's whole tag set",
+    )
+    tag.set_defaults(handler=tag_rule_output_command)
+
+
+class ObjectProgress:
+    """Objects-done progress on stderr: a redrawn bar on a terminal, a line every few seconds otherwise."""
+
+    def __init__(self, total: int | None, stream: IO[str], label: str) -> None:
+        self.total = total
+        self.stream = stream
+        self.label = label
+        self.tty = bool(getattr(stream, "isatty", lambda: False)())
+        self.interval = 0.1 if self.tty else 5.0
+        self.last = 0.0
+        self.drawn = False
+
+    def update(self, done: int, extra: str = "") -> None:
+        now = time.monotonic()
+        if now - self.last < self.interval and done != self.total:
+            return
+        self.last = now
+        if self.total:
+            frac = min(done / self.total, 1.0)
+            width = 28
+            bar = "#" * round(frac * width) + "." * (width - round(frac * width))
+            text = f"{self.label} [{bar}] {frac * 100:5.1f}% {done:,}/{self.total:,} {extra}"
+        else:
+            text = f"{self.label} {done:,} {extra}"
+        if self.tty:
+            self.stream.write("\r" + text.ljust(79))
+        else:
+            self.stream.write(text.rstrip() + "\n")
+        self.stream.flush()
+        self.drawn = True
+
+    def finish(self) -> None:
+        if self.tty and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def make_client(service: str, region: str | None) -> Any:
+    """A boto3 client; tests replace this to inject moto or Stubber clients."""
+    import boto3
+
+    return boto3.client(service, region_name=region)  # type: ignore[call-overload]
+
+
+def _aws_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return fn(*args, **kwargs)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise CliError(f"{what}: {error.get('Code', 'error')}: {error.get('Message', exc)}") from None
+    except BotoCoreError as exc:
+        raise CliError(f"{what}: {exc}") from None
+
+
+def _spool_matches(s3: Any, bucket: str, prefix: str, progress: ObjectProgress) -> tuple[IO[str], int]:
+    """Matching keys, one per line in a temp file: a bucket with millions of keys is never held whole."""
+    from profstack.legacy_tagging import iter_rule_output_keys
+
+    spool = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115 - returned to the caller
+    count = 0
+    for key, _size in iter_rule_output_keys(s3, bucket, prefix):
+        spool.write(key + "\n")
+        count += 1
+        progress.update(count, "rule-output objects found")
+    spool.seek(0)
+    return spool, count
+
+
+def _keys(spool: IO[str]) -> Iterator[str]:
+    spool.seek(0)
+    for line in spool:
+        if line.strip():
+            yield line.rstrip("\n")
+
+
+def tag_rule_output_command(args: argparse.Namespace) -> int:
+    from profstack.layout import LEGACY_RULE_OUTPUT_TAG
+    from profstack.legacy_tagging import (
+        BatchJobRequest,
+        TaggingError,
+        create_tagging_job,
+        manifest_csv,
+        merge_object_tag,
+    )
+
+    if args.batch_threshold < 1:
+        raise CliError("--batch-threshold must be >= 1")
+    s3 = make_client("s3", args.region)
+    finding = ObjectProgress(None, sys.stderr, "scanning:")
+    spool, count = _aws_call(
+        f"listing s3://{args.bucket}/{args.prefix}", _spool_matches, s3, args.bucket, args.prefix, finding
+    )
+    finding.finish()
+    tag = "=".join(LEGACY_RULE_OUTPUT_TAG)
+    with spool:
+        batch = args.batch or count > args.batch_threshold
+        where = f"s3://{args.bucket}/{args.prefix}"
+        if count == 0:
+            print(f"no rule-output objects under {where}")
+            return 0
+        if args.dry_run:
+            mode = "an S3 Batch Operations job" if batch else "object by object"
+            print(f"dry run: would tag {count:,} rule-output objects under {where} with {tag} ({mode})")
+            for key in list(_keys(spool))[:10]:
+                print(f"  s3://{args.bucket}/{key}")
+            return 0
+        if batch:
+            if not args.role_arn:
+                raise CliError("batch mode needs --role-arn (a role S3 Batch Operations can assume)")
+            if not args.replace_existing_tags:
+                raise CliError(
+                    "S3 Batch Operations replaces each object's whole tag set; SageMaker writes rule output "
+                    "untagged, so this is normally safe: confirm with --replace-existing-tags"
+                )
+            account = args.account_id or _aws_call(
+                "sts get-caller-identity", lambda: make_client("sts", args.region).get_caller_identity()["Account"]
+            )
+            manifest, rows = manifest_csv(args.bucket, _keys(spool))
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+            prefix = args.manifest_prefix.rstrip("/") + "/"
+            request = BatchJobRequest(
+                account_id=str(account),
+                bucket=args.bucket,
+                manifest_bucket=args.bucket,
+                manifest_key=f"{prefix}rule-output-{stamp}.csv",
+                report_bucket=args.bucket,
+                report_prefix=f"{prefix}reports",
+                role_arn=args.role_arn,
+            )
+            job_id = _aws_call(
+                "s3control create-job",
+                create_tagging_job,
+                s3,
+                make_client("s3control", args.region),
+                request,
+                manifest,
+            )
+            print(f"created S3 Batch Operations job {job_id}: tag {rows:,} objects with {tag}")
+            print(f"  manifest: s3://{request.manifest_bucket}/{request.manifest_key}")
+            print(f"  failures report: s3://{request.report_bucket}/{request.report_prefix}/")
+            return 0
+        tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
+        progress = ObjectProgress(count, sys.stderr, "tagging:")
+        tagged = already = 0
+        errors: list[str] = []
+        for done, key in enumerate(_keys(spool), start=1):
+            try:
+                changed = _aws_call(
+                    f"tagging s3://{args.bucket}/{key}", merge_object_tag, s3, args.bucket, key, tag_key, tag_value
+                )
+            except TaggingError as exc:
+                errors.append(str(exc))
+                changed = False
+            else:
+                tagged += int(changed)
+                already += int(not changed)
+            progress.update(done)
+        progress.finish()
+        print(f"tagged {tagged:,} objects with {tag}; {already:,} already had it; {len(errors):,} failed")
+        for error in errors[:10]:
+            print(f"  {error}", file=sys.stderr)
+        return 1 if errors else 0

@@ -1,0 +1,152 @@
+"""Tag legacy Profiler/Debugger rule output so the StorageStack's tag-based expiry applies (facts A6/A7).
+
+Objects live at `<output>/<job>/rule-output/...`: a prefix lifecycle rule cannot match them (no
+wildcards), so each object gets the tag `profstack:class=legacy-rule-output`, merged with its tags.
+
+Small buckets: tag object by object (GetObjectTagging + PutObjectTagging, merge).
+Very large buckets: write a CSV manifest of the matching keys and create one S3 Batch Operations
+job with the S3PutObjectTagging operation. That operation *replaces* each object's tag set, which is
+why it needs an explicit confirmation (SageMaker writes rule output without tags).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from profstack.layout import LEGACY_RULE_OUTPUT_TAG
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_s3control import S3ControlClient
+
+RULE_OUTPUT_SEGMENT = "rule-output"
+MAX_TAGS_PER_OBJECT = 10
+MANIFEST_FORMAT = "S3BatchOperations_CSV_20180820"
+
+
+class TaggingError(RuntimeError):
+    """An object that cannot take the tag (already 10 tags), or a failed batch job request."""
+
+
+def is_rule_output_key(key: str) -> bool:
+    """`<output...>/<job>/rule-output/<file>`: the segment must follow a job folder and precede a file."""
+    parts = key.split("/")
+    return any(part == RULE_OUTPUT_SEGMENT for part in parts[1:-1])
+
+
+def iter_rule_output_keys(s3: S3Client, bucket: str, prefix: str = "") -> Iterator[tuple[str, int]]:
+    """(key, size) of every rule-output object under `prefix`, listed 1,000 at a time."""
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for item in page.get("Contents", []):
+            if is_rule_output_key(item["Key"]):
+                yield item["Key"], int(item.get("Size", 0))
+
+
+def merge_object_tag(s3: S3Client, bucket: str, key: str, tag_key: str, tag_value: str) -> bool:
+    """Add one tag, keeping the object's other tags (PutObjectTagging replaces the whole set).
+    Returns False when the tag was already there."""
+    current = s3.get_object_tagging(Bucket=bucket, Key=key).get("TagSet", [])
+    if any(t["Key"] == tag_key and t["Value"] == tag_value for t in current):
+        return False
+    merged = [t for t in current if t["Key"] != tag_key] + [{"Key": tag_key, "Value": tag_value}]
+    if len(merged) > MAX_TAGS_PER_OBJECT:
+        raise TaggingError(f"s3://{bucket}/{key} already has {MAX_TAGS_PER_OBJECT} tags; cannot add {tag_key}")
+    s3.put_object_tagging(Bucket=bucket, Key=key, Tagging={"TagSet": merged})
+    return True
+
+
+@dataclass
+class TagRunResult:
+    scanned: int = 0
+    tagged: int = 0
+    already: int = 0
+    failed: int = 0
+
+
+def tag_rule_output(
+    s3: S3Client,
+    bucket: str,
+    prefix: str = "",
+    *,
+    dry_run: bool = False,
+    on_object: Callable[[TagRunResult], None] | None = None,
+    errors: list[str] | None = None,
+) -> TagRunResult:
+    """Tag every rule-output object under `prefix` (merge). With dry_run, only count them."""
+    tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
+    result = TagRunResult()
+    for key, _size in iter_rule_output_keys(s3, bucket, prefix):
+        result.scanned += 1
+        if not dry_run:
+            try:
+                if merge_object_tag(s3, bucket, key, tag_key, tag_value):
+                    result.tagged += 1
+                else:
+                    result.already += 1
+            except TaggingError as exc:
+                result.failed += 1
+                if errors is not None:
+                    errors.append(str(exc))
+        if on_object is not None:
+            on_object(result)
+    return result
+
+
+def manifest_csv(bucket: str, keys: Iterator[str] | list[str]) -> tuple[bytes, int]:
+    """Batch Operations CSV manifest (Bucket,Key; keys URL-encoded as the format requires)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    count = 0
+    for key in keys:
+        writer.writerow([bucket, quote(key, safe="/")])
+        count += 1
+    return buffer.getvalue().encode(), count
+
+
+@dataclass(frozen=True)
+class BatchJobRequest:
+    account_id: str
+    bucket: str
+    manifest_bucket: str
+    manifest_key: str
+    report_bucket: str
+    report_prefix: str
+    role_arn: str
+    priority: int = 10
+    description: str = "ProfStack: tag legacy rule-output for expiry"
+
+
+def create_tagging_job(s3: S3Client, s3control: S3ControlClient, request: BatchJobRequest, manifest: bytes) -> str:
+    """Upload the manifest, then create the S3 Batch Operations tagging job. Returns the job id."""
+    put = s3.put_object(Bucket=request.manifest_bucket, Key=request.manifest_key, Body=manifest, ContentType="text/csv")
+    etag = str(put["ETag"]).strip('"')
+    tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
+    params: dict[str, Any] = {
+        "AccountId": request.account_id,
+        "ConfirmationRequired": False,
+        "Operation": {"S3PutObjectTagging": {"TagSet": [{"Key": tag_key, "Value": tag_value}]}},
+        "Report": {
+            "Bucket": f"arn:aws:s3:::{request.report_bucket}",
+            "Format": "Report_CSV_20180820",
+            "Enabled": True,
+            "Prefix": request.report_prefix,
+            "ReportScope": "FailedTasksOnly",
+        },
+        "ClientRequestToken": str(uuid.uuid4()),
+        "Manifest": {
+            "Spec": {"Format": MANIFEST_FORMAT, "Fields": ["Bucket", "Key"]},
+            "Location": {"ObjectArn": f"arn:aws:s3:::{request.manifest_bucket}/{request.manifest_key}", "ETag": etag},
+        },
+        "Description": request.description,
+        "Priority": request.priority,
+        "RoleArn": request.role_arn,
+        "Tags": [{"Key": "profstack:component", "Value": "legacy-tagging"}],
+    }
+    response = s3control.create_job(**params)
+    return str(response["JobId"])

@@ -1,0 +1,169 @@
+"""`profstack legacy tag-rule-output`: object-by-object tagging (moto) and the Batch Operations job (Stubber)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+from moto import mock_aws
+
+from profstack.cli import legacy as legacy_cli
+from profstack.cli import main
+from profstack.layout import LEGACY_RULE_OUTPUT_TAG
+from profstack.legacy_tagging import is_rule_output_key, manifest_csv
+
+BUCKET = "ml-output"
+RULE_KEYS = [
+    "output/job-a/rule-output/ProfilerReport-1700000000/profiler-output/profiler-report.html",
+    "output/job-a/rule-output/ProfilerReport-1700000000/profiler-output/profiler-reports/Dataloader.json",
+    "team/x/job-b/rule-output/LowGPUUtilization/report.json",
+]
+OTHER_KEYS = ["output/job-a/debug-output/events.json", "output/job-a/output/model.tar.gz", "rule-output/top-level.json"]
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [
+        (RULE_KEYS[0], True),
+        (RULE_KEYS[2], True),
+        ("output/job-a/profiler-output/system/x.json", False),
+        ("rule-output/top-level.json", False),  # no <job> folder before the segment
+        ("output/job-a/rule-output", False),  # the folder marker itself is not a file under it
+        ("output/job-a/rule-outputs/x.json", False),
+    ],
+)
+def test_rule_output_keys_are_recognised(key: str, expected: bool) -> None:
+    assert is_rule_output_key(key) is expected
+
+
+def test_manifest_is_bucket_key_csv_with_url_encoded_keys() -> None:
+    data, rows = manifest_csv("b", ["a/rule-output/x y.json", "a/rule-output/ü,1.json"])
+    assert rows == 2
+    assert data.decode().splitlines() == ["b,a/rule-output/x%20y.json", "b,a/rule-output/%C3%BC%2C1.json"]
+
+
+@pytest.fixture
+def s3(aws_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket=BUCKET)
+        for key in RULE_KEYS + OTHER_KEYS:
+            client.put_object(Bucket=BUCKET, Key=key, Body=b"{}")
+        client.put_object_tagging(
+            Bucket=BUCKET, Key=RULE_KEYS[0], Tagging={"TagSet": [{"Key": "owner", "Value": "ml-platform"}]}
+        )
+        yield client
+
+
+def _tags(s3: Any, key: str) -> set[tuple[str, str]]:
+    return {(t["Key"], t["Value"]) for t in s3.get_object_tagging(Bucket=BUCKET, Key=key)["TagSet"]}
+
+
+def test_tags_every_rule_output_object_and_keeps_existing_tags(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a bucket with legacy rule output (one object already tagged by its owner) and other output
+    # WHEN the backfill runs
+    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET])
+    out = capsys.readouterr()
+    # THEN every rule-output object carries the expiry tag, merged; nothing else is touched
+    assert code == 0
+    assert _tags(s3, RULE_KEYS[0]) == {("owner", "ml-platform"), LEGACY_RULE_OUTPUT_TAG}
+    assert all(LEGACY_RULE_OUTPUT_TAG in _tags(s3, k) for k in RULE_KEYS)
+    assert all(not _tags(s3, k) for k in OTHER_KEYS)
+    assert "tagged 3 objects" in out.out
+    assert "tagging:" in out.err  # progress on stderr
+    # AND a second run changes nothing
+    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET]) == 0
+    assert "tagged 0 objects" in capsys.readouterr().out
+
+
+def test_prefix_and_dry_run(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN a dry run limited to one prefix WHEN run THEN it counts and lists, and tags nothing
+    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--prefix", "team/", "--dry-run"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "would tag 1 rule-output objects" in out
+    assert RULE_KEYS[2] in out
+    assert all(LEGACY_RULE_OUTPUT_TAG not in _tags(s3, k) for k in RULE_KEYS)
+
+
+def test_object_with_ten_tags_is_reported_not_fatal(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    full = [{"Key": f"k{i}", "Value": "v"} for i in range(10)]
+    s3.put_object_tagging(Bucket=BUCKET, Key=RULE_KEYS[1], Tagging={"TagSet": full})
+    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET])
+    out = capsys.readouterr()
+    assert code == 1
+    assert "tagged 2 objects" in out.out
+    assert "1 failed" in out.out
+    assert "already has 10 tags" in out.err
+
+
+def test_batch_mode_creates_one_s3_batch_operations_job(
+    s3: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN batch mode (threshold 1) and S3 Control / STS answered by Stubber: requests are checked
+    # against botocore's real service models before the stub replies
+    s3control = boto3.client("s3control", region_name="us-east-1")
+    sts = boto3.client("sts", region_name="us-east-1")
+    control_stub, sts_stub = Stubber(s3control), Stubber(sts)
+    sts_stub.add_response(
+        "get_caller_identity", {"Account": "123456789012", "Arn": "arn:aws:iam::123456789012:user/a", "UserId": "A"}
+    )
+    tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
+    control_stub.add_response(
+        "create_job",
+        {"JobId": "0a1b2c3d-0000-4000-8000-000000000001"},
+        {
+            "AccountId": "123456789012",
+            "ConfirmationRequired": False,
+            "Operation": {"S3PutObjectTagging": {"TagSet": [{"Key": tag_key, "Value": tag_value}]}},
+            "Report": {
+                "Bucket": f"arn:aws:s3:::{BUCKET}",
+                "Format": "Report_CSV_20180820",
+                "Enabled": True,
+                "Prefix": "profstack/batch-operations/reports",
+                "ReportScope": "FailedTasksOnly",
+            },
+            "ClientRequestToken": ANY,
+            "Manifest": {
+                "Spec": {"Format": "S3BatchOperations_CSV_20180820", "Fields": ["Bucket", "Key"]},
+                "Location": {"ObjectArn": ANY, "ETag": ANY},
+            },
+            "Description": ANY,
+            "Priority": 10,
+            "RoleArn": "arn:aws:iam::123456789012:role/batch-tagging",
+            "Tags": [{"Key": "profstack:component", "Value": "legacy-tagging"}],
+        },
+    )
+    clients = {"s3": s3, "s3control": s3control, "sts": sts}
+    monkeypatch.setattr(legacy_cli, "make_client", lambda service, region: clients[service])
+    args = ["legacy", "tag-rule-output", "--bucket", BUCKET, "--batch-threshold", "1"]
+    # WHEN it runs without the confirmations THEN it refuses with one line
+    assert main(args) == 2
+    assert "--role-arn" in capsys.readouterr().err
+    assert main([*args, "--role-arn", "arn:aws:iam::123456789012:role/batch-tagging"]) == 2
+    assert "--replace-existing-tags" in capsys.readouterr().err
+    # WHEN confirmed
+    with control_stub, sts_stub:
+        code = main([*args, "--role-arn", "arn:aws:iam::123456789012:role/batch-tagging", "--replace-existing-tags"])
+        control_stub.assert_no_pending_responses()
+    out = capsys.readouterr().out
+    # THEN one job was created from a manifest of exactly the rule-output keys, uploaded to the bucket
+    assert code == 0
+    assert "created S3 Batch Operations job 0a1b2c3d-0000-4000-8000-000000000001" in out
+    manifest_key = next(
+        o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix="profstack/batch-operations/")["Contents"]
+    )
+    rows = s3.get_object(Bucket=BUCKET, Key=manifest_key)["Body"].read().decode().splitlines()
+    assert sorted(rows) == sorted(f"{BUCKET},{k}" for k in RULE_KEYS)
+    # AND no object was tagged by the CLI itself (the batch job does that)
+    assert all(LEGACY_RULE_OUTPUT_TAG not in _tags(s3, k) for k in RULE_KEYS)
+
+
+def test_aws_errors_are_one_line(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["legacy", "tag-rule-output", "--bucket", "no-such-bucket"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1].startswith("profstack: error: listing s3://no-such-bucket/: NoSuchBucket")
