@@ -11,7 +11,7 @@ import re
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -29,10 +29,15 @@ from profstack.analysis.sources import TraceSource, rank_from_name
 NAN = math.nan
 
 
+# integers we store in int64 columns; a larger value fails validation and the event keeps no args
+I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+
+
 class Args(msgspec.Struct, gc=False):
-    correlation: int | None = None
-    stream: int | str | None = None
-    bytes: int | float | None = None
+    correlation: I64 | None = None
+    stream: I32 | str | None = None
+    bytes: I64 | Annotated[float, msgspec.Meta(ge=0, le=2.0**62)] | None = None
     occupancy: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
     device: int | None = None
 
@@ -226,14 +231,17 @@ class _Parser:
         key = str(raw)
         sid = self.stream_ids.get(key)
         if sid is None:
+            sid = None
             if key.startswith(("0x", "0X")):
                 try:
                     sid = int(key, 16)
                 except ValueError:
-                    sid = -(len(self.stream_ids) + 2)
+                    sid = None
             else:
                 m = _DIGITS.search(key)
-                sid = int(m.group()) if m else -(len(self.stream_ids) + 2)
+                sid = int(m.group()) if m else None
+            if sid is None or not -(2**31) <= sid < 2**31:
+                sid = -(len(self.stream_ids) + 2)  # unparseable or pointer-sized: a stable small id
             self.stream_ids[key] = sid
         return sid
 
@@ -249,7 +257,7 @@ class _Parser:
 
     def _step(self, name: str, ts: float, dur: float) -> None:
         m = _STEP_RE.match(name)
-        if m:
+        if m and len(m.group(1)) < 18:
             fd = self.fd
             fd.st_num.append(int(m.group(1)))
             fd.st_ts.append(ts)

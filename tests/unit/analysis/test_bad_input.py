@@ -214,3 +214,18 @@ def test_unknown_threshold_lists_valid_names() -> None:
         AnalysisOptions(rule_thresholds={"low_gpu_util": 50})
     assert "low_gpu_util_busy_pct" in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_out_of_range_integers_do_not_break_the_columns() -> None:
+    # GIVEN a >64-bit correlation id, a pointer-sized stream, a huge byte count and step number
+    data = (
+        b'{"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1, "args": '
+        b'{"correlation": 123456789012345678901234567890, "stream": 99999999999, "bytes": 1e300}},\n'
+        b'{"ph": "X", "cat": "kernel", "name": "k", "ts": 3, "dur": 1, "args": {"stream": "0xffffffffffffffffffff"}},\n'
+        b'{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#99999999999999999999999", "ts": 1, "dur": 1}]}'
+    )
+    # WHEN analysed THEN both kernels count (the first without its args) and nothing crashes
+    result = run(data)
+    rank = result.summary["ranks"][0]
+    assert rank["counts"]["gpu_kernels"] == 2
+    assert rank["steps"]["count"] == 0
