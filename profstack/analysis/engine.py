@@ -11,7 +11,7 @@ from typing import Any
 
 from profstack import __version__
 from profstack.analysis import rules
-from profstack.analysis.errors import StepWindowError, TraceError
+from profstack.analysis.errors import InternalAnalysisError, StepWindowError, TraceError
 from profstack.analysis.metrics import RankData, analyze_rank, merge_files
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.parse import FileData, SymbolTable, parse_source
@@ -84,13 +84,17 @@ def analyze(
     files: list[FileData] = []
     errors: list[FileError] = []
     for src in sources:
-        fd = parse_source(
-            src,
-            symbols,
-            max_decompressed_bytes=opts.max_decompressed_bytes,
-            max_event_bytes=opts.max_event_bytes,
-            progress=progress,
-        )
+        try:
+            fd = parse_source(
+                src,
+                symbols,
+                max_decompressed_bytes=opts.max_decompressed_bytes,
+                max_event_bytes=opts.max_event_bytes,
+                progress=progress,
+            )
+        except Exception as exc:  # one broken input must not sink the others
+            fd = FileData(name=src.name, size_bytes=src.size_hint)
+            fd.error = InternalAnalysisError(f"{type(exc).__name__}: {exc}", source=src.name)
         files.append(fd)
         errors.extend(_file_errors(fd))
 
@@ -140,7 +144,7 @@ def analyze(
     sev_order = {"critical": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: (sev_order[f["severity"]], f["rule_id"], f["ranks"]))
 
-    complete = not errors and all(r["complete"] for r in ranks)
+    complete = bool(ranks) and not errors and all(r["complete"] for r in ranks)
     summary: dict[str, Any] = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "generator": {"name": "profstack", "version": __version__},

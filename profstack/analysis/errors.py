@@ -88,5 +88,9 @@ class UnknownThresholdError(AnalysisOptionsError):
     """``rule_thresholds`` names a threshold that does not exist."""
 
 
+class InternalAnalysisError(TraceError):
+    """An unexpected failure while analysing one input (a bug): recorded so other inputs still count."""
+
+
 class StepWindowError(TraceError):
     """The requested step window matches no ProfilerStep in the trace."""

@@ -233,3 +233,26 @@ def test_gpu_ops_without_any_recorded_launch_are_kept() -> None:
     rank = analyze([BytesTraceSource(b.to_bytes())]).summary["ranks"][0]
     assert rank["counts"]["gpu_ops_analyzed"] == 3
     assert rank["temporal_breakdown"]["compute_pct"] > 90
+
+
+def test_an_unreadable_source_does_not_sink_the_others() -> None:
+    # GIVEN a source whose open() fails unexpectedly, next to a good one
+    class Broken:
+        name = "broken.json"
+        size_hint = None
+
+        def open(self) -> Any:
+            raise RuntimeError("disk on fire")
+
+    result = analyze([Broken(), BytesTraceSource(busy_steps().to_bytes(), name="ok.json")])
+    # THEN the good one is analysed and the broken one recorded with a typed, one-line error
+    assert len(result.summary["ranks"]) == 1
+    assert result.errors[0].error_type == "InternalAnalysisError"
+    assert "disk on fire" in result.errors[0].message
+    assert not result.complete
+
+
+def test_no_sources_is_not_complete() -> None:
+    result = analyze([])
+    assert result.failed_all
+    assert not result.complete

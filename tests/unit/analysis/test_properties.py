@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -103,19 +103,23 @@ def pretty(events: list[dict[str, Any]]) -> bytes:
     return json.dumps({"traceEvents": events, "distributedInfo": {"rank": 0}}, indent=2, ensure_ascii=False).encode()
 
 
-def rank_summary(data: bytes) -> dict[str, Any]:
+def rank_summary(data: bytes, validate: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     result = analyze([BytesTraceSource(data, name="t.json")], AnalysisOptions(top_k=50))
     assert result.complete, [e.message for e in result.errors]
+    if validate is not None:
+        validate(result.summary)
     rank: dict[str, Any] = result.summary["ranks"][0]
     return {k: v for k, v in rank.items() if k not in ("sources", "device", "distributed")}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(traces(), st.booleans())
-def test_parse_is_layout_independent(events: list[dict[str, Any]], extra_after: bool) -> None:
+@given(events=traces(), extra_after=st.booleans())
+def test_parse_is_layout_independent(
+    events: list[dict[str, Any]], extra_after: bool, summary_validator: Callable[[dict[str, Any]], None]
+) -> None:
     # GIVEN one trace written in libkineto's layout, minified, and re-serialised with indent=2
-    # WHEN each is analysed THEN the rank summaries are identical
-    reference = rank_summary(kineto_layout(events, extra_after))
+    # WHEN each is analysed THEN the rank summaries are identical (and the summary is schema-valid)
+    reference = rank_summary(kineto_layout(events, extra_after), summary_validator)
     assert rank_summary(minified(events)) == reference
     assert rank_summary(pretty(events)) == reference
 
