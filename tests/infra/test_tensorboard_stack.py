@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from aws_cdk.assertions import Match, Template
@@ -229,3 +230,17 @@ def test_no_users_means_no_provider_and_no_reaper() -> None:
     empty.template.resource_count_is("AWS::Lambda::Function", 0)
     empty.template.resource_count_is("AWS::SageMaker::UserProfile", 0)
     empty.template.resource_count_is("AWS::SageMaker::Domain", 1)
+
+
+def test_cfn_lint_is_clean_for_the_vpc_only_and_imported_variants(
+    vpc_only: Synth, imported: Synth, tmp_path: Path
+) -> None:
+    # GIVEN the two config variants the example config does not cover WHEN cfn-lint runs THEN nothing
+    from stacks.lint import lint_templates
+
+    paths = []
+    for name, synth in (("vpc-only", vpc_only), ("imported", imported)):
+        path = tmp_path / f"{name}.template.json"
+        path.write_text(json.dumps(synth.template.to_json()))
+        paths.append(path)
+    assert lint_templates(paths) == []
