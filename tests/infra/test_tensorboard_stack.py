@@ -232,6 +232,7 @@ def test_no_users_means_no_provider_and_no_reaper() -> None:
     empty.template.resource_count_is("AWS::SageMaker::Domain", 1)
 
 
+@pytest.mark.slow  # cfn-lint loads its schemas: ~5 s
 def test_cfn_lint_is_clean_for_the_vpc_only_and_imported_variants(
     vpc_only: Synth, imported: Synth, tmp_path: Path
 ) -> None:
