@@ -153,3 +153,24 @@ def test_agrees_with_hta_050(key: str, mode: str, hta_reference: dict[str, Any],
             continue
         mine = next(k for k in ranks[row["rank"]]["top_kernels_by_time"] if k["name"] == row["name"])
         assert mine["total_us"] == pytest.approx(row["sum (us)"], rel=0.01)
+
+
+@pytest.mark.parametrize(("key", "mode"), _reference_cases())
+def test_launch_delay_close_to_hta_050(
+    key: str, mode: str, hta_reference: dict[str, Any], analysis_cache: TraceRunner
+) -> None:
+    # GIVEN HTA's CUDA launch statistics (per correlation id)
+    entry = hta_reference["traces"][key]
+    files = entry["files"] if isinstance(entry["files"], list) else [entry["files"]]
+    result = analysis_cache(
+        tuple(TRACES / f for f in files), include_last_step=(mode == "include_last_step"), top_k=100_000
+    )
+    for rank in result.summary["ranks"]:
+        ref = entry[mode]["cuda_launch_stats"].get(str(rank["rank"]), {})
+        if not ref.get("n"):
+            continue  # HTA found no launches (ROCm runtime rows carry a stream there)
+        ld = rank["launch_delay"]
+        # THEN counts agree within 2 % and the median / max delay within 1 % (HTA rounds to whole µs)
+        assert ld["count"] == pytest.approx(ref["n"], rel=0.02)
+        assert ld["p50_us"] == pytest.approx(ref["launch_delay"]["p50"], rel=0.01, abs=1.5)
+        assert ld["max_us"] == pytest.approx(ref["launch_delay"]["max"], rel=0.01, abs=1.5)
