@@ -48,10 +48,7 @@ def job_state(job_name: str) -> str:
     """The `state` parameter that opens a training job in the TensorBoard data manager (A3)."""
     if not TRAINING_JOB_NAME_RE.match(job_name):
         raise StudioNameError(f"'{job_name}' is not a valid training job name")
-    path = (
-        "/tensorboard/default/data/plugin/sagemaker_data_manager/"
-        f"add_folder_or_job?Redirect=True&Name={job_name}"
-    )
+    path = f"/tensorboard/default/data/plugin/sagemaker_data_manager/add_folder_or_job?Redirect=True&Name={job_name}"
     return base64.b64encode(path.encode()).decode()
 
 

@@ -97,14 +97,10 @@ def create_app(
     return True
 
 
-def delete_app(
-    client: SageMakerClient, *, domain_id: str, user_profile_name: str, app_name: str = APP_NAME
-) -> bool:
+def delete_app(client: SageMakerClient, *, domain_id: str, user_profile_name: str, app_name: str = APP_NAME) -> bool:
     """Start deleting the app. False when it does not exist."""
     try:
-        client.delete_app(
-            DomainId=domain_id, UserProfileName=user_profile_name, AppType=APP_TYPE, AppName=app_name
-        )
+        client.delete_app(DomainId=domain_id, UserProfileName=user_profile_name, AppType=APP_TYPE, AppName=app_name)
     except ClientError as exc:
         if error_code(exc) == "ResourceNotFound":
             return False
