@@ -129,21 +129,21 @@ class TensorBoardAppProvider(Construct):
                 acknowledge(role, iam5_resource(self, f"{target.function_arn}:*"), invoke_reason)
         framework = self.provider.node
         for name in ("framework-onEvent", "framework-isComplete", "framework-onTimeout"):
-            function = framework.find_child(name)
+            framework_function = framework.find_child(name)
             acknowledge(
-                function,
+                framework_function,
                 "Serverless-LambdaDLQ",
                 "CDK custom-resource framework function: CloudFormation and the waiter state machine "
                 "invoke it and receive its failures; a DLQ would hold nothing actionable.",
             )
             acknowledge(
-                function,
+                framework_function,
                 "Serverless-LambdaDefaultMemorySize",
                 "CDK custom-resource framework function (not ProfStack code); it only relays "
                 "small JSON events, so the default memory size fits.",
             )
             acknowledge(
-                function,
+                framework_function,
                 "Serverless-LambdaTracing",
                 "CDK custom-resource framework function that only relays events; the ProfStack "
                 "on_event and is_complete functions doing the SageMaker calls are traced with X-Ray.",
