@@ -30,6 +30,7 @@ _MIN_SEPS = (b"},{", b"}, {", b"},\n{")
 _SEP_RE = re.compile(rb"\}\s*,\s*\{")
 _STRUCT = re.compile(rb'["{}\[\]]')
 _STR_BODY = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_STR_PREFIX = re.compile(rb'[^"\\]*(?:\\.[^"\\]*)*', re.DOTALL)
 _WS = re.compile(rb"[ \t\r\n]*")
 _SCALAR = re.compile(rb"[^ \t\r\n,}\]]+")
 _EXACT_GROUP = 2048  # events per exact-mode batch
@@ -43,29 +44,71 @@ META_KEYS = frozenset(
 Batch = memoryview | list[bytes]
 
 
-def scan_value_end(buf: bytes | bytearray, start: int) -> int:
-    """End (exclusive) of the JSON value starting at ``buf[start]``; -1 if incomplete in ``buf``."""
+class ScanState:
+    """Where an incomplete scan stopped, relative to the value's start, so a retry after more input
+    resumes instead of rescanning (keeps giant values linear)."""
+
+    __slots__ = ("depth", "off", "str_off")
+
+    def __init__(self) -> None:
+        self.off = 0  # resume searching here
+        self.depth = 0  # bracket depth reached at ``off``
+        self.str_off = -1  # >= 0: inside a string whose content starts here
+
+
+def _string_end(buf: bytes | bytearray, i: int) -> tuple[int, int]:
+    """Inside a string at ``i`` (not within an escape): (end after the closing quote, _) or (-1, resume)."""
+    j = _STR_PREFIX.match(buf, i).end()  # type: ignore[union-attr]  # always matches (maybe empty)
+    if j < len(buf) and buf[j] == 0x22:
+        return j + 1, j + 1
+    return -1, j
+
+
+def scan_value_end(buf: bytes | bytearray, start: int, st: ScanState | None = None) -> int:
+    """End (exclusive) of the JSON value starting at ``buf[start]``; -1 if incomplete in ``buf``.
+
+    Pass the same ``st`` again after appending input to resume where the scan stopped.
+    """
+    if st is None:
+        st = ScanState()
     first = buf[start]
     if first == 0x22:  # string
-        m = _STR_BODY.match(buf, start + 1)
-        return -1 if m is None else m.end()
+        if st.off == 0:
+            m = _STR_BODY.match(buf, start + 1)
+            if m is not None:
+                return m.end()
+        end, resume = _string_end(buf, start + max(st.off, 1))
+        if end < 0:
+            st.off = resume - start
+        return end
     if first not in (0x7B, 0x5B):  # scalar
         m = _SCALAR.match(buf, start)
         if m is None or m.end() >= len(buf):
             return -1
         return m.end()
-    depth = 0
-    i = start
+    depth = st.depth
+    i = start + st.off
+    if st.str_off >= 0:
+        end, resume = _string_end(buf, i)
+        if end < 0:
+            st.off = resume - start
+            return -1
+        st.str_off = -1
+        i = end
     search = _STRUCT.search
     match_str = _STR_BODY.match
     while True:
         m = search(buf, i)
         if m is None:
+            st.off, st.depth = len(buf) - start, depth
             return -1
         c = buf[m.start()]
         if c == 0x22:
             ms = match_str(buf, m.end())
             if ms is None:
+                _, resume = _string_end(buf, m.end())
+                st.str_off = m.end() - start
+                st.off, st.depth = resume - start, depth
                 return -1
             i = ms.end()
             continue
@@ -135,8 +178,9 @@ class EventStream:
 
     def _value_end(self) -> int:
         """End of the value at the current position, reading more input as needed."""
+        st = ScanState()
         while True:
-            end = scan_value_end(self._buf, self._pos)
+            end = scan_value_end(self._buf, self._pos, st)
             if end >= 0:
                 if end - self._pos > self._max_value:
                     raise GiantEventError(f"a single JSON value exceeds {self._max_value} bytes")

@@ -148,3 +148,23 @@ def test_every_chunk_boundary_gives_the_same_events(events: list[dict[str, Any]]
     for cut in range(len(data) + 1):
         # THEN the stream yields exactly the original events
         assert stream_events([data[:cut], data[cut:]], hint) == expected, cut
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(max_size=40), st.integers(1, 8))
+def test_resumable_scanner_matches_one_shot(text: str, step: int) -> None:
+    # GIVEN a JSON value holding an arbitrary string (escapes, quotes, backslashes)
+    from profstack.analysis.jsonstream import ScanState, scan_value_end
+
+    for value in (json.dumps(text).encode(), json.dumps({"a": [text, {"b": text}]}).encode()):
+        full = scan_value_end(value + b" ", 0)
+        # WHEN the bytes arrive a few at a time and the scan resumes THEN it ends at the same place
+        st = ScanState()
+        buf = bytearray()
+        end = -1
+        for i in range(0, len(value), step):
+            buf += value[i : i + step]
+            end = scan_value_end(buf + b" ", 0, st) if i + step >= len(value) else scan_value_end(buf, 0, st)
+            if end >= 0:
+                break
+        assert end == full == len(value)
