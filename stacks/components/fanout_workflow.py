@@ -27,6 +27,11 @@ PROCESSING_INPUT = "/opt/ml/processing/input"
 PROCESSING_OUTPUT = "/opt/ml/processing/output"
 PROCESSING_MAX_RUNTIME_S = 4 * 3600
 MAP_MAX_CONCURRENCY = 20
+# `profstack analyze` exits 1 when it wrote partial results (some input unreadable): still a result
+# the aggregate step should see, so only exit codes above 1 fail the job (and skip the upload).
+PROCESSING_COMMAND = (
+    f'profstack analyze {PROCESSING_INPUT} --out {PROCESSING_OUTPUT} --format json,perfetto; rc=$?; [ "$rc" -le 1 ]'
+)
 
 
 class ProcessingJobImage(Construct):
@@ -138,15 +143,7 @@ class FanoutWorkflow(Construct):
                     "RoleArn": self.processing_role.role_arn,
                     "AppSpecification": {
                         "ImageUri": image.image_uri,
-                        "ContainerEntrypoint": [
-                            "profstack",
-                            "analyze",
-                            PROCESSING_INPUT,
-                            "--out",
-                            PROCESSING_OUTPUT,
-                            "--format",
-                            "json,perfetto",
-                        ],
+                        "ContainerEntrypoint": ["/bin/sh", "-c", PROCESSING_COMMAND],
                     },
                     "ProcessingResources": {
                         "ClusterConfig": {

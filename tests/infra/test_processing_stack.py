@@ -173,7 +173,7 @@ def test_fanout_is_a_distributed_map_with_lambda_and_processing_job_paths(
     assert ":states:::sagemaker:createProcessingJob.sync" in asl_text
     assert '"Variable":"$.item.route","StringEquals":"processing"' in asl_text
     assert f'"InstanceType":"{example_config.processing.processing_job_instance_type}"' in asl_text
-    assert '"ContainerEntrypoint":["profstack","analyze","/opt/ml/processing/input"' in asl_text
+    assert '"ContainerEntrypoint":["/bin/sh","-c","profstack analyze /opt/ml/processing/input --out ' in asl_text
     assert '"EnableNetworkIsolation":true' in asl_text
     assert "AggregateReport" in asl_text
     assert machine["TracingConfiguration"] == {"Enabled": True}

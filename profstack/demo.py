@@ -1,0 +1,528 @@
+"""`make demo`: the whole processing pipeline on an embedded AWS emulator (moto server), no account.
+
+1. Read the synthesized templates (cdk.out, or synthesize now without Lambda bundling).
+2. Start moto's server on localhost and deploy the data plane there *from those templates*: the trace
+   bucket, idempotency table, job queue + DLQ, notification topic and the EventBridge rule -> queue
+   target, through moto's CloudFormation. Properties moto cannot honour (KMS keys, access logging,
+   cross-stack imports) are dropped and listed; the Lambda, alarms and state machine stay out
+   (moto cannot run Lambda without Docker) and the processor runs in-process instead.
+3. Register a training job (moto SageMaker) and upload a real two-rank trace from ../shared/traces as
+   its TensorBoard output.
+4. Put the job-completed event on EventBridge, receive what arrives in SQS, and run the real handler
+   on it, as the Lambda event-source mapping would. Its EMF lines become CloudWatch metrics.
+5. Print the findings, the notification, and the local paths of the report copied out of emulated S3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import logging
+import os
+import shutil
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profstack import layout
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TRACES = REPO_ROOT.parent / "shared" / "traces"
+DEMO_TRACES = ("hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz")
+REGION = "us-east-1"
+DEMO_USER_FALLBACK = "demo"
+# Data-plane resources the demo deploys, by stack: CloudFormation type -> why it is needed.
+DATA_PLANE_TYPES = {
+    "AWS::S3::Bucket": "trace bucket",
+    "AWS::DynamoDB::Table": "idempotency table",
+    "AWS::SQS::Queue": "job queue and DLQ",
+    "AWS::SNS::Topic": "notification topic",
+    "AWS::Events::Rule": "training-job rule -> queue target",
+}
+# Properties moto's CloudFormation cannot honour here (they reference KMS keys, other stacks or the
+# access-log bucket); the real deployment keeps them.
+DROPPED_PROPERTIES = {
+    "AWS::S3::Bucket": ("BucketEncryption", "LoggingConfiguration", "LifecycleConfiguration", "BucketName"),
+    "AWS::DynamoDB::Table": ("SSESpecification", "TableName"),
+    "AWS::SQS::Queue": ("KmsMasterKeyId", "QueueName"),
+    "AWS::SNS::Topic": ("KmsMasterKeyId", "TopicName"),
+    "AWS::Events::Rule": ("Name",),
+}
+
+
+class DemoError(RuntimeError):
+    """A one-line reason the demo cannot run."""
+
+
+@dataclass
+class DataPlane:
+    bucket: str
+    table: str
+    queue_url: str
+    dlq_url: str
+    topic_arn: str
+    rule: str
+
+
+def _say(text: str) -> None:
+    print(text, flush=True)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("localhost", 0))
+        return int(sock.getsockname()[1])
+
+
+# --- templates -------------------------------------------------------------------------------------
+
+
+def load_templates(cdk_out: Path | None, required: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """Stack name -> template, from a cloud assembly; synthesize one (no bundling) if the given one is
+    missing or lacks a required stack (e.g. an old cdk.out)."""
+    if cdk_out is None or not (cdk_out / "manifest.json").exists():
+        cdk_out = _synthesize()
+    templates = _read_assembly(cdk_out)
+    if not set(required) <= set(templates):
+        templates = _read_assembly(_synthesize())
+    return templates
+
+
+def _read_assembly(cdk_out: Path) -> dict[str, dict[str, Any]]:
+    manifest = json.loads((cdk_out / "manifest.json").read_text())
+    templates: dict[str, dict[str, Any]] = {}
+    for name, artifact in manifest.get("artifacts", {}).items():
+        if artifact.get("type") == "aws:cloudformation:stack":
+            templates[name] = json.loads((cdk_out / artifact["properties"]["templateFile"]).read_text())
+    return templates
+
+
+def _synthesize() -> Path:
+    import aws_cdk as cdk
+
+    from profstack.config import load_config
+    from stacks.profstack_app import build_profstack
+
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    context = json.loads((REPO_ROOT / "cdk.json").read_text()).get("context", {})
+    outdir = Path(tempfile.mkdtemp(prefix="profstack-demo-cdk-"))
+    app = cdk.App(outdir=str(outdir), context={**context, "aws:cdk:bundling-stacks": []})
+    build_profstack(app, load_config(REPO_ROOT / "config" / "profstack.yaml"))  # the default config
+    app.synth()
+    return outdir
+
+
+def data_plane_template(
+    templates: dict[str, dict[str, Any]], stacks: tuple[str, ...]
+) -> tuple[dict[str, Any], list[str]]:
+    """One template with the data-plane resources of the given stacks, trimmed to what moto deploys."""
+    resources: dict[str, Any] = {}
+    notes: list[str] = []
+    for stack, template in templates.items():
+        if stack not in stacks:
+            continue
+        for logical_id, resource in template.get("Resources", {}).items():
+            rtype = resource["Type"]
+            if rtype not in DATA_PLANE_TYPES:
+                continue
+            props = dict(resource.get("Properties", {}))
+            dropped = [p for p in DROPPED_PROPERTIES.get(rtype, ()) if props.pop(p, None) is not None]
+            if rtype == "AWS::S3::Bucket" and "AccessLogs" in logical_id:
+                continue  # the access-log bucket only receives logs; no data-plane role here
+            if dropped:
+                notes.append(f"{stack}/{logical_id}: dropped {', '.join(dropped)}")
+            resources[logical_id] = {"Type": rtype, "Properties": props}
+    ids = set(resources)
+    for logical_id, resource in list(resources.items()):
+        if resource["Type"] == "AWS::Events::Rule":
+            targets = resource["Properties"].get("Targets", [])
+            for target in targets:
+                target.pop("DeadLetterConfig", None)  # moto: target DLQs are not modelled
+                target.pop("RetryPolicy", None)
+            if any(_refs(t) - ids for t in targets):
+                raise DemoError(f"rule {logical_id} targets something outside the data plane")
+    return {"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}, notes
+
+
+def _refs(value: Any) -> set[str]:
+    found: set[str] = set()
+    if isinstance(value, dict):
+        if "Ref" in value and isinstance(value["Ref"], str) and not value["Ref"].startswith("AWS::"):
+            found.add(value["Ref"])
+        if "Fn::GetAtt" in value:
+            found.add(str(value["Fn::GetAtt"][0]))
+        for item in value.values():
+            found |= _refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _refs(item)
+    return found
+
+
+# --- emulator --------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def emulator() -> Iterator[str]:
+    """moto's server on localhost; AWS_ENDPOINT_URL points every boto3 client at it."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no per-request access log
+    port = _free_port()
+    server = ThreadedMotoServer(ip_address="localhost", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://localhost:{port}"
+    saved = {k: os.environ.get(k) for k in _FAKE_ENV}
+    os.environ.update({**_FAKE_ENV, "AWS_ENDPOINT_URL": endpoint})
+    try:
+        yield endpoint
+    finally:
+        server.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+_FAKE_ENV = {
+    "AWS_ACCESS_KEY_ID": "demo",
+    "AWS_SECRET_ACCESS_KEY": "demo",
+    "AWS_SESSION_TOKEN": "demo",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "AWS_ENDPOINT_URL": "",
+}
+
+
+def deploy_data_plane(template: dict[str, Any]) -> DataPlane:
+    import boto3
+
+    cfn = boto3.client("cloudformation")
+    cfn.create_stack(StackName="profstack-demo-data-plane", TemplateBody=json.dumps(template))
+    resources = cfn.describe_stack_resources(StackName="profstack-demo-data-plane")["StackResources"]
+    physical = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources}
+    types = {r["LogicalResourceId"]: r["ResourceType"] for r in resources}
+
+    def one(rtype: str, contains: str = "") -> str:
+        found = [physical[k] for k, t in types.items() if t == rtype and contains in k]
+        if len(found) != 1:
+            raise DemoError(f"expected one {rtype} ({contains}) in the data plane, found {len(found)}")
+        return str(found[0])
+
+    queues = {k: physical[k] for k, t in types.items() if t == "AWS::SQS::Queue"}
+    dlq = next(v for k, v in queues.items() if "DeadLetter" in k)
+    queue = next(v for k, v in queues.items() if "DeadLetter" not in k)
+    return DataPlane(
+        bucket=one("AWS::S3::Bucket"),
+        table=one("AWS::DynamoDB::Table"),
+        queue_url=queue,
+        dlq_url=dlq,
+        topic_arn=one("AWS::SNS::Topic"),
+        rule=one("AWS::Events::Rule"),
+    )
+
+
+# --- the job -----------------------------------------------------------------------------------------
+
+
+def job_event_detail(job: str, user: str, bucket: str) -> dict[str, Any]:
+    now_ms = int(time.time() * 1000)
+    return {
+        "TrainingJobName": job,
+        "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{job}",
+        "TrainingJobStatus": "Completed",
+        "SecondaryStatus": "Completed",
+        "OutputDataConfig": {"KmsKeyId": "", "S3OutputPath": f"s3://{bucket}/output"},
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
+        "CreationTime": now_ms - 3_600_000,
+        "TrainingStartTime": now_ms - 3_300_000,
+        "TrainingEndTime": now_ms - 60_000,
+        "LastModifiedTime": now_ms,
+        "Tags": {"profstack:user": user},
+    }
+
+
+def register_job(sagemaker: Any, s3: Any, plane: DataPlane, *, job: str, user: str, traces_dir: Path) -> list[str]:
+    tensorboard_root = f"s3://{plane.bucket}/{layout.user_tensorboard_prefix(user)}"
+    sagemaker.create_training_job(
+        TrainingJobName=job,
+        AlgorithmSpecification={
+            "TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311",
+            "TrainingInputMode": "File",
+        },
+        RoleArn="arn:aws:iam::123456789012:role/SageMakerTrainingRole",
+        OutputDataConfig={"S3OutputPath": f"s3://{plane.bucket}/output"},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
+        StoppingCondition={"MaxRuntimeInSeconds": 86400},
+        TensorBoardOutputConfig={"S3OutputPath": tensorboard_root},
+        Tags=[{"Key": "profstack:user", "Value": user}],
+    )
+    keys = []
+    for rank, rel in enumerate(DEMO_TRACES):
+        source = traces_dir / rel
+        if not source.is_file():
+            raise DemoError(f"trace {source} not found (set PROFSTACK_TRACES to the shared traces folder)")
+        # tensorboard_trace_handler's naming: <worker>.<time_ns>.pt.trace.json.gz under the job's folder
+        key = f"{layout.job_tensorboard_prefix(user, job)}algo-{rank + 1}_{4242 + rank}.1796565600000.pt.trace.json.gz"
+        s3.upload_file(str(source), plane.bucket, key)
+        keys.append(key)
+    # A leftover of the old Debugger/Profiler: it gets the expiry tag on job completion.
+    s3.put_object(
+        Bucket=plane.bucket,
+        Key=f"output/{job}/rule-output/ProfilerReport-1796565600/profiler-output/profiler-report.html",
+        Body=b"<html>legacy</html>",
+    )
+    return keys
+
+
+def _sqs_lambda_event(messages: Sequence[Mapping[str, Any]], queue_arn: str) -> dict[str, Any]:
+    return {
+        "Records": [
+            {
+                "messageId": msg["MessageId"],
+                "receiptHandle": msg["ReceiptHandle"],
+                "body": msg["Body"],
+                "attributes": {
+                    "ApproximateReceiveCount": msg.get("Attributes", {}).get("ApproximateReceiveCount", "1"),
+                    "SentTimestamp": str(int(time.time() * 1000)),
+                    "SenderId": "AIDAIENQZJOLO23YVJ4VO",
+                    "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000)),
+                },
+                "messageAttributes": {},
+                "md5OfBody": msg.get("MD5OfBody", ""),
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": REGION,
+            }
+            for msg in messages
+        ]
+    }
+
+
+@dataclass
+class _Context:
+    function_name: str = "profstack-trace-processor"
+    memory_limit_in_mb: int = 3008
+    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:profstack-trace-processor"
+    aws_request_id: str = ""
+    deadline: float = 0.0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(int((self.deadline - time.monotonic()) * 1000), 0)
+
+
+def processor_environment(templates: dict[str, dict[str, Any]], plane: DataPlane) -> dict[str, str]:
+    """The processor's environment as synthesized, with the emulated resources' names filled in."""
+    for template in templates.values():
+        for resource in template.get("Resources", {}).values():
+            props = resource.get("Properties", {})
+            if resource["Type"] == "AWS::Lambda::Function" and props.get("Handler") == (
+                "lambdas.trace_processor.handler.handler"
+            ):
+                env = {k: v for k, v in props["Environment"]["Variables"].items() if isinstance(v, str)}
+                env.update(
+                    TRACE_BUCKET=plane.bucket,
+                    IDEMPOTENCY_TABLE=plane.table,
+                    TOPIC_ARN=plane.topic_arn,
+                    STATE_MACHINE_ARN="",  # two small files stay below the fan-out thresholds
+                    POWERTOOLS_TRACE_DISABLED="1",
+                )
+                return env
+    raise DemoError("no trace-processor function in the synthesized templates")
+
+
+def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path) -> int:
+    started = time.monotonic()
+    from profstack.config import load_config
+
+    prefix = load_config(config_path).prefix
+    stacks = (f"{prefix}-storage", f"{prefix}-processing")
+    templates = load_templates(cdk_out, stacks)
+    counts = {name: len(t.get("Resources", {})) for name, t in templates.items()}
+    _say("ProfStack demo: " + ", ".join(f"{n} ({c} resources)" for n, c in counts.items()) + " synthesized")
+    from profstack.config import load_config
+
+    prefix = load_config(config_path).prefix
+    template, notes = data_plane_template(templates, (f"{prefix}-storage", f"{prefix}-processing"))
+    with emulator() as endpoint:
+        import boto3
+
+        _say(f"embedded AWS (moto server) at {endpoint}")
+        plane = deploy_data_plane(template)
+        _say(
+            f"deployed from the templates via CloudFormation: {len(template['Resources'])} resources "
+            f"({', '.join(sorted({DATA_PLANE_TYPES[r['Type']] for r in template['Resources'].values()}))})"
+        )
+        for note in notes:
+            _say(f"  {note} (emulator limitation; kept in the real deployment)")
+        _say("  not emulated: Lambda (runs in-process below), alarms, dashboard, state machine, KMS")
+        s3, sqs, sns = boto3.client("s3"), boto3.client("sqs"), boto3.client("sns")
+        inbox = sqs.create_queue(QueueName="demo-inbox")["QueueUrl"]
+        inbox_arn = sqs.get_queue_attributes(QueueUrl=inbox, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sns.subscribe(TopicArn=plane.topic_arn, Protocol="sqs", Endpoint=inbox_arn)
+
+        env = processor_environment(templates, plane)
+        user = "alice"
+        job = f"resnet-ddp-demo-{uuid.uuid4().hex[:8]}"
+        keys = register_job(boto3.client("sagemaker"), s3, plane, job=job, user=user, traces_dir=traces_dir)
+        folder = keys[0].rsplit("/", 1)[0]
+        _say(f"training job {job} (user {user}) with {len(keys)} rank traces under s3://{plane.bucket}/{folder}/")
+
+        events = boto3.client("events")
+        put = events.put_events(
+            Entries=[
+                {
+                    "Source": "aws.sagemaker",
+                    "DetailType": "SageMaker Training Job State Change",
+                    "Detail": json.dumps(job_event_detail(job, user, plane.bucket)),
+                    "Resources": [f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{job}"],
+                }
+            ]
+        )
+        if put["FailedEntryCount"]:
+            raise DemoError(f"EventBridge rejected the event: {put['Entries']}")
+        got = sqs.receive_message(
+            QueueUrl=plane.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=2, AttributeNames=["All"]
+        )
+        messages = got.get("Messages", [])
+        if not messages:
+            raise DemoError("the rule did not deliver the event to the queue")
+        _say(f"EventBridge rule -> SQS delivered {len(messages)} message(s); running the processor handler")
+
+        queue_arn = sqs.get_queue_attributes(QueueUrl=plane.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+            "QueueArn"
+        ]
+        response, logs = _invoke_handler(env, _sqs_lambda_event(messages, queue_arn))
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        for msg in messages:
+            if msg["MessageId"] not in failed:
+                sqs.delete_message(QueueUrl=plane.queue_url, ReceiptHandle=msg["ReceiptHandle"])
+        if failed:
+            reasons = [line for line in logs if '"reason"' in line]
+            raise DemoError(f"processing failed: {reasons[-1][:500] if reasons else 'see logs'}")
+
+        from profstack.local_emf import publish_emf
+
+        points = publish_emf(logs, boto3.client("cloudwatch"))
+        report_dir = _download(s3, plane.bucket, layout.job_reports_prefix(user, job), out_dir / job)
+        summary = json.loads((report_dir / "summary.json").read_text())
+        _print_findings(summary)
+        _print_metrics(boto3.client("cloudwatch"), job, points)
+        notes_in = sqs.receive_message(QueueUrl=inbox, MaxNumberOfMessages=10).get("Messages", [])
+        for message in notes_in:
+            body = json.loads(message["Body"])
+            _say(f"\nnotification (SNS -> e-mail): {body.get('Subject')}")
+            for line in str(body.get("Message", "")).splitlines()[:8]:
+                _say(f"  | {line}")
+        tags = s3.get_object_tagging(
+            Bucket=plane.bucket,
+            Key=f"output/{job}/rule-output/ProfilerReport-1796565600/profiler-output/profiler-report.html",
+        )["TagSet"]
+        _say(f"\nlegacy rule-output tagged for expiry: {', '.join(t['Key'] + '=' + t['Value'] for t in tags)}")
+        tb = [k for k in _list(s3, plane.bucket, layout.job_tensorboard_prefix(user, job)) if "tfevents" in k]
+        _say(f"TensorBoard scalars: s3://{plane.bucket}/{tb[0]}" if tb else "TensorBoard scalars: none")
+    _say(f"\nHTML report: {(report_dir / 'report.html').resolve()}")
+    _say(f"summary:     {(report_dir / 'summary.json').resolve()}")
+    perfetto = sorted((report_dir / "perfetto").glob("*.gz")) if (report_dir / "perfetto").is_dir() else []
+    for path in perfetto:
+        _say(f"perfetto:    {path.resolve()}  (open in https://ui.perfetto.dev)")
+    _say(f"demo finished in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+def _invoke_handler(env: dict[str, str], event: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Run the real handler in-process with the function's environment; capture its stdout (logs, EMF)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    buffer = io.StringIO()
+    try:
+        from lambdas.trace_processor import handler, runtime
+
+        runtime.reset()
+        handler._idempotency.cache_clear()
+        import logging
+
+        for log_handler in logging.getLogger(handler.logger.service).handlers:
+            if isinstance(log_handler, logging.StreamHandler):
+                log_handler.stream = buffer
+        context = _Context(aws_request_id=str(uuid.uuid4()), deadline=time.monotonic() + 900)
+        with contextlib.redirect_stdout(buffer):
+            response = handler.handler(event, context)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    return response, buffer.getvalue().splitlines()
+
+
+def _list(s3: Any, bucket: str, prefix: str) -> list[str]:
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix)
+    return [o["Key"] for page in pages for o in page.get("Contents", [])]
+
+
+def _download(s3: Any, bucket: str, prefix: str, target: Path) -> Path:
+    if target.exists():
+        shutil.rmtree(target)
+    for key in _list(s3, bucket, prefix):
+        name = key[len(prefix) :]
+        if name.startswith("."):
+            continue  # internal markers
+        path = target / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(bucket, key, str(path))
+    return target
+
+
+def _print_findings(summary: dict[str, Any]) -> None:
+    ranks = summary.get("ranks", [])
+    _say(f"\nanalysed {len(ranks)} ranks, complete={summary.get('complete')}")
+    for row in summary.get("cross_rank", {}).get("table", []):
+        _say(
+            f"  rank {row.get('rank')}: step mean {row.get('step_mean_us', 0) / 1000:.1f} ms, "
+            f"GPU busy {row.get('gpu_busy_pct')}%, idle {row.get('idle_pct')}%"
+        )
+    found = summary.get("findings", [])
+    _say(f"findings ({len(found)}):")
+    for finding in found[:8]:
+        _say(f"  [{finding.get('severity')}] {finding.get('rule_id')}: {finding.get('message')}")
+        if finding.get("recommendation"):
+            _say(f"      -> {finding['recommendation']}")
+
+
+def _print_metrics(cloudwatch: Any, job: str, points: int) -> None:
+    metrics = cloudwatch.list_metrics(Namespace="ProfStack", Dimensions=[{"Name": "TrainingJobName", "Value": job}])[
+        "Metrics"
+    ]
+    names = sorted({m["MetricName"] for m in metrics})
+    _say(f"\nCloudWatch (from {points} EMF data points): ProfStack/{{TrainingJobName={job}}}: {', '.join(names)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m profstack.demo", description=__doc__.splitlines()[0] if __doc__ else None
+    )
+    parser.add_argument("--cdk-out", type=Path, default=REPO_ROOT / "cdk.out", help="synthesized cloud assembly")
+    parser.add_argument("--traces", type=Path, default=Path(os.environ.get("PROFSTACK_TRACES", DEFAULT_TRACES)))
+    parser.add_argument("--out", type=Path, default=Path("demo-output"), help="where the report is copied")
+    parser.add_argument("--config", type=Path, default=REPO_ROOT / "config" / "profstack.yaml")
+    args = parser.parse_args(argv)
+    try:
+        return run(args.traces, args.out, args.cdk_out, args.config)
+    except DemoError as exc:
+        print(f"profstack demo: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
