@@ -12,7 +12,7 @@ from typing import Any
 from profstack import __version__
 from profstack.analysis import rules
 from profstack.analysis.errors import InternalAnalysisError, StepWindowError, TraceError
-from profstack.analysis.metrics import RankData, analyze_rank, merge_files
+from profstack.analysis.metrics import RankData, analyze_rank, merge_files, release_columns
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.parse import FileData, SymbolTable, parse_source
 from profstack.analysis.sources import TraceSource
@@ -118,6 +118,12 @@ def analyze(
         except StepWindowError as exc:
             errors.append(FileError(rd.label, exc, fatal=True))
             continue
+        except Exception as exc:  # a bug in one rank's analysis must not lose the other ranks
+            err = InternalAnalysisError(f"rank {rd.label}: {type(exc).__name__}: {exc}", source=rd.label)
+            errors.append(FileError(rd.label, err, fatal=True))
+            continue
+        finally:
+            release_columns(rd.data)
         internal = r.pop("_internal")
         findings.extend(rules.rank_findings(r, internal, th))
         ranks.append(r)

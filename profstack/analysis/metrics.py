@@ -58,6 +58,12 @@ class RankData:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def release_columns(fd: FileData) -> None:
+    """Drop the per-event columns once a rank is analysed (keeps counts and names)."""
+    for col in _COLUMNS:
+        setattr(fd, col, array(getattr(fd, col).typecode))
+
+
 def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
     """Concatenate columns; timestamps shift onto the earliest file's clock (one file: no shift)."""
     if len(files) == 1:
@@ -75,6 +81,7 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
                 dst.extend(v + shift for v in src)
             else:
                 dst.extend(src)
+            setattr(f, col, array(src.typecode))  # the merged copy is the only one kept
         for name, rec in f.cpu_agg.items():
             mine = out.cpu_agg.setdefault(name, [rec[0], 0, 0.0])
             mine[1] += rec[1]
