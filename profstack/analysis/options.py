@@ -50,6 +50,17 @@ LAUNCH_DELAY_CUTOFFS_US = (10.0, 50.0, 100.0, 1000.0)
 
 @dataclass(frozen=True)
 class AnalysisOptions:
+    """What to analyse and how.
+
+    top_k: rows in the top-kernel / top-CPU-op tables.
+    steps: ``(a, b)`` analyses ProfilerStep#a..#b only (inclusive); ``include_last_step`` is then ignored.
+    rule_thresholds: overrides of :data:`DEFAULT_THRESHOLDS` (unknown names raise UnknownThresholdError).
+    merge_rank_files: merge several files of one rank (schedule cycles) into one rank entry.
+    max_decompressed_bytes: decompressed-size budget per file (gzip bomb guard).
+    include_last_step: keep the last ProfilerStep (HTA's ``include_last_profiler_step``; HTA defaults to False).
+    max_event_bytes: largest single JSON value accepted (one event, or one top-level value).
+    """
+
     top_k: int = 10
     steps: tuple[int, int] | None = None
     rule_thresholds: Mapping[str, float] = field(default_factory=dict)
