@@ -299,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hta-timeout", type=float, default=900, help="cap for one HTA run (s)")
     parser.add_argument("--repeat", type=int, default=3, help="runs per ProfStack/msgspec cell (best kept)")
     parser.add_argument("--hta-repeat", type=int, default=1, help="runs per HTA cell (best kept)")
+    parser.add_argument("--merge", action="store_true", help="keep cells of latest.json this run does not redo")
     parser.add_argument("--mem-cap-gb", type=float, default=18, help="kill a child above this RSS (GiB)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -306,6 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     tools = [t for t in args.tools.split(",") if t]
     info = machine_info()
     results: list[Measurement] = []
+    kept: list[Measurement] = []
+    if args.merge and RESULTS.exists():
+        # Keep earlier cells that this run does not re-measure (e.g. re-running HTA alone).
+        redo = {(t, sz, f) for t in tools for sz in sizes for f in formats}
+        for row in json.loads(RESULTS.read_text()).get("results", []):
+            m = Measurement(**row)
+            if (m.tool, m.size_mb, m.fmt) not in redo:
+                kept.append(m)
     hta_gave_up: str | None = None
     for size in sizes:
         paths = ensure_traces(size, args.source)
@@ -331,8 +340,8 @@ def main(argv: list[str] | None = None) -> int:
                 log(f"  {m.status}: {speed} MB/s, peak RSS {rss} MB {m.detail}")
                 if tool == "hta" and m.status in ("timeout", "memory-cap"):
                     hta_gave_up = f"HTA {m.detail} at {size} MB"
-                write_outputs(results, info, args)  # keep partial results if interrupted
-    print(markdown_table(results))
+                write_outputs(kept + results, info, args)  # keep partial results if interrupted
+    print(markdown_table(kept + results))
     return 0 if all(m.status in ("ok", "timeout", "memory-cap", "skipped") for m in results) else 1
 
 
