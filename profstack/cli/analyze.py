@@ -197,18 +197,34 @@ def _perfetto_outputs(
 
 def _write_perfetto(
     plan: Sequence[tuple[TraceSource, Path]], steps: tuple[int, int] | None, max_events: int
-) -> list[Path]:
-    from profstack.analysis import trim_trace
+) -> tuple[list[Path], list[str]]:
+    """Trimmed traces; a file that cannot be trimmed (e.g. truncated) is skipped and reported, not fatal."""
+    from profstack.analysis import TraceError, trim_trace
 
-    written = []
+    written: list[Path] = []
+    skipped: list[str] = []
     for src, path in plan:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("wb") as fh:
-            trim_trace(src, fh, steps=steps, max_events=max_events, compress=True)
+        try:
+            with tmp.open("wb") as fh:
+                trim_trace(src, fh, steps=steps, max_events=max_events, compress=True)
+        except TraceError as exc:
+            tmp.unlink(missing_ok=True)
+            skipped.append(str(exc.with_source(src.name)))
+            continue
         os.replace(tmp, path)
         written.append(path)
-    return written
+    return written, skipped
+
+
+def _inside(path: object, folder: Path) -> bool:
+    if not isinstance(path, Path):
+        return False
+    try:
+        return path.resolve().is_relative_to(folder.resolve())
+    except OSError:
+        return False
 
 
 # ---------------------------------------------------------------------------------------------- summary
@@ -292,7 +308,8 @@ def run(args: argparse.Namespace) -> int:
             rule_thresholds=thresholds,
             merge_rank_files=not args.no_merge_ranks,
         )
-        sources = discover_sources(args.paths)
+        # Never read our own outputs back (`profstack analyze . --out out`, run twice).
+        sources = [s for s in discover_sources(args.paths) if not _inside(getattr(s, "path", None), out_dir)]
         if not sources:
             raise CliError(f"no *.json or *.json.gz trace files under {', '.join(args.paths)}")
         total = sum(s.size_hint or 0 for s in sources)
@@ -319,9 +336,11 @@ def run(args: argparse.Namespace) -> int:
             path = out_dir / "report.html"
             _write_atomic(path, render_html(summary).encode("utf-8"))
             outputs.append(path)
+        skipped: list[str] = []
         if "perfetto" in formats:
             plan = _perfetto_outputs(summary, sources, out_dir / "perfetto")
-            outputs.extend(_write_perfetto(plan, steps, args.perfetto_max_events))
+            written, skipped = _write_perfetto(plan, steps, args.perfetto_max_events)
+            outputs.extend(written)
     except TraceError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
@@ -338,10 +357,12 @@ def run(args: argparse.Namespace) -> int:
             f"internal error ({type(exc).__name__}: {detail}); rerun with PROFSTACK_DEBUG=1 and report it"
         ) from None
     print(text_summary(summary, outputs, time.monotonic() - start, total))
+    problems = []
     if not result.complete:
-        print(
-            "profstack: warning: partial results; some input could not be fully read (see summary.json errors)",
-            file=sys.stderr,
-        )
+        problems.append("partial results; some input could not be fully read (see summary.json errors)")
+    if skipped:
+        problems.append(f"no Perfetto trace for {len(skipped)} file(s): {skipped[0]}")
+    if problems:
+        print("profstack: warning: " + "; ".join(problems), file=sys.stderr)
         return 1
     return 0

@@ -293,3 +293,22 @@ def test_unexpected_engine_failure_is_one_line_unless_debugging(
     monkeypatch.setenv("PROFSTACK_DEBUG", "1")
     with pytest.raises(KeyError):
         main(["analyze", str(SMALL_GPU), "--out", str(tmp_path / "out")])
+
+
+def test_rerun_into_an_output_folder_inside_the_input_ignores_previous_outputs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a job folder with one trace, analysed once into a sub-folder of itself
+    job = tmp_path / "job"
+    job.mkdir()
+    shutil.copy(SMALL_GPU, job / "rank-0.json.gz")
+    out = job / "profstack-out"
+    assert main(["analyze", str(job), "--out", str(out)]) == 0
+
+    # WHEN analysing the same folder again (summary.json and perfetto traces now lie inside it)
+    code = main(["analyze", str(job), "--out", str(out)])
+
+    # THEN only the original trace is read, and the run is complete
+    assert code == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert [i["name"] for i in summary["inputs"]] == ["rank-0.json.gz"]
