@@ -118,7 +118,7 @@ def columns(
             if i % every == 0 or i == len(ticks) - 1:
                 pos = (left + i * slot) / width * 100
                 # Keep the outermost ticks inside the chart instead of centring them on the edge.
-                shift = "0" if i == 0 else "-100%" if i == len(ticks) - 1 else "-50%"
+                shift = "0" if pos < 4 else "-100%" if pos > 96 else "-50%"
                 label_html.append(f'<span style="left:{pos:.2f}%;transform:translateX({shift})">{esc(lab)}</span>')
     else:
         for i, lab in enumerate(labels):
