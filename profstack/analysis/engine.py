@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -12,10 +13,12 @@ from typing import Any
 from profstack import __version__
 from profstack.analysis import rules
 from profstack.analysis.errors import InternalAnalysisError, StepWindowError, TraceError
+from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.metrics import RankData, analyze_rank, merge_files, release_columns
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.parse import FileData, SymbolTable, parse_source
-from profstack.analysis.sources import TraceSource
+from profstack.analysis.reader import iter_chunks
+from profstack.analysis.sources import TraceSource, rank_from_name
 
 SUMMARY_SCHEMA_VERSION = "1.0"
 
@@ -69,6 +72,46 @@ def _file_errors(fd: FileData) -> list[FileError]:
     return out
 
 
+_PEEK_BYTES = 8 << 20
+
+
+def _limited(chunks: Iterator[bytes], limit: int) -> Iterator[bytes]:
+    seen = 0
+    for chunk in chunks:
+        yield chunk
+        seen += len(chunk)
+        if seen >= limit:
+            return
+
+
+def _predict_rank(src: TraceSource, opts: AnalysisOptions) -> int | None:
+    """The rank a file will get, from its header (distributedInfo before traceEvents) or its name."""
+    meta: dict[str, Any] = {}
+    try:
+        with src.open() as fh:
+            stream = EventStream(
+                _limited(iter_chunks(fh, max_decompressed=opts.max_decompressed_bytes), _PEEK_BYTES),
+                max_value_bytes=opts.max_event_bytes,
+            )
+            batches = stream.batches()
+            try:
+                next(batches, None)
+            finally:
+                batches.close()
+            meta = stream.meta
+    except Exception:  # noqa: S110 - a peek only; the real parse reports the problem
+        pass
+    dist = meta.get("distributedInfo")
+    if isinstance(dist, dict) and isinstance(dist.get("rank"), int):
+        return int(dist["rank"])
+    return rank_from_name(src.name)
+
+
+def _time_key(rd: RankData) -> tuple[float, str]:
+    f = rd.files[0]
+    return (f.time_offset_us + (f.st_ts[0] if f.st_ts else (f.g_ts[0] if f.g_ts else 0.0)), f.name)
+
+
 def analyze(
     sources: Sequence[TraceSource],
     options: AnalysisOptions | None = None,
@@ -77,13 +120,46 @@ def analyze(
     """Analyse Kineto traces. Per-file failures are recorded (``complete=False``), never raised.
 
     ``progress`` is called with the number of newly consumed input (compressed) bytes, repeatedly.
+    Several inputs: each rank is analysed, and its columns released, as soon as its last file is parsed
+    (ranks are predicted from a cheap header peek), so peak memory follows the largest rank.
     """
     opts = options if options is not None else AnalysisOptions()
     th = opts.thresholds()
     symbols = SymbolTable()
-    files: list[FileData] = []
+    n = len(sources)
+    files: list[FileData | None] = [None] * n
     errors: list[FileError] = []
-    for src in sources:
+    predicted: list[int | None] = [_predict_rank(src, opts) for src in sources] if n > 1 else [None] * n
+    # files with an unknown rank first: until they are parsed, no rank can be closed
+    order = sorted(range(n), key=lambda i: (predicted[i] is not None, predicted[i] or 0, i))
+    unparsed = Counter(p for p in predicted if p is not None)
+    unknown_left = sum(1 for p in predicted if p is None)
+    pending: dict[int, list[FileData]] = {}
+    closed: set[int] = set()
+    analysed: list[tuple[RankData, dict[str, Any], dict[str, Any]]] = []
+
+    def run(rd: RankData) -> None:
+        try:
+            r = analyze_rank(rd, symbols, opts, th)
+        except StepWindowError as exc:
+            errors.append(FileError(rd.label, exc, fatal=True))
+            return
+        except Exception as exc:  # a bug in one rank's analysis must not lose the other ranks
+            err = InternalAnalysisError(f"rank {rd.label}: {type(exc).__name__}: {exc}", source=rd.label)
+            errors.append(FileError(rd.label, err, fatal=True))
+            return
+        finally:
+            release_columns(rd.data)
+        analysed.append((rd, r, r.pop("_internal")))
+
+    def close(rank: int) -> None:
+        members = pending.pop(rank)
+        closed.add(rank)
+        members.sort(key=lambda f: _time_key(RankData(rank, "", [f], f)))
+        run(merge_files(rank, str(rank), members))
+
+    for idx in order:
+        src = sources[idx]
         try:
             fd = parse_source(
                 src,
@@ -95,38 +171,37 @@ def analyze(
         except Exception as exc:  # one broken input must not sink the others
             fd = FileData(name=src.name, size_bytes=src.size_hint)
             fd.error = InternalAnalysisError(f"{type(exc).__name__}: {exc}", source=src.name)
-        files.append(fd)
+        files[idx] = fd
         errors.extend(_file_errors(fd))
-
-    usable = [f for f in files if not f.failed]
-    groups: dict[int, list[FileData]] = {}
-    for f in usable:
-        groups.setdefault(f.rank, []).append(f)
-    rank_data: list[RankData] = []
-    for rank in sorted(groups):
-        members = sorted(groups[rank], key=lambda f: (f.time_offset_us + (f.st_ts[0] if f.st_ts else 0.0), f.name))
-        if opts.merge_rank_files or len(members) == 1:
-            rank_data.append(merge_files(rank, str(rank), members))
+        guess = predicted[idx]
+        if guess is None:
+            unknown_left -= 1
         else:
-            rank_data.extend(merge_files(rank, f"{rank}.{i}", [f]) for i, f in enumerate(members))
+            unparsed[guess] -= 1
+        if not fd.failed:
+            if not opts.merge_rank_files or fd.rank in closed:
+                # kept apart on purpose, or a file whose rank was mispredicted after its rank closed
+                run(merge_files(fd.rank, str(fd.rank), [fd]))
+            else:
+                pending.setdefault(fd.rank, []).append(fd)
+        if unknown_left == 0:
+            for rank in [r for r in pending if unparsed[r] <= 0]:
+                close(rank)
+    for rank in sorted(pending):
+        close(rank)
 
+    # labels: the rank, or "<rank>.<i>" in time order when a rank has several entries
+    by_rank: dict[int, list[tuple[RankData, dict[str, Any], dict[str, Any]]]] = {}
+    for entry in analysed:
+        by_rank.setdefault(entry[0].rank, []).append(entry)
     ranks: list[dict[str, Any]] = []
     findings: list[dict[str, Any]] = []
-    for rd in rank_data:
-        try:
-            r = analyze_rank(rd, symbols, opts, th)
-        except StepWindowError as exc:
-            errors.append(FileError(rd.label, exc, fatal=True))
-            continue
-        except Exception as exc:  # a bug in one rank's analysis must not lose the other ranks
-            err = InternalAnalysisError(f"rank {rd.label}: {type(exc).__name__}: {exc}", source=rd.label)
-            errors.append(FileError(rd.label, err, fatal=True))
-            continue
-        finally:
-            release_columns(rd.data)
-        internal = r.pop("_internal")
-        findings.extend(rules.rank_findings(r, internal, th))
-        ranks.append(r)
+    for rank in sorted(by_rank):
+        entries = sorted(by_rank[rank], key=lambda e: _time_key(e[0]))
+        for i, (_, r, internal) in enumerate(entries):
+            r["label"] = f"{rank}.{i}" if len(entries) > 1 else str(rank)
+            findings.extend(rules.rank_findings(r, internal, th))
+            ranks.append(r)
 
     table = [
         {
@@ -177,6 +252,7 @@ def analyze(
                 ),
             }
             for f in files
+            if f is not None
         ],
         "errors": [e.as_dict() for e in errors],
         "rank_files_merged": opts.merge_rank_files,

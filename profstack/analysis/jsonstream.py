@@ -197,7 +197,7 @@ class EventStream:
         self._rejected = True
 
     # -- main iteration -------------------------------------------------------------------------
-    def batches(self) -> Iterator[Batch]:
+    def batches(self) -> Generator[Batch, None, None]:
         """Batches of events; an input error is raised only after everything before it was yielded."""
         try:
             yield from self._batches()

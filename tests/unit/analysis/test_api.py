@@ -256,3 +256,41 @@ def test_no_sources_is_not_complete() -> None:
     result = analyze([])
     assert result.failed_all
     assert not result.complete
+
+
+def test_each_rank_is_analysed_before_the_next_is_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN two ranks whose files announce their rank in the header
+    from profstack.analysis import engine
+
+    log: list[str] = []
+
+    class Logged(BytesTraceSource):
+        def open(self) -> Any:
+            log.append(f"open {self.name}")
+            return super().open()
+
+    real = engine.analyze_rank
+
+    def spy(rd: Any, *args: Any) -> Any:
+        log.append(f"analyse {rd.rank}")
+        return real(rd, *args)
+
+    monkeypatch.setattr(engine, "analyze_rank", spy)
+    b = busy_steps(2)
+    b.top["distributedInfo"] = {"rank": 1}
+    a = busy_steps(2)
+    a.top["distributedInfo"] = {"rank": 0}
+    # WHEN analysed (rank 1 given first)
+    analyze([Logged(b.to_bytes(), name="x.json"), Logged(a.to_bytes(), name="y.json")])
+    # THEN after the header peeks, rank 0 is parsed and analysed (columns released) before rank 1 is read
+    assert log == ["open x.json", "open y.json", "open y.json", "analyse 0", "open x.json", "analyse 1"]
+
+
+def test_mispredicted_rank_is_still_analysed() -> None:
+    # GIVEN "rank1.json" whose distributedInfo (after traceEvents) says rank 0, and a real rank-0 file
+    late = b'{"traceEvents": ' + json.dumps(busy_steps(2).events).encode() + b', "distributedInfo": {"rank": 0}}'
+    sources = [BytesTraceSource(late, name="rank1.json"), BytesTraceSource(busy_steps(3).to_bytes(), name="rank0.json")]
+    # WHEN analysed THEN both files count, as two entries of rank 0
+    summary = analyze(sources).summary
+    assert [(r["rank"], r["label"]) for r in summary["ranks"]] == [(0, "0.0"), (0, "0.1")]
+    assert sorted(r["steps"]["count"] for r in summary["ranks"]) == [2, 3]
