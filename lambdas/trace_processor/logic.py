@@ -250,10 +250,19 @@ def job_context(event: TrainingJobStateChange, describe: Mapping[str, Any], env:
     )
 
 
+def readable(loc: S3Location, env: ProcessorEnv) -> bool:
+    """Inside what the role may read: the trace bucket's trace prefixes, or an extra prefix."""
+    if loc.bucket == env.trace_bucket and loc.key.startswith((layout.TRACES_PREFIX, layout.TENSORBOARD_PREFIX)):
+        return True
+    return any(loc.uri.startswith(extra.rstrip("/") + "/") for extra in env.extra_trace_prefixes)
+
+
 def trace_prefixes(ctx: JobContext, env: ProcessorEnv) -> list[S3Location]:
-    """Where a job's traces may be: its TensorBoard output, the ProfStack layout, extra prefixes."""
+    """Where a job's traces may be: its TensorBoard output, the ProfStack layout, extra prefixes.
+    A TensorBoard output outside the role's read grant is left out (listing it would only fail with
+    AccessDenied on every retry); add it to processing.extra_trace_prefixes to include it."""
     found: list[S3Location] = []
-    if ctx.tensorboard is not None:
+    if ctx.tensorboard is not None and readable(ctx.tensorboard.child(""), env):
         found.append(ctx.tensorboard.child(""))
     found.append(S3Location(ctx.trace_bucket, layout.job_traces_prefix(ctx.user, ctx.job)))
     for extra in env.extra_trace_prefixes:

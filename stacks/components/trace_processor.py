@@ -183,7 +183,8 @@ class TraceProcessorFunctions(Construct):
                 queue,
                 batch_size=SQS_BATCH_SIZE,
                 report_batch_item_failures=True,
-                max_concurrency=max(2, processing.reserved_concurrency),
+                # Never more pollers than reserved executions (the ESM minimum is 2).
+                max_concurrency=processing.reserved_concurrency if processing.reserved_concurrency >= 2 else None,
             )
         )
         # analyze-file: read one trace, write its partial and trimmed trace under reports/.

@@ -67,7 +67,7 @@ class TrainingJobsDashboard(Construct):
                 left=[
                     _search(
                         namespace=m.NAMESPACE,
-                        dimensions=m.JOB_DIMENSION,
+                        dimensions=f"{m.JOB_DIMENSION},service",  # Powertools adds `service`
                         metric=metric,
                         stat="Maximum",
                         period=300,

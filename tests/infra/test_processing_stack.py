@@ -223,7 +223,8 @@ def test_dashboard_shows_sagemaker_and_profstack_metrics(template: dict[str, Any
     body = _flat(_one(template, "AWS::CloudWatch::Dashboard")["Properties"]["DashboardBody"])
     assert "/aws/sagemaker/TrainingJobs" in body
     assert "GPUUtilization" in body
-    assert f"{{{m.NAMESPACE},{m.JOB_DIMENSION}}}" in body
+    # SEARCH matches exact dimension sets: the per-job EMF metrics carry the job and Powertools' service
+    assert f"{{{m.NAMESPACE},{m.JOB_DIMENSION},service}}" in body
     assert m.GPU_IDLE_PERCENT in body
 
 

@@ -1,0 +1,188 @@
+"""Pure parts of the processor: where traces are looked for, routing, names, metrics, merging."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from lambdas.trace_processor import metric_names as m
+from lambdas.trace_processor.aws import S3Location, S3Object, parse_s3_uri
+from lambdas.trace_processor.env import EnvError, ProcessorEnv
+from lambdas.trace_processor.logic import (
+    JobContext,
+    ProfStackEngine,
+    execution_name,
+    needs_fanout,
+    resolve_user,
+    route_for,
+    rule_output_prefixes,
+    trace_prefixes,
+)
+from lambdas.trace_processor.summary_tools import job_metrics, merge_partials
+from tests.conftest import REPO_ROOT
+
+BUCKET = "traces-bucket"
+
+
+def _env(**overrides: Any) -> ProcessorEnv:
+    values = {
+        "TRACE_BUCKET": BUCKET,
+        "IDEMPOTENCY_TABLE": "t",
+        "TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:t",
+        "EXTRA_TRACE_PREFIXES": '["s3://team-bucket/profiles"]',
+        "FANOUT_FILE_THRESHOLD": "3",
+        "FANOUT_BYTES_THRESHOLD": "1000",
+        "SINGLE_LAMBDA_MAX_FILE_BYTES": "600",
+    }
+    values.update(overrides)
+    return ProcessorEnv.from_environ(values)
+
+
+def _ctx(tensorboard: str | None) -> JobContext:
+    return JobContext(
+        job="j1",
+        status="Completed",
+        user="alice",
+        trace_bucket=BUCKET,
+        end_time_s=1.0,
+        tensorboard=parse_s3_uri(tensorboard).child("j1") if tensorboard else None,
+    )
+
+
+def test_env_is_validated_with_a_readable_error() -> None:
+    with pytest.raises(EnvError, match="TOPIC_ARN"):
+        ProcessorEnv.from_environ({"TRACE_BUCKET": BUCKET, "IDEMPOTENCY_TABLE": "t", "TOPIC_ARN": "nope"})
+    assert _env().extra_trace_prefixes == ["s3://team-bucket/profiles"]
+
+
+def test_trace_prefixes_cover_tensorboard_layout_and_extra_prefixes() -> None:
+    # GIVEN a job whose TensorBoard output is in the trace bucket
+    prefixes = [p.uri for p in trace_prefixes(_ctx(f"s3://{BUCKET}/tensorboard/alice/"), _env())]
+    # THEN its TensorBoard folder, the layout's traces folder and the extra prefix's job folder are searched
+    assert prefixes == [
+        f"s3://{BUCKET}/tensorboard/alice/j1/",
+        f"s3://{BUCKET}/traces/alice/j1/",
+        "s3://team-bucket/profiles/j1/",
+    ]
+
+
+def test_tensorboard_output_outside_the_grant_is_not_searched() -> None:
+    # GIVEN a TensorBoard output in a bucket the role cannot read WHEN searching THEN it is left out
+    prefixes = [p.uri for p in trace_prefixes(_ctx("s3://somewhere-else/tb/"), _env())]
+    assert "s3://somewhere-else/tb/j1/" not in prefixes
+    # AND under an extra prefix it is searched
+    inside = [p.uri for p in trace_prefixes(_ctx("s3://team-bucket/profiles/tb/"), _env())]
+    assert "s3://team-bucket/profiles/tb/j1/" in inside
+
+
+@pytest.mark.parametrize(
+    ("sizes", "fanout"),
+    [([100, 100], False), ([100] * 4, True), ([500, 501], True), ([700], True), ([300, 300, 300], False)],
+)
+def test_fanout_when_many_files_many_bytes_or_one_oversized_file(sizes: list[int], fanout: bool) -> None:
+    objects = [S3Object(BUCKET, f"k{i}.pt.trace.json.gz", size) for i, size in enumerate(sizes)]
+    assert needs_fanout(objects, _env()) is fanout
+
+
+def test_oversized_files_route_to_the_processing_job() -> None:
+    assert route_for(S3Object(BUCKET, "a", 601), _env()) == "processing"
+    assert route_for(S3Object(BUCKET, "a", 600), _env()) == "lambda"
+
+
+def test_execution_name_is_deterministic_and_valid() -> None:
+    name = execution_name("my.job/with spaces" + "x" * 90, "Completed")
+    assert name == execution_name("my.job/with spaces" + "x" * 90, "Completed")
+    assert len(name) <= 80
+    assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
+
+
+@pytest.mark.parametrize(
+    ("tags", "user"),
+    [({"profstack:user": "bob"}, "bob"), ({}, "_unowned"), ({"profstack:user": "../etc"}, "_unowned")],
+)
+def test_owner_comes_from_the_tag_or_is_unowned(tags: dict[str, str], user: str) -> None:
+    assert resolve_user(tags, "profstack:user") == user
+
+
+def test_rule_output_prefixes_are_under_each_output_path() -> None:
+    describe = {
+        "OutputDataConfig": {"S3OutputPath": "s3://out/models"},
+        "ProfilerConfig": {"S3OutputPath": "s3://out/models/"},
+        "DebugHookConfig": {"S3OutputPath": "s3://dbg/hooks"},
+    }
+    assert [p.uri for p in rule_output_prefixes(describe, "j1")] == [
+        "s3://out/models/j1/rule-output/",
+        "s3://dbg/hooks/j1/rule-output/",
+    ]
+
+
+def test_s3_location_child_joins_segments() -> None:
+    assert S3Location("b", "").child("a", "b/").key == "a/b"
+    assert S3Location("b", "x/").child("y", "").key == "x/y/"
+
+
+def _example() -> dict[str, Any]:
+    summary: dict[str, Any] = json.loads((REPO_ROOT / "tests" / "fixtures" / "summary_example.json").read_text())
+    return summary
+
+
+def test_job_metrics_read_the_documented_summary() -> None:
+    # GIVEN the engine's example summary (two GPU ranks) WHEN reduced to job metrics
+    summary = _example()
+    metrics = job_metrics(summary, trace_bytes=1234)
+    ranks = [r for r in summary["ranks"] if r["has_gpu"]]
+    assert len(ranks) >= 2
+    # THEN typical-rank numbers are means and alarm numbers are the worst rank, from documented fields
+    assert metrics[m.GPU_IDLE_PERCENT] == pytest.approx(
+        sum(r["temporal_breakdown"]["idle_pct"] for r in ranks) / len(ranks)
+    )
+    assert metrics[m.LAUNCH_DELAY_P95_US] == pytest.approx(max(r["launch_delay"]["p95_us"] for r in ranks))
+    assert metrics[m.STEP_TIME_P95_MS] == pytest.approx(sum(r["steps"]["p95_us"] for r in ranks) / len(ranks) / 1000)
+    assert metrics[m.DATALOADER_PERCENT] == pytest.approx(max(r["dataloader"]["share_pct"] for r in ranks))
+    assert metrics[m.TRACE_BYTES] == 1234
+    assert metrics[m.TRACE_FILES] == len(summary["inputs"])
+    assert metrics[m.UNREADABLE_TRACE_FILES] == sum(1 for i in summary["inputs"] if i["status"] != "ok")
+    severities = [f["severity"] for f in summary["findings"]]
+    for severity in m.SEVERITIES:
+        assert metrics[m.findings_metric(severity)] == severities.count(severity)
+
+
+def _one_rank(summary: dict[str, Any], rank: int) -> dict[str, Any]:
+    """A partial as the map step writes it: one file, one rank."""
+    part = json.loads(json.dumps(summary))
+    part["ranks"] = [r for r in part["ranks"] if r["rank"] == rank]
+    part["inputs"] = [i for i in part["inputs"] if i["rank"] == rank and i["status"] == "ok"][:1]
+    part["errors"] = []
+    part["cross_rank"]["table"] = [t for t in part["cross_rank"]["table"] if t["rank"] == rank]
+    part["findings"] = [f for f in part["findings"] if f["ranks"] == [rank]]
+    return part
+
+
+def test_merge_partials_rebuilds_the_cross_rank_view_with_the_engines_rules() -> None:
+    # GIVEN two one-rank partials, rank 1 made much slower
+    base = _example()
+    fast, slow = _one_rank(base, 0), _one_rank(base, 1)
+    slow["cross_rank"]["table"][0].update(step_mean_us=2_000_000.0, compute_time_us=9_000_000.0)
+    engine = ProfStackEngine()
+    # WHEN merged
+    merged = merge_partials([fast, slow], [], cross_rank=lambda table: engine.cross_rank(table, {}))
+    # THEN both ranks are in, and the engine's cross-rank rules see the imbalance
+    assert [r["rank"] for r in merged["ranks"]] == [0, 1]
+    assert merged["cross_rank"]["rank_count"] == 2
+    assert [s["rank"] for s in merged["cross_rank"]["stragglers"]] == [1]
+    assert any(f["rule_id"] == "LoadBalancing" for f in merged["findings"])
+    assert len(merged["inputs"]) == 2
+
+
+def test_merge_partials_flags_missing_files() -> None:
+    engine = ProfStackEngine()
+    merged = merge_partials(
+        [_one_rank(_example(), 0)],
+        [{"name": "s3://b/k.pt.trace.json.gz", "size": 5, "reason": "timed out"}],
+        cross_rank=lambda table: engine.cross_rank(table, {}),
+    )
+    assert merged["complete"] is False
+    flagged = [i for i in merged["inputs"] if i["status"] == "failed"]
+    assert flagged[0]["error"]["message"] == "s3://b/k.pt.trace.json.gz: timed out"
