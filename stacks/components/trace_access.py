@@ -60,9 +60,10 @@ class TraceAccess:
             )
         self.key.grant(role, "kms:Decrypt")
 
-    def grant_report_write(self, role: iam.IRole, *, tensorboard: bool) -> None:
-        """PutObject under reports/ (and tensorboard/ for the scalar event files); read back reports/
-        (fan-out manifest and partials)."""
+    def grant_report_write(self, role: iam.IRole, *, tensorboard: bool, read_reports: bool = False) -> None:
+        """PutObject under reports/ (and tensorboard/ for the scalar event files). DeleteObject only on
+        the e-mail markers (removed again when Publish fails). GetObject on reports/ only for the
+        aggregate step (fan-out manifest and partials)."""
         writable = [self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*")]
         if tensorboard:
             writable.append(self.bucket.arn_for_objects(f"{layout.TENSORBOARD_PREFIX}*"))
@@ -71,11 +72,19 @@ class TraceAccess:
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="ReadReports",
-                actions=["s3:GetObject"],
-                resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*")],
+                sid="RetractNotificationMarker",
+                actions=["s3:DeleteObject"],
+                resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/.notified-*")],
             )
         )
+        if read_reports:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="ReadReports",
+                    actions=["s3:GetObject"],
+                    resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*")],
+                )
+            )
         # Exactly what SSE-KMS PutObject/GetObject need on the one data key (no ReEncrypt*, no wildcards).
         self.key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
 

@@ -33,6 +33,8 @@ SQS_BATCH_SIZE = 1  # one job per invocation: a job may take the whole Lambda ti
 WILDCARD_REASONS = {
     r"AwsSolutions-IAM5\[Resource::.*/(traces|tensorboard|reports)/\*\]": "Objects are keyed per user and per "
     "job under this layout prefix (profstack/layout.py); the prefix is the tightest static scope.",
+    r"AwsSolutions-IAM5\[Resource::.*/reports/\*/\.notified-\*\]": "Only the per-job e-mail marker objects "
+    "(reports/<user>/<job>/.notified-<status>) may be deleted, to retry a failed notification.",
     r"AwsSolutions-IAM5\[Resource::.*/\*/rule-output/\*\]": "Legacy Debugger/Profiler output sits at "
     "<output>/<job>/rule-output/ (facts A6); only objects under a rule-output segment can be tagged.",
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/\*\]": (
@@ -191,7 +193,7 @@ class TraceProcessorFunctions(Construct):
         access.grant_trace_read(self.analyze_file.role)
         access.grant_report_write(self.analyze_file.role, tensorboard=False)
         # aggregate: read partials, write the report, scalars, metrics and the notification.
-        access.grant_report_write(self.aggregate.role, tensorboard=True)
+        access.grant_report_write(self.aggregate.role, tensorboard=True, read_reports=True)
         grant_put_metric_data(self.aggregate.role)
         grant_notify(self.aggregate.role, topic)
 

@@ -130,8 +130,10 @@ def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
     # GIVEN the processor's role THEN writes go only to reports/ and tensorboard/
     assert sorted(r.rsplit("/", 1)[-1] for r in by_action["s3:PutObject"]) == ["*", "*"]
     assert {r.split(">", 1)[-1] for r in by_action["s3:PutObject"]} == {"/reports/*", "/tensorboard/*"}
-    # AND reads only the trace prefixes (plus its own reports/ for the fan-out manifest)
-    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {"/traces/*", "/tensorboard/*", "/reports/*"}
+    # AND reads only the trace prefixes
+    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {"/traces/*", "/tensorboard/*"}
+    # AND deletes nothing but its e-mail markers
+    assert {r.split(">", 1)[-1] for r in by_action["s3:DeleteObject"]} == {"/reports/*/.notified-*"}
     # AND SageMaker: DescribeTrainingJob only, on training-job ARNs
     sagemaker = {a for a in by_action if a.startswith("sagemaker:")}
     assert sagemaker == {"sagemaker:DescribeTrainingJob"}
