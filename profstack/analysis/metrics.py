@@ -104,12 +104,12 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
 
 
 class _Launches:
-    """correlation id -> launch (ts, dur): a direct-address table when ids are dense, else a dict."""
+    """correlation id -> launch index: a direct-address int32 table (5 bytes per id in the range) when
+    ids are reasonably dense, which real traces are (range/launches is about 5), else a dict."""
 
     def __init__(self, d: FileData) -> None:
         self.lo = 0
-        self.table_ts: array[float] | None = None
-        self.table_dur: array[float] | None = None
+        self.table: array[int] | None = None
         self.index: dict[int, int] = {}
         self.seen = bytearray()
         self.seen_set: set[int] = set()
@@ -119,39 +119,25 @@ class _Launches:
         if n == 0:
             return
         lo, hi = min(d.r_corr), max(d.r_corr)
-        if hi - lo <= 4 * n + (1 << 20):
+        if hi - lo <= 24 * n + (1 << 20) and n < 2**31:
             self.lo = lo
             size = hi - lo + 1
-            tts = array("d", [_NAN]) * size
-            tdur = array("d", [_NAN]) * size
-            for c, t, du in zip(d.r_corr, d.r_ts, d.r_dur, strict=True):
-                tts[c - lo] = t
-                tdur[c - lo] = du
-            self.table_ts, self.table_dur = tts, tdur
+            table = array("i", [-1]) * size
+            for i, c in enumerate(d.r_corr):
+                table[c - lo] = i
+            self.table = table
             self.seen = bytearray(size)
         else:
             self.index = {c: i for i, c in enumerate(d.r_corr)}
 
     def first_use(self, corr: int) -> bool:
         """True the first time a correlation id is asked for (a graph launch feeds many kernels)."""
-        if self.table_ts is not None:
-            k = corr - self.lo
-            if 0 <= k < len(self.seen):
-                if self.seen[k]:
-                    return False
-                self.seen[k] = 1
-                return True
         if corr in self.seen_set:
             return False
         self.seen_set.add(corr)
         return True
 
     def lookup(self, corr: int) -> tuple[float, float]:
-        if self.table_ts is not None and self.table_dur is not None:
-            k = corr - self.lo
-            if 0 <= k < len(self.table_ts):
-                return self.table_ts[k], self.table_dur[k]
-            return _NAN, _NAN
         i = self.index.get(corr)
         if i is None:
             return _NAN, _NAN
@@ -224,8 +210,9 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     n_kern_sel = 0
     tiny_us = th["tiny_kernel_us"]
     kernel_types_all = classify.KERNEL_TYPES
-    tab_ts, tab_dur, tab_lo, seen = launches.table_ts, launches.table_dur, launches.lo, launches.seen
-    n_tab = len(tab_ts) if tab_ts is not None else 0
+    table, tab_lo, seen = launches.table, launches.lo, launches.seen
+    r_ts_col, r_dur_col = d.r_ts, d.r_dur
+    n_tab = len(table) if table is not None else 0
     dir_cache: dict[int, list[float]] = {}  # memcpy name id -> its direction's accumulator
     hta_incl = opts.include_last_step
     in_window = mode == "window"
@@ -235,10 +222,14 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         dur = g_dur[i]
         corr = g_corr[i]
         k = corr - tab_lo
-        if tab_ts is not None and tab_dur is not None and 0 <= k < n_tab:
-            rts = tab_ts[k]
-            rdur = tab_dur[k]
-        elif corr >= 0 and tab_ts is None:
+        if table is not None:
+            ri = table[k] if 0 <= k < n_tab else -1
+            if ri >= 0:
+                rts = r_ts_col[ri]
+                rdur = r_dur_col[ri]
+            else:
+                rts = rdur = _NAN
+        elif corr >= 0:
             rts, rdur = launches.lookup(corr)
         else:
             rts = rdur = _NAN
@@ -305,7 +296,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
             memset[1] += g_bytes[i]
             memset[2] += dur
         if has_launch:
-            if tab_ts is not None:
+            if table is not None:
                 if seen[k]:
                     continue
                 seen[k] = 1
