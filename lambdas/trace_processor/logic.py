@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 # A trimmed Perfetto trace meant for viewing should stay well under 500 MB (platform facts).
 PERFETTO_MAX_EVENTS = 1_000_000
 TOP_FINDINGS_IN_NOTIFICATION = 5
+# Uncompressed/compressed size of Kineto traces: 13.2:1 on bench/generate.py traces, 14.5:1 on the
+# hta/trace_filter ranks (docs/processing.md). Thresholds are in uncompressed bytes.
+GZIP_RATIO = 15
 _SPOOL_BYTES = 64 << 20
 
 
@@ -285,14 +288,20 @@ def find_traces(s3: S3Client, prefixes: Sequence[S3Location]) -> list[S3Object]:
 # --- routing -----------------------------------------------------------------------------------------
 
 
+def estimated_json_bytes(obj: S3Object) -> int:
+    """What the engine will parse. Work scales with uncompressed JSON, so .gz sizes are scaled by
+    GZIP_RATIO (Kineto traces compress ~13-15:1; the larger ratio errs towards fanning out)."""
+    return obj.size * GZIP_RATIO if obj.key.endswith(".gz") else obj.size
+
+
 def route_for(obj: S3Object, env: ProcessorEnv) -> str:
-    return "processing" if obj.size > env.single_lambda_max_file_bytes else "lambda"
+    return "processing" if estimated_json_bytes(obj) > env.single_lambda_max_file_bytes else "lambda"
 
 
 def needs_fanout(objects: Sequence[S3Object], env: ProcessorEnv) -> bool:
     return (
         len(objects) > env.fanout_file_threshold
-        or sum(o.size for o in objects) > env.fanout_bytes_threshold
+        or sum(estimated_json_bytes(o) for o in objects) > env.fanout_bytes_threshold
         or any(route_for(o, env) == "processing" for o in objects)
     )
 

@@ -44,7 +44,8 @@ def fanout_plane(aws_credentials: None, traces_dir: Path) -> Iterator[tuple[Data
         environ = processor_environ(
             plane.topic_arn,
             FANOUT_FILE_THRESHOLD="1",  # two files -> fan out
-            SINGLE_LAMBDA_MAX_FILE_BYTES="120000",  # rank-0's gzip (124 kB) -> Processing-job route
+            # rank-0's gzip is 124 kB (~1.86 MB of JSON at 15:1), rank-1's 120 kB: only rank-0 -> Processing job
+            SINGLE_LAMBDA_MAX_FILE_BYTES=str(122_000 * 15),
             STATE_MACHINE_ARN=machine,
         )
         with patched_environ(environ):

@@ -82,13 +82,20 @@ def test_tensorboard_output_outside_the_grant_is_not_searched() -> None:
     [([100, 100], False), ([100] * 4, True), ([500, 501], True), ([700], True), ([300, 300, 300], False)],
 )
 def test_fanout_when_many_files_many_bytes_or_one_oversized_file(sizes: list[int], fanout: bool) -> None:
-    objects = [S3Object(BUCKET, f"k{i}.pt.trace.json.gz", size) for i, size in enumerate(sizes)]
+    objects = [S3Object(BUCKET, f"k{i}.pt.trace.json", size) for i, size in enumerate(sizes)]
     assert needs_fanout(objects, _env()) is fanout
 
 
 def test_oversized_files_route_to_the_processing_job() -> None:
-    assert route_for(S3Object(BUCKET, "a", 601), _env()) == "processing"
-    assert route_for(S3Object(BUCKET, "a", 600), _env()) == "lambda"
+    assert route_for(S3Object(BUCKET, "a.pt.trace.json", 601), _env()) == "processing"
+    assert route_for(S3Object(BUCKET, "a.pt.trace.json", 600), _env()) == "lambda"
+
+
+def test_gzip_sizes_count_as_their_uncompressed_estimate() -> None:
+    # GIVEN a 600-byte limit WHEN a 41-byte .gz arrives (~615 bytes of JSON) THEN it is too big for Lambda
+    assert route_for(S3Object(BUCKET, "a.pt.trace.json.gz", 41), _env()) == "processing"
+    assert route_for(S3Object(BUCKET, "a.pt.trace.json.gz", 40), _env()) == "lambda"
+    assert needs_fanout([S3Object(BUCKET, "a.pt.trace.json.gz", 67)] * 2, _env(SINGLE_LAMBDA_MAX_FILE_BYTES="5000"))
 
 
 def test_execution_name_is_deterministic_and_valid() -> None:
