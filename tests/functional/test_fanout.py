@@ -69,7 +69,6 @@ def test_big_job_fans_out_once_and_the_aggregate_builds_the_job_report(
     fanout_plane: tuple[DataPlane, Any], traces_dir: Path
 ) -> None:
     from lambdas.trace_processor import handler, runtime
-    from lambdas.trace_processor.fanout import aggregate, analyze_one
     from lambdas.trace_processor.logic import process_job
 
     plane, sfn = fanout_plane
@@ -104,12 +103,15 @@ def test_big_job_fans_out_once_and_the_aggregate_builds_the_job_report(
 
     # WHEN the map analyses every item (in-process here; the Processing job runs the same engine) and
     # the aggregate step runs
+    # (through the two Lambda entry points, with what the state machine passes them)
+    from lambdas.trace_processor import aggregate as aggregate_entry
+    from lambdas.trace_processor import analyze_file as analyze_entry
+
+    item_selector = {"context": payload["context"], "partials": payload["partials"]}
     for item in manifest:
-        result = analyze_one(
-            {**payload, "item": item}, env=runtime.env(), clients=runtime.clients(), engine=runtime.engine()
-        )
+        result = analyze_entry.handler({**item_selector, "item": item}, FakeLambdaContext())
         assert result["index"] == item["index"]
-    outcome = aggregate(payload, env=runtime.env(), clients=runtime.clients(), engine=runtime.engine())
+    outcome = aggregate_entry.handler(payload, FakeLambdaContext())
     # THEN the job report covers both ranks, with the cross-rank table rebuilt over them
     reports = layout.job_reports_prefix(USER, job)
     summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
@@ -117,7 +119,7 @@ def test_big_job_fans_out_once_and_the_aggregate_builds_the_job_report(
     assert summary["cross_rank"]["rank_count"] == 2
     assert len(summary["cross_rank"]["table"]) == 2
     assert "load_balance" in summary["cross_rank"]
-    assert outcome.action == "reported"
+    assert outcome["action"] == "reported"
     assert f"{reports}perfetto/rank-0.trace.json.gz" in plane.list_keys(reports)
     assert len(plane.notifications()) == 1
 
