@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ParamValidationError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -162,6 +162,25 @@ def put_bytes(
         if only_if_absent and error_code(exc) in {"PreconditionFailed", "ConditionalRequestConflict"}:
             return False
         raise
+    except ParamValidationError:
+        if not only_if_absent:
+            raise
+        # A botocore older than conditional writes (Aug 2024): check, then write. Not atomic, but the
+        # idempotency record already keeps two invocations of one job from running at once.
+        return _put_if_absent_without_condition(s3, location, kwargs)
+    return True
+
+
+def _put_if_absent_without_condition(s3: S3Client, location: S3Location, kwargs: dict[str, Any]) -> bool:
+    try:
+        s3.head_object(Bucket=location.bucket, Key=location.key)
+    except ClientError as exc:
+        if error_code(exc) not in {"404", "NoSuchKey", "NotFound"}:
+            raise
+    else:
+        return False
+    kwargs.pop("IfNoneMatch", None)
+    s3.put_object(**kwargs)
     return True
 
 

@@ -70,11 +70,21 @@ class TraceAccess:
         role.add_to_principal_policy(
             iam.PolicyStatement(sid="WriteReports", actions=["s3:PutObject"], resources=writable)
         )
+        markers = self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/.notified-*")
+        role.add_to_principal_policy(
+            iam.PolicyStatement(sid="RetractNotificationMarker", actions=["s3:DeleteObject"], resources=[markers])
+        )
+        # HeadObject on a marker (fallback when botocore predates conditional writes); with ListBucket on
+        # reports/ a missing marker is a 404, not a 403.
+        role.add_to_principal_policy(
+            iam.PolicyStatement(sid="CheckNotificationMarker", actions=["s3:GetObject"], resources=[markers])
+        )
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="RetractNotificationMarker",
-                actions=["s3:DeleteObject"],
-                resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/.notified-*")],
+                sid="ListReports",
+                actions=["s3:ListBucket"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{layout.REPORTS_PREFIX}*"]}},
             )
         )
         if read_reports:

@@ -131,7 +131,11 @@ def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
     assert sorted(r.rsplit("/", 1)[-1] for r in by_action["s3:PutObject"]) == ["*", "*"]
     assert {r.split(">", 1)[-1] for r in by_action["s3:PutObject"]} == {"/reports/*", "/tensorboard/*"}
     # AND reads only the trace prefixes
-    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {"/traces/*", "/tensorboard/*"}
+    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {
+        "/traces/*",
+        "/tensorboard/*",
+        "/reports/*/.notified-*",  # only its own e-mail markers under reports/
+    }
     # AND deletes nothing but its e-mail markers
     assert {r.split(">", 1)[-1] for r in by_action["s3:DeleteObject"]} == {"/reports/*/.notified-*"}
     # AND SageMaker: DescribeTrainingJob only, on training-job ARNs

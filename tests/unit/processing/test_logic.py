@@ -193,3 +193,38 @@ def test_merge_partials_flags_missing_files() -> None:
     assert merged["complete"] is False
     flagged = [i for i in merged["inputs"] if i["status"] == "failed"]
     assert flagged[0]["error"]["message"] == "s3://b/k.pt.trace.json.gz: timed out"
+
+
+class _OldBotocoreS3:
+    """put_object without IfNoneMatch support, as a botocore from before conditional writes."""
+
+    def __init__(self, existing: set[str]) -> None:
+        self.existing = existing
+        self.puts: list[str] = []
+
+    def put_object(self, **kwargs: Any) -> dict[str, Any]:
+        from botocore.exceptions import ParamValidationError
+
+        if "IfNoneMatch" in kwargs:
+            raise ParamValidationError(report="Unknown parameter in input: IfNoneMatch")
+        self.puts.append(kwargs["Key"])
+        self.existing.add(kwargs["Key"])
+        return {}
+
+    def head_object(self, **kwargs: Any) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        if kwargs["Key"] in self.existing:
+            return {}
+        raise ClientError({"Error": {"Code": "404", "Message": "Not Found"}}, "HeadObject")
+
+
+def test_conditional_create_falls_back_on_an_old_botocore() -> None:
+    from lambdas.trace_processor.aws import put_bytes
+
+    s3 = _OldBotocoreS3(existing=set())
+    loc = S3Location(BUCKET, "reports/alice/j1/.notified-Completed")
+    # WHEN the marker is created twice THEN the first call writes it and the second finds it
+    assert put_bytes(s3, loc, b"", content_type="text/plain", only_if_absent=True) is True  # type: ignore[arg-type]
+    assert put_bytes(s3, loc, b"", content_type="text/plain", only_if_absent=True) is False  # type: ignore[arg-type]
+    assert s3.puts == [loc.key]
