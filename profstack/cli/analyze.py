@@ -36,7 +36,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "analyze",
         help="analyse PyTorch profiler (Kineto) traces: summary.json, report.html, trimmed Perfetto traces",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
+        description="Analyse PyTorch profiler (Kineto) traces locally: summary.json, a self-contained "
+        "report.html and trimmed per-rank traces that Perfetto opens.",
         epilog=(
             "PATH is a *.json / *.json.gz trace or a directory searched recursively. Exit status: 0 complete, "
             "1 partial results (some input unreadable), 2 error."
