@@ -468,3 +468,36 @@ def test_trace_source_streams_in_chunks_and_resumes_a_dropped_connection(plane: 
     assert got == data
     assert calls[1]["Range"] == "bytes=65536-"
     assert "IfMatch" in calls[1]
+
+
+def test_duplicate_arriving_while_the_first_runs_is_retried_later(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a job whose first delivery is still running (INPROGRESS record, deadline in the future)
+    from lambdas.trace_processor import handler
+
+    job = "busy-dup"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
+    record = sqs_record(job_event(job))
+    assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == []
+    ddb = boto3.client("dynamodb", region_name="us-east-1")
+    item = ddb.scan(TableName="profstack-idempotency")["Items"][0]
+    ddb.put_item(
+        TableName="profstack-idempotency",
+        Item={
+            "id": item["id"],
+            "status": {"S": "INPROGRESS"},
+            "expiration": {"N": "9999999999"},
+            "in_progress_expiration": {"N": "99999999999999"},  # ms: the other invocation is alive
+        },
+    )
+    capsys.readouterr()
+    # WHEN the duplicate arrives
+    duplicate = sqs_record(job_event(job))
+    response = handler.handler(sqs_event(duplicate), FakeLambdaContext())
+    # THEN it is handed back to SQS (retried after the visibility timeout), not processed twice
+    assert response["batchItemFailures"] == [{"itemIdentifier": duplicate["messageId"]}]
+    docs = structured(log_lines(capsys))
+    assert any(d.get("reason") == "duplicate_in_progress" for d in docs)
+    assert not any(d.get("message") == "job processed" for d in docs)
