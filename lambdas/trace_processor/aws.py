@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
-from botocore.exceptions import ClientError, ParamValidationError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -104,7 +104,9 @@ class _ResumableS3Reader(io.RawIOBase):
             try:
                 chunk = self._body.read(len(view))
                 break
-            except (OSError, ValueError) as exc:  # urllib3 ProtocolError/ReadTimeout are OSErrors
+            # botocore wraps dropped streams as ResponseStreamingError / ReadTimeoutError (BotoCoreError);
+            # raw socket errors surface as OSError.
+            except (OSError, BotoCoreError) as exc:
                 self._resumes += 1
                 if self._resumes > _MAX_RESUMES:
                     raise OSError(f"{self._obj.uri}: stream failed after {_MAX_RESUMES} resumes") from exc

@@ -427,7 +427,10 @@ def test_access_denied_on_traces_is_retried_with_reason_logged(
     assert any(d.get("reason") == "access_denied" for d in structured(log_lines(capsys)))
 
 
-def test_trace_source_streams_in_chunks_and_resumes_a_dropped_connection(plane: DataPlane, traces_dir: Path) -> None:
+@pytest.mark.parametrize("failure", ["socket", "botocore"])
+def test_trace_source_streams_in_chunks_and_resumes_a_dropped_connection(
+    plane: DataPlane, traces_dir: Path, failure: str
+) -> None:
     # GIVEN a trace in S3 and a connection that drops after the first chunk
     from lambdas.trace_processor.aws import S3Object, S3TraceSource
 
@@ -444,7 +447,11 @@ def test_trace_source_streams_in_chunks_and_resumes_a_dropped_connection(plane: 
         def read(self, n: int = -1) -> bytes:
             self.reads += 1
             if self.reads == 2:
-                raise ConnectionResetError("peer reset")
+                if failure == "socket":
+                    raise ConnectionResetError("peer reset")
+                from botocore.exceptions import ResponseStreamingError
+
+                raise ResponseStreamingError(error="Connection broken: IncompleteRead")
             return bytes(self.body.read(n))
 
         def close(self) -> None:
