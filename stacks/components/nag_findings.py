@@ -66,11 +66,4 @@ def acknowledge_function_baseline(function: Any, *, async_reason: str) -> None:
         "Resource '*' only for actions with no resource type: xray:PutTraceSegments and "
         "xray:PutTelemetryRecords (active tracing) and, where granted, sagemaker:ListApps (facts A4).",
     )
-    for rule in ("AwsSolutions-L1", "Serverless-LambdaLatestVersion"):
-        acknowledge(
-            function.function,
-            rule,
-            "The runtime is pinned to the Python version the bundled wheels are built for "
-            "(stacks/components/python_function.py); it moves together with requirements/runtime.txt.",
-        )
     acknowledge(function.function, "Serverless-LambdaDLQ", async_reason)

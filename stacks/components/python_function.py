@@ -25,8 +25,8 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RUNTIME = lambda_.Runtime.PYTHON_3_13
-RUNTIME_PYTHON_VERSION = "3.13"
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+RUNTIME_PYTHON_VERSION = "3.14"
 ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
 REQUIREMENTS = REPO_ROOT / "requirements" / "runtime.txt"
@@ -123,7 +123,7 @@ def bundled_code() -> lambda_.Code:
         asset_hash=code_asset_hash(),
         bundling=cdk.BundlingOptions(
             # Never pulled: local bundling always succeeds or raises.
-            image=cdk.DockerImage.from_registry("public.ecr.aws/sam/build-python3.13"),
+            image=cdk.DockerImage.from_registry("public.ecr.aws/sam/build-python3.14"),
             local=LocalPythonBundler(),
         ),
     )

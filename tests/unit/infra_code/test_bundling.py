@@ -18,12 +18,12 @@ def wheels() -> Path:
 def test_bundle_holds_dependencies_for_the_lambda_platform_and_our_code(wheels: Path, tmp_path: Path) -> None:
     # WHEN the bundler runs
     assert pf.LocalPythonBundler().try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
-    # THEN the runtime pins, our two packages and aarch64 CPython 3.13 extension modules are there
+    # THEN the runtime pins, our two packages and aarch64 CPython 3.14 extension modules are there
     names = {p.name for p in tmp_path.iterdir()}
     assert {"aws_lambda_powertools", "msgspec", "pydantic", "lambdas", "profstack"} <= names
     extensions = [p.name for p in tmp_path.rglob("*.so")]
     assert extensions
-    assert all("cpython-313-aarch64-linux-gnu" in name for name in extensions), extensions
+    assert all("cpython-314-aarch64-linux-gnu" in name for name in extensions), extensions
     assert not list(tmp_path.rglob("__pycache__"))
 
 
