@@ -207,7 +207,8 @@ class Alarms(_Model):
     gpu_idle_high_percent: Annotated[float, Field(gt=0, le=100)] = 40.0
     launch_delay_p95_high_us: Annotated[float, Field(gt=0)] = 500.0
     dataloader_high_percent: Annotated[float, Field(gt=0, le=100)] = 20.0
-    evaluation_periods: Annotated[int, Field(ge=1, le=100)] = 15
+    evaluation_periods: Annotated[int, Field(ge=1, le=100)] = 15  # minutes, for the live training-job alarms
+    gpus_per_host: Annotated[int, Field(ge=1, le=64)] = 8  # SageMaker sums GPU metrics over a host's GPUs (A8)
     dlq_messages_threshold: Annotated[int, Field(ge=1)] = 1
 
 

@@ -24,6 +24,7 @@ from stacks.components.trace_processor import (
     retention_days,
 )
 from stacks.components.training_dashboard import TrainingJobsDashboard
+from stacks.components.training_job_alarms import TrainingJobAlarms
 
 
 class ProcessingStack(cdk.Stack):
@@ -88,6 +89,9 @@ class ProcessingStack(cdk.Stack):
             processor=self.functions.processor.function,
             state_machine=self.fanout.state_machine,
             service=service,
+        )
+        self.training_job_alarms = TrainingJobAlarms(
+            self, "TrainingJobAlarms", thresholds=alarms, topic=self.notifications.topic, name_prefix=name_prefix
         )
         self.dashboard = TrainingJobsDashboard(
             self,

@@ -248,3 +248,34 @@ def test_tag_filter_from_config_narrows_the_rule(example_config: Any) -> None:
     # WHEN synthesized THEN the rule also requires that tag
     rule = _one(synthesize(config, nag=False).templates[STACK], "AWS::Events::Rule")["Properties"]
     assert rule["EventPattern"]["detail"]["Tags"] == {"profstack:profile": ["true"]}
+
+
+def test_live_training_job_alarms_use_config_thresholds_per_gpu(
+    synthesized: SynthesizedApp, example_config: Any
+) -> None:
+    # GIVEN the example thresholds (per GPU) and SageMaker's per-host sums (facts A8)
+    template = synthesized.templates[f"{example_config.prefix}-processing"]
+    alarms = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"}
+    by_name = {a["Properties"].get("AlarmName", ""): a["Properties"] for a in alarms.values()}
+    gpus = example_config.alarms.gpus_per_host
+    memory = by_name[f"{example_config.prefix}-TrainingGpuMemoryHigh"]
+    low = by_name[f"{example_config.prefix}-TrainingGpuUtilizationLow"]
+    # THEN each is one Metrics Insights series over all hosts, scaled to the host's GPU count
+    assert memory["Metrics"] == [
+        {
+            "Id": "q1",
+            "Expression": 'SELECT MAX(GPUMemoryUtilization) FROM SCHEMA("/aws/sagemaker/TrainingJobs", Host)',
+            "Period": 60,
+            "ReturnData": True,
+        }
+    ]
+    assert memory["Threshold"] == example_config.alarms.gpu_memory_high_percent * gpus
+    assert memory["ComparisonOperator"] == "GreaterThanThreshold"
+    assert low["Metrics"][0]["Expression"].startswith("SELECT MIN(GPUUtilization)")
+    assert low["Threshold"] == example_config.alarms.gpu_utilization_low_percent * gpus
+    assert low["ComparisonOperator"] == "LessThanThreshold"
+    for props in (memory, low):
+        assert props["EvaluationPeriods"] == example_config.alarms.evaluation_periods
+        assert props["TreatMissingData"] == "notBreaching"
+        assert props["AlarmActions"]
+        assert props["AlarmActions"] == props["OKActions"]
