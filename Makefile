@@ -62,7 +62,7 @@ synth: install  ## write every template to cdk.out/ (cdk-nag and cfn-lint gates;
 
 demo: synth  ## synthesize, show the deployment plan, then run the main job on an embedded AWS emulator
 	@$(BIN)/python -m stacks.plan cdk.out --config $(CONFIG)
-	@if [ -f profstack/demo.py ]; then $(BIN)/python -m profstack.demo; fi
+	$(BIN)/python -m profstack.demo
 
 bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA and a bare msgspec decode
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/bench.txt -c requirements/constraints.txt

@@ -406,10 +406,12 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         mean = st[1] / n
         var = (st[2] - n * mean * mean) / (n - 1) if n > 1 else 0.0
         name = names[nid]
+        ktype = classify.kernel_type(name)
         return {
             "name": name,
-            "kernel_type": classify.kernel_type(name),
-            "precision": classify.precision_of(name),
+            "kernel_type": ktype,
+            # Precision describes math; a NCCL int8 reduction or a memcpy has none worth reporting.
+            "precision": classify.precision_of(name) if ktype == classify.COMPUTATION else "n/a",
             "count": n,
             "total_us": r2(st[1]),
             "mean_us": r2(mean),
@@ -426,18 +428,18 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     tc_time = 0.0
     comp_kernel_time = 0.0
     for nid, st in kstats.items():
-        if nid not in kernel_ids:
+        # Precision and Tensor Core use are properties of computation kernels only (not NCCL or memory).
+        if nid not in kernel_ids or type_cache.get(nid) != comp_idx:
             continue
         name = names[nid]
         p = prec[classify.precision_of(name)]
         p[0] += st[0]
         p[1] += st[1]
-        if type_cache.get(nid) == comp_idx:
-            comp_kernel_time += st[1]
-            if classify.uses_tensor_cores(name):
-                tc_time += st[1]
+        comp_kernel_time += st[1]
+        if classify.uses_tensor_cores(name):
+            tc_time += st[1]
     precision = [
-        {"precision": p, "count": int(v[0]), "time_us": r2(v[1]), "pct": pct(v[1], kernel_time)}
+        {"precision": p, "count": int(v[0]), "time_us": r2(v[1]), "pct": pct(v[1], comp_kernel_time)}
         for p, v in prec.items()
         if v[0]
     ]

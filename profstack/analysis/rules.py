@@ -168,7 +168,7 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
             )
         )
     prec = {p["precision"]: p for p in r["precision"]}
-    kt = r["gpu_activity"]["kernel_time_us"]
+    kt = sum(p["time_us"] for p in r["precision"])  # computation-kernel time
     fp32 = prec.get("fp32", {}).get("time_us", 0.0) or 0.0
     if kt > 0 and 100.0 * fp32 / kt > th["fp32_share_pct"]:
         tc = r["occupancy"]["tensor_core_pct_of_compute"]
@@ -176,10 +176,10 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
             _f(
                 "TensorCoreUnderuse",
                 "info",
-                f"rank {label}: {100.0 * fp32 / kt:.1f}% of kernel time runs in fp32",
+                f"rank {label}: {100.0 * fp32 / kt:.1f}% of computation-kernel time runs in fp32",
                 {
                     "fp32_time_us": fp32,
-                    "kernel_time_us": kt,
+                    "computation_kernel_time_us": kt,
                     "fp32_share_pct": round(100.0 * fp32 / kt, 2),
                     "tensor_core_pct_of_compute": tc,
                     "threshold_pct": th["fp32_share_pct"],

@@ -517,8 +517,8 @@ def _panel_precision(rank: Mapping[str, Any]) -> str:
         ]
     )
     note = (
-        '<p class="muted" style="font-size:12px">Share of kernel time. "Reduced" = tf32, fp16, bf16, fp8 '
-        "and int8; precision is inferred from kernel names.</p>"
+        '<p class="muted" style="font-size:12px">Share of computation-kernel time (NCCL and memory kernels '
+        'excluded). "Reduced" = tf32, fp16, bf16, fp8 and int8; precision is inferred from kernel names.</p>'
     )
     return _card(
         "Kernel precision", f'<div class="split"><div>{ring}</div><div class="grow">{legend}{note}</div></div>'

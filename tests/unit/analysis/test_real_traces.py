@@ -174,3 +174,25 @@ def test_launch_delay_close_to_hta_050(
         assert ld["count"] == pytest.approx(ref["n"], rel=0.02)
         assert ld["p50_us"] == pytest.approx(ref["launch_delay"]["p50"], rel=0.01, abs=1.5)
         assert ld["max_us"] == pytest.approx(ref["launch_delay"]["max"], rel=0.01, abs=1.5)
+
+
+def test_precision_covers_computation_kernels_only(traces_dir: Path, analysis_cache: Any) -> None:
+    # GIVEN a trace whose largest kernel is an NCCL int8_t SendRecv (hta/negative_queue_length_values_check)
+    result = analysis_cache((traces_dir / "hta" / "negative_queue_length_values_check" / "rank0.json.gz",))
+    (rank,) = result.summary["ranks"]
+    classes = {p["precision"] for p in rank["precision"]}
+    precision_us = sum(p["time_us"] for p in rank["precision"])
+    # kernel_types are HTA-style unions; rows starting with COMPUTATION bound the per-kernel sum
+    union_us = next(k["time_us"] for k in rank["kernel_types"] if k["kernel_type"] == "COMPUTATION")
+    with_overlaps_us = sum(k["time_us"] for k in rank["kernel_types"] if k["kernel_type"].startswith("COMPUTATION"))
+    communication_us = next(k["time_us"] for k in rank["kernel_types"] if k["kernel_type"] == "COMMUNICATION")
+    # THEN the NCCL kernel is not counted as int8 math, and precision time is computation time only
+    assert "int8" not in classes
+    assert union_us <= precision_us <= with_overlaps_us * 1.01
+    assert precision_us < union_us + communication_us / 2
+    assert sum(p["pct"] for p in rank["precision"]) == pytest.approx(100.0, abs=0.1)
+    # AND communication/memory rows in the top-kernel tables carry no precision
+    for row in rank["top_kernels_by_time"] + rank["top_kernels_by_count"]:
+        if row["kernel_type"] != "COMPUTATION":
+            assert row["precision"] == "n/a", row["name"]
+    assert any(row["kernel_type"] == "COMMUNICATION" for row in rank["top_kernels_by_time"])
