@@ -23,7 +23,11 @@ class CliError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="profstack", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="profstack",
+        description="ProfStack: analyse PyTorch profiler traces, manage per-user TensorBoard on SageMaker, "
+        "and move off SageMaker Profiler.",
+    )
     parser.add_argument("--version", action="version", version=f"profstack {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMAND_MODULES:

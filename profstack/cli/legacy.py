@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from profstack.cli import CliError
+from profstack.cli.legacy_profiler import add_parsers as add_legacy_profiler_parsers
 
 DEFAULT_BATCH_THRESHOLD = 100_000
 DEFAULT_MANIFEST_PREFIX = "profstack/batch-operations/"
@@ -57,6 +58,7 @@ def register(subparsers: Any) -> None:
         help="confirm batch mode: S3 Batch Operations replaces each object's whole tag set",
     )
     tag.set_defaults(handler=tag_rule_output_command)
+    add_legacy_profiler_parsers(commands)
 
 
 class ObjectProgress:

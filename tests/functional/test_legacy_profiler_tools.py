@@ -183,12 +183,12 @@ def test_cli_expire_rule_output_dry_run_and_apply(
     import profstack.cli._aws as aws
 
     monkeypatch.setattr(aws, "make_client", lambda service, region: s3)
-    assert main(["migrate", "expire-rule-output", "--bucket", "legacy-out", "--days", "14"]) == 0
+    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14"]) == 0
     assert "dry run" in capsys.readouterr().out
     assert current_lifecycle_rules(s3, "legacy-out") == []
-    assert main(["migrate", "expire-rule-output", "--bucket", "legacy-out", "--days", "14", "--apply"]) == 0
+    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14", "--apply"]) == 0
     assert "set (expire after 14 days); 0 existing rule(s) kept" in capsys.readouterr().out
-    assert main(["migrate", "expire-rule-output", "--bucket", "legacy-out", "--days", "-1"]) == 2
+    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "-1"]) == 2
     assert capsys.readouterr().err.strip() == "profstack: error: --days must be a positive number, got -1"
 
 
@@ -200,7 +200,7 @@ def test_cli_audit_without_credentials_is_one_line(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    assert main(["migrate", "audit", "--region", REGION]) == 2
+    assert main(["legacy", "audit", "--region", REGION]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1
     assert "no AWS credentials found" in err[0]
@@ -218,10 +218,10 @@ def test_cli_audit_prints_jobs_and_next_steps(
     )
     monkeypatch.setattr(aws, "make_client", lambda service, region: {"sagemaker": client, "s3": s3}[service])
     # WHEN the audit runs THEN the job, its size and the commands to run next are printed
-    assert main(["migrate", "audit", "--days", "30"]) == 0
+    assert main(["legacy", "audit", "--days", "30"]) == 0
     out = capsys.readouterr().out
     assert "Scanned 1 training jobs" in out
     assert "job-a" in out
     assert "1.5 KiB" in out
-    assert "profstack migrate disable-profiler --apply" in out
-    assert "profstack migrate expire-rule-output --bucket legacy-out --apply" in out
+    assert "profstack legacy disable-profiler --apply" in out
+    assert "profstack legacy expire-rule-output --bucket legacy-out --apply" in out
