@@ -1,9 +1,7 @@
-"""`profstack migrate ...`: leave SageMaker Profiler.
+"""`profstack migrate smprof PATH...`: rewrite SageMaker Profiler scripts to torch.profiler.
 
-smprof PATH...            rewrite smprof/smppy scripts to torch.profiler
-audit                     jobs still using Profiler/Debugger profiling, and their legacy output
-expire-rule-output        add the tag-expiry rule to a bucket holding legacy output (merged)
-disable-profiler          turn the Profiler off on in-progress jobs
+The account-side tools (audit, expire-rule-output, disable-profiler) live under
+`profstack legacy`, next to tag-rule-output.
 """
 
 from __future__ import annotations
