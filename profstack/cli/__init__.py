@@ -56,6 +56,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout closed early (e.g. `| head`): stop quietly, as Unix tools do.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:  # last resort: a bug must still read as one line, not a traceback
+        if os.environ.get("PROFSTACK_DEBUG"):
+            raise
+        detail = str(exc).splitlines()[0] if str(exc) else ""
+        print(
+            f"profstack: internal error: {type(exc).__name__}: {detail} (PROFSTACK_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 3
     return result
 
 

@@ -59,7 +59,9 @@ def make_client(service: str, region: str | None) -> Any:
     import boto3
 
     # A fresh session per client: credentials are resolved now, not cached from an earlier call.
-    return boto3.session.Session(region_name=region).client(service)  # type: ignore[call-overload]
+    # NoRegionError surfaces at creation, so creation sits inside aws_errors too.
+    with aws_errors(f"{service} client"):
+        return boto3.session.Session(region_name=region).client(service)  # type: ignore[call-overload]
 
 
 def region_of(args: argparse.Namespace, config: ProfStackConfig) -> str | None:

@@ -1,0 +1,49 @@
+"""The dispatcher: every failure is one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from profstack import cli
+
+
+def test_missing_region_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN no region anywhere (config is env-agnostic, no AWS_REGION)
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    # WHEN a command needs AWS THEN one line says what to set, exit 2
+    assert cli.main(["users", "list"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "profstack: error: cloudformation client: no AWS region "
+        "(set environment.region in the config, --region, or AWS_REGION)"
+    ]
+
+
+def _boom(_: argparse.Namespace) -> int:
+    raise KeyError("unexpected")
+
+
+def _parser_with_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    from profstack.cli import migrate
+
+    monkeypatch.setattr(migrate, "run_smprof", _boom)  # bound when the parser is built
+
+
+def test_a_bug_is_one_line_with_a_debug_switch(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a handler with a bug
+    _parser_with_bug(monkeypatch)
+    monkeypatch.delenv("PROFSTACK_DEBUG", raising=False)
+    # WHEN it runs THEN exit 3 and one line naming the error and the debug switch
+    assert cli.main(["migrate", "smprof", "x.py"]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["profstack: internal error: KeyError: 'unexpected' (PROFSTACK_DEBUG=1 shows the traceback)"]
+    # WHEN PROFSTACK_DEBUG is set THEN the real exception propagates
+    monkeypatch.setenv("PROFSTACK_DEBUG", "1")
+    with pytest.raises(KeyError):
+        cli.main(["migrate", "smprof", "x.py"])
