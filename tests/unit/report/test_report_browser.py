@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import subprocess
@@ -16,13 +17,12 @@ from profstack.report import render_html
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "summary_example.json"
 BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(
-        BROWSER is None,
-        reason="headless Chromium not installed (apt-get install -y chromium; see scripts/screenshot_report.sh)",
-    ),
-]
+# CI installs Chromium (.ci/run), so there a missing browser is a failure, not a skip.
+_MISSING = "headless Chromium not installed (apt-get install -y chromium; see scripts/screenshot_report.sh)"
+if BROWSER is None and os.environ.get("CI") == "true":
+    raise RuntimeError(f"CI=true but {_MISSING}")
+
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(BROWSER is None, reason=_MISSING)]
 
 
 def _png_rows(data: bytes) -> tuple[int, int, list[bytes]]:
