@@ -15,20 +15,16 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import aws_cdk as cdk
 
-from profstack.config import DEFAULT_CONFIG_PATH, ConfigError, load_config
+from profstack.config import DEFAULT_CONFIG_PATH, load_config_reporting
 from stacks.profstack_app import add_security_checks, build_profstack
 
 
 def main() -> int:
     app = cdk.App()
     config_path = app.node.try_get_context("config") or str(DEFAULT_CONFIG_PATH)
-    try:
-        config = load_config(config_path)
-    except ConfigError as exc:
-        print(f"profstack: invalid config: {exc}", file=sys.stderr)
+    config = load_config_reporting(config_path, sys.stderr)
+    if config is None:
         return 1
-    for warning in config.warnings():
-        print(f"profstack: warning: {warning}", file=sys.stderr)
     add_security_checks(app)
     build_profstack(app, config)
     app.synth()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TextIO
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -320,6 +320,18 @@ def load_config(path: Path | str = DEFAULT_CONFIG_PATH) -> ProfStackConfig:
     return parse_config(data, source=str(path))
 
 
+def load_config_reporting(path: Path | str, stream: TextIO) -> ProfStackConfig | None:
+    """Load for a command line: problems and warnings go to `stream` as one line each; None if invalid."""
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        print(f"profstack: invalid config: {exc}", file=stream)
+        return None
+    for warning in config.warnings():
+        print(f"profstack: warning: {warning}", file=stream)
+    return config
+
+
 def _main(argv: list[str]) -> int:
     """`python -m profstack.config --check [PATH]` validates; `--schema` rewrites the JSON Schema."""
     import json
@@ -333,13 +345,9 @@ def _main(argv: list[str]) -> int:
         return 0
     if args[:1] == ["--check"] and len(args) <= 2:
         path = args[1] if len(args) == 2 else DEFAULT_CONFIG_PATH
-        try:
-            config = load_config(path)
-        except ConfigError as exc:
-            print(f"profstack: invalid config: {exc}", file=sys.stderr)
+        config = load_config_reporting(path, sys.stderr)
+        if config is None:
             return 1
-        for warning in config.warnings():
-            print(f"profstack: warning: {warning}", file=sys.stderr)
         print(f"{path}: valid ({len(config.users)} users, domain {config.domain.mode})")
         return 0
     print("usage: python -m profstack.config (--check [PATH] | --schema)", file=sys.stderr)

@@ -8,37 +8,17 @@ names the export exactly as the synthesized template does.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aws_cdk as cdk
 from constructs import IConstruct
 
-
-def _visit(node: Any) -> str:
-    if node is None:
-        return ""
-    if isinstance(node, str):
-        return node.replace("${", "<").replace("}", ">")
-    if isinstance(node, dict):
-        if "Fn::Join" in node:
-            delimiter, items = node["Fn::Join"]
-            return str(delimiter).join(_visit(item) for item in items)
-        if "Fn::Sub" in node:
-            return _visit(node["Fn::Sub"])
-        if "Fn::GetAtt" in node:
-            resource, attribute = node["Fn::GetAtt"]
-            return f"<{_visit(resource)}.{_visit(attribute)}>"
-        if "Fn::ImportValue" in node:
-            return _visit(node["Fn::ImportValue"])
-        if "Ref" in node:
-            return f"<{_visit(node['Ref'])}>"
-    return json.dumps(node, separators=(",", ":"))
+from stacks.components.nag_wildcards import flatten_cfn_reference
 
 
 def flatten(scope: IConstruct, value: Any) -> str:
     """The flat text cdk-nag shows for `value` (a token, string or intrinsic) inside `scope`'s stack."""
-    return _visit(cdk.Stack.of(scope).resolve(value))
+    return flatten_cfn_reference(cdk.Stack.of(scope).resolve(value))
 
 
 def cross_stack(scope: IConstruct, owner: IConstruct, value: str) -> str:
