@@ -156,10 +156,7 @@ def _findings(summary: Mapping[str, Any]) -> str:
     tally = " · ".join(f"{n} {s}{'s' if s == 'warning' and n != 1 else ''}" for s, n in counts.items() if n)
     head = f'<h2>Findings <span class="hint">{esc(tally) if tally else ""}</span></h2>'
     if not findings:
-        return (
-            head + '<div class="card"><span class="badge ok">no issues</span> '
-            "None of the rules fired for these traces.</div>"
-        )
+        return head + '<div class="card"><span class="badge ok">no issues</span> No rule fired for these traces.</div>'
     cards = []
     for f in findings:
         sev = str(get(f, "severity") or "info")
@@ -658,7 +655,12 @@ def _panel_dataloader(rank: Mapping[str, Any]) -> str:
             ]
         )
         + stacked_bar(slices)
-        + _legend([(COLORS["host_wait"], "DataLoader", pct(share)), ("#dfe4ec", "rest of step", "")])
+        + _legend(
+            [
+                (COLORS["host_wait"], "DataLoader", pct(share)),
+                ("#dfe4ec", "rest of step", pct(100 - share) if share is not None else "—"),
+            ]
+        )
     )
     return _card("DataLoader", body)
 

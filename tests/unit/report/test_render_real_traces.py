@@ -1,0 +1,46 @@
+"""Every trace in ../shared/traces, analysed by the engine, renders to a sane report."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from profstack.analysis import AnalysisOptions, analyze, discover_sources
+from profstack.report import render_html
+
+TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
+FILES = (
+    sorted(p.relative_to(TRACES).as_posix() for p in TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")))
+    if TRACES.is_dir()
+    else []
+)
+FILES = [f for f in FILES if not f.startswith("reference_values/")]
+
+
+@pytest.mark.skipif(not FILES, reason=f"shared traces not found at {TRACES}")
+@pytest.mark.parametrize("name", FILES)
+def test_real_trace_renders_with_a_section_per_rank_and_no_placeholder_leaks(name: str) -> None:
+    # GIVEN the engine's summary of one real trace
+    summary = analyze(discover_sources([TRACES / name]), AnalysisOptions(top_k=5)).summary
+
+    # WHEN rendering it
+    page = render_html(summary)
+
+    # THEN there is one section per rank, and GPU panels exactly for the GPU ranks
+    text = re.sub(r"<[^>]+>", " ", page)
+    for rank in summary["ranks"]:
+        assert f"Rank {rank['label']}" in text
+    gpu_ranks = sum(1 for r in summary["ranks"] if r["has_gpu"])
+    assert page.count("<h3>GPU active share") == gpu_ranks
+    assert page.count("CPU-only trace") == len(summary["ranks"]) - gpu_ranks
+    # AND every formatted value (table numbers, KPIs, stats, legend and chip values) is a real value
+    values = re.findall(r'<td class="n">([^<]*)', page)
+    values += re.findall(r'<div class="v">([^<]*)', page)
+    values += re.findall(r"<b>([^<]*)</b>", page)
+    assert values
+    for value in values:
+        assert value.strip() not in ("", "None", "nan", "NaN", "inf", "-inf", "undefined"), value
+        assert "nan" not in value.split(), value
+        assert "None" not in value.split(), value
