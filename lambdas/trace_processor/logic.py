@@ -557,7 +557,8 @@ def publish_report(
     )
     reports = ctx.reports
     put_json(clients.s3, reports.child("summary.json"), summary)
-    page = _no_traces_html(summary) if summary.get("no_traces") else render_html(summary)
+    # The renderer titles the page with job_name; summary.json itself keeps its schema.
+    page = _no_traces_html(summary) if summary.get("no_traces") else render_html({**summary, "job_name": ctx.job})
     put_bytes(clients.s3, reports.child("report.html"), page.encode(), content_type="text/html; charset=utf-8")
     write_tensorboard(clients.s3, ctx, metrics, summary)
     report_uri = reports.child("report.html").uri

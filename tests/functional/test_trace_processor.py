@@ -165,6 +165,8 @@ def test_finished_job_yields_report_metrics_scalars_and_one_notification(
     assert summary["cross_rank"]["rank_count"] == 2
     html = plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}report.html")["Body"].read().decode()
     assert html.lstrip().lower().startswith("<!doctype html")
+    assert f"<title>Profile report: {job}</title>" in html  # titled with the job, not the file names
+    assert "job_name" not in summary  # the page title does not leak into the versioned summary
     # AND the trimmed trace is a gzip Perfetto/Chrome JSON document
     trimmed = plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}perfetto/rank-0.trace.json.gz")["Body"].read()
     assert json.loads(gzip.decompress(trimmed))["traceEvents"]
