@@ -13,7 +13,7 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install lint format typecheck test test-fast synth demo bench clean
+.PHONY: help install lint format typecheck test test-fast synth demo bench screenshot clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -67,6 +67,9 @@ demo: synth  ## synthesize, show the deployment plan, then run the main job on a
 bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA and a bare msgspec decode
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/bench.txt -c requirements/constraints.txt
 	$(BIN)/python -m bench.run
+
+screenshot: demo  ## render the demo's HTML report in headless Chromium to demo-output/report.png
+	scripts/screenshot_report.sh "$$(ls -t demo-output/*/report.html | head -1)" demo-output/report.png 1400x4200
 
 clean:  ## remove build outputs (keeps .venv and node_modules)
 	rm -rf cdk.out build demo-output .pytest_cache .mypy_cache .ruff_cache

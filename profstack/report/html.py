@@ -149,6 +149,16 @@ def _evidence_value(key: str, value: object) -> str:
     return plain(value)
 
 
+def _evidence_label(key: str) -> str:
+    """`host_wait_us` -> `host wait`: the value carries its unit, so the key's suffix would mislead."""
+    for suffix in ("_us", "_bytes"):
+        if key.endswith(suffix):
+            key = key[: -len(suffix)]
+    if key.endswith("_pct"):
+        key = key[: -len("_pct")] + " %"
+    return key.replace("_", " ")
+
+
 def _findings(summary: Mapping[str, Any]) -> str:
     findings = [f for f in (get(summary, "findings") or []) if isinstance(f, Mapping)]
     findings.sort(key=lambda f: SEVERITY_ORDER.get(str(get(f, "severity")), 9))
@@ -173,7 +183,7 @@ def _findings(summary: Mapping[str, Any]) -> str:
         chips = ""
         if isinstance(evidence, Mapping) and evidence:
             chips = '<div class="chips">' + "".join(
-                f'<span class="chip">{esc(k)} <b>{_evidence_value(str(k), v)}</b></span>'
+                f'<span class="chip">{esc(_evidence_label(str(k)))} <b>{_evidence_value(str(k), v)}</b></span>'
                 for k, v in list(evidence.items())[:12]
             )
             chips += "</div>"

@@ -185,6 +185,21 @@ def test_findings_sorted_by_severity_with_recommendation(summary: dict[str, Any]
     assert "1 critical · 1 warning · 1 info" in page
 
 
+def test_evidence_chips_show_units_in_the_value_not_the_key(summary: dict[str, Any]) -> None:
+    # GIVEN a finding whose evidence keys carry unit suffixes
+    base = summary["findings"][0]
+    summary["findings"] = [
+        {**base, "evidence": {"host_wait_us": 3_530_000.0, "idle_pct": 55.2, "copied_bytes": 2048, "ranks": 2}}
+    ]
+    # WHEN rendering
+    page = render_html(summary)
+    # THEN the label drops the suffix and the value is formatted in its unit
+    assert '<span class="chip">host wait <b>3.53 s</b></span>' in page
+    assert '<span class="chip">idle % <b>55.2%</b></span>' in page
+    assert '<span class="chip">copied <b>' in page
+    assert "host_wait_us" not in page
+
+
 def test_long_kernel_names_are_shortened_with_the_full_name_in_a_title(summary: dict[str, Any]) -> None:
     # GIVEN a long templated C++ kernel name
     name = (
