@@ -35,6 +35,7 @@ from lambdas.trace_processor.events import TrainingJobStateChange
 from lambdas.trace_processor.summary_tools import findings, job_metrics, step_durations_ms
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
+from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 from profstack.legacy_tagging import merge_object_tag
 
 if TYPE_CHECKING:
@@ -462,7 +463,7 @@ def write_tensorboard(
 
 def _no_traces_summary(ctx: JobContext, searched: Sequence[S3Location]) -> dict[str, Any]:
     return {
-        "schema_version": "1.0",
+        "schema_version": SUMMARY_SCHEMA_VERSION,
         "complete": True,
         "no_traces": True,
         "message": f"No PyTorch profiler traces (*.pt.trace.json[.gz]) were found for job {ctx.job}.",

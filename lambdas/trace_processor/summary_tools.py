@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from lambdas.trace_processor import metric_names as m
+from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 
@@ -98,7 +99,7 @@ def merge_partials(
     `missing` lists files whose partial never arrived (failed map item): they are flagged inputs."""
     if not partials and not missing:
         raise ValueError("nothing to merge")
-    base: dict[str, Any] = dict(partials[0]) if partials else {"schema_version": "1.0"}
+    base: dict[str, Any] = dict(partials[0]) if partials else {"schema_version": SUMMARY_SCHEMA_VERSION}
     inputs: list[Any] = []
     errors: list[Any] = []
     ranks: list[Any] = []

@@ -20,7 +20,7 @@ from profstack.analysis.parse import FileData, SymbolTable, parse_source
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
 
-SUMMARY_SCHEMA_VERSION = "1.0"
+SUMMARY_SCHEMA_VERSION = "1.1"
 
 
 @cache
@@ -109,7 +109,7 @@ def _predict_rank(src: TraceSource, opts: AnalysisOptions) -> int | None:
 
 def _time_key(rd: RankData) -> tuple[float, str]:
     f = rd.files[0]
-    return (f.time_offset_us + (f.st_ts[0] if f.st_ts else (f.g_ts[0] if f.g_ts else 0.0)), f.name)
+    return (f.time_offset_us + (f.st_ts[0] if f.st_ts else (f.first_gpu_ts or 0.0)), f.name)
 
 
 def analyze(
@@ -152,28 +152,45 @@ def analyze(
             release_columns(rd.data)
         analysed.append((rd, r, r.pop("_internal")))
 
-    def close(rank: int) -> None:
-        members = pending.pop(rank)
-        closed.add(rank)
-        members.sort(key=lambda f: _time_key(RankData(rank, "", [f], f)))
-        run(merge_files(rank, str(rank), members))
-
-    for idx in order:
+    def parse(idx: int, stream_gpu: bool) -> FileData:
         src = sources[idx]
         try:
-            fd = parse_source(
+            return parse_source(
                 src,
                 symbols,
                 max_decompressed_bytes=opts.max_decompressed_bytes,
                 max_event_bytes=opts.max_event_bytes,
                 progress=progress,
+                options=opts,
+                stream_gpu=stream_gpu,
             )
         except Exception as exc:  # one broken input must not sink the others
             fd = FileData(name=src.name, size_bytes=src.size_hint)
             fd.error = InternalAnalysisError(f"{type(exc).__name__}: {exc}", source=src.name)
+            return fd
+
+    def close(rank: int) -> None:
+        members = pending.pop(rank)
+        closed.add(rank)
+        if len(members) > 1 and any(f.gpu is not None for f in members):
+            # a rank predicted to have one file got more: merging needs every member's GPU columns
+            for k, f in enumerate(members):
+                if f.gpu is not None:
+                    idx = next(i for i, x in enumerate(files) if x is f)
+                    members[k] = files[idx] = parse(idx, stream_gpu=False)
+        members.sort(key=lambda f: _time_key(RankData(rank, "", [f], f)))
+        run(merge_files(rank, str(rank), members))
+
+    # one file per rank streams its GPU side in bounded memory; files merged into one rank are buffered
+    rank_files = Counter(predicted)
+    for idx in order:
+        guess = predicted[idx]
+        alone = n == 1 or not opts.merge_rank_files or (guess is not None and rank_files[guess] == 1)
+        fd = parse(idx, stream_gpu=alone)
+        if not alone and fd.gpu_mode_reason is None:
+            fd.gpu_mode_reason = "several input files may belong to this rank"
         files[idx] = fd
         errors.extend(_file_errors(fd))
-        guess = predicted[idx]
         if guess is None:
             unknown_left -= 1
         else:

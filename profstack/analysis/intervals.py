@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import heapq
+import itertools
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -72,23 +72,28 @@ def intersection_length(a: Merged, b: Merged) -> float:
     return acc
 
 
-def _points(merged: Merged, bit: int) -> Iterator[tuple[float, int]]:
-    for s, e in merged:
-        yield s, bit
-        yield e, -bit
-
-
 def partition_by_set(groups: Sequence[Merged]) -> dict[int, float]:
     """Time during which exactly the set of groups ``mask`` is active (bit i = group i), per mask.
 
-    Mirrors HTA's overlapping kernel-type breakdown; streams the boundaries (no per-interval objects kept).
+    Mirrors HTA's overlapping kernel-type breakdown. At equal times an end sorts before a start.
     """
     out: dict[int, float] = {}
+    active = [g for g in groups if len(g)]
+    if len(active) == 1:  # one group: no overlap to resolve
+        g = active[0]
+        return {1 << groups.index(g): total(g)}
+    points: list[tuple[float, int]] = []
+    for i, g in enumerate(groups):
+        bit = 1 << i
+        points.extend(zip(g.starts, itertools.repeat(bit)))
+        points.extend(zip(g.ends, itertools.repeat(-bit)))
+    points.sort()
     running = 0
     prev_t = 0.0
-    for t, delta in heapq.merge(*(_points(g, 1 << i) for i, g in enumerate(groups))):
+    get = out.get
+    for t, delta in points:
         if running > 0 and t > prev_t:
-            out[running] = out.get(running, 0.0) + (t - prev_t)
+            out[running] = get(running, 0.0) + (t - prev_t)
         running += delta
         prev_t = t
     return out

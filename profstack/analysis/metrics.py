@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from profstack.analysis import classify, intervals
-from profstack.analysis.errors import StepWindowError
+from profstack.analysis.gpu import OP_KERNEL, OP_MEMCPY, OP_MEMSET, GpuFeed, StepFrontier, dedupe_steps, select
 from profstack.analysis.options import LAUNCH_DELAY_CUTOFFS_US, AnalysisOptions
-from profstack.analysis.parse import OP_KERNEL, OP_MEMCPY, OP_MEMSET, FileData, SymbolTable
-from profstack.analysis.stats import histogram, mean_std, pct, pct_or_none, quantile, r2
+from profstack.analysis.parse import FileData, SymbolTable
+from profstack.analysis.stats import HIST_EDGES_US, histogram, mean_std, pct, pct_or_none, quantile, r2
 
 _NAN = math.nan
 _COLUMNS = (
-    "g_name",
-    "g_kind",
-    "g_ts",
-    "g_dur",
-    "g_stream",
-    "g_corr",
-    "g_bytes",
-    "g_occ",
-    "r_corr",
-    "r_ts",
-    "r_dur",
     "s_name",
     "s_ts",
     "s_dur",
@@ -44,7 +31,7 @@ _COLUMNS = (
     "st_ts",
     "st_dur",
 )
-_TS_COLUMNS = frozenset({"g_ts", "r_ts", "s_ts", "gs_ts", "a_ts", "dl_ts", "st_ts"})
+_TS_COLUMNS = frozenset({"s_ts", "gs_ts", "a_ts", "dl_ts", "st_ts"})
 
 
 @dataclass
@@ -71,9 +58,15 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
     base = min(f.time_offset_us for f in files)
     out = FileData(name=label, size_bytes=sum(f.size_bytes or 0 for f in files), rank=rank)
     out.time_offset_us = base
+    out.gpu_mode_reason = "merged with other files of the same rank"
     out.meta = next((f.meta for f in files if f.meta), {})
     for f in files:
         shift = f.time_offset_us - base
+        if f.gpu_feed is not None:
+            if out.gpu_feed is None:
+                out.gpu_feed = f.gpu_feed.empty()
+            out.gpu_feed.merge(f.gpu_feed, shift)
+            f.gpu_feed = None
         for col in _COLUMNS:
             src = getattr(f, col)
             dst = getattr(out, col)
@@ -92,6 +85,7 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
             "x_events",
             "invalid_events",
             "negative_durations",
+            "n_launch_records",
             "cpu_ops",
             "runtime_calls",
             "n_kernels",
@@ -99,299 +93,58 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
             "n_memset",
         ):
             setattr(out, attr, getattr(out, attr) + getattr(f, attr))
+        if out.first_gpu_ts is None and f.first_gpu_ts is not None:
+            out.first_gpu_ts = f.first_gpu_ts + shift
         out.devices |= f.devices
     return RankData(rank, label, list(files), out)
-
-
-class _Launches:
-    """correlation id -> launch index: a direct-address int32 table (5 bytes per id in the range) when
-    ids are reasonably dense, which real traces are (range/launches is about 5), else a dict."""
-
-    def __init__(self, d: FileData) -> None:
-        self.lo = 0
-        self.table: array[int] | None = None
-        self.index: dict[int, int] = {}
-        self.seen = bytearray()
-        self.seen_set: set[int] = set()
-        self.r_ts = d.r_ts
-        self.r_dur = d.r_dur
-        n = len(d.r_corr)
-        if n == 0:
-            return
-        lo, hi = min(d.r_corr), max(d.r_corr)
-        if hi - lo <= 24 * n + (1 << 20) and n < 2**31:
-            self.lo = lo
-            size = hi - lo + 1
-            table = array("i", [-1]) * size
-            for i, c in enumerate(d.r_corr):
-                table[c - lo] = i
-            self.table = table
-            self.seen = bytearray(size)
-        else:
-            self.index = {c: i for i, c in enumerate(d.r_corr)}
-
-    def first_use(self, corr: int) -> bool:
-        """True the first time a correlation id is asked for (a graph launch feeds many kernels)."""
-        if corr in self.seen_set:
-            return False
-        self.seen_set.add(corr)
-        return True
-
-    def lookup(self, corr: int) -> tuple[float, float]:
-        i = self.index.get(corr)
-        if i is None:
-            return _NAN, _NAN
-        return self.r_ts[i], self.r_dur[i]
-
-
-def _steps(d: FileData) -> list[tuple[int, float, float]]:
-    seen: dict[tuple[int, float], tuple[int, float, float]] = {}
-    for num, ts, dur in zip(d.st_num, d.st_ts, d.st_dur, strict=True):
-        seen[(num, ts)] = (num, ts, dur)
-    return sorted(seen.values(), key=lambda s: s[1])
 
 
 def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: dict[str, float]) -> dict[str, Any]:
     """Compute the rank summary (schema ``$defs/rank``)."""
     d = rd.data
     names = symbols.names
-    ceil, floor = math.ceil, math.floor
-    steps = _steps(d)
+    steps = dedupe_steps(d.st_num, d.st_ts, d.st_dur)
+    sel = select(steps, opts, has_launches=d.n_launch_records > 0, label=rd.label)
+    mode = sel.mode
+    win_lo, win_hi = sel.win_lo, sel.win_hi
+    steps_in = list(sel.steps_in)
+    last_step_dropped = sel.last_step_dropped
 
-    # ---- which GPU ops are analysed (step window, or HTA's last-step rule) ----
-    win_lo = -math.inf
-    win_hi = math.inf
-    steps_in: list[tuple[int, float, float]] = steps
-    mode = "all"
-    last_step_dropped = False
-    if opts.steps is not None:
-        a, b = opts.steps
-        steps_in = [s for s in steps if a <= s[0] <= b]
-        if not steps_in:
-            raise StepWindowError(f"no ProfilerStep in {a}:{b} (trace has {_step_range(steps)})", source=rd.label)
-        win_lo = steps_in[0][1]
-        win_hi = max(s[1] + s[2] for s in steps_in)
-        mode = "window"
-    elif len({s[0] for s in steps}) >= 2:
-        mode = "hta"
-        last_start = ceil(max(s[1] for s in steps))
-        last_end = floor(max(s[1] + s[2] for s in steps))
-        if not opts.include_last_step:
-            steps_in = [s for s in steps if ceil(s[1]) < last_start]
-            last_step_dropped = True
-        if not d.r_corr:
-            # no launch was recorded at all (activity-only trace): select GPU ops by their own start
-            # instead of dropping every one of them as HTA would
-            mode = "window"
-            win_lo = steps_in[0][1]
-            win_hi = (last_start if not opts.include_last_step else last_end) + 1e-9
-
-    launches = _Launches(d)
-    g_name, g_kind, g_ts, g_dur = d.g_name, d.g_kind, d.g_ts, d.g_dur
-    g_stream, g_corr, g_bytes, g_occ = d.g_stream, d.g_corr, d.g_bytes, d.g_occ
-
-    type_cache: dict[int, int] = {}  # name id -> index into classify.KERNEL_TYPES
-    kstats: dict[int, list[float]] = {}  # nid -> [count, sum, sumsq, min, max] (all GPU ops, like HTA)
-    kernel_ids: set[int] = set()  # names seen as real kernels (not memcpy/memset)
-    mem_dir: dict[str, list[float]] = {}
-    memset: list[float] = [0, 0, 0.0]
-    time_by_kind = [0.0, 0.0, 0.0]
-    delays = array("d")
-    launch_cpu = array("d")
-    # selected ops, HTA-rounded: start, end, launch start (NaN: none), type, stream
-    sel_s = array("d")
-    sel_e = array("d")
-    sel_l = array("d")
-    sel_t = array("b")
-    sel_stream = array("i")
-    occ_w = occ_t = 0.0
-    n_occ = 0
-    tiny = 0
-    n_kern_sel = 0
-    tiny_us = th["tiny_kernel_us"]
+    # ---- GPU ops: joined to launches, in start order (streamed during the parse, or from columns) ----
+    if d.gpu is None:
+        feed = d.gpu_feed if d.gpu_feed is not None else GpuFeed(names, th, StepFrontier(opts), bounded=False)
+        d.gpu = feed.finish(sel)
+        d.gpu_feed = None
+    acc = d.gpu
     kernel_types_all = classify.KERNEL_TYPES
-    table, tab_lo, seen = launches.table, launches.lo, launches.seen
-    r_ts_col, r_dur_col = d.r_ts, d.r_dur
-    n_tab = len(table) if table is not None else 0
-    dir_cache: dict[int, list[float]] = {}  # memcpy name id -> its direction's accumulator
-    hta_incl = opts.include_last_step
-    in_window = mode == "window"
-    hta = mode == "hta"
-    for i in range(len(g_ts)):
-        ts = g_ts[i]
-        dur = g_dur[i]
-        corr = g_corr[i]
-        k = corr - tab_lo
-        if table is not None:
-            ri = table[k] if 0 <= k < n_tab else -1
-            if ri >= 0:
-                rts = r_ts_col[ri]
-                rdur = r_dur_col[ri]
-            else:
-                rts = rdur = _NAN
-        elif corr >= 0:
-            rts, rdur = launches.lookup(corr)
-        else:
-            rts = rdur = _NAN
-        has_launch = rts == rts  # noqa: PLR0124 - NaN test in the per-op loop
-        if in_window:
-            ref = rts if has_launch else ts
-            if ref < win_lo or ref >= win_hi:  # half-open: a launch at the end belongs to the next step
-                continue
-        elif hta:
-            if not has_launch:
-                continue  # HTA keeps only GPU ops whose launch it can correlate
-            rc = ceil(rts)
-            if hta_incl:
-                if rc > last_end:
-                    continue
-            elif rc >= last_start:
-                continue
-        s: float = ceil(ts)
-        e: float = floor(ts + dur)
-        nid = g_name[i]
-        kt = type_cache.get(nid)
-        if kt is None:
-            kt = kernel_types_all.index(classify.kernel_type(names[nid]))
-            type_cache[nid] = kt
-        sel_s.append(s)
-        sel_e.append(e)
-        sel_l.append(ceil(rts) if has_launch else _NAN)
-        sel_t.append(kt)
-        sel_stream.append(g_stream[i])
-        kind = g_kind[i]
-        rd_us = e - s
-        time_by_kind[kind] += rd_us
-        st = kstats.get(nid)
-        if st is None:
-            kstats[nid] = [1, rd_us, rd_us * rd_us, rd_us, rd_us]
-        else:
-            st[0] += 1
-            st[1] += rd_us
-            st[2] += rd_us * rd_us
-            if rd_us < st[3]:  # noqa: PLR1730 - branch is cheaper than min() here
-                st[3] = rd_us
-            if rd_us > st[4]:  # noqa: PLR1730
-                st[4] = rd_us
-        if kind == OP_KERNEL:
-            n_kern_sel += 1
-            kernel_ids.add(nid)
-            if dur < tiny_us:
-                tiny += 1
-            occ = g_occ[i]
-            if occ >= 0:
-                n_occ += 1
-                occ_w += occ * dur
-                occ_t += dur
-        elif kind == OP_MEMCPY:
-            md = dir_cache.get(nid)
-            if md is None:
-                md = mem_dir.setdefault(classify.memcpy_direction(names[nid]), [0, 0, 0.0])
-                dir_cache[nid] = md
-            md[0] += 1
-            md[1] += g_bytes[i]
-            md[2] += dur
-        elif kind == OP_MEMSET:
-            memset[0] += 1
-            memset[1] += g_bytes[i]
-            memset[2] += dur
-        if has_launch:
-            if table is not None:
-                if seen[k]:
-                    continue
-                seen[k] = 1
-            elif not launches.first_use(corr):
-                continue
-            delays.append(ts - (rts + rdur))
-            launch_cpu.append(rdur)
-    n_sel = len(sel_s)
-    del launches
-
-    # ---- one sweep in start order: unions per kernel type and overall, HTA idle breakdown per stream ----
-    order: Iterable[int]
-    if all(a <= b for a, b in itertools.pairwise(sel_s)):
-        order = range(n_sel)
-    else:
-        order = sorted(range(n_sel), key=sel_s.__getitem__)
-    merged_by_type = [intervals.Merged() for _ in kernel_types_all]
-    all_merged = intervals.Merged()
+    kstats, type_cache, kernel_ids = acc.kstats, acc.type_cache, acc.kernel_ids
+    time_by_kind, mem_dir, memset = acc.time_by_kind, acc.mem_dir, acc.memset
+    n_sel = acc.n_sel
+    tiny, n_kern_sel = acc.tiny, acc.n_kern_sel
+    occ_w, occ_t, n_occ = acc.occ_w, acc.occ_t, acc.n_occ
     delay_thr = th["consecutive_kernel_delay_us"]
-    stream_state: dict[int, list[float]] = {}  # stream -> [prev_end, host_wait, kernel_wait, other]
-    # open interval per type (index 3 = all types); flushed into the Merged columns when a gap appears
-    open_s = [0.0, 0.0, 0.0, 0.0]
-    open_e = [-math.inf, -math.inf, -math.inf, -math.inf]
-    targets = [*merged_by_type, all_merged]
-    t_starts = [m.starts.append for m in targets]
-    t_ends = [m.ends.append for m in targets]
-    all_s = 0.0
-    all_e = -math.inf
-    all_starts, all_ends = all_merged.starts.append, all_merged.ends.append
-    state_get = stream_state.get
-    for j in order:
-        s = sel_s[j]
-        e = sel_e[j]
-        if e > s:
-            t = sel_t[j]
-            if s <= open_e[t]:
-                if e > open_e[t]:  # noqa: PLR1730 - hot loop
-                    open_e[t] = e
-            else:
-                if open_e[t] > open_s[t]:
-                    t_starts[t](open_s[t])
-                    t_ends[t](open_e[t])
-                open_s[t] = s
-                open_e[t] = e
-            if s <= all_e:
-                if e > all_e:  # noqa: PLR1730 - hot loop
-                    all_e = e
-            else:
-                if all_e > all_s:
-                    all_starts(all_s)
-                    all_ends(all_e)
-                all_s = s
-                all_e = e
-        stream = sel_stream[j]
-        ss = state_get(stream)
-        if ss is None:
-            stream_state[stream] = [e, 0.0, 0.0, 0.0]
-            continue
-        prev_end = ss[0]
-        gap = s - prev_end
-        if sel_l[j] > prev_end:  # launched after the previous op ended; NaN (no launch) compares False
-            ss[1] += gap
-        elif gap < delay_thr:
-            ss[2] += gap
-        else:
-            ss[3] += gap
-        ss[0] = e
-    open_s[3], open_e[3] = all_s, all_e
-    for t, target in enumerate(targets):
-        if open_e[t] > open_s[t]:
-            target.starts.append(open_s[t])
-            target.ends.append(open_e[t])
-    del order, sel_s, sel_e, sel_l, sel_t, sel_stream
 
-    union_us = intervals.total(all_merged)
-    if len(all_merged):
-        gpu_lo, gpu_hi = all_merged.lo, all_merged.hi
+    union_us = acc.union_us
+    has_union = acc.has_union
+    if has_union:
+        gpu_lo, gpu_hi = acc.gpu_lo, acc.gpu_hi
     else:
         gpu_lo = gpu_hi = 0.0
     span = gpu_hi - gpu_lo
     idle = span - union_us
     comp_idx = kernel_types_all.index(classify.COMPUTATION)
     comm_idx = kernel_types_all.index(classify.COMMUNICATION)
-    compute = intervals.total(merged_by_type[comp_idx])
+    compute = acc.type_total[comp_idx]
     non_compute = span - compute - idle
-    parts = intervals.partition_by_set(merged_by_type)
     kernel_types = []
-    for mask, t_us in sorted(parts.items(), key=lambda kv: -kv[1]):
+    for mask, t_us in sorted(acc.parts.items(), key=lambda kv: -kv[1]):
         label = " overlapping ".join(t for b, t in enumerate(kernel_types_all) if mask & (1 << b))
         kernel_types.append({"kernel_type": label, "time_us": r2(t_us), "pct": pct(t_us, union_us)})
 
     streams_out = []
     tot_host = tot_kern = tot_other = 0.0
-    for stream in sorted(stream_state):
-        _, host, kern, other = stream_state[stream]
+    for stream in sorted(acc.stream_state):
+        _, host, kern, other = acc.stream_state[stream]
         streams_out.append(
             {"stream": stream, "host_wait_us": r2(host), "kernel_wait_us": r2(kern), "other_us": r2(other)}
         )
@@ -445,23 +198,22 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     ]
 
     # ---- launch delay ----
-    sd = sorted(delays)
-    n_launch = len(sd)
+    ld = acc.delays.summary()
     launch = {
-        "count": n_launch,
-        "mean_us": r2(sum(sd) / n_launch) if n_launch else None,
-        "p50_us": r2(quantile(sd, 0.5)),
-        "p95_us": r2(quantile(sd, 0.95)),
-        "p99_us": r2(quantile(sd, 0.99)),
-        "max_us": r2(sd[-1]) if sd else None,
+        "count": ld.count,
+        "mean_us": r2(ld.mean),
+        "p50_us": r2(ld.p50),
+        "p95_us": r2(ld.p95),
+        "p99_us": r2(ld.p99),
+        "max_us": r2(ld.max),
+        "quantiles": ld.method,
         "over_cutoffs": [
-            {"cutoff_us": c, "count": (k := n_launch - bisect.bisect_right(sd, c)), "pct": pct(k, n_launch)}
-            for c in LAUNCH_DELAY_CUTOFFS_US
+            {"cutoff_us": c, "count": k, "pct": pct(k, ld.count)}
+            for c, k in zip(LAUNCH_DELAY_CUTOFFS_US, ld.over, strict=True)
         ],
-        "histogram": histogram(sd),
-        "cpu_launch_mean_us": r2(sum(launch_cpu) / len(launch_cpu)) if launch_cpu else None,
+        "histogram": {"edges_us": [float(e) for e in HIST_EDGES_US], "counts": ld.hist},
+        "cpu_launch_mean_us": r2(acc.launch_cpu_sum / acc.launch_cpu_n) if acc.launch_cpu_n else None,
     }
-    del sd, delays
 
     # ---- wall window for CPU-side metrics ----
     if mode == "window":
@@ -485,7 +237,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     glo = gpu_lo if mode != "window" else win_lo
     ghi = gpu_hi if mode != "window" else win_hi
     for ts, dur in zip(d.gs_ts, d.gs_dur, strict=True):
-        if mode == "all" or (glo - 1) <= ts <= (ghi + 1) or not len(all_merged):
+        if mode == "all" or (glo - 1) <= ts <= (ghi + 1) or not has_union:
             gsync_n += 1
             gsync_t += dur
     sync = {
@@ -575,10 +327,8 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         ]
 
     # ---- communication ----
-    comm_m = merged_by_type[comm_idx]
-    comp_m = merged_by_type[comp_idx]
-    comm_t = intervals.total(comm_m)
-    overlap = intervals.intersection_length(comm_m, comp_m)
+    comm_t = acc.type_total[comm_idx]
+    overlap = acc.overlap_us(comm_idx, comp_idx)
     n_comm = sum(int(st[0]) for nid, st in kstats.items() if type_cache.get(nid) == comm_idx)
 
     top_cpu = sorted(((n, r) for n, r in d.cpu_agg.items() if r[0] != 1), key=lambda kv: -kv[1][2])[: opts.top_k]
@@ -590,7 +340,8 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "label": rd.label,
         "sources": [f.name for f in rd.files],
         "complete": all(f.complete for f in rd.files),
-        "has_gpu": bool(len(g_ts)),
+        "gpu_analysis": {"mode": d.gpu_mode, "reason": d.gpu_mode_reason},
+        "has_gpu": bool(d.n_kernels + d.n_memcpy + d.n_memset),
         "device": device,
         "distributed": (
             {"world_size": _int_or_none(dist.get("world_size")), "backend": _str_or_none(dist.get("backend"))}
@@ -608,9 +359,9 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
             "invalid_events": d.invalid_events,
         },
         "window": {
-            "start_us": r2(gpu_lo) if len(all_merged) else (r2(cpu_lo) if math.isfinite(cpu_lo) else None),
-            "end_us": r2(gpu_hi) if len(all_merged) else (r2(cpu_hi) if math.isfinite(cpu_hi) else None),
-            "duration_us": r2(span if len(all_merged) else (cpu_hi - cpu_lo if math.isfinite(cpu_lo) else 0.0)) or 0.0,
+            "start_us": r2(gpu_lo) if has_union else (r2(cpu_lo) if math.isfinite(cpu_lo) else None),
+            "end_us": r2(gpu_hi) if has_union else (r2(cpu_hi) if math.isfinite(cpu_hi) else None),
+            "duration_us": r2(span if has_union else (cpu_hi - cpu_lo if math.isfinite(cpu_lo) else 0.0)) or 0.0,
             "steps": [s[0] for s in steps_in],
             "last_step_dropped": last_step_dropped,
         },
@@ -688,13 +439,6 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "top_cpu_ops": [{"name": n, "count": int(r[1]), "total_us": r2(r[2])} for n, r in top_cpu],
         "_internal": {"tiny_kernels": tiny, "kernels_selected": n_kern_sel, "step_total_us": step_total},
     }
-
-
-def _step_range(steps: Sequence[tuple[int, float, float]]) -> str:
-    if not steps:
-        return "no ProfilerStep"
-    nums = [s[0] for s in steps]
-    return f"steps {min(nums)}..{max(nums)}"
 
 
 def _int_or_none(v: object) -> int | None:

@@ -20,9 +20,23 @@ from profstack.analysis.errors import (
     InvalidEventError,
     NegativeDurationError,
     NotKinetoError,
+    StepWindowError,
     TraceError,
 )
+from profstack.analysis.gpu import (
+    OP_KERNEL,
+    OP_MEMCPY,
+    OP_MEMSET,
+    GpuAccumulator,
+    GpuFeed,
+    Selection,
+    StepFrontier,
+    StreamingAbort,
+    dedupe_steps,
+    select,
+)
 from profstack.analysis.jsonstream import EventStream
+from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
 
@@ -98,11 +112,6 @@ CAT_KIND: dict[str, int] = {
     "cuda_sync": K_GPU_SYNC,
 }
 
-# GPU op kinds stored in FileData.g_kind
-OP_KERNEL = 0
-OP_MEMCPY = 1
-OP_MEMSET = 2
-
 SYNC_CALLS = frozenset(
     {
         "cudaDeviceSynchronize",
@@ -118,6 +127,21 @@ SYNC_CALLS = frozenset(
         "hipStreamWaitEvent",
     }
 )
+# Runtime/driver calls that never enqueue a kernel, memcpy or memset (queries, event and stream
+# bookkeeping, allocation, synchronisation): no GPU op carries their correlation id, so the join skips
+# them. About half of all runtime calls in real traces (cudaEventQuery alone is a fifth). Anything not
+# matched here, including launch APIs this list has never seen, is kept.
+_NO_GPU_WORK = re.compile(
+    r"Get|Query|IsCapturing|PeekAt|Occupancy|Attribute|Version|Synchronize|WaitEvent|EventRecord|ElapsedTime"
+    r"|Create|Destroy|Malloc|Free|Register|SetDevice|^INVALID$"
+)
+
+
+def enqueues_gpu_work(call: str) -> bool:
+    """False for runtime/driver calls that cannot be the launch of a GPU op (see ``_NO_GPU_WORK``)."""
+    return _NO_GPU_WORK.search(call) is None
+
+
 STEP_PREFIX = "ProfilerStep#"
 _STEP_RE = re.compile(r"ProfilerStep#(\d+)")
 _DIGITS = re.compile(r"-?\d+")
@@ -171,19 +195,14 @@ class FileData:
     n_kernels: int = 0
     n_memcpy: int = 0
     n_memset: int = 0
-    # GPU ops (kernels, memcpy, memset)
-    g_name: array[int] = field(default_factory=lambda: array("i"))
-    g_kind: array[int] = field(default_factory=lambda: array("b"))
-    g_ts: array[float] = field(default_factory=lambda: array("d"))
-    g_dur: array[float] = field(default_factory=lambda: array("d"))
-    g_stream: array[int] = field(default_factory=lambda: array("i"))
-    g_corr: array[int] = field(default_factory=lambda: array("q"))
-    g_bytes: array[int] = field(default_factory=lambda: array("q"))
-    g_occ: array[float] = field(default_factory=lambda: array("f"))
-    # launches: runtime/driver calls that carry a correlation id
-    r_corr: array[int] = field(default_factory=lambda: array("q"))
-    r_ts: array[float] = field(default_factory=lambda: array("d"))
-    r_dur: array[float] = field(default_factory=lambda: array("d"))
+    n_launch_records: int = 0  # runtime/driver calls that carry a correlation id
+    first_gpu_ts: float | None = None
+    # GPU ops and launches: streaming, analysed during the parse (``gpu``); buffered, held in ``gpu_feed``
+    # until the rank is analysed (``metrics.analyze_rank`` finishes it)
+    gpu_feed: GpuFeed | None = None
+    gpu: GpuAccumulator | None = None
+    gpu_mode: str = "buffered"
+    gpu_mode_reason: str | None = None
     # host synchronisation calls
     s_name: array[int] = field(default_factory=lambda: array("i"))
     s_ts: array[float] = field(default_factory=lambda: array("d"))
@@ -205,8 +224,8 @@ class FileData:
     st_dur: array[float] = field(default_factory=lambda: array("d"))
     # per-name aggregates: name -> [flag, count, total_us]
     cpu_agg: dict[str, list[Any]] = field(default_factory=dict)
-    # runtime/driver call names: name -> (is_sync, name_id)
-    rt_agg: dict[str, tuple[bool, int]] = field(default_factory=dict)
+    # runtime/driver call names: name -> (is_sync, name_id, may_launch_gpu_work)
+    rt_agg: dict[str, tuple[bool, int, bool]] = field(default_factory=dict)  # name -> (sync?, id, launch?)
     devices: set[int] = field(default_factory=set)
 
     @property
@@ -219,9 +238,13 @@ class FileData:
 
 
 class _Parser:
-    def __init__(self, fd: FileData, symbols: SymbolTable) -> None:
+    def __init__(
+        self, fd: FileData, symbols: SymbolTable, feed: GpuFeed, selection_now: Callable[[int], Selection]
+    ) -> None:
         self.fd = fd
         self.symbols = symbols
+        self.feed = feed
+        self.selection_now = selection_now
         self.stream_ids: dict[str, int] = {}
         self.annot_class: dict[str, tuple[int, int]] = {}
 
@@ -259,9 +282,11 @@ class _Parser:
         m = _STEP_RE.match(name)
         if m and len(m.group(1)) < 18:
             fd = self.fd
-            fd.st_num.append(int(m.group(1)))
+            num = int(m.group(1))
+            fd.st_num.append(num)
             fd.st_ts.append(ts)
             fd.st_dur.append(dur)
+            self.feed.step(num, ts, dur)
 
     def _annot_class(self, name: str) -> tuple[int, int]:
         cls = self.annot_class.get(name)
@@ -291,17 +316,24 @@ class _Parser:
         rt_get = fd.rt_agg.get
         intern = self.symbols.intern
         ids_get = self.symbols.ids.get
-        g_name = fd.g_name.append
-        g_kind = fd.g_kind.append
-        g_ts = fd.g_ts.append
-        g_dur = fd.g_dur.append
-        g_stream = fd.g_stream.append
-        g_corr = fd.g_corr.append
-        g_bytes = fd.g_bytes.append
-        g_occ = fd.g_occ.append
-        r_corr = fd.r_corr.append
-        r_ts = fd.r_ts.append
-        r_dur = fd.r_dur.append
+        feed = self.feed
+        ops = feed.ops
+        g_s = ops.s.append
+        g_name = ops.name.append
+        g_kind = ops.kind.append
+        g_ts = ops.ts.append
+        g_dur = ops.dur.append
+        g_stream = ops.stream.append
+        g_corr = ops.corr.append
+        g_bytes = ops.nbytes.append
+        g_occ = ops.occ.append
+        # this batch's launches, handed to the join before its ops are looked at
+        l_corr: array[int] = array("q")
+        l_ts: array[float] = array("d")
+        l_dur: array[float] = array("d")
+        r_corr, r_ts, r_dur = l_corr.append, l_ts.append, l_dur.append
+        ceil = math.ceil
+        n_launch = 0
         n_x = 0
         n_cpu = 0
         n_rt = 0
@@ -342,10 +374,11 @@ class _Parser:
                 name = e.name
                 rrec = rt_get(name)
                 if rrec is None:
-                    rrec = (name in SYNC_CALLS, intern(name))
+                    rrec = (name in SYNC_CALLS, intern(name), enqueues_gpu_work(name))
                     fd.rt_agg[name] = rrec
                 a = e.args
-                if a is not None and a.correlation is not None:
+                if rrec[2] and a is not None and a.correlation is not None:
+                    n_launch += 1
                     r_corr(a.correlation)
                     r_ts(ts)
                     r_dur(dur)
@@ -361,33 +394,41 @@ class _Parser:
                 a = e.args
                 if a is not None:
                     st = a.stream
-                    g_stream(st if type(st) is int else self._stream_of(st))
+                    stream = st if type(st) is int else self._stream_of(st)
                     c = a.correlation
-                    g_corr(c if c is not None else -1)
+                    corr = c if c is not None else -1
                     b = a.bytes
-                    g_bytes(int(b) if b is not None else 0)
+                    nbytes = int(b) if b is not None else 0
                     o = a.occupancy
-                    g_occ(o if o is not None else -1.0)
+                    occ = o if o is not None else -1.0
                     dev = a.device
                     if dev is not None and dev not in fd.devices:
                         fd.devices.add(dev)
                 else:
-                    g_stream(0)
-                    g_corr(-1)
-                    g_bytes(0)
-                    g_occ(-1.0)
-                g_name(nid)
-                g_ts(ts)
-                g_dur(dur)
+                    stream = 0
+                    corr = -1
+                    nbytes = 0
+                    occ = -1.0
                 if kind == K_KERNEL:
-                    g_kind(OP_KERNEL)
+                    op_kind = OP_KERNEL
                     fd.n_kernels += 1
                 elif kind == K_MEMCPY:
-                    g_kind(OP_MEMCPY)
+                    op_kind = OP_MEMCPY
                     fd.n_memcpy += 1
                 else:
-                    g_kind(OP_MEMSET)
+                    op_kind = OP_MEMSET
                     fd.n_memset += 1
+                if fd.first_gpu_ts is None:
+                    fd.first_gpu_ts = ts
+                g_s(ceil(ts))
+                g_ts(ts)
+                g_dur(dur)
+                g_name(nid)
+                g_kind(op_kind)
+                g_stream(stream)
+                g_corr(corr)
+                g_bytes(nbytes)
+                g_occ(occ)
             elif kind in (K_ANNOT, K_GPU_ANNOT):
                 flag, nid = self._annot_class(e.name)
                 if flag == F_STEP:
@@ -404,7 +445,10 @@ class _Parser:
             else:  # K_GPU_SYNC
                 fd.gs_ts.append(ts)
                 fd.gs_dur.append(dur)
+        feed.join.add(l_corr, l_ts, l_dur)
+        feed.after_batch(self.selection_now)
         fd.x_events += n_x
+        fd.n_launch_records += n_launch
         fd.cpu_ops += n_cpu
         fd.runtime_calls += n_rt
 
@@ -448,14 +492,54 @@ def parse_source(
     max_decompressed_bytes: int,
     max_event_bytes: int,
     progress: Callable[[int], None] | None = None,
+    options: AnalysisOptions | None = None,
+    stream_gpu: bool = True,
 ) -> FileData:
-    """Parse one trace. Never raises TraceError: errors are recorded on the returned FileData."""
+    """Parse one trace. Never raises TraceError: errors are recorded on the returned FileData.
+
+    With ``stream_gpu``, the GPU side is analysed while parsing, in bounded memory (``FileData.gpu``);
+    when the trace breaks the streaming pass's assumptions, the file is parsed again buffered and
+    ``gpu_mode_reason`` says why. Buffered, the GPU ops wait in ``FileData.gpu_feed`` for the rank.
+    """
+    opts = options if options is not None else AnalysisOptions()
+    limits = {"max_decompressed_bytes": max_decompressed_bytes, "max_event_bytes": max_event_bytes}
+    if stream_gpu:
+        try:
+            return _parse(src, symbols, **limits, progress=progress, opts=opts, bounded=True)
+        except StreamingAbort as exc:
+            # the bytes already reported to progress are not reported again
+            fd = _parse(src, symbols, **limits, progress=None, opts=opts, bounded=False)
+            fd.gpu_mode_reason = str(exc)
+            return fd
+    return _parse(src, symbols, **limits, progress=progress, opts=opts, bounded=False)
+
+
+def _parse(
+    src: TraceSource,
+    symbols: SymbolTable,
+    *,
+    max_decompressed_bytes: int,
+    max_event_bytes: int,
+    progress: Callable[[int], None] | None,
+    opts: AnalysisOptions,
+    bounded: bool,
+) -> FileData:
     fd = FileData(name=src.name, size_bytes=src.size_hint)
     guessed = rank_from_name(src.name)
     if guessed is not None:
         fd.rank = guessed
         fd.rank_source = "file_name"
-    parser = _Parser(fd, symbols)
+
+    def selection_now(n_launches: int) -> Selection:
+        steps = dedupe_steps(fd.st_num, fd.st_ts, fd.st_dur)
+        try:
+            return select(steps, opts, has_launches=n_launches > 0, label=src.name)
+        except StepWindowError:
+            return Selection("none")  # the analysis reports it; nothing to select meanwhile
+
+    feed = GpuFeed(symbols.names, opts.thresholds(), StepFrontier(opts), bounded=bounded)
+    fd.gpu_feed = feed
+    parser = _Parser(fd, symbols, feed, selection_now)
     stream: EventStream | None = None
     try:
         with src.open() as fh:
@@ -490,11 +574,21 @@ def parse_source(
     finally:
         if stream is not None:
             _apply_meta(fd, stream.meta)
-            first_ts = next((col[0] for col in (fd.g_ts, fd.r_ts, fd.st_ts, fd.a_ts) if col), None)
+            firsts = (
+                fd.first_gpu_ts,
+                feed.join.first_ts,
+                fd.st_ts[0] if fd.st_ts else None,
+                fd.a_ts[0] if fd.a_ts else None,
+            )
+            first_ts = next((t for t in firsts if t is not None), None)
             if fd.time_offset_us and first_ts is not None and first_ts > fd.time_offset_us / 2:
                 fd.time_offset_us = 0.0  # timestamps are already absolute despite baseTimeNanoseconds
     if fd.error is None and fd.x_events == 0:
         fd.error = EmptyTraceError("trace has no duration events", source=src.name)
+    if bounded:
+        fd.gpu = feed.finish(selection_now(feed.join.count))
+        fd.gpu_feed = None
+        fd.gpu_mode = "streaming"
     if fd.invalid_events:
         cls = NegativeDurationError if fd.negative_durations == fd.invalid_events else InvalidEventError
         fd.warnings.append(

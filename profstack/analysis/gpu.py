@@ -1,0 +1,656 @@
+"""GPU-side analysis in one pass over GPU ops in start order, with state that does not grow with the trace.
+
+``GpuAccumulator`` takes GPU ops in start order and keeps only bounded aggregates: per-name kernel stats,
+per-stream idle state, one open interval per kernel type (closed ones are folded into the type-overlap
+partition every few thousand), and the launch-delay distribution (exact up to 65,536 launches, then a
+sketch with 0.1 % relative error).
+
+``GpuFeed`` collects a file's ops (compact ``OpColumns``) and launches (``LaunchJoin``) while it is parsed.
+Bounded (the streaming pass), it hands the oldest pending ops over in start order, keeping back the
+newest ``REORDER_WINDOW_OPS`` in file order (multi-stream traces are out of start order by a few thousand
+ops) and any op a ProfilerStep not yet parsed could still select differently; launches are pruned to the
+newest ``LAUNCH_CAPACITY``. Kineto writes a kernel a few events before or after its launch and all
+ProfilerSteps before the GPU section, so these bounds hold with a wide margin. When a trace breaks them
+(an op far behind its launch, ops out of order beyond the window, steps that change the selection after
+ops were handed over) the feed raises ``StreamingAbort`` and the file is parsed again unbounded (the
+buffered pass: everything waits for ``finish``), as files merged into one rank always are.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from array import array
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from profstack.analysis import classify, intervals
+from profstack.analysis.errors import StepWindowError
+from profstack.analysis.options import LAUNCH_DELAY_CUTOFFS_US, AnalysisOptions
+from profstack.analysis.sketch import DelayDistribution
+
+_NAN = math.nan
+_INF = math.inf
+OP_KERNEL = 0
+OP_MEMCPY = 1
+OP_MEMSET = 2
+
+Step = tuple[int, float, float]  # number, start, duration
+
+# Bounds of the streaming pass (module constants so tests can shrink them to exercise every path).
+REORDER_WINDOW_OPS = 1 << 13  # newest ops (file order) held back: later ops may start before them
+DRAIN_BATCH_OPS = 1 << 13  # ops handed over at a time
+LAUNCH_CAPACITY = 1 << 16  # launches kept for ops still to come (up to twice this between prunes)
+
+
+class StreamingAbort(Exception):
+    """The trace breaks an assumption of the bounded streaming pass; parse it again buffered."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which GPU ops and which wall window are analysed."""
+
+    mode: str  # "all" | "hta" (HTA's last-step rule) | "window" (--steps, or no launches) | "none"
+    win_lo: float = -_INF
+    win_hi: float = _INF
+    last_start: int = 0
+    last_end: int = 0
+    include_last: bool = False
+    steps_in: tuple[Step, ...] = ()
+    last_step_dropped: bool = False
+
+    @property
+    def gpu_key(self) -> tuple[object, ...]:
+        """What decides the GPU op selection (the streaming pass freezes this)."""
+        return (self.mode, self.win_lo, self.win_hi, self.last_start, self.last_end, self.include_last)
+
+
+def dedupe_steps(nums: Sequence[int], starts: Sequence[float], durs: Sequence[float]) -> list[Step]:
+    seen: dict[tuple[int, float], Step] = {}
+    for num, ts, dur in zip(nums, starts, durs, strict=True):
+        seen[(num, ts)] = (num, ts, dur)
+    return sorted(seen.values(), key=lambda s: s[1])
+
+
+def step_range(steps: Sequence[Step]) -> str:
+    if not steps:
+        return "no ProfilerStep"
+    nums = [s[0] for s in steps]
+    return f"steps {min(nums)}..{max(nums)}"
+
+
+def select(steps: Sequence[Step], opts: AnalysisOptions, *, has_launches: bool, label: str) -> Selection:
+    """HTA 0.5.0's selection: with two or more steps, GPU ops launched in the last step are dropped."""
+    if opts.steps is not None:
+        a, b = opts.steps
+        chosen = tuple(s for s in steps if a <= s[0] <= b)
+        if not chosen:
+            raise StepWindowError(f"no ProfilerStep in {a}:{b} (trace has {step_range(steps)})", source=label)
+        return Selection("window", chosen[0][1], max(s[1] + s[2] for s in chosen), steps_in=chosen)
+    if len({s[0] for s in steps}) < 2:
+        return Selection("all", steps_in=tuple(steps))
+    last_start = math.ceil(max(s[1] for s in steps))
+    last_end = math.floor(max(s[1] + s[2] for s in steps))
+    incl = opts.include_last_step
+    steps_in = tuple(steps) if incl else tuple(s for s in steps if math.ceil(s[1]) < last_start)
+    if not has_launches:
+        # no launch was recorded at all (activity-only trace): select GPU ops by their own start
+        # instead of dropping every one of them as HTA would
+        hi = (last_end if incl else last_start) + 1e-9
+        return Selection("window", steps_in[0][1], hi, last_start, last_end, incl, steps_in, not incl)
+    return Selection("hta", -_INF, _INF, last_start, last_end, incl, steps_in, not incl)
+
+
+class GpuAccumulator:
+    """Per-rank GPU metrics from ops fed in start order (ties in file order)."""
+
+    FLUSH_INTERVALS = 4096
+
+    def __init__(self, names: list[str], selection: Selection, th: dict[str, float]) -> None:
+        self.names = names
+        self.selection = selection
+        self.tiny_us = th["tiny_kernel_us"]
+        self.delay_thr = th["consecutive_kernel_delay_us"]
+        n_types = len(classify.KERNEL_TYPES)
+        self.type_cache: dict[int, int] = {}  # name id -> index into classify.KERNEL_TYPES
+        self.kstats: dict[int, list[float]] = {}  # nid -> [count, sum, sumsq, min, max] (all GPU ops, like HTA)
+        self.kernel_ids: set[int] = set()
+        self.mem_dir: dict[str, list[float]] = {}
+        self.dir_cache: dict[int, list[float]] = {}
+        self.memset: list[float] = [0, 0, 0.0]
+        self.time_by_kind = [0.0, 0.0, 0.0]
+        self.delays = DelayDistribution(LAUNCH_DELAY_CUTOFFS_US)
+        self.launch_cpu_sum = 0.0
+        self.launch_cpu_n = 0
+        self.occ_w = self.occ_t = 0.0
+        self.n_occ = self.tiny = self.n_kern_sel = self.n_sel = 0
+        # union sweep: one open interval per kernel type, index n_types = all types
+        self.open_s = [0.0] * (n_types + 1)
+        self.open_e = [-_INF] * (n_types + 1)
+        self.closed = [intervals.Merged() for _ in range(n_types)]
+        self.n_closed = 0
+        self.type_total = [0.0] * n_types
+        self.union_us = 0.0
+        self.gpu_lo = _NAN
+        self.gpu_hi = _NAN
+        self.parts: dict[int, float] = {}
+        self.stream_state: dict[int, list[float]] = {}  # stream -> [prev_end, host_wait, kernel_wait, other]
+        self.finished = False
+
+    def add(
+        self,
+        ops: OpColumns,
+        order: Sequence[int],
+        join: LaunchJoin,
+        *,
+        stop_s: float = _INF,
+        settle: float = _INF,
+        by_op_start: bool = True,
+    ) -> int:
+        """Consume ops ``order[0], order[1], ...`` (start order) until one starts after ``stop_s`` or is not
+        settled (its launch, or without a launch and ``by_op_start`` its own start, is after ``settle``).
+        Returns how many were consumed; each is joined to its launch through ``join`` on the way."""
+        sel = self.selection
+        mode = sel.mode
+        in_window, hta = mode == "window", mode == "hta"
+        select_none = mode == "none"
+        win_lo, win_hi, last_start, last_end, incl = (
+            sel.win_lo,
+            sel.win_hi,
+            sel.last_start,
+            sel.last_end,
+            sel.include_last,
+        )
+        s_col, ts_col, dur_col, name_col, kind_col = ops.s, ops.ts, ops.dur, ops.name, ops.kind
+        stream_col, corr_col, bytes_col, occ_col = ops.stream, ops.corr, ops.nbytes, ops.occ
+        launch_get, used, used_add = join.launches.get, join.used, join.used.add
+        no_launch = complex(_NAN, _NAN)
+        ceil, floor = math.ceil, math.floor
+        names = self.names
+        type_cache, kstats, kernel_ids = self.type_cache, self.kstats, self.kernel_ids
+        time_by_kind, memset, dir_cache = self.time_by_kind, self.memset, self.dir_cache
+        kernel_types_all = classify.KERNEL_TYPES
+        tiny_us, delay_thr = self.tiny_us, self.delay_thr
+        open_s, open_e, closed = self.open_s, self.open_e, self.closed
+        all_t = len(kernel_types_all)
+        all_s, all_e = open_s[all_t], open_e[all_t]
+        union_us, gpu_lo, gpu_hi = self.union_us, self.gpu_lo, self.gpu_hi
+        type_total = self.type_total
+        stream_state = self.stream_state
+        state_get = stream_state.get
+        delays = array("d")
+        add_delay = delays.append
+        n_closed = self.n_closed
+        cpu_sum = 0.0
+        cpu_n = n_sel = n_kern = tiny = n_occ = 0
+        occ_w = occ_t = 0.0
+        taken = 0
+        for i in order:
+            s = s_col[i]
+            if s > stop_s:
+                break
+            ts = ts_col[i]
+            corr = corr_col[i]
+            launch = launch_get(corr, no_launch) if corr >= 0 else no_launch
+            rts = launch.real
+            has_launch = rts == rts  # noqa: PLR0124 - NaN test in the per-op loop
+            if has_launch:
+                if rts > settle:
+                    break
+            elif (ts if by_op_start else -_INF) > settle:
+                break
+            elif corr >= 0:
+                join.missing(corr)  # leaves without a launch: a launch arriving later must be noticed
+            taken += 1
+            first = has_launch and corr not in used
+            if first:
+                used_add(corr)
+            if select_none:
+                continue
+            if in_window:
+                ref = rts if has_launch else ts
+                if ref < win_lo or ref >= win_hi:  # half-open: a launch at the end belongs to the next step
+                    continue
+            elif hta:
+                if not has_launch:
+                    continue  # HTA keeps only GPU ops whose launch it can correlate
+                rc = ceil(rts)
+                if incl:
+                    if rc > last_end:
+                        continue
+                elif rc >= last_start:
+                    continue
+            dur = dur_col[i]
+            e = floor(ts + dur)
+            nid = name_col[i]
+            kt = type_cache.get(nid)
+            if kt is None:
+                kt = kernel_types_all.index(classify.kernel_type(names[nid]))
+                type_cache[nid] = kt
+            n_sel += 1
+            kind = kind_col[i]
+            rd_us = e - s
+            time_by_kind[kind] += rd_us
+            st = kstats.get(nid)
+            if st is None:
+                kstats[nid] = [1, rd_us, rd_us * rd_us, rd_us, rd_us]
+            else:
+                st[0] += 1
+                st[1] += rd_us
+                st[2] += rd_us * rd_us
+                if rd_us < st[3]:  # noqa: PLR1730 - branch is cheaper than min() here
+                    st[3] = rd_us
+                if rd_us > st[4]:  # noqa: PLR1730
+                    st[4] = rd_us
+            if kind == OP_KERNEL:
+                n_kern += 1
+                kernel_ids.add(nid)
+                if dur < tiny_us:
+                    tiny += 1
+                occ = occ_col[i]
+                if occ >= 0:
+                    n_occ += 1
+                    occ_w += occ * dur
+                    occ_t += dur
+            elif kind == OP_MEMCPY:
+                md = dir_cache.get(nid)
+                if md is None:
+                    md = self.mem_dir.setdefault(classify.memcpy_direction(names[nid]), [0, 0, 0.0])
+                    dir_cache[nid] = md
+                md[0] += 1
+                md[1] += bytes_col[i]
+                md[2] += dur
+            else:
+                memset[0] += 1
+                memset[1] += bytes_col[i]
+                memset[2] += dur
+            if first:
+                rdur = launch.imag
+                add_delay(ts - (rts + rdur))
+                cpu_sum += rdur
+                cpu_n += 1
+            # ---- sweep: unions per kernel type and overall ----
+            if e > s:
+                if s <= open_e[kt]:
+                    if e > open_e[kt]:  # noqa: PLR1730 - hot loop
+                        open_e[kt] = e
+                else:
+                    if open_e[kt] > open_s[kt]:
+                        m = closed[kt]
+                        m.starts.append(open_s[kt])
+                        m.ends.append(open_e[kt])
+                        type_total[kt] += open_e[kt] - open_s[kt]
+                        n_closed += 1
+                    open_s[kt] = s
+                    open_e[kt] = e
+                if s <= all_e:
+                    if e > all_e:  # noqa: PLR1730 - hot loop
+                        all_e = e
+                else:
+                    if all_e > all_s:
+                        union_us += all_e - all_s
+                        if gpu_lo != gpu_lo:  # noqa: PLR0124 - first interval
+                            gpu_lo = all_s
+                        gpu_hi = all_e
+                    all_s = s
+                    all_e = e
+            # ---- HTA idle breakdown per stream ----
+            stream = stream_col[i]
+            ss = state_get(stream)
+            if ss is None:
+                stream_state[stream] = [e, 0.0, 0.0, 0.0]
+                continue
+            prev_end = ss[0]
+            gap = s - prev_end
+            if has_launch and ceil(rts) > prev_end:  # launched after the previous op ended
+                ss[1] += gap
+            elif gap < delay_thr:
+                ss[2] += gap
+            else:
+                ss[3] += gap
+            ss[0] = e
+        open_s[all_t], open_e[all_t] = all_s, all_e
+        self.union_us, self.gpu_lo, self.gpu_hi = union_us, gpu_lo, gpu_hi
+        self.n_sel += n_sel
+        self.n_kern_sel += n_kern
+        self.tiny += tiny
+        self.n_occ += n_occ
+        self.occ_w += occ_w
+        self.occ_t += occ_t
+        self.launch_cpu_sum += cpu_sum
+        self.launch_cpu_n += cpu_n
+        if delays:
+            self.delays.extend(delays)
+        self.n_closed = n_closed
+        if n_closed >= self.FLUSH_INTERVALS:
+            self._flush()
+        return taken
+
+    def _flush(self) -> None:
+        """Fold the closed intervals that lie wholly in the past into the type-overlap partition.
+
+        Every future interval starts at or after the earliest open interval's start (ops arrive in start
+        order), so time before that horizon is final.
+        """
+        n_types = len(self.closed)
+        open_starts = [self.open_s[t] for t in range(n_types) if self.open_e[t] > -_INF]
+        if not open_starts:
+            return
+        horizon = min(open_starts)
+        prefix: list[intervals.Merged] = []
+        kept = 0
+        for t, m in enumerate(self.closed):
+            cut = bisect.bisect_right(m.ends, horizon)  # ends are ascending in a merged set
+            pre = intervals.Merged()
+            pre.starts = m.starts[:cut]
+            pre.ends = m.ends[:cut]
+            rest = intervals.Merged()
+            rest.starts = m.starts[cut:]
+            rest.ends = m.ends[cut:]
+            if len(rest) and rest.starts[0] < horizon:  # straddles the horizon: split it
+                pre.starts.append(rest.starts[0])
+                pre.ends.append(horizon)
+                rest.starts[0] = horizon
+            prefix.append(pre)
+            self.closed[t] = rest
+            kept += len(rest)
+        self._add_parts(intervals.partition_by_set(prefix))
+        self.n_closed = kept
+
+    def _add_parts(self, parts: dict[int, float]) -> None:
+        for mask, t_us in parts.items():
+            self.parts[mask] = self.parts.get(mask, 0.0) + t_us
+
+    def finish(self) -> None:
+        """Close the open intervals; the accumulator's totals are final afterwards."""
+        if self.finished:
+            return
+        self.finished = True
+        n_types = len(self.closed)
+        for t in range(n_types):
+            if self.open_e[t] > self.open_s[t]:
+                self.closed[t].starts.append(self.open_s[t])
+                self.closed[t].ends.append(self.open_e[t])
+                self.type_total[t] += self.open_e[t] - self.open_s[t]
+            self.open_e[t] = -_INF
+        all_s, all_e = self.open_s[n_types], self.open_e[n_types]
+        if all_e > all_s:
+            self.union_us += all_e - all_s
+            if self.gpu_lo != self.gpu_lo:
+                self.gpu_lo = all_s
+            self.gpu_hi = all_e
+        self._add_parts(intervals.partition_by_set(self.closed))
+        self.closed = [intervals.Merged() for _ in range(n_types)]
+
+    @property
+    def has_union(self) -> bool:
+        return self.gpu_lo == self.gpu_lo
+
+    def overlap_us(self, a: int, b: int) -> float:
+        """Time during which kernel types ``a`` and ``b`` both run."""
+        both = (1 << a) | (1 << b)
+        return sum(t for mask, t in self.parts.items() if mask & both == both)
+
+
+class StepFrontier:
+    """What the ProfilerSteps seen so far already decide, assuming later steps start no earlier.
+
+    Kineto writes steps in start order, all before the GPU section; a concatenated or regenerated trace
+    may interleave them with GPU ops. Either way an op is *settled* once no later step can change
+    whether it is selected, and the streaming pass only lets settled ops leave its buffer.
+    """
+
+    def __init__(self, opts: AnalysisOptions) -> None:
+        self.window = opts.steps
+        self.include_last = opts.include_last_step
+        self.nums: set[int] = set()
+        self.max_start = -_INF
+        self.max_end = -_INF
+        self.win_lo = _NAN
+        self.win_hi = -_INF
+        self.past_window = False
+        self.out_of_order = False
+
+    def add(self, num: int, ts: float, dur: float) -> None:
+        if ts < self.max_start:
+            self.out_of_order = True
+        self.nums.add(num)
+        self.max_start = max(self.max_start, ts)
+        self.max_end = max(self.max_end, ts + dur)
+        if self.window is not None:
+            a, b = self.window
+            if a <= num <= b:
+                if self.win_lo != self.win_lo:
+                    self.win_lo = ts
+                self.win_hi = max(self.win_hi, ts + dur)
+            elif num > b:
+                self.past_window = True
+
+    def horizon(self, has_launches: bool) -> tuple[float, bool]:
+        """(H, by_op_start): an op is settled when its launch start (or, with ``by_op_start`` and no
+        launch, its own start) is <= H; an op without a launch is settled (dropped) otherwise.
+
+        No later step starting at or after the latest one seen changes a settled op's selection.
+        """
+        if self.window is not None:
+            if self.past_window:
+                return _INF, True
+            if self.win_lo != self.win_lo:
+                return -_INF, True
+            return math.nextafter(self.win_hi, -_INF), True  # ref < win_hi
+        if len(self.nums) < 2 or not has_launches:
+            return -_INF, True  # a second step or a first launch would still change the rule
+        if self.include_last:
+            return float(math.floor(self.max_end)), False  # ceil(rts) <= floor(max_end)
+        return float(math.ceil(self.max_start) - 1), False  # ceil(rts) < ceil(max_start)
+
+
+class OpColumns:
+    """GPU ops (kernels, memcpy, memset) in file order, a few dozen bytes each."""
+
+    __slots__ = ("corr", "dur", "kind", "name", "nbytes", "occ", "s", "stream", "ts")
+
+    def __init__(self) -> None:
+        self.s: array[int] = array("q")  # HTA-rounded start, ceil(ts): the sort key
+        self.ts: array[float] = array("d")
+        self.dur: array[float] = array("d")
+        self.name: array[int] = array("i")
+        self.kind: array[int] = array("b")
+        self.stream: array[int] = array("i")
+        self.corr: array[int] = array("q")
+        self.nbytes: array[int] = array("q")
+        self.occ: array[float] = array("f")
+
+    def __len__(self) -> int:
+        return len(self.s)
+
+    def columns(self) -> list[array[Any]]:
+        return [getattr(self, n) for n in self.__slots__]
+
+    def drop(self, taken: Sequence[int]) -> None:
+        """Remove the rows ``taken`` (a prefix of the file order in the common case)."""
+        k = len(taken)
+        if k and max(taken) == k - 1:  # distinct indices: exactly the first k rows
+            for n in self.__slots__:
+                del getattr(self, n)[:k]
+            return
+        gone = bytearray(len(self))
+        for i in taken:
+            gone[i] = 1
+        keep = [i for i in range(len(self)) if not gone[i]]
+        for n in self.__slots__:
+            col = getattr(self, n)
+            setattr(self, n, array(col.typecode, [col[i] for i in keep]))
+
+    def extend(self, other: OpColumns, shift: float) -> None:
+        """Append another file's ops, their clock moved by ``shift`` µs."""
+        for n in self.__slots__:
+            src = getattr(other, n)
+            if shift and n == "ts":
+                src = array("d", (v + shift for v in src))
+            elif shift and n == "s":
+                src = array("q", (math.ceil(v + shift) for v in other.ts))
+            getattr(self, n).extend(src)
+
+
+class LaunchJoin:
+    """Launches by correlation id, and which ids already gave their launch delay (a graph feeds many ops).
+
+    Bounded: above twice ``capacity`` it keeps the newest ``capacity`` and remembers the dropped ids for
+    two prunes, so an op naming one of them is noticed (``StreamingAbort``) rather than left unjoined.
+    """
+
+    def __init__(self, capacity: int | None) -> None:
+        self.capacity = capacity
+        # start + 1j * duration: one 32-byte object per launch, a third of a (start, duration) tuple's
+        self.launches: dict[int, complex] = {}
+        self.used: set[int] = set()
+        self.pruned: set[int] = set()
+        self.pruned_before: set[int] = set()
+        self.unjoined: set[int] = set()  # ids of ops analysed without a launch
+        self.count = 0
+        self.first_ts: float | None = None
+
+    def add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
+        if not corrs:
+            return
+        if self.first_ts is None:
+            self.first_ts = starts[0]
+        self.count += len(corrs)
+        unjoined = self.unjoined
+        if unjoined and not unjoined.isdisjoint(corrs):
+            late = next(c for c in corrs if c in unjoined)
+            raise StreamingAbort(f"the launch of correlation {late} came after its GPU op was analysed")
+        self.launches.update(zip(corrs, map(complex, starts, durs), strict=True))
+        if self.capacity is not None and len(self.launches) > 2 * self.capacity:
+            items = list(self.launches.items())
+            cut = len(items) - self.capacity
+            self.pruned_before = self.pruned
+            self.pruned = {corr for corr, _ in items[:cut]}
+            self.launches = dict(items[cut:])
+            self.used &= self.launches.keys()
+
+    def missing(self, corr: int) -> None:
+        if corr in self.pruned or corr in self.pruned_before:
+            raise StreamingAbort(f"GPU op with correlation {corr} came long after its launch")
+        if self.capacity is not None:
+            if len(self.unjoined) >= 4 * self.capacity:
+                self.unjoined.clear()  # bounded: a launch this far behind its op goes unnoticed
+            self.unjoined.add(corr)
+
+    def merge(self, other: LaunchJoin) -> None:
+        self.launches.update(other.launches)
+        self.count += other.count
+
+
+class GpuFeed:
+    """Collects GPU ops and launches while a file is parsed and hands ops to the accumulator in start order.
+
+    Bounded (streaming): once ``window + chunk`` ops are pending, the oldest are sorted by start and
+    handed over, except the newest ``window`` in file order (a later op may still start before them) and
+    any op a later ProfilerStep could still select differently. Unbounded (buffered): everything waits
+    for ``finish``, as for files merged into one rank.
+    """
+
+    def __init__(
+        self,
+        names: list[str],
+        th: dict[str, float],
+        frontier: StepFrontier,
+        *,
+        bounded: bool,
+        window: int | None = None,
+        chunk: int | None = None,
+        launch_capacity: int | None = None,
+    ) -> None:
+        self.ops = OpColumns()
+        self.th = th
+        self.bounded = bounded
+        self.window = REORDER_WINDOW_OPS if window is None else window
+        self.chunk = DRAIN_BATCH_OPS if chunk is None else chunk
+        cap = LAUNCH_CAPACITY if launch_capacity is None else launch_capacity
+        self.join = LaunchJoin(cap if bounded else None)
+        self.frontier = frontier
+        self.acc = GpuAccumulator(names, Selection("none"), th)
+        self.last_s = -(1 << 62)  # start of the last op handed over: a later-arriving op must not precede it
+        self.frozen = False  # ops were handed over under a selection assumed final
+        self.handed = 0
+        self.checked = 0  # pending ops already checked against ``last_s``
+        self.next_drain = self.window + self.chunk
+
+    def step(self, num: int, ts: float, dur: float) -> None:
+        self.frontier.add(num, ts, dur)
+        if self.handed and self.frontier.out_of_order and not self.frozen:
+            raise StreamingAbort("ProfilerSteps are out of start order after GPU ops were analysed")
+        self.next_drain = self.window + self.chunk  # the new step may settle pending ops
+
+    def after_batch(self, selection_now: Callable[[int], Selection]) -> None:
+        """Called once per parsed batch (its launches already added, its ops appended)."""
+        self._check_order()
+        if self.bounded and len(self.ops) > self.next_drain:
+            self._drain(selection_now, final=False)
+
+    def _check_order(self) -> None:
+        new = self.ops.s[self.checked :]
+        if self.handed and new and min(new) < self.last_s:
+            raise StreamingAbort(f"GPU ops are out of start order beyond {self.window} ops")
+        self.checked = len(self.ops)
+
+    def _drain(self, selection_now: Callable[[int], Selection], *, final: bool) -> None:
+        ops = self.ops
+        n = len(ops)
+        if final:
+            candidates, stop_s = n, _INF
+        else:
+            candidates = n - self.window
+            stop_s = float(min(ops.s[candidates:])) if candidates < n else _INF
+            if not self.frozen and n > 4 * (self.window + self.chunk):
+                # ops are not settling (no steps yet, or steps far behind): assume the steps seen are
+                # all there is; ``finish`` checks that assumption and aborts if it was wrong
+                self.frozen = True
+        if candidates <= 0:
+            return
+        self.acc.selection = selection_now(self.join.count)
+        settle, by_op_start = (_INF, True) if final or self.frozen else self.frontier.horizon(self.join.count > 0)
+        s_col = ops.s
+        prefix = s_col[:candidates]
+        if all(a <= b for a, b in itertools.pairwise(prefix)):
+            order: Sequence[int] = range(candidates)
+        else:
+            order = sorted(range(candidates), key=s_col.__getitem__)  # stable: ties stay in file order
+        taken = self.acc.add(ops, order, self.join, stop_s=stop_s, settle=settle, by_op_start=by_op_start)
+        if taken:
+            self.last_s = s_col[order[taken - 1]]
+            self.handed += taken
+            ops.drop(order[:taken] if isinstance(order, list) else range(taken))
+            self.checked = len(ops)
+        if not final and taken < candidates:
+            self.next_drain = n + self.chunk  # blocked: wait for a step or more ops
+        else:
+            self.next_drain = self.window + self.chunk
+
+    def finish(self, final: Selection) -> GpuAccumulator:
+        """Hand over everything under the final selection; abort when an earlier hand-over assumed another."""
+        if self.handed:
+            if self.frozen and self.acc.selection.gpu_key != final.gpu_key:
+                raise StreamingAbort("a ProfilerStep or launch after the first GPU ops changed which ops are analysed")
+            if self.frontier.out_of_order:
+                raise StreamingAbort("ProfilerSteps are out of start order after GPU ops were analysed")
+        self._check_order()
+        self._drain(lambda _n: final, final=True)
+        self.acc.finish()
+        return self.acc
+
+    def empty(self) -> GpuFeed:
+        """A new unbounded feed with the same names, thresholds and step options."""
+        return GpuFeed(self.acc.names, self.th, self.frontier, bounded=False)
+
+    def merge(self, other: GpuFeed, shift: float) -> None:
+        """Add another (unbounded, unfinished) file's pending ops and launches, its clock moved by ``shift``."""
+        self.ops.extend(other.ops, shift)
+        if shift:
+            other.join.launches = {c: z + shift for c, z in other.join.launches.items()}
+        self.join.merge(other.join)

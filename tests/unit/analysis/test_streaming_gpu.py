@@ -1,0 +1,261 @@
+"""The bounded streaming GPU pass gives the same summary as the buffered pass, and falls back when it must."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import random
+from array import array
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profstack.analysis import AnalysisOptions, BytesTraceSource, FileTraceSource, analyze, gpu, reader
+from profstack.analysis.sketch import DelayDistribution
+from profstack.analysis.stats import quantile
+
+from .conftest import TRACES, all_trace_files
+
+ALL_FILES = all_trace_files()
+
+
+def _squeeze(monkeypatch: pytest.MonkeyPatch, *, window: int, launch_capacity: int, flush: int) -> None:
+    monkeypatch.setattr(gpu, "REORDER_WINDOW_OPS", window)
+    monkeypatch.setattr(gpu, "DRAIN_BATCH_OPS", max(1, window // 4))
+    monkeypatch.setattr(gpu, "LAUNCH_CAPACITY", launch_capacity)
+    monkeypatch.setattr(gpu.GpuAccumulator, "FLUSH_INTERVALS", flush)
+
+
+def _force_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_finish = gpu.GpuFeed.finish
+
+    def finish(self: gpu.GpuFeed, final: gpu.Selection) -> gpu.GpuAccumulator:
+        if self.bounded:
+            raise gpu.StreamingAbort("forced by the test")
+        return real_finish(self, final)
+
+    monkeypatch.setattr(gpu.GpuFeed, "finish", finish)
+
+
+def _rank(path: Path, opts: AnalysisOptions | None = None) -> dict[str, Any]:
+    result = analyze([FileTraceSource(path)], opts)
+    assert len(result.summary["ranks"]) == 1
+    rank: dict[str, Any] = result.summary["ranks"][0]
+    return rank
+
+
+def _assert_same(a: Any, b: Any, where: str = "") -> None:
+    if isinstance(a, dict):
+        assert isinstance(b, dict), where
+        assert a.keys() == b.keys(), where
+        for k in a:
+            _assert_same(a[k], b[k], f"{where}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list), where
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, float) and isinstance(b, float | int):
+        # the streaming pass folds interval partitions in chunks: sums may differ in the last rounded digit
+        assert b == pytest.approx(a, rel=1e-9, abs=2e-3), where
+    else:
+        assert a == b, where
+
+
+def _comparable(rank: dict[str, Any]) -> dict[str, Any]:
+    out = dict(rank)
+    out.pop("gpu_analysis")
+    return out
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=[str(p.relative_to(TRACES)) for p in ALL_FILES])
+def test_squeezed_streaming_pass_matches_the_buffered_pass(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a real trace analysed buffered (exact join table, full sort)
+    with monkeypatch.context() as m:
+        _force_buffered(m)
+        buffered = _rank(path)
+    assert buffered["gpu_analysis"] == {"mode": "buffered", "reason": "forced by the test"}
+    # WHEN it is streamed with bounds small enough that ops leave the buffer every 64 ops, launches are
+    # pruned to the newest 2048 and the interval partition is folded every 16 intervals
+    _squeeze(monkeypatch, window=256, launch_capacity=2048, flush=16)
+    streamed = _rank(path)
+    # THEN the summary is the same (or the pass fell back to buffered and said why)
+    mode = streamed["gpu_analysis"]
+    assert mode["mode"] == "streaming" or mode["reason"], mode
+    _assert_same(_comparable(buffered), _comparable(streamed))
+
+
+def test_sorted_traces_stream_and_unsorted_ones_fall_back_with_a_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a reorder buffer of only 64 ops
+    _squeeze(monkeypatch, window=64, launch_capacity=16384, flush=16)
+    # WHEN a single-stream trace in start order is analysed THEN it streams
+    ns = next(p for p in ALL_FILES if "ns_resolution_trace" in str(p))
+    assert _rank(ns)["gpu_analysis"] == {"mode": "streaming", "reason": None}
+    # WHEN a multi-stream trace whose ops are thousands out of order is analysed
+    multi = next(p for p in ALL_FILES if "df_index_resolver" in str(p))
+    mode = _rank(multi)["gpu_analysis"]
+    # THEN it falls back to the buffered pass and says why
+    assert mode["mode"] == "buffered"
+    assert "out of start order beyond 64 ops" in mode["reason"]
+
+
+def test_default_bounds_stream_every_shared_trace() -> None:
+    # GIVEN the default bounds WHEN every shared trace is analysed THEN none needs the buffered pass
+    modes = {p.name: _rank(p)["gpu_analysis"] for p in ALL_FILES}
+    assert all(m == {"mode": "streaming", "reason": None} for m in modes.values()), modes
+
+
+def _kineto(events: list[dict[str, Any]]) -> BytesTraceSource:
+    return BytesTraceSource(data=json.dumps({"traceEvents": events}).encode(), name="rank0.pt.trace.json")
+
+
+def _step(n: int, ts: float, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": ts, "dur": dur}
+
+
+def _launch(corr: int, ts: float) -> dict[str, Any]:
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "ts": ts,
+        "dur": 2,
+        "args": {"correlation": corr},
+    }
+
+
+def _kernel(corr: int, ts: float, dur: float = 5) -> dict[str, Any]:
+    return {"ph": "X", "cat": "kernel", "name": "k", "ts": ts, "dur": dur, "args": {"correlation": corr, "stream": 7}}
+
+
+def test_a_step_after_the_gpu_ops_changes_the_selection_and_reparses_buffered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN a trace whose last ProfilerStep is written after its GPU ops, with ops leaving the buffer early
+    _squeeze(monkeypatch, window=2, launch_capacity=16, flush=16)
+    events = [_step(1, 0, 100), _step(2, 100, 100)]
+    for i in range(30):
+        events += [_launch(i, 10 * i), _kernel(i, 10 * i + 3)]
+    events.append(_step(3, 200, 100))
+    # WHEN analysed
+    rank = analyze([_kineto(events)]).summary["ranks"][0]
+    # THEN the frozen selection (ops launched up to the end of step 2, t=200) no longer matches, the file
+    # is parsed again buffered, and the selection uses the real last step: all 30 kernels (launched up to
+    # t=290) are analysed, not the 21 the frozen selection would have kept
+    assert rank["gpu_analysis"]["mode"] == "buffered"
+    assert "changed which ops are analysed" in rank["gpu_analysis"]["reason"]
+    assert rank["counts"]["gpu_ops_analyzed"] == 30
+    # AND with HTA's exclusion of the last step, the 20 kernels launched before t=200 remain
+    excl = analyze([_kineto(events)], AnalysisOptions(include_last_step=False)).summary["ranks"][0]
+    assert excl["counts"]["gpu_ops_analyzed"] == 20
+
+
+def test_a_launch_arriving_after_its_op_left_the_window_reparses_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a kernel whose launch record comes 40 ops later than the kernel (a 4-op window), read in
+    # batches of about 1 KB so the kernel is analysed before its launch is parsed
+    _squeeze(monkeypatch, window=4, launch_capacity=1024, flush=16)
+    monkeypatch.setattr(reader, "READ_SIZE", 1024)
+    monkeypatch.setattr(reader, "OUT_SIZE", 1024)
+    events = [_kernel(0, 3)]
+    events += [e for i in range(1, 41) for e in (_launch(i, 10 * i), _kernel(i, 10 * i + 3))]
+    events.append(_launch(0, 1))
+    # WHEN analysed
+    rank = analyze([_kineto(events)]).summary["ranks"][0]
+    # THEN the buffered pass joins it: all 41 kernels have a launch delay
+    assert rank["gpu_analysis"]["mode"] == "buffered"
+    assert "came after its GPU op was analysed" in rank["gpu_analysis"]["reason"]
+    assert rank["launch_delay"]["count"] == 41
+
+
+def test_a_pruned_launch_reparses_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a launch followed by 20 other launches, with room for 4 (pruned above 8), before its kernel
+    _squeeze(monkeypatch, window=1024, launch_capacity=4, flush=16)
+    events = [_launch(0, 1)] + [_launch(i, 1 + i) for i in range(1, 21)] + [_kernel(0, 50)]
+    events += [_kernel(i, 60 + 10 * i) for i in range(1, 21)]
+    # WHEN analysed
+    rank = analyze([_kineto(events)]).summary["ranks"][0]
+    # THEN the pruned launch is noticed and the buffered pass joins every kernel
+    assert rank["gpu_analysis"]["mode"] == "buffered"
+    assert "long after its launch" in rank["gpu_analysis"]["reason"]
+    assert rank["launch_delay"]["count"] == 21
+
+
+def test_several_files_of_one_rank_are_merged_buffered(tmp_path: Path) -> None:
+    # GIVEN two schedule cycles of rank 0 in two files
+    def write(name: str, t0: float) -> Path:
+        events = [_step(1, t0, 100), _step(2, t0 + 100, 100)]
+        events += [
+            e for i in range(5) for e in (_launch(int(t0) + i, t0 + 10 * i), _kernel(int(t0) + i, t0 + 10 * i + 3))
+        ]
+        path = tmp_path / name
+        path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+        return path
+
+    paths = [write("rank0.a.pt.trace.json.gz", 0), write("rank0.b.pt.trace.json.gz", 10_000)]
+    # WHEN analysed together
+    ranks = analyze([FileTraceSource(p) for p in paths]).summary["ranks"]
+    # THEN they are one rank, analysed buffered, and the summary says why
+    assert len(ranks) == 1
+    assert ranks[0]["gpu_analysis"] == {"mode": "buffered", "reason": "merged with other files of the same rank"}
+
+
+def test_streaming_state_stays_bounded_on_a_long_sorted_trace() -> None:
+    # GIVEN 120,000 kernels (several windows' worth) in start order, each launch 2 events later
+    events: list[dict[str, Any]] = [_step(1, 0, 10), _step(2, 10, 10**7)]
+    for i in range(120_000):
+        events += [_kernel(i, 20 + 10 * i, 4), _launch(i, 15 + 10 * i)]
+    sizes: list[tuple[int, int, int]] = []
+    real_drain = gpu.GpuFeed._drain
+
+    def spy(self: gpu.GpuFeed, selection_now: Any, *, final: bool) -> None:
+        real_drain(self, selection_now, final=final)
+        sizes.append((len(self.ops), len(self.join.launches), sum(len(m) for m in self.acc.closed)))
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(gpu.GpuFeed, "_drain", spy)
+        rank = analyze([_kineto(events)]).summary["ranks"][0]
+    # THEN it streamed, ops left the buffer while parsing, and no buffer grew past its bound
+    assert rank["gpu_analysis"]["mode"] == "streaming"
+    assert rank["counts"]["gpu_ops_analyzed"] == 120_000
+    assert len(sizes) > 2
+    assert max(p for p, _, _ in sizes) <= gpu.REORDER_WINDOW_OPS + gpu.DRAIN_BATCH_OPS
+    assert max(n for _, n, _ in sizes) <= 2 * gpu.LAUNCH_CAPACITY
+    assert max(c for _, _, c in sizes) <= gpu.GpuAccumulator.FLUSH_INTERVALS
+    # AND the numbers are right: 4 µs busy every 10 µs, each kernel starts 3 µs after its launch returns
+    assert rank["temporal_breakdown"]["idle_pct"] == pytest.approx(60.0, abs=0.01)
+    assert rank["launch_delay"]["p50_us"] == pytest.approx(3.0, rel=1e-3)
+
+
+def test_delay_distribution_is_exact_below_the_limit_and_within_its_bound_above() -> None:
+    # GIVEN delays from a skewed distribution with negatives and zeros
+    rng = random.Random(7)
+    values = [rng.lognormvariate(2, 1.5) for _ in range(50_000)] + [-rng.expovariate(0.5) for _ in range(5_000)]
+    values += [0.0] * 1_000
+    exact = sorted(values)
+    # WHEN summarised with a limit above the sample count THEN the result is exact
+    small = DelayDistribution((10.0, 100.0), exact_limit=len(values) + 1)
+    small.extend(array("d", values))
+    s = small.summary()
+    assert s.method == "exact"
+    assert s.p95 == quantile(exact, 0.95)
+    # WHEN summarised in chunks with a limit far below it THEN it sketches in bounded state
+    dist = DelayDistribution((10.0, 100.0), exact_limit=4096, relative_accuracy=1e-3)
+    for i in range(0, len(values), 1000):
+        dist.extend(array("d", values[i : i + 1000]))
+    t = dist.summary()
+    assert t.method.startswith("sketch")
+    assert len(dist._pos) + len(dist._neg) < 20_000
+    # THEN every quantile is within the relative bound of a true sample at (or next to) that rank
+    for q, got in ((0.5, t.p50), (0.95, t.p95), (0.99, t.p99)):
+        rank = math.floor(q * (len(exact) - 1))
+        truth = exact[rank]
+        assert got is not None
+        assert abs(got - truth) <= 1e-3 * abs(truth) + 1e-12, (q, got, truth)
+    # AND counts, histogram, mean and max stay exact
+    assert t.count == s.count
+    assert t.over == s.over
+    assert t.hist == s.hist
+    assert t.max == s.max
+    assert t.mean == pytest.approx(s.mean, rel=1e-12)
