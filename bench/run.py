@@ -234,15 +234,18 @@ def markdown_table(results: list[Measurement]) -> str:
     index = {(m.tool, m.size_mb, m.fmt): m for m in results}
     keys = sorted({(m.size_mb, m.fmt) for m in results}, key=lambda k: (k[0], k[1] != "json"))
     rows = [
-        "| trace | format | ProfStack MB/s | ProfStack peak RSS MB | msgspec floor MB/s "
-        "| msgspec peak RSS MB | HTA 0.5.0 MB/s | HTA peak RSS MB | ProfStack / floor | ProfStack / HTA |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| trace | format | ProfStack MB/s | ProfStack peak RSS MB | ProfStack Python heap peak MB "
+        "| msgspec floor MB/s | msgspec peak RSS MB | HTA 0.5.0 MB/s | HTA peak RSS MB | ProfStack / floor "
+        "| ProfStack / HTA |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for size, fmt in keys:
-        ps, floor, hta = (index.get((t, size, fmt)) for t in ("profstack", "msgspec", "hta"))
+        ps, heap, floor, hta = (index.get((t, size, fmt)) for t in ("profstack", "profstack-heap", "msgspec", "hta"))
         any_m = ps or floor or hta
         actual = f"{any_m.json_bytes / MB:.0f} MB" if any_m else f"{size} MB"
-        cells = [actual, "." + fmt if fmt == "json" else ".json.gz", *_cell(ps), *_cell(floor), *_cell(hta)]
+        heap_mb = heap.extra.get("heap_peak_mb") if heap is not None and heap.status == "ok" else None
+        cells = [actual, "." + fmt if fmt == "json" else ".json.gz", *_cell(ps), _fmt(heap_mb, ".1f")]
+        cells += [*_cell(floor), *_cell(hta)]
         cells += [_ratio(ps, floor), _ratio(ps, hta)]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
@@ -259,6 +262,7 @@ def write_outputs(results: list[Measurement], info: dict[str, Any], args: argpar
             "time": "inside the child, around the work; interpreter start-up and imports excluded",
             "repeats": f"best of {args.repeat} (ProfStack, msgspec) / {args.hta_repeat} (HTA); peak RSS = max",
             "peak_rss": "ru_maxrss of the child from os.wait4 (imports included)",
+            "heap_peak": "profstack-heap: tracemalloc peak of one separate, untimed ProfStack run",
             "throughput": "uncompressed JSON MB (10^6 B) / seconds, for .json and .json.gz alike",
             "caps": {
                 "hta_timeout_s": args.hta_timeout,
@@ -293,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,500,1000", help="comma-separated MB, e.g. 100,500,1000")
     parser.add_argument("--formats", default="json,gz")
-    parser.add_argument("--tools", default="profstack,msgspec,hta")
+    parser.add_argument("--tools", default="profstack,profstack-heap,msgspec,hta")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--timeout", type=float, default=1800, help="cap for ProfStack and msgspec (s)")
     parser.add_argument("--hta-timeout", type=float, default=900, help="cap for one HTA run (s)")
@@ -327,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
                     m.detail = f"not attempted: {hta_gave_up}"
                     results.append(m)
                     continue
-                log(f"{tool:9s} {size:5d} MB .{fmt:4s} ...")
-                repeats = args.hta_repeat if tool == "hta" else args.repeat
+                log(f"{tool:14s} {size:5d} MB .{fmt:4s} ...")
+                repeats = args.hta_repeat if tool == "hta" else 1 if tool == "profstack-heap" else args.repeat
                 tries = []
                 for _ in range(max(repeats, 1)):
                     tries.append(measure(tool, paths[fmt], size, fmt, json_bytes=json_bytes, args=args))

@@ -1,6 +1,6 @@
 """One measurement, run in a fresh child process by `bench.run`.
 
-    python -m bench.workers {profstack,hta,msgspec} PATH
+    python -m bench.workers {profstack,profstack-heap,hta,msgspec} PATH
 
 Prints one JSON line: {"seconds": work time excluding interpreter start and imports, ...}. The
 parent reads peak RSS from the child's rusage (os.wait4), so the imports count towards memory
@@ -61,7 +61,30 @@ def run_profstack(path: Path) -> dict[str, Any]:
     result = analyze(sources, AnalysisOptions(top_k=10, steps=None))
     seconds = time.perf_counter() - start
     summary = result.summary
-    return {"seconds": seconds, "complete": bool(result.complete), "ranks": len(summary.get("ranks", []))}
+    return {
+        "seconds": seconds,
+        "complete": bool(result.complete),
+        "ranks": len(summary.get("ranks", [])),
+        "gpu_analysis": sorted({r["gpu_analysis"]["mode"] for r in summary.get("ranks", [])}),
+    }
+
+
+def run_profstack_heap(path: Path) -> dict[str, Any]:
+    """ProfStack under tracemalloc (slower, not timed for the table): the peak of the Python heap.
+
+    Unlike RSS, this excludes memory the allocator keeps from earlier peaks and the interpreter's own
+    footprint, so it shows whether the engine's live state grows with the trace."""
+    import tracemalloc
+
+    from profstack.analysis import AnalysisOptions, analyze, discover_sources
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    analyze(discover_sources([path]), AnalysisOptions(top_k=10, steps=None))
+    seconds = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return {"seconds": seconds, "heap_peak_mb": round(peak / 1e6, 1)}
 
 
 def run_hta(path: Path) -> dict[str, Any]:
@@ -84,7 +107,12 @@ def run_hta(path: Path) -> dict[str, Any]:
     }
 
 
-RUNNERS = {"msgspec": run_msgspec, "profstack": run_profstack, "hta": run_hta}
+RUNNERS = {
+    "msgspec": run_msgspec,
+    "profstack": run_profstack,
+    "profstack-heap": run_profstack_heap,
+    "hta": run_hta,
+}
 
 
 def main(argv: list[str]) -> int:

@@ -526,11 +526,11 @@ class LaunchJoin:
             raise StreamingAbort(f"the launch of correlation {late} came after its GPU op was analysed")
         self.launches.update(zip(corrs, map(complex, starts, durs), strict=True))
         if self.capacity is not None and len(self.launches) > 2 * self.capacity:
-            items = list(self.launches.items())
-            cut = len(items) - self.capacity
+            # dicts keep insertion order: the oldest launches come first
+            cut = len(self.launches) - self.capacity
             self.pruned_before = self.pruned
-            self.pruned = {corr for corr, _ in items[:cut]}
-            self.launches = dict(items[cut:])
+            self.pruned = set(itertools.islice(self.launches, cut))
+            self.launches = dict(itertools.islice(self.launches.items(), cut, None))
             self.used &= self.launches.keys()
 
     def missing(self, corr: int) -> None:
