@@ -24,7 +24,6 @@ import math
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from profstack.analysis import classify, intervals
 from profstack.analysis.errors import StepWindowError
@@ -423,6 +422,8 @@ class StepFrontier:
         if self.window is not None:
             a, b = self.window
             if a <= num <= b:
+                if self.past_window:
+                    self.out_of_order = True  # a step of the window after a later-numbered one
                 if self.win_lo != self.win_lo:
                     self.win_lo = ts
                 self.win_hi = max(self.win_hi, ts + dur)
@@ -466,9 +467,6 @@ class OpColumns:
 
     def __len__(self) -> int:
         return len(self.s)
-
-    def columns(self) -> list[array[Any]]:
-        return [getattr(self, n) for n in self.__slots__]
 
     def drop(self, taken: Sequence[int]) -> None:
         """Remove the rows ``taken`` (a prefix of the file order in the common case)."""

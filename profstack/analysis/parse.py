@@ -79,6 +79,7 @@ class BareEvent(msgspec.Struct, gc=False):
     args: None = msgspec.field(default=None, name="profstack: args not decoded")
 
 
+BATCH_BYTES = 4 << 20  # JSON decoded at a time: bounds the decoded events held, amortises the per-batch work
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
 _ONE_DECODER = msgspec.json.Decoder(Event)
 _BARE_DECODER = msgspec.json.Decoder(BareEvent)
@@ -546,6 +547,7 @@ def _parse(
             stream = EventStream(
                 iter_chunks(fh, max_decompressed=max_decompressed_bytes, progress=progress),
                 max_value_bytes=max_event_bytes,
+                read_size_hint=BATCH_BYTES,
             )
             for batch in stream.batches():
                 if isinstance(batch, memoryview):
