@@ -584,11 +584,10 @@ def _panel_launch_delay(rank: Mapping[str, Any]) -> str:
             for c in cut
         )
         chips += "</div>"
-    return _card(
-        "Launch → execution delay",
-        stats + _histogram(get(ld, "histogram")) + chips,
-        hint="kernel start − end of launch call",
-    )
+    hint = "kernel start − end of launch call"
+    if get(ld, "quantiles") not in (None, "exact"):
+        hint += " · percentiles from a bounded sketch, within 0.1 %"
+    return _card("Launch → execution delay", stats + _histogram(get(ld, "histogram")) + chips, hint=hint)
 
 
 def _panel_steps(rank: Mapping[str, Any]) -> str:

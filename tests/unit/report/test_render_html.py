@@ -299,3 +299,15 @@ def test_many_ranks_detail_stragglers_first_and_say_what_was_left_out(summary: d
     assert sections[0] == "11"
     assert len(sections) == 8
     assert "Showing details for 8 of 12 ranks" in page
+
+
+def test_launch_delay_panel_says_when_percentiles_come_from_the_sketch(summary: dict[str, Any]) -> None:
+    # GIVEN a rank whose launch-delay percentiles are exact, and the same rank above the exact limit
+    exact = copy.deepcopy(summary)
+    exact["ranks"][0]["launch_delay"]["quantiles"] = "exact"
+    sketched = copy.deepcopy(summary)
+    sketched["ranks"][0]["launch_delay"]["quantiles"] = "sketch (relative error <= 0.001)"
+    # WHEN both are rendered
+    # THEN only the sketched one carries the note next to the panel title
+    assert "bounded sketch" not in render_html(exact)
+    assert "percentiles from a bounded sketch, within 0.1 %" in render_html(sketched)
