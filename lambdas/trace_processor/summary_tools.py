@@ -102,12 +102,14 @@ def merge_partials(
     base: dict[str, Any] = dict(partials[0]) if partials else {"schema_version": SUMMARY_SCHEMA_VERSION}
     inputs: list[Any] = []
     errors: list[Any] = []
+    warnings: list[Any] = []
     ranks: list[Any] = []
     table: list[Any] = []
     found: list[Any] = []
     for part in partials:
         inputs.extend(part.get("inputs") or [])
         errors.extend(part.get("errors") or [])
+        warnings.extend(part.get("warnings") or [])
         ranks.extend(part.get("ranks") or [])
         table.extend(_get(part, "cross_rank", "table") or [])
         # A one-file partial has no cross-rank findings worth keeping: they are recomputed below.
@@ -138,6 +140,7 @@ def merge_partials(
         complete=all(p.get("complete", False) for p in partials) and not missing,
         inputs=inputs,
         errors=errors,
+        warnings=warnings,
         ranks=sorted(ranks, key=lambda r: (r.get("rank") is None, r.get("rank") or 0)),
         cross_rank={"rank_count": len({r.get("rank") for r in rows}), "table": rows, **cross},
         findings=sorted(found, key=lambda f: SEVERITY_ORDER.get(str(f.get("severity")), 9)),

@@ -12,7 +12,7 @@ from typing import Any
 
 from profstack import __version__
 from profstack.analysis import rules
-from profstack.analysis.errors import InternalAnalysisError, StepWindowError, TraceError
+from profstack.analysis.errors import InternalAnalysisError, OverlappingRankFilesError, StepWindowError, TraceError
 from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.metrics import RankData, analyze_rank, merge_files, release_columns
 from profstack.analysis.options import AnalysisOptions
@@ -107,6 +107,28 @@ def _predict_rank(src: TraceSource, opts: AnalysisOptions) -> int | None:
     return rank_from_name(src.name)
 
 
+def _span(fd: FileData) -> tuple[float, float] | None:
+    """The file's time range on an absolute clock: its GPU ops, else its ProfilerSteps."""
+    ops = fd.gpu_feed.ops if fd.gpu_feed is not None else None
+    if ops is not None and len(ops):
+        lo, hi = min(ops.ts), max(ops.ts)
+    elif fd.st_ts:
+        lo, hi = min(fd.st_ts), max(t + d for t, d in zip(fd.st_ts, fd.st_dur, strict=True))
+    else:
+        return None
+    return fd.time_offset_us + lo, fd.time_offset_us + hi
+
+
+def _overlapping(files: Sequence[FileData]) -> bool:
+    spans = sorted(s for s in map(_span, files) if s is not None)
+    reach = -float("inf")
+    for lo, hi in spans:
+        if lo < reach:
+            return True
+        reach = max(reach, hi)
+    return False
+
+
 def _time_key(rd: RankData) -> tuple[float, str]:
     f = rd.files[0]
     return (f.time_offset_us + (f.st_ts[0] if f.st_ts else (f.first_gpu_ts or 0.0)), f.name)
@@ -129,6 +151,7 @@ def analyze(
     n = len(sources)
     files: list[FileData | None] = [None] * n
     errors: list[FileError] = []
+    warnings: list[FileError] = []  # nothing was lost, but the user should look
     predicted: list[int | None] = [_predict_rank(src, opts) for src in sources] if n > 1 else [None] * n
     # files with an unknown rank first: until they are parsed, no rank can be closed
     order = sorted(range(n), key=lambda i: (predicted[i] is not None, predicted[i] or 0, i))
@@ -179,6 +202,18 @@ def analyze(
                     idx = next(i for i, x in enumerate(files) if x is f)
                     members[k] = files[idx] = parse(idx, stream_gpu=False)
         members.sort(key=lambda f: _time_key(RankData(rank, "", [f], f)))
+        if len(members) > 1 and _overlapping(members):
+            # schedule cycles follow each other; files that overlap are different runs: never merge them
+            names = ", ".join(f.name for f in members)
+            warning = OverlappingRankFilesError(
+                f"{len(members)} files of rank {rank} overlap in time, so they were analysed apart "
+                f"(labels {rank}.0 to {rank}.{len(members) - 1}); are they from different runs? {names}",
+                source=f"rank {rank}",
+            )
+            warnings.append(FileError(f"rank {rank}", warning, fatal=False))
+            for f in members:
+                run(merge_files(rank, str(rank), [f]))
+            return
         run(merge_files(rank, str(rank), members))
 
     # one file per rank streams its GPU side in bounded memory; files merged into one rank are buffered
@@ -272,6 +307,7 @@ def analyze(
             if f is not None
         ],
         "errors": [e.as_dict() for e in errors],
+        "warnings": [w.as_dict() for w in warnings],
         "rank_files_merged": opts.merge_rank_files,
         "ranks": ranks,
         "cross_rank": {"rank_count": len({r["rank"] for r in ranks}), "table": table, **cross},

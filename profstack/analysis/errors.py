@@ -94,3 +94,9 @@ class InternalAnalysisError(TraceError):
 
 class StepWindowError(TraceError):
     """The requested step window matches no ProfilerStep in the trace."""
+
+
+class OverlappingRankFilesError(TraceError):
+    """Files given the same rank overlap in time (likely different runs or jobs): analysed apart."""
+
+    partial_ok = True

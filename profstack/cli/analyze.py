@@ -274,6 +274,15 @@ def text_summary(summary: Mapping[str, Any], outputs: Sequence[Path], seconds: f
             for i, (name, us) in enumerate(sorted(totals.items(), key=lambda kv: -kv[1])[:3], 1):
                 short = name if len(name) <= 90 else name[:87] + "..."
                 lines.append(f"  {i}. {_fmt_us(us):>9}  {short}")
+    # a rank held in memory whole: say why (several files merged, or a trace the bounded pass cannot order)
+    held: dict[str, list[str]] = defaultdict(list)
+    for r in ranks:
+        mode = r.get("gpu_analysis")
+        if isinstance(mode, Mapping) and mode.get("mode") == "buffered":
+            held[str(mode.get("reason"))].append(str(r.get("label", r.get("rank"))))
+    for reason, labels in sorted(held.items()):
+        shown = ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
+        lines.append(f"GPU ops held in memory (buffered) for rank {shown}: {reason}")
     findings = [f for f in summary.get("findings") or [] if isinstance(f, Mapping)]
     by_sev = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
     lines.append("Findings: " + ", ".join(f"{n} {s}" for s, n in by_sev.items()))
@@ -358,6 +367,8 @@ def run(args: argparse.Namespace) -> int:
             f"internal error ({type(exc).__name__}: {detail}); rerun with PROFSTACK_DEBUG=1 and report it"
         ) from None
     print(text_summary(summary, outputs, time.monotonic() - start, total))
+    for w in summary.get("warnings") or []:
+        print(f"profstack: warning: {w.get('message')}", file=sys.stderr)
     problems = []
     if not result.complete:
         problems.append("partial results; some input could not be fully read (see summary.json errors)")

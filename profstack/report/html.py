@@ -127,6 +127,13 @@ def _header(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]], page_tit
             f'Results below cover what was read.<ul style="margin:6px 0 0 0;padding-left:18px">'
             f"{''.join(items)}</ul></div>"
         )
+    warnings = [w for w in (get(summary, "warnings") or []) if isinstance(w, Mapping)]
+    if warnings:
+        listed_warnings = "".join(f"<li>{esc(get(w, 'message'))}</li>" for w in warnings)
+        notices += (
+            f'<div class="notice warn"><b>Worth a look.</b><ul style="margin:6px 0 0 0;padding-left:18px">'
+            f"{listed_warnings}</ul></div>"
+        )
     return (
         f'<header class="top"><h1>{esc(page_title)} {status}</h1>'
         f'<div class="sub">{esc(shown) or "no inputs recorded"}</div>'

@@ -312,3 +312,62 @@ def test_rerun_into_an_output_folder_inside_the_input_ignores_previous_outputs(
     assert code == 0, capsys.readouterr().err
     summary = json.loads((out / "summary.json").read_text())
     assert [i["name"] for i in summary["inputs"]] == ["rank-0.json.gz"]
+
+
+def _cycle(path: Path, t0: float) -> None:
+    """A small one-rank trace (two steps, five kernels) starting at ``t0`` µs."""
+    events: list[dict[str, object]] = [
+        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 1}", "ts": t0 + 100 * i, "dur": 100}
+        for i in range(2)
+    ]
+    for i in range(5):
+        corr = int(t0) + i
+        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t0 + 10 * i, "dur": 2,
+                       "args": {"correlation": corr}})  # fmt: skip
+        events.append({"ph": "X", "cat": "kernel", "name": "k", "ts": t0 + 10 * i + 3, "dur": 4,
+                       "args": {"correlation": corr, "stream": 7}})  # fmt: skip
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+
+
+def test_text_summary_says_when_a_rank_was_analysed_buffered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN two schedule cycles of rank 0 (merged, so held in memory) and a single-file rank 1
+    folder = tmp_path / "job"
+    folder.mkdir()
+    _cycle(folder / "rank0.a.pt.trace.json.gz", 0)
+    _cycle(folder / "rank0.b.pt.trace.json.gz", 10_000)
+    _cycle(folder / "rank1.pt.trace.json.gz", 0)
+    # WHEN analysed
+    code = main(["analyze", str(folder), "--out", str(tmp_path / "out"), "--format", "json"])
+    captured = capsys.readouterr()
+    # THEN the merged rank is named with the reason, the streamed one is not, and nothing is wrong
+    assert code == 0, captured.err
+    held = [ln for ln in captured.out.splitlines() if ln.startswith("GPU ops held in memory")]
+    assert held == ["GPU ops held in memory (buffered) for rank 0: merged with other files of the same rank"]
+    assert captured.err == ""
+
+
+def test_files_of_one_rank_that_overlap_in_time_are_kept_apart_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN two files that both claim rank 0 and cover the same time (two runs, not two cycles)
+    folder = tmp_path / "job"
+    folder.mkdir()
+    for name in ("rank0.a.pt.trace.json.gz", "rank0.b.pt.trace.json.gz"):
+        shutil.copy(SMALL_GPU, folder / name)
+    out = tmp_path / "out"
+    # WHEN analysed
+    code = main(["analyze", str(folder), "--out", str(out), "--format", "json,html"])
+    captured = capsys.readouterr()
+    # THEN they are analysed apart (0.0 and 0.1), the run is not partial, and the user is told why
+    summary = json.loads((out / "summary.json").read_text())
+    assert code == 0
+    assert [r["label"] for r in summary["ranks"]] == ["0.0", "0.1"]
+    assert summary["complete"] is True
+    [warning] = summary["warnings"]
+    assert warning["error_type"] == "OverlappingRankFilesError"
+    assert "overlap in time" in warning["message"]
+    assert "profstack: warning: " in captured.err
+    assert "overlap in time" in captured.err
+    assert "overlap in time" in (out / "report.html").read_text()
