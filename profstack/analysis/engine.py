@@ -206,7 +206,7 @@ def analyze(
             # schedule cycles follow each other; files that overlap are different runs: never merge them
             names = ", ".join(f.name for f in members)
             warning = OverlappingRankFilesError(
-                f"{len(members)} files of rank {rank} overlap in time, so they were analysed apart "
+                f"{len(members)} files overlap in time, so they were analysed apart "
                 f"(labels {rank}.0 to {rank}.{len(members) - 1}); are they from different runs? {names}",
                 source=f"rank {rank}",
             )
