@@ -79,6 +79,7 @@ class BareEvent(msgspec.Struct, gc=False):
     args: None = msgspec.field(default=None, name="profstack: args not decoded")
 
 
+MAX_TIME_US = float(2**53)  # ~285 years in µs: a GPU op beyond it is corrupt (and would overflow int64)
 BATCH_BYTES = 4 << 20  # JSON decoded at a time: bounds the decoded events held, amortises the per-batch work
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
 _ONE_DECODER = msgspec.json.Decoder(Event)
@@ -334,6 +335,7 @@ class _Parser:
         l_dur: array[float] = array("d")
         r_corr, r_ts, r_dur = l_corr.append, l_ts.append, l_dur.append
         ceil = math.ceil
+        time_limit = MAX_TIME_US
         n_launch = 0
         n_x = 0
         n_cpu = 0
@@ -350,10 +352,7 @@ class _Parser:
             if ts != ts or dur < 0 or e.ph != "X":  # noqa: PLR0124 - NaN test, cheapest form
                 if e.ph != "X":
                     continue  # flows/instants in a known category carry nothing we use
-                self.invalid(
-                    f"event {e.name[:80]!r}: missing ts" if math.isnan(ts) else f"event {e.name[:80]!r}: negative dur",
-                    negative=dur < 0,
-                )
+                self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}", negative=dur < 0)
                 continue
             n_x += 1
             if kind == K_CPU:
@@ -388,6 +387,10 @@ class _Parser:
                     fd.s_ts.append(ts)
                     fd.s_dur.append(dur)
             elif kind <= K_MEMSET:
+                if not -time_limit < ts < time_limit or dur >= time_limit:  # the int64 start column's range
+                    n_x -= 1
+                    self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}")
+                    continue
                 name = e.name
                 nid = ids_get(name)
                 if nid is None:
@@ -473,6 +476,16 @@ class _Parser:
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             self.invalid(f"ill-typed event: {exc}")
             return None
+
+
+def _bad_time(ts: float, dur: float) -> str:
+    if math.isnan(ts):
+        return "missing ts"
+    if dur < 0:
+        return "negative dur"
+    if math.isnan(dur):
+        return "dur is not a number"
+    return f"ts {ts:g} / dur {dur:g} out of range"
 
 
 def _apply_meta(fd: FileData, meta: dict[str, Any]) -> None:

@@ -141,8 +141,10 @@ def test_unusable_inputs_are_fatal_and_typed(data: bytes, expected: type[TraceEr
         ({"ph": "X", "cat": "kernel", "name": "k", "dur": 1, "args": {"stream": 7}}, InvalidEventError),
         ({"ph": "X", "cat": "kernel", "name": 5, "ts": 1, "dur": 1}, InvalidEventError),
         ({"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": -4, "args": {"stream": 7}}, NegativeDurationError),
+        ({"ph": "X", "cat": "kernel", "name": "k", "ts": 1e300, "dur": 1, "args": {"stream": 7}}, InvalidEventError),
+        ({"ph": "X", "cat": "kernel", "name": "k", "ts": 1, "dur": 1e300, "args": {"stream": 7}}, InvalidEventError),
     ],
-    ids=["ts-string", "ts-missing", "name-int", "negative-dur"],
+    ids=["ts-string", "ts-missing", "name-int", "negative-dur", "ts-huge", "dur-huge"],
 )
 def test_bad_events_are_skipped_and_reported(bad_event: dict[str, Any], expected: type[TraceError]) -> None:
     # GIVEN a valid trace with one bad event in the middle
