@@ -404,7 +404,7 @@ class _Parser:
                     b = a.bytes
                     nbytes = int(b) if b is not None else 0
                     o = a.occupancy
-                    occ = o if o is not None else -1.0
+                    occ = o if o is not None and 0.0 <= o <= 100.0 else -1.0  # a percentage, or unknown
                     dev = a.device
                     if dev is not None and dev not in fd.devices:
                         fd.devices.add(dev)

@@ -231,3 +231,19 @@ def test_out_of_range_integers_do_not_break_the_columns() -> None:
     rank = result.summary["ranks"][0]
     assert rank["counts"]["gpu_kernels"] == 2
     assert rank["steps"]["count"] == 0
+
+
+def test_an_impossible_occupancy_is_ignored_and_the_summary_stays_strict_json() -> None:
+    # GIVEN kernels whose "est. achieved occupancy %" is 55, 1e300 and -3
+    events = [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": 10.0 * i, "dur": 5,
+         "args": {"stream": 7, "est. achieved occupancy %": occ}}
+        for i, occ in enumerate((55, 1e300, -3))
+    ]  # fmt: skip
+    # WHEN analysed
+    summary = run(trace(events)).summary
+    # THEN only the percentage counts, and the summary has no Infinity or NaN in it
+    occupancy = summary["ranks"][0]["occupancy"]
+    assert occupancy["kernels_with_occupancy"] == 1
+    assert occupancy["weighted_mean_occupancy_pct"] == 55.0
+    json.dumps(summary, allow_nan=False)

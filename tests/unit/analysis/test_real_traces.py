@@ -28,6 +28,7 @@ def test_every_shared_trace_is_analysed_and_valid(
     assert result.complete, [e.message for e in result.errors]
     summary = result.summary
     summary_validator(summary)
+    json.dumps(summary, allow_nan=False)  # strict JSON: no NaN or Infinity anywhere
     assert len(summary["ranks"]) == 1
     rank = summary["ranks"][0]
     assert rank["counts"]["events"] > 0
