@@ -574,7 +574,8 @@ class GpuFeed:
         self.frontier = frontier
         self.acc = GpuAccumulator(names, Selection("none"), th)
         self.last_s = -(1 << 62)  # start of the last op handed over: a later-arriving op must not precede it
-        self.frozen = False  # ops were handed over under a selection assumed final
+        self.frozen = False  # ops no longer wait to be settled: the selection below is assumed final
+        self.frozen_selection: Selection | None = None
         self.handed = 0
         self.checked = 0  # pending ops already checked against ``last_s``
         self.next_drain = self.window + self.chunk
@@ -611,7 +612,12 @@ class GpuFeed:
                 self.frozen = True
         if candidates <= 0:
             return
-        self.acc.selection = selection_now(self.join.count)
+        if self.frozen:
+            if self.frozen_selection is None:
+                self.frozen_selection = selection_now(self.join.count)
+            self.acc.selection = self.frozen_selection
+        else:
+            self.acc.selection = selection_now(self.join.count)  # settled ops are selected alike under any later one
         settle, by_op_start = (_INF, True) if final or self.frozen else self.frontier.horizon(self.join.count > 0)
         s_col = ops.s
         prefix = s_col[:candidates]
@@ -633,11 +639,13 @@ class GpuFeed:
     def finish(self, final: Selection) -> GpuAccumulator:
         """Hand over everything under the final selection; abort when an earlier hand-over assumed another."""
         if self.handed:
-            if self.frozen and self.acc.selection.gpu_key != final.gpu_key:
+            if self.frozen_selection is not None and self.frozen_selection.gpu_key != final.gpu_key:
                 raise StreamingAbort("a ProfilerStep or launch after the first GPU ops changed which ops are analysed")
             if self.frontier.out_of_order:
                 raise StreamingAbort("ProfilerSteps are out of start order after GPU ops were analysed")
         self._check_order()
+        if self.frozen_selection is not None:
+            self.frozen_selection = final  # equal to it when anything was handed over (checked above)
         self._drain(lambda _n: final, final=True)
         self.acc.finish()
         return self.acc
