@@ -369,13 +369,21 @@ def reordered_traces(draw: st.DrawFn) -> list[dict[str, Any]]:
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(events=reordered_traces(), window=st.sampled_from([1, 2, 4, 16]), include_last=st.booleans())
+@given(
+    events=reordered_traces(),
+    window=st.sampled_from([1, 2, 4, 16]),
+    selection=st.sampled_from(["HTA rule", "HTA rule without the last step", "steps 1:2"]),
+)
 def test_streaming_equals_buffered_on_generated_traces(
-    events: list[dict[str, Any]], window: int, include_last: bool
+    events: list[dict[str, Any]], window: int, selection: str
 ) -> None:
-    # GIVEN a generated trace, parsed in ~256-byte batches
+    # GIVEN a generated trace, parsed in ~256-byte batches, under each way of selecting GPU ops
     data = kineto_layout(events, extra_after=False)
-    opts = AnalysisOptions(top_k=50, include_last_step=include_last)
+    opts = AnalysisOptions(
+        top_k=50,
+        include_last_step=selection != "HTA rule without the last step",
+        steps=(1, 2) if selection == "steps 1:2" else None,
+    )
     with pytest.MonkeyPatch.context() as m:
         _force_buffered(m)
         buffered = analyze([BytesTraceSource(data, name="t.json")], opts).summary
