@@ -357,6 +357,12 @@ def reordered_traces(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Generated traces (steps written after their kernels), then GPU ops moved a few places, as
     per-stream buffer flushes and kernel-before-launch records do in real traces."""
     events = draw(traces(max_steps=4, max_launches=12))
+    # launches no op refers to, with ids out of order (they fill and churn the launch table)
+    for _ in range(draw(st.integers(0, 20))):
+        at = draw(st.integers(0, len(events)))
+        corr = draw(st.integers(10**6, 10**6 + 50))
+        events.insert(at, {"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1,
+                           "ts": draw(st.integers(0, 200)), "dur": 1, "args": {"correlation": corr}})  # fmt: skip
     for _ in range(draw(st.integers(0, len(events)))):
         i = draw(st.integers(0, max(len(events) - 2, 0)))
         if len(events) > 1 and events[i]["cat"] in ("kernel", "Kernel", "gpu_memcpy", "cuda_runtime"):
