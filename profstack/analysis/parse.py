@@ -197,7 +197,7 @@ class FileData:
     n_kernels: int = 0
     n_memcpy: int = 0
     n_memset: int = 0
-    n_launch_records: int = 0  # runtime/driver calls that carry a correlation id
+    n_launch_records: int = 0  # runtime/driver calls that may launch GPU work and carry a correlation id
     first_gpu_ts: float | None = None
     # GPU ops and launches: streaming, analysed during the parse (``gpu``); buffered, held in ``gpu_feed``
     # until the rank is analysed (``metrics.analyze_rank`` finishes it)
