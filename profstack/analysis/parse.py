@@ -517,15 +517,32 @@ def parse_source(
     """
     opts = options if options is not None else AnalysisOptions()
     limits = {"max_decompressed_bytes": max_decompressed_bytes, "max_event_bytes": max_event_bytes}
-    if stream_gpu:
-        try:
-            return _parse(src, symbols, **limits, progress=progress, opts=opts, bounded=True)
-        except StreamingAbort as exc:
-            # the bytes already reported to progress are not reported again
-            fd = _parse(src, symbols, **limits, progress=None, opts=opts, bounded=False)
-            fd.gpu_mode_reason = str(exc)
-            return fd
-    return _parse(src, symbols, **limits, progress=progress, opts=opts, bounded=False)
+    if not stream_gpu:
+        return _parse(src, symbols, **limits, progress=progress, opts=opts, bounded=False)
+    reported = 0
+
+    def first_pass(nbytes: int) -> None:
+        nonlocal reported
+        reported += nbytes
+        if progress is not None:
+            progress(nbytes)
+
+    try:
+        return _parse(src, symbols, **limits, progress=first_pass, opts=opts, bounded=True)
+    except StreamingAbort as exc:
+        seen = 0
+
+        def second_pass(nbytes: int) -> None:
+            # report only the bytes the aborted pass had not reached, so a progress bar never overshoots
+            nonlocal seen
+            new = max(0, seen + nbytes - max(seen, reported))
+            seen += nbytes
+            if progress is not None and new:
+                progress(new)
+
+        fd = _parse(src, symbols, **limits, progress=second_pass, opts=opts, bounded=False)
+        fd.gpu_mode_reason = str(exc)
+        return fd
 
 
 def _parse(

@@ -409,3 +409,22 @@ def test_streaming_equals_buffered_on_generated_traces(
     assert mode["mode"] == "streaming" or mode["reason"], mode
     _assert_same(_comparable(buffered["ranks"][0]), _comparable(streamed["ranks"][0]))
     assert streamed["findings"] == buffered["findings"]
+
+
+def test_a_reparse_reports_each_input_byte_to_progress_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a trace, read in 16 KB batches, with a kernel far out of start order in its middle: the
+    # streaming pass aborts part-way and the file is parsed again buffered
+    _squeeze(monkeypatch, window=2, launch_capacity=1024, flush=16)
+    events = [_step(1, 0, 10_000), _step(2, 10_000, 10_000)]
+    for i in range(600):
+        events += [_launch(i, 10 * i), _kernel(i, 10 * i + 3)]
+        if i == 400:
+            events.append(_kernel(10_000, 1))
+    source = _kineto(events)
+    seen: list[int] = []
+    # WHEN analysed with a progress callback
+    rank = analyze([source], progress=seen.append).summary["ranks"][0]
+    # THEN it was parsed twice, yet the callback got every byte exactly once
+    assert "out of start order" in rank["gpu_analysis"]["reason"]
+    assert len(source.data) > 3 * (16 << 10)
+    assert sum(seen) == len(source.data)
