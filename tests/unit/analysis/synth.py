@@ -6,6 +6,35 @@ import json
 from typing import Any
 
 
+def step_event(n: int, ts: float, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+
+def launch_event(corr: int | None, ts: float, dur: float = 2.0, name: str = "cudaLaunchKernel") -> dict[str, Any]:
+    """A runtime call on the host thread; with ``corr`` it is the launch of the GPU op sharing that id."""
+    ev: dict[str, Any] = {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+    if corr is not None:
+        ev["args"] = {"correlation": corr}
+    return ev
+
+
+def kernel_event(
+    corr: int, ts: float, dur: float = 5.0, *, name: str = "k", cat: str = "kernel", stream: int = 7, **args: Any
+) -> dict[str, Any]:
+    """A GPU op on ``stream``, joined to its launch by ``corr``."""
+    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+            "args": {"stream": stream, "correlation": corr, **args}}  # fmt: skip
+
+
+def cycle_events(t0: float, kernels: int = 5) -> list[dict[str, Any]]:
+    """One schedule cycle of a rank from ``t0`` µs: two 100 µs steps, kernels launched every 10 µs."""
+    events = [step_event(1, t0, 100), step_event(2, t0 + 100, 100)]
+    for i in range(kernels):
+        corr = int(t0) + i
+        events += [launch_event(corr, t0 + 10 * i), kernel_event(corr, t0 + 10 * i + 3, 4)]
+    return events
+
+
 class TraceBuilder:
     """Events on one host thread (pid 1, tid 1) and GPU streams (pid 0); times in µs."""
 
@@ -19,13 +48,11 @@ class TraceBuilder:
         return self
 
     def step(self, n: int, ts: float, dur: float) -> TraceBuilder:
-        return self.cpu(f"ProfilerStep#{n}", ts, dur, cat="user_annotation")
+        self.events.append(step_event(n, ts, dur))
+        return self
 
     def runtime(self, name: str, ts: float, dur: float, corr: int | None = None) -> TraceBuilder:
-        ev: dict[str, Any] = {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur}
-        if corr is not None:
-            ev["args"] = {"correlation": corr}
-        self.events.append(ev)
+        self.events.append(launch_event(corr, ts, dur, name))
         return self
 
     def gpu(
@@ -42,8 +69,7 @@ class TraceBuilder:
     ) -> TraceBuilder:
         self.corr += 1
         self.runtime("cudaLaunchKernel" if cat == "kernel" else "cudaMemcpyAsync", launch_ts, launch_dur, self.corr)
-        self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
-                            "args": {"stream": stream, "correlation": self.corr, "device": 0, **args}})  # fmt: skip
+        self.events.append(kernel_event(self.corr, ts, dur, name=name, cat=cat, stream=stream, device=0, **args))
         return self
 
     def to_bytes(self) -> bytes:

@@ -20,6 +20,7 @@ from profstack.analysis.sketch import DelayDistribution
 from profstack.analysis.stats import quantile
 
 from .conftest import TRACES, all_trace_files
+from .synth import cycle_events, kernel_event, launch_event, step_event
 from .test_properties import kineto_layout, traces
 
 ALL_FILES = all_trace_files()
@@ -126,34 +127,15 @@ def _kineto(events: list[dict[str, Any]]) -> BytesTraceSource:
     return BytesTraceSource(data=json.dumps({"traceEvents": events}).encode(), name="rank0.pt.trace.json")
 
 
-def _step(n: int, ts: float, dur: float) -> dict[str, Any]:
-    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": ts, "dur": dur}
-
-
-def _launch(corr: int, ts: float) -> dict[str, Any]:
-    return {
-        "ph": "X",
-        "cat": "cuda_runtime",
-        "name": "cudaLaunchKernel",
-        "ts": ts,
-        "dur": 2,
-        "args": {"correlation": corr},
-    }
-
-
-def _kernel(corr: int, ts: float, dur: float = 5) -> dict[str, Any]:
-    return {"ph": "X", "cat": "kernel", "name": "k", "ts": ts, "dur": dur, "args": {"correlation": corr, "stream": 7}}
-
-
 def test_a_step_after_the_gpu_ops_changes_the_selection_and_reparses_buffered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # GIVEN a trace whose last ProfilerStep is written after its GPU ops, with ops leaving the buffer early
     _squeeze(monkeypatch, window=2, launch_capacity=16, flush=16)
-    events = [_step(1, 0, 100), _step(2, 100, 100)]
+    events = [step_event(1, 0, 100), step_event(2, 100, 100)]
     for i in range(30):
-        events += [_launch(i, 10 * i), _kernel(i, 10 * i + 3)]
-    events.append(_step(3, 200, 100))
+        events += [launch_event(i, 10 * i), kernel_event(i, 10 * i + 3)]
+    events.append(step_event(3, 200, 100))
     # WHEN analysed
     rank = analyze([_kineto(events)]).summary["ranks"][0]
     # THEN the frozen selection (ops launched up to the end of step 2, t=200) no longer matches, the file
@@ -173,9 +155,9 @@ def test_a_launch_arriving_after_its_op_left_the_window_reparses_buffered(monkey
     _squeeze(monkeypatch, window=4, launch_capacity=1024, flush=16)
     monkeypatch.setattr(reader, "READ_SIZE", 1024)
     monkeypatch.setattr(reader, "OUT_SIZE", 1024)
-    events = [_kernel(0, 3)]
-    events += [e for i in range(1, 41) for e in (_launch(i, 10 * i), _kernel(i, 10 * i + 3))]
-    events.append(_launch(0, 1))
+    events = [kernel_event(0, 3)]
+    events += [e for i in range(1, 41) for e in (launch_event(i, 10 * i), kernel_event(i, 10 * i + 3))]
+    events.append(launch_event(0, 1))
     # WHEN analysed
     rank = analyze([_kineto(events)]).summary["ranks"][0]
     # THEN the buffered pass joins it: all 41 kernels have a launch delay
@@ -187,8 +169,8 @@ def test_a_launch_arriving_after_its_op_left_the_window_reparses_buffered(monkey
 def test_a_pruned_launch_reparses_buffered(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN a launch followed by 20 other launches, with room for 4 (pruned above 8), before its kernel
     _squeeze(monkeypatch, window=1024, launch_capacity=4, flush=16)
-    events = [_launch(0, 1)] + [_launch(i, 1 + i) for i in range(1, 21)] + [_kernel(0, 50)]
-    events += [_kernel(i, 60 + 10 * i) for i in range(1, 21)]
+    events = [launch_event(0, 1)] + [launch_event(i, 1 + i) for i in range(1, 21)] + [kernel_event(0, 50)]
+    events += [kernel_event(i, 60 + 10 * i) for i in range(1, 21)]
     # WHEN analysed
     rank = analyze([_kineto(events)]).summary["ranks"][0]
     # THEN the pruned launch is noticed and the buffered pass joins every kernel
@@ -200,10 +182,7 @@ def test_a_pruned_launch_reparses_buffered(monkeypatch: pytest.MonkeyPatch) -> N
 def test_several_files_of_one_rank_are_merged_buffered(tmp_path: Path) -> None:
     # GIVEN two schedule cycles of rank 0 in two files
     def write(name: str, t0: float) -> Path:
-        events = [_step(1, t0, 100), _step(2, t0 + 100, 100)]
-        events += [
-            e for i in range(5) for e in (_launch(int(t0) + i, t0 + 10 * i), _kernel(int(t0) + i, t0 + 10 * i + 3))
-        ]
+        events = cycle_events(t0)
         path = tmp_path / name
         path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
         return path
@@ -218,9 +197,9 @@ def test_several_files_of_one_rank_are_merged_buffered(tmp_path: Path) -> None:
 
 def test_streaming_state_stays_bounded_on_a_long_sorted_trace() -> None:
     # GIVEN 120,000 kernels (several windows' worth) in start order, each launch 2 events later
-    events: list[dict[str, Any]] = [_step(1, 0, 10), _step(2, 10, 10**7)]
+    events: list[dict[str, Any]] = [step_event(1, 0, 10), step_event(2, 10, 10**7)]
     for i in range(120_000):
-        events += [_kernel(i, 20 + 10 * i, 4), _launch(i, 15 + 10 * i)]
+        events += [kernel_event(i, 20 + 10 * i, 4), launch_event(i, 15 + 10 * i)]
     sizes: list[tuple[int, int, int]] = []
     real_drain = gpu.GpuFeed._drain
 
@@ -308,10 +287,10 @@ def _interleaved(copies: int, kernels_per_step: int) -> list[dict[str, Any]]:
     corr = 0
     for c in range(copies):
         t0 = c * 1000.0
-        events += [_step(2 * c + 1, t0, 400), _step(2 * c + 2, t0 + 400, 400)]
+        events += [step_event(2 * c + 1, t0, 400), step_event(2 * c + 2, t0 + 400, 400)]
         for k in range(2 * kernels_per_step):
             ts = t0 + 5 + k * (790 / (2 * kernels_per_step))
-            events += [_kernel(corr, ts + 3, 2), _launch(corr, ts)]
+            events += [kernel_event(corr, ts + 3, 2), launch_event(corr, ts)]
             corr += 1
     return events
 
@@ -340,7 +319,7 @@ def test_steps_interleaved_with_gpu_ops_stream_and_match_the_buffered_pass(
 
 def test_a_trace_without_steps_streams_once_the_window_fills(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN 3,000 kernels and no ProfilerStep, read in small batches with a 16-op window
-    events = [e for i in range(3000) for e in (_kernel(i, 10.0 * i + 3, 4), _launch(i, 10.0 * i))]
+    events = [e for i in range(3000) for e in (kernel_event(i, 10.0 * i + 3, 4), launch_event(i, 10.0 * i))]
     _squeeze(monkeypatch, window=16, launch_capacity=4096, flush=16)
     monkeypatch.setattr(reader, "READ_SIZE", 4096)
     monkeypatch.setattr(reader, "OUT_SIZE", 4096)
@@ -415,11 +394,11 @@ def test_a_reparse_reports_each_input_byte_to_progress_once(monkeypatch: pytest.
     # GIVEN a trace, read in 16 KB batches, with a kernel far out of start order in its middle: the
     # streaming pass aborts part-way and the file is parsed again buffered
     _squeeze(monkeypatch, window=2, launch_capacity=1024, flush=16)
-    events = [_step(1, 0, 10_000), _step(2, 10_000, 10_000)]
+    events = [step_event(1, 0, 10_000), step_event(2, 10_000, 10_000)]
     for i in range(600):
-        events += [_launch(i, 10 * i), _kernel(i, 10 * i + 3)]
+        events += [launch_event(i, 10 * i), kernel_event(i, 10 * i + 3)]
         if i == 400:
-            events.append(_kernel(10_000, 1))
+            events.append(kernel_event(10_000, 1))
     source = _kineto(events)
     seen: list[int] = []
     # WHEN analysed with a progress callback

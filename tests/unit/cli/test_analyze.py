@@ -12,6 +12,7 @@ import pytest
 
 from profstack.cli import main
 from profstack.cli.analyze import Progress
+from tests.unit.analysis.synth import cycle_events
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 TRACES = REPO_ROOT.parent / "shared" / "traces"
@@ -315,18 +316,7 @@ def test_rerun_into_an_output_folder_inside_the_input_ignores_previous_outputs(
 
 
 def _cycle(path: Path, t0: float) -> None:
-    """A small one-rank trace (two steps, five kernels) starting at ``t0`` µs."""
-    events: list[dict[str, object]] = [
-        {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{i + 1}", "ts": t0 + 100 * i, "dur": 100}
-        for i in range(2)
-    ]
-    for i in range(5):
-        corr = int(t0) + i
-        events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": t0 + 10 * i, "dur": 2,
-                       "args": {"correlation": corr}})  # fmt: skip
-        events.append({"ph": "X", "cat": "kernel", "name": "k", "ts": t0 + 10 * i + 3, "dur": 4,
-                       "args": {"correlation": corr, "stream": 7}})  # fmt: skip
-    path.write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
+    path.write_bytes(gzip.compress(json.dumps({"traceEvents": cycle_events(t0)}).encode()))
 
 
 def test_text_summary_says_when_a_rank_was_analysed_buffered(
