@@ -61,10 +61,6 @@ class DelayDistribution:
         self.over = [0] * len(self.cutoffs)
         self.hist = [0] * len(self.edges)
 
-    @property
-    def exact(self) -> bool:
-        return not self._sketched
-
     def extend(self, values: array[float]) -> None:
         self._buf.extend(values)
         if len(self._buf) >= self.exact_limit:
@@ -113,29 +109,30 @@ class DelayDistribution:
         self.count += n
         self.total += math.fsum(sorted_vals)
         self.max = max(self.max, sorted_vals[-1])
-        for k, c in enumerate(self.cutoffs):
-            self.over[k] += n - bisect.bisect_right(sorted_vals, c)
-        # hist[i] = values in [edges[i], edges[i+1]); below edges[0] lands in bucket 0, the last is open
+        over, hist = self._counts(sorted_vals)
+        self.over = [a + b for a, b in zip(self.over, over, strict=True)]
+        self.hist = [a + b for a, b in zip(self.hist, hist, strict=True)]
+
+    def _counts(self, sorted_vals: Sequence[float]) -> tuple[list[int], list[int]]:
+        """Values above each cutoff; histogram counts (bucket i holds [edges[i], edges[i+1]), values
+        below edges[0] land in bucket 0, the last bucket is open)."""
+        n = len(sorted_vals)
+        over = [n - bisect.bisect_right(sorted_vals, c) for c in self.cutoffs]
+        hist = [0] * len(self.edges)
         prev = 0
         for i in range(1, len(self.edges)):
             cut = bisect.bisect_left(sorted_vals, self.edges[i])
-            self.hist[i - 1] += cut - prev
+            hist[i - 1] = cut - prev
             prev = cut
-        self.hist[-1] += n - prev
+        hist[-1] = n - prev
+        return over, hist
 
     def summary(self) -> DelaySummary:
         """count, mean, p50/p95/p99, max, over-cutoff counts, histogram and the quantile method."""
         if not self._sketched:
             vals = sorted(self._buf)
             count = len(vals)
-            over = [count - bisect.bisect_right(vals, c) for c in self.cutoffs]
-            hist = [0] * len(self.edges)
-            prev = 0
-            for i in range(1, len(self.edges)):
-                cut = bisect.bisect_left(vals, self.edges[i])
-                hist[i - 1] = cut - prev
-                prev = cut
-            hist[-1] = count - prev
+            over, hist = self._counts(vals)
             return DelaySummary(
                 count=count,
                 mean=math.fsum(vals) / count if count else None,
