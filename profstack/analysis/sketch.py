@@ -13,7 +13,7 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from profstack.analysis.stats import HIST_EDGES_US, quantile
+from profstack.analysis.stats import HIST_EDGES_US, quantile, sorted_histogram_counts
 
 _TINY_US = 1e-9  # |v| below this is counted as zero
 
@@ -114,18 +114,10 @@ class DelayDistribution:
         self.hist = [a + b for a, b in zip(self.hist, hist, strict=True)]
 
     def _counts(self, sorted_vals: Sequence[float]) -> tuple[list[int], list[int]]:
-        """Values above each cutoff; histogram counts (bucket i holds [edges[i], edges[i+1]), values
-        below edges[0] land in bucket 0, the last bucket is open)."""
+        """Values above each cutoff, and histogram counts (``stats.histogram``'s buckets)."""
         n = len(sorted_vals)
         over = [n - bisect.bisect_right(sorted_vals, c) for c in self.cutoffs]
-        hist = [0] * len(self.edges)
-        prev = 0
-        for i in range(1, len(self.edges)):
-            cut = bisect.bisect_left(sorted_vals, self.edges[i])
-            hist[i - 1] = cut - prev
-            prev = cut
-        hist[-1] = n - prev
-        return over, hist
+        return over, sorted_histogram_counts(sorted_vals, self.edges)
 
     def summary(self) -> DelaySummary:
         """count, mean, p50/p95/p99, max, over-cutoff counts, histogram and the quantile method."""

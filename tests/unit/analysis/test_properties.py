@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze
 from profstack.analysis.intervals import intersection_length, merge, partition_by_set, total
 from profstack.analysis.jsonstream import EventStream
+from profstack.analysis.stats import histogram, sorted_histogram_counts
 
 # ---------------------------------------------------------------- intervals vs brute force
 
@@ -49,6 +50,12 @@ def test_partition_by_set_matches_brute_force(groups: list[list[tuple[float, flo
         mask = sum(1 << i for i, s in enumerate(sets) if x in s)
         expected[mask] = expected.get(mask, 0) + 1
     assert {k: v for k, v in parts.items() if v} == {k: float(v) for k, v in expected.items()}
+
+
+@given(st.lists(st.floats(-1e7, 1e7, allow_nan=False), max_size=60))
+def test_sorted_histogram_counts_match_the_per_value_histogram(values: list[float]) -> None:
+    # GIVEN any values WHEN counted sorted (one bisect per edge) THEN the buckets equal histogram()'s
+    assert sorted_histogram_counts(sorted(values)) == histogram(values)["counts"]
 
 
 # ---------------------------------------------------------------- generated traces
