@@ -22,8 +22,8 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = (
-    REPO_ROOT.parent
-    / "shared"
+    REPO_ROOT
+    / "samples"
     / "traces"
     / "hta"
     / "ns_resolution_trace"

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
 
-# Regions where the SageMaker docs list managed TensorBoard (platform facts A2).
+# Regions where the SageMaker docs list managed TensorBoard (docs/platform-facts.md A2).
 TENSORBOARD_DOCUMENTED_REGIONS = frozenset({"us-east-1", "us-east-2", "us-west-2", "eu-central-1", "eu-west-1"})
 
 # CloudWatch Logs accepts only these retention values (days).

@@ -6,7 +6,7 @@
    target, through moto's CloudFormation. Properties moto cannot honour (KMS keys, access logging,
    cross-stack imports) are dropped and listed; the Lambda, alarms and state machine stay out
    (moto cannot run Lambda without Docker) and the processor runs in-process instead.
-3. Register a training job (moto SageMaker) and upload a real two-rank trace from ../shared/traces as
+3. Register a training job (moto SageMaker) and upload a real two-rank sample trace from samples/traces as
    its TensorBoard output.
 4. Put the job-completed event on EventBridge, receive what arrives in SQS, and run the real handler
    on it, as the Lambda event-source mapping would. Its EMF lines become CloudWatch metrics.
@@ -35,7 +35,7 @@ from typing import Any
 from profstack import layout
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_TRACES = REPO_ROOT.parent / "shared" / "traces"
+DEFAULT_TRACES = REPO_ROOT / "samples" / "traces"
 DEMO_TRACES = ("hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz")
 REGION = "us-east-1"
 DEMO_USER_FALLBACK = "demo"
@@ -270,7 +270,7 @@ def register_job(sagemaker: Any, s3: Any, plane: DataPlane, *, job: str, user: s
     for rank, rel in enumerate(DEMO_TRACES):
         source = traces_dir / rel
         if not source.is_file():
-            raise DemoError(f"trace {source} not found (set PROFSTACK_TRACES to the shared traces folder)")
+            raise DemoError(f"trace {source} not found (--traces names the folder of sample traces)")
         # tensorboard_trace_handler's naming: <worker>.<time_ns>.pt.trace.json.gz under the job's folder
         key = f"{layout.job_tensorboard_prefix(user, job)}algo-{rank + 1}_{4242 + rank}.1796565600000.pt.trace.json.gz"
         s3.upload_file(str(source), plane.bucket, key)
@@ -513,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m profstack.demo", description=__doc__.splitlines()[0] if __doc__ else None
     )
     parser.add_argument("--cdk-out", type=Path, default=REPO_ROOT / "cdk.out", help="synthesized cloud assembly")
-    parser.add_argument("--traces", type=Path, default=Path(os.environ.get("PROFSTACK_TRACES", DEFAULT_TRACES)))
+    parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
     parser.add_argument("--out", type=Path, default=Path("demo-output"), help="where the report is copied")
     parser.add_argument("--config", type=Path, default=REPO_ROOT / "config" / "profstack.yaml")
     args = parser.parse_args(argv)

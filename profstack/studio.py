@@ -1,7 +1,7 @@
 """Names and URLs of ProfStack's SageMaker domain objects, shared by the stack, the Lambdas and the CLI.
 
 One place decides how a config user maps to a user profile, which app is their
-TensorBoard, and how a presigned URL lands on a job (platform facts A3, A4).
+TensorBoard, and how a presigned URL lands on a job (docs/platform-facts.md A3, A4).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from typing import Final
 
 APP_TYPE: Final = "TensorBoard"
-APP_NAME = "default"  # the name the SageMaker console uses (platform facts A3)
+APP_NAME = "default"  # the name the SageMaker console uses (docs/platform-facts.md A3)
 
 # CloudFormation output names of the TensorBoard stack; the CLI looks the domain id up by these.
 DOMAIN_ID_OUTPUT = "DomainId"

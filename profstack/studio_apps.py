@@ -1,7 +1,7 @@
 """SageMaker TensorBoard app I/O shared by the app provider, the idle reaper and the CLI.
 
 Every function takes an injected SageMaker client, so tests drive them with botocore
-Stubber (moto has no apps; platform facts, toolchain section).
+Stubber (moto has no apps; docs/platform-facts.md, toolchain section).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A SageMaker domain (created or imported), a user profile with its own least-privilege
 execution role per config user, a TensorBoard app per user through a custom resource
-provider (platform facts A1), and a scheduled reaper of idle apps. Removing a user from
+provider (docs/platform-facts.md A1), and a scheduled reaper of idle apps. Removing a user from
 the config removes their app, then their profile, on the next deploy.
 """
 

@@ -17,13 +17,13 @@ for _var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_S
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SHARED_DIR = REPO_ROOT.parent / "shared"
-TRACES_DIR = SHARED_DIR / "traces"
+# Real Kineto traces shipped with the repository (samples/traces/README.md: origin and licence of each).
+TRACES_DIR = REPO_ROOT / "samples" / "traces"
 EXAMPLE_CONFIG = REPO_ROOT / "config" / "profstack.yaml"
 EVENTS_DIR = Path(__file__).resolve().parent / "events"
 
 # The committed cdk.json context (feature flags), so tests synthesize what `cdk synth` does,
-# and no Lambda bundling in unit tests (platform facts: skip bundling by context).
+# and no Lambda bundling in unit tests (docs/platform-facts.md, toolchain: skip bundling by context).
 NO_BUNDLING_CONTEXT: dict[str, Any] = {
     **json.loads((REPO_ROOT / "cdk.json").read_text())["context"],
     "aws:cdk:bundling-stacks": [],
@@ -37,8 +37,7 @@ def repo_root() -> Path:
 
 @pytest.fixture(scope="session")
 def traces_dir() -> Path:
-    if not TRACES_DIR.is_dir():
-        pytest.skip(f"shared traces not found at {TRACES_DIR}")
+    assert TRACES_DIR.is_dir(), f"sample traces missing at {TRACES_DIR}"
     return TRACES_DIR
 
 

@@ -1,1 +1,1 @@
-"""Scheduled reaper of idle per-user TensorBoard apps (they bill per hour; platform facts A2)."""
+"""Scheduled reaper of idle per-user TensorBoard apps (they bill per hour; docs/platform-facts.md A2)."""

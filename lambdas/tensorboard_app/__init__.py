@@ -1,1 +1,1 @@
-"""Custom-resource provider for per-user SageMaker TensorBoard apps (platform facts A1)."""
+"""Custom-resource provider for per-user SageMaker TensorBoard apps (docs/platform-facts.md A1)."""

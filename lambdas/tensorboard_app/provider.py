@@ -1,6 +1,6 @@
 """The TensorBoard app custom resource: `on_event` starts work, `is_complete` converges.
 
-CloudFormation cannot create TensorBoard apps (platform facts A1), so a
+CloudFormation cannot create TensorBoard apps (docs/platform-facts.md A1), so a
 `custom_resources.Provider` drives `CreateApp`/`DeleteApp` and polls `DescribeApp`:
 
 - Create/Update converge on "the app exists, is InService and has the wanted instance type".

@@ -1,4 +1,4 @@
-"""Typed model of the `SageMaker Training Job State Change` event (platform facts A5).
+"""Typed model of the `SageMaker Training Job State Change` event (docs/platform-facts.md A5).
 
 The event does not carry TensorBoardOutputConfig/ProfilerConfig, so the processor calls
 DescribeTrainingJob for those; only the fields ProfStack relies on are modelled.

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_stepfunctions import SFNClient
 
-# A trimmed Perfetto trace meant for viewing should stay well under 500 MB (platform facts).
+# A trimmed Perfetto trace meant for viewing should stay well under 500 MB (docs/platform-facts.md).
 PERFETTO_MAX_EVENTS = 1_000_000
 TOP_FINDINGS_IN_NOTIFICATION = 5
 # Uncompressed/compressed size of Kineto traces: 13.2:1 on bench/generate.py traces, 14.5:1 on the
@@ -568,7 +568,7 @@ def publish_report(
     return Outcome(ctx.job, ctx.status, action, report_uri, metrics, flagged, notified=notified)
 
 
-# --- legacy rule-output tagging (facts A6/A7) --------------------------------------------------------
+# --- legacy rule-output tagging (docs/platform-facts.md A6/A7) --------------------------------------------------------
 
 
 def rule_output_prefixes(describe: Mapping[str, Any], job: str) -> list[S3Location]:

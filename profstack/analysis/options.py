@@ -10,7 +10,7 @@ from profstack.analysis.errors import AnalysisOptionsError, UnknownThresholdErro
 
 GIB = 1 << 30
 
-#: Rule thresholds and their defaults (Debugger's defaults where one exists, platform-facts A9).
+#: Rule thresholds and their defaults (Debugger's defaults where one exists, docs/platform-facts.md A9).
 DEFAULT_THRESHOLDS: Mapping[str, float] = MappingProxyType(
     {
         # LowGPUUtilization: GPU busy share of the GPU span below this (Debugger: p95 < 70 %)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from profstack.analysis import TraceSource
 
 FORMATS = ("json", "html", "perfetto")
-#: A trimmed trace meant for a viewer must stay well under ~500 MB of JSON (platform facts); Kineto
+#: A trimmed trace meant for a viewer must stay well under ~500 MB of JSON (docs/platform-facts.md); Kineto
 #: events average ~200-250 bytes, so one million events is ~250 MB before gzip.
 DEFAULT_PERFETTO_MAX_EVENTS = 1_000_000
 MB = 1_000_000

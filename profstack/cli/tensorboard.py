@@ -5,7 +5,7 @@
     profstack tensorboard stop --user U
 
 `url` prints a presigned Studio URL that lands in the user's TensorBoard app, optionally
-on a training job (platform facts A3). Common options: --config PATH, --domain-id ID,
+on a training job (docs/platform-facts.md A3). Common options: --config PATH, --domain-id ID,
 --region R. The caller needs the user's access policy (the TensorBoard stack's output
 `User<user>AccessPolicyArn...`, described "Attach to <user>'s IAM identity") or admin rights.
 """

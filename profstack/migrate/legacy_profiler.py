@@ -1,10 +1,10 @@
 """Audit and clean what SageMaker Profiler and Debugger left in an account.
 
 - `audit`: training jobs that still run the Profiler or Debugger profiler rules, and the
-  bytes under each job's `rule-output/` and `profiler-output/` (facts A6).
+  bytes under each job's `rule-output/` and `profiler-output/` (docs/platform-facts.md A6).
 - `merge_expiry_rule` / `apply_expiry_rule`: add the tag-based expiry rule to a bucket that
   holds legacy output, merged with the rules it already has (PutBucketLifecycleConfiguration
-  replaces the whole configuration, facts A7).
+  replaces the whole configuration, docs/platform-facts.md A7).
 - `disable_profiler`: stop the Profiler on jobs that are still in progress.
 
 AWS clients are injected; nothing here creates one.
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 EXPIRY_RULE_ID = "profstack-legacy-rule-output"
 LEGACY_FOLDERS = ("rule-output", "profiler-output")
-MAX_LIFECYCLE_RULES = 1000  # per bucket (facts A7)
+MAX_LIFECYCLE_RULES = 1000  # per bucket (docs/platform-facts.md A7)
 
 
 class LegacyProfilerError(Exception):

@@ -17,8 +17,8 @@ NO_RESOURCE_TYPE_ACTIONS: dict[str, str] = {
     "xray:PutTelemetryRecords": "X-Ray accepts no resource ARN for PutTelemetryRecords (Lambda active tracing).",
     "cloudwatch:PutMetricData": "PutMetricData supports no resource type; scoped by the cloudwatch:namespace "
     "condition instead.",
-    "sagemaker:ListApps": "ListApps supports no resource type (facts A4).",
-    "sagemaker:Search": "Search supports no resource type (facts A4).",
+    "sagemaker:ListApps": "ListApps supports no resource type (docs/platform-facts.md A4).",
+    "sagemaker:Search": "Search supports no resource type (docs/platform-facts.md A4).",
     "sagemaker:ListUserProfiles": "ListUserProfiles supports no resource type.",
     "sagemaker:ListDomains": "ListDomains supports no resource type.",
     "s3:ListAllMyBuckets": "ListAllMyBuckets supports no resource type.",

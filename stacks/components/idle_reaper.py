@@ -53,7 +53,7 @@ class IdleReaper(Construct):
             reserved_concurrency=1,  # overlapping runs would race on the same apps
         )
         role = self.function.role
-        # sagemaker:ListApps supports no resource type (facts A4).
+        # sagemaker:ListApps supports no resource type (docs/platform-facts.md A4).
         role.add_to_principal_policy(no_resource_type_statement(["sagemaker:ListApps"]))
         role.add_to_principal_policy(
             iam.PolicyStatement(

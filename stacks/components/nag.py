@@ -1,7 +1,7 @@
 """cdk-nag 3 acknowledgements with a written reason, in one place.
 
 cdk-nag 3 reports through `cdk.Validations`; `Validations.acknowledge` takes the
-`Acknowledgment`s positionally (platform facts, toolchain section).
+`Acknowledgment`s positionally (docs/platform-facts.md, toolchain).
 """
 
 from __future__ import annotations

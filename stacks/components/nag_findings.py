@@ -44,6 +44,6 @@ def acknowledge_function_baseline(function: Any, *, async_reason: str) -> None:
         function.role,
         "AwsSolutions-IAM5[Resource::*]",
         "Resource '*' only for actions with no resource type: xray:PutTraceSegments and "
-        "xray:PutTelemetryRecords (active tracing) and, where granted, sagemaker:ListApps (facts A4).",
+        "xray:PutTelemetryRecords (active tracing) and, where granted, sagemaker:ListApps (docs/platform-facts.md A4).",
     )
     acknowledge(function.function, "Serverless-LambdaDLQ", async_reason)

@@ -1,6 +1,6 @@
 """The SageMaker domain that hosts the per-user TensorBoard apps: created here, or imported by id.
 
-A created domain uses AuthMode IAM (presigned URLs need it, platform facts A3), home EFS
+A created domain uses AuthMode IAM (presigned URLs need it, docs/platform-facts.md A3), home EFS
 (managed TensorBoard needs it, A2) encrypted with the ProfStack data key, and the VPC and
 subnets from config. With `network_access: VpcOnly` the apps have no internet path, so the
 interface endpoints Studio needs (SageMaker API and runtime, plus STS for credentials) are
@@ -95,11 +95,11 @@ class StudioDomain(Construct):
             self,
             "Domain",
             domain_name=domain_name,
-            auth_mode="IAM",  # CreatePresignedDomainUrl works only with IAM (facts A3)
+            auth_mode="IAM",  # CreatePresignedDomainUrl works only with IAM (docs/platform-facts.md A3)
             vpc_id=domain.vpc_id,
             subnet_ids=list(domain.subnet_ids),
             app_network_access_type=domain.network_access,
-            home_efs_file_system_creation="Enabled",  # TensorBoard needs home EFS (facts A2)
+            home_efs_file_system_creation="Enabled",  # TensorBoard needs home EFS (docs/platform-facts.md A2)
             kms_key_id=key.key_arn,
             default_user_settings=sagemaker.CfnDomain.UserSettingsProperty(
                 execution_role=default_role.role_arn,

@@ -1,4 +1,4 @@
-"""Per-user TensorBoard apps through a Lambda-backed custom resource provider (platform facts A1).
+"""Per-user TensorBoard apps through a Lambda-backed custom resource provider (docs/platform-facts.md A1).
 
 `AWS::SageMaker::App` cannot have AppType TensorBoard, so `TensorBoardAppProvider` wraps
 lambdas/tensorboard_app (on_event starts CreateApp/DeleteApp, is_complete polls DescribeApp

@@ -36,7 +36,7 @@ WILDCARD_REASONS = {
     r"AwsSolutions-IAM5\[Resource::.*/reports/\*/\.notified-\*\]": "Only the per-job e-mail marker objects "
     "(reports/<user>/<job>/.notified-<status>) may be deleted, to retry a failed notification.",
     r"AwsSolutions-IAM5\[Resource::.*/\*/rule-output/\*\]": "Legacy Debugger/Profiler output sits at "
-    "<output>/<job>/rule-output/ (facts A6); only objects under a rule-output segment can be tagged.",
+    "<output>/<job>/rule-output/ (docs/platform-facts.md A6); only objects under a rule-output segment can be tagged.",
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/\*\]": (
         "DescribeTrainingJob must work for any job that finishes in this account and region; it is the "
         "only SageMaker action granted."

@@ -1,4 +1,4 @@
-"""Alarms on live training jobs, from SageMaker's instance metrics (facts A8).
+"""Alarms on live training jobs, from SageMaker's instance metrics (docs/platform-facts.md A8).
 
 Hosts come and go with jobs (dimension Host = <job>/algo-<n>), so a static per-host alarm
 cannot exist. Each alarm is a CloudWatch Metrics Insights query aggregated over every host
@@ -22,7 +22,7 @@ from constructs import Construct
 from profstack.config import Alarms
 
 SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
-PERIOD_SECONDS = 60  # SageMaker publishes instance metrics every minute (facts A8)
+PERIOD_SECONDS = 60  # SageMaker publishes instance metrics every minute (docs/platform-facts.md A8)
 
 
 def insights_query(statistic: str, metric: str) -> str:

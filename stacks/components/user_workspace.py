@@ -132,13 +132,13 @@ class UserWorkspace(Construct):
                     actions=["sagemaker:CreateApp", "sagemaker:DeleteApp", "sagemaker:DescribeApp"],
                     resources=app_arns,
                 ),
-                # sagemaker:ListApps supports no resource type (facts A4); it shows app status only.
+                # sagemaker:ListApps supports no resource type (docs/platform-facts.md A4); it shows app status only.
                 no_resource_type_statement(["sagemaker:ListApps"]),
             ],
         )
         acknowledge(
             self.access_policy,
             "AwsSolutions-IAM5[Resource::*]",
-            "Resource '*' only for sagemaker:ListApps, which supports no resource type (platform facts A4); "
+            "Resource '*' only for sagemaker:ListApps, which supports no resource type (docs/platform-facts.md A4); "
             "every other action names this user's own profile or app ARN.",
         )

@@ -1,7 +1,7 @@
 """End to end through moto: EventBridge -> SQS -> trace-processor handler -> S3 report, metrics, SNS.
 
 The handler runs in-process (moto's Lambda needs Docker), fed exactly what the SQS event-source
-mapping would deliver, with the real analysis engine on real traces from ../shared/traces.
+mapping would deliver, with the real analysis engine on the sample traces in samples/traces.
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def test_finished_job_yields_report_metrics_scalars_and_one_notification(
 def test_duplicate_events_produce_one_report_and_one_notification(
     plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # GIVEN a job and SageMaker sending its Completed event twice (facts A5)
+    # GIVEN a job and SageMaker sending its Completed event twice (docs/platform-facts.md A5)
     job = "dup-job"
     register_training_job(plane, job)
     upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))

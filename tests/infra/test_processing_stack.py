@@ -253,7 +253,7 @@ def test_tag_filter_from_config_narrows_the_rule(example_config: Any) -> None:
 def test_live_training_job_alarms_use_config_thresholds_per_gpu(
     synthesized: SynthesizedApp, example_config: Any
 ) -> None:
-    # GIVEN the example thresholds (per GPU) and SageMaker's per-host sums (facts A8)
+    # GIVEN the example thresholds (per GPU) and SageMaker's per-host sums (docs/platform-facts.md A8)
     template = synthesized.templates[f"{example_config.prefix}-processing"]
     alarms = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"}
     by_name = {a["Properties"].get("AlarmName", ""): a["Properties"] for a in alarms.values()}

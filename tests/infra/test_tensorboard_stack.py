@@ -170,7 +170,7 @@ def test_app_custom_resource_per_user_with_instance_type_and_profile_dependency(
         role_policy = workspace.role.node.find_child("DefaultPolicy").node.default_child
         assert example.stack.resolve(role_policy.logical_id) in app["DependsOn"]
         assert app["Properties"]["ServiceToken"]["Fn::GetAtt"][1] == "Arn"
-    assert not example.template.find_resources("AWS::SageMaker::App")  # facts A1: never CfnApp
+    assert not example.template.find_resources("AWS::SageMaker::App")  # docs/platform-facts.md A1: never CfnApp
 
 
 def test_provider_wires_on_event_and_is_complete_with_scoped_permissions(example: Synth) -> None:

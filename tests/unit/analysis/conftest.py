@@ -1,4 +1,4 @@
-"""Fixtures for the analysis engine tests: locate ../shared/traces and cache analyses per session."""
+"""Fixtures for the analysis engine tests: the repository's sample traces and analyses cached per session."""
 
 from __future__ import annotations
 
@@ -12,21 +12,12 @@ import pytest
 from profstack.analysis import AnalysisOptions, AnalysisResult, FileTraceSource, analyze
 
 
-def _repo_root() -> Path:
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        if (parent / "pyproject.toml").exists():
-            return parent
-    return here.parents[3]
+from tests.conftest import TRACES_DIR as TRACES
 
-
-TRACES = _repo_root().parent / "shared" / "traces"
 REFERENCE = TRACES / "reference_values" / "hta_0.5.0.json"
 
 
 def all_trace_files() -> list[Path]:
-    if not TRACES.is_dir():
-        return []
     return sorted(
         p for p in TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")) and "reference_values" not in p.parts
     )
@@ -34,8 +25,7 @@ def all_trace_files() -> list[Path]:
 
 @pytest.fixture(scope="session")
 def traces_dir() -> Path:
-    if not TRACES.is_dir():
-        pytest.skip(f"shared test traces not found at {TRACES} (expected ../shared/traces next to the repo)")
+    assert TRACES.is_dir(), f"sample traces missing at {TRACES}"
     return TRACES
 
 

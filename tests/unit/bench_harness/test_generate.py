@@ -10,7 +10,6 @@ import pytest
 
 from bench.generate import DEFAULT_SOURCE, MB, generate, load_source
 
-pytestmark = pytest.mark.skipif(not DEFAULT_SOURCE.exists(), reason="shared traces not present")
 
 
 def test_generates_parseable_trace_of_requested_size_with_fresh_ids(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""`profstack analyze` end to end on real traces from ../shared/traces, through `profstack.cli.main`."""
+"""`profstack analyze` end to end on the repository's sample traces, through `profstack.cli.main`."""
 
 from __future__ import annotations
 
@@ -15,13 +15,10 @@ from profstack.cli.analyze import Progress
 from tests.unit.analysis.synth import cycle_events
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-TRACES = REPO_ROOT.parent / "shared" / "traces"
+TRACES = REPO_ROOT / "samples" / "traces"
 TWO_RANKS = TRACES / "hta" / "trace_filter"
 CPU_ONLY = TRACES / "hta" / "cpu_only"
 SMALL_GPU = TRACES / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
-
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"shared traces not found at {TRACES}")
-
 
 def _one_error_line(err: str) -> str:
     lines = [ln for ln in err.splitlines() if ln.strip()]

@@ -1,4 +1,4 @@
-"""Every trace in ../shared/traces, analysed by the engine, renders to a sane report."""
+"""Every sample trace in samples/traces, analysed by the engine, renders to a sane report."""
 
 from __future__ import annotations
 
@@ -10,16 +10,11 @@ import pytest
 from profstack.analysis import AnalysisOptions, analyze, discover_sources
 from profstack.report import render_html
 
-TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "traces"
-FILES = (
-    sorted(p.relative_to(TRACES).as_posix() for p in TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")))
-    if TRACES.is_dir()
-    else []
-)
+TRACES = Path(__file__).resolve().parents[3] / "samples" / "traces"
+FILES = sorted(p.relative_to(TRACES).as_posix() for p in TRACES.rglob("*") if p.name.endswith((".json", ".json.gz")))
 FILES = [f for f in FILES if not f.startswith("reference_values/")]
 
 
-@pytest.mark.skipif(not FILES, reason=f"shared traces not found at {TRACES}")
 @pytest.mark.parametrize("name", FILES)
 def test_real_trace_renders_with_a_section_per_rank_and_no_placeholder_leaks(name: str) -> None:
     # GIVEN the engine's summary of one real trace

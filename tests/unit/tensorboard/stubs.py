@@ -1,4 +1,4 @@
-"""botocore Stubber helpers for SageMaker apps (moto has no apps; platform facts, toolchain)."""
+"""botocore Stubber helpers for SageMaker apps (moto has no apps; docs/platform-facts.md, toolchain)."""
 
 from __future__ import annotations
 
