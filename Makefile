@@ -56,7 +56,7 @@ test-fast: $(STAMPS)/venv  ## tests only, no lint
 CONFIG ?= config/profstack.yaml
 
 synth: install  ## write every template to cdk.out/ (cdk-nag and cfn-lint gates; CONFIG=path to override)
-	@$(BIN)/python -m profstack.config --check $(CONFIG)
+	@$(BIN)/python -m profstack.cli config check $(CONFIG)
 	npx cdk synth --quiet --no-notices -c config=$(CONFIG)
 	$(BIN)/python -m stacks.lint cdk.out
 

@@ -22,12 +22,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_SOURCE = (
-    REPO_ROOT
-    / "samples"
-    / "traces"
-    / "hta"
-    / "ns_resolution_trace"
-    / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+    REPO_ROOT / "samples" / "traces" / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 )
 MB = 1_000_000  # sizes and throughputs in this package are decimal megabytes
 

@@ -344,12 +344,9 @@ def _main(argv: list[str]) -> int:
         print(f"wrote {target}")
         return 0
     if args[:1] == ["--check"] and len(args) <= 2:
-        path = args[1] if len(args) == 2 else DEFAULT_CONFIG_PATH
-        config = load_config_reporting(path, sys.stderr)
-        if config is None:
-            return 1
-        print(f"{path}: valid ({len(config.users)} users, domain {config.domain.mode})")
-        return 0
+        from profstack.cli import main as cli_main  # the same check as `profstack config check`
+
+        return cli_main(["config", "check", *args[1:]])
     print("usage: python -m profstack.config (--check [PATH] | --schema)", file=sys.stderr)
     return 2
 

@@ -1,4 +1,4 @@
-"""Tag legacy Profiler/Debugger rule output so the StorageStack's tag-based expiry applies (docs/platform-facts.md A6/A7).
+"""Tag legacy Profiler/Debugger rule output so the StorageStack's tag-based expiry applies (facts A6/A7).
 
 Objects live at `<output>/<job>/rule-output/...`: a prefix lifecycle rule cannot match them (no
 wildcards), so each object gets the tag `profstack:class=legacy-rule-output`, merged with its tags.

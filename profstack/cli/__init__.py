@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from profstack import __version__
 
 # Modules under profstack.cli that contribute sub-commands, in help order.
-SUBCOMMAND_MODULES = ("analyze", "users", "tensorboard", "legacy", "migrate")
+SUBCOMMAND_MODULES = ("analyze", "config", "users", "tensorboard", "legacy", "migrate")
 
 
 class CliError(Exception):

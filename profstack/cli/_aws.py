@@ -7,6 +7,7 @@ failure becomes a one-line CliError: unknown user, no domain, no credentials, AW
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +18,13 @@ from profstack.config import DEFAULT_CONFIG_PATH, ConfigError, ProfStackConfig, 
 from profstack.studio import DOMAIN_ID_OUTPUT, tensorboard_stack_name
 
 T = TypeVar("T")
+
+#: One line for a CLI installed without its AWS extra (`pip install profstack` has no boto3).
+MISSING_AWS_EXTRA = "this command talks to AWS and needs boto3: pip install 'profstack[aws]'"
+NO_REGION = (
+    "no AWS region: pass --region, set environment.region in the config, or set AWS_REGION or "
+    "AWS_DEFAULT_REGION (or `region` in your AWS config profile)"
+)
 
 
 def add_config_argument(parser: argparse.ArgumentParser) -> None:
@@ -54,14 +62,27 @@ def config_user(config: ProfStackConfig, name: str) -> User:
     raise CliError(f"unknown user '{name}' (users in the config: {known})")
 
 
+def resolve_region(region: str | None) -> str | None:
+    """The region to use: the one given (--region or the config), else ``AWS_REGION``, else None, which
+    leaves botocore's own chain (``AWS_DEFAULT_REGION``, then ``region`` in the AWS config profile).
+
+    botocore itself reads only ``AWS_DEFAULT_REGION``; Lambda, CloudShell and most other AWS SDKs set or
+    read ``AWS_REGION``, so the CLI honours both.
+    """
+    return region or os.environ.get("AWS_REGION") or None
+
+
 def make_client(service: str, region: str | None) -> Any:
     """A boto3 client; tests replace this function to inject stubbed clients."""
-    import boto3
+    try:
+        import boto3
+    except ModuleNotFoundError:
+        raise CliError(MISSING_AWS_EXTRA) from None
 
     # A fresh session per client: credentials are resolved now, not cached from an earlier call.
     # NoRegionError surfaces at creation, so creation sits inside aws_errors too.
     with aws_errors(f"{service} client"):
-        return boto3.session.Session(region_name=region).client(service)  # type: ignore[call-overload]
+        return boto3.session.Session(region_name=resolve_region(region)).client(service)  # type: ignore[call-overload]
 
 
 def region_of(args: argparse.Namespace, config: ProfStackConfig) -> str | None:
@@ -71,7 +92,10 @@ def region_of(args: argparse.Namespace, config: ProfStackConfig) -> str | None:
 @contextmanager
 def aws_errors(what: str) -> Iterator[None]:
     """Turn botocore failures into one-line CliErrors."""
-    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+    except ModuleNotFoundError:
+        raise CliError(MISSING_AWS_EXTRA) from None
 
     try:
         yield
@@ -80,9 +104,7 @@ def aws_errors(what: str) -> Iterator[None]:
             f"{what}: no AWS credentials found (set AWS_PROFILE, run `aws sso login`, or export keys)"
         ) from None
     except NoRegionError:
-        raise CliError(
-            f"{what}: no AWS region (set environment.region in the config, --region, or AWS_REGION)"
-        ) from None
+        raise CliError(f"{what}: {NO_REGION}") from None
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise CliError(f"{what}: {error.get('Code', 'error')}: {error.get('Message', exc)}") from None

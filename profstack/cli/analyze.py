@@ -17,9 +17,10 @@ import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from profstack.cli import CliError
+from profstack.cli.progress import Phase, Progress
 
 if TYPE_CHECKING:
     from profstack.analysis import TraceSource
@@ -117,54 +118,6 @@ def parse_thresholds(items: Sequence[str]) -> dict[str, float]:
     return out
 
 
-# ------------------------------------------------------------------------------------------- progress
-
-
-class Progress:
-    """Bytes-read progress on stderr: a redrawn bar on a terminal, a plain line every few seconds otherwise."""
-
-    def __init__(self, total_bytes: int, stream: IO[str], *, interval_s: float | None = None) -> None:
-        self.total = max(total_bytes, 0)
-        self.done = 0
-        self.stream = stream
-        self.tty = bool(getattr(stream, "isatty", lambda: False)())
-        self.interval = interval_s if interval_s is not None else (0.1 if self.tty else 5.0)
-        self.start = self.last = time.monotonic()
-        self.drawn = False
-
-    def __call__(self, nbytes: int) -> None:
-        self.done += max(int(nbytes), 0)
-        now = time.monotonic()
-        if now - self.last < self.interval:
-            return
-        self.last = now
-        self._draw(now)
-
-    def _draw(self, now: float) -> None:
-        elapsed = max(now - self.start, 1e-9)
-        rate = self.done / MB / elapsed
-        frac = min(self.done / self.total, 1.0) if self.total else 0.0
-        if self.tty:
-            width = 28
-            filled = round(frac * width)
-            bar = "█" * filled + "░" * (width - filled)
-            self.stream.write(
-                f"\r  {bar} {frac * 100:5.1f}%  {self.done / MB:,.1f}/{self.total / MB:,.1f} MB  {rate:,.1f} MB/s "
-            )
-        else:
-            self.stream.write(
-                f"profstack: read {self.done / MB:,.1f} of {self.total / MB:,.1f} MB ({frac * 100:.0f}%), "
-                f"{rate:,.1f} MB/s\n"
-            )
-        self.stream.flush()
-        self.drawn = True
-
-    def finish(self) -> None:
-        if self.tty and self.drawn:
-            self.stream.write("\r" + " " * 78 + "\r")
-            self.stream.flush()
-
-
 # ---------------------------------------------------------------------------------------------- outputs
 
 
@@ -197,7 +150,7 @@ def _perfetto_outputs(
 
 
 def _write_perfetto(
-    plan: Sequence[tuple[TraceSource, Path]], steps: tuple[int, int] | None, max_events: int
+    plan: Sequence[tuple[TraceSource, Path]], steps: tuple[int, int] | None, max_events: int, done: Phase
 ) -> tuple[list[Path], list[str]]:
     """Trimmed traces; a file that cannot be trimmed (e.g. truncated) is skipped and reported, not fatal."""
     from profstack.analysis import TraceError, trim_trace
@@ -213,9 +166,11 @@ def _write_perfetto(
         except TraceError as exc:
             tmp.unlink(missing_ok=True)
             skipped.append(str(exc.with_source(src.name)))
+            done(1)
             continue
         os.replace(tmp, path)
         written.append(path)
+        done(1)
     return written, skipped
 
 
@@ -344,12 +299,15 @@ def run(args: argparse.Namespace) -> int:
             from profstack.report import render_html
 
             path = out_dir / "report.html"
-            _write_atomic(path, render_html(summary).encode("utf-8"))
+            with progress.phase("writing report", 1) as phase:
+                _write_atomic(path, render_html(summary).encode("utf-8"))
+                phase(1)
             outputs.append(path)
         skipped: list[str] = []
         if "perfetto" in formats:
             plan = _perfetto_outputs(summary, sources, out_dir / "perfetto")
-            written, skipped = _write_perfetto(plan, steps, args.perfetto_max_events)
+            with progress.phase("writing Perfetto traces", len(plan)) as phase:
+                written, skipped = _write_perfetto(plan, steps, args.perfetto_max_events, phase)
             outputs.extend(written)
     except TraceError as exc:
         raise CliError(str(exc)) from None

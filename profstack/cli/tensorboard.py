@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
     commands = parser.add_subparsers(dest="tensorboard_command", metavar="ACTION", required=True)
 
     url = commands.add_parser("url", help="print a presigned URL that opens the user's TensorBoard")
-    url.add_argument("--user", required=True, metavar="U")
+    url.add_argument("--user", required=True, metavar="U", help="user name from the config")
     url.add_argument("--job", metavar="J", help="open this training job in TensorBoard")
     url.add_argument(
         "--expires",
@@ -55,14 +55,20 @@ def register(subparsers: Any) -> None:
     add_aws_arguments(url)
     url.set_defaults(handler=run_url)
 
-    start = commands.add_parser("start", help="start the user's TensorBoard app")
-    start.add_argument("--user", required=True, metavar="U")
+    start = commands.add_parser(
+        "start", help="start the user's TensorBoard app (a billed instance; a dry run unless --apply)"
+    )
+    start.add_argument("--user", required=True, metavar="U", help="user name from the config")
     start.add_argument("--wait", action="store_true", help="wait until it is InService")
+    start.add_argument("--apply", action="store_true", help="really start it (default: say what would happen)")
     add_aws_arguments(start)
     start.set_defaults(handler=run_start)
 
-    stop = commands.add_parser("stop", help="stop (delete) the user's TensorBoard app; its data stays in S3")
-    stop.add_argument("--user", required=True, metavar="U")
+    stop = commands.add_parser(
+        "stop", help="stop (delete) the user's TensorBoard app; its data stays in S3 (a dry run unless --apply)"
+    )
+    stop.add_argument("--user", required=True, metavar="U", help="user name from the config")
+    stop.add_argument("--apply", action="store_true", help="really stop it (default: say what would happen)")
     add_aws_arguments(stop)
     stop.set_defaults(handler=run_stop)
 
@@ -103,6 +109,10 @@ def run_start(args: argparse.Namespace) -> int:
         app = describe_app(client, domain_id=domain, user_profile_name=profile)
         if app is not None and app.status in {IN_SERVICE, PENDING}:
             print(f"TensorBoard of '{profile}' is already {app.status} ({app.instance_type})")
+        elif not args.apply:
+            was = f" (now {app.status}; it would be replaced)" if app is not None else ""
+            print(f"dry run: would start TensorBoard of '{profile}' on {instance_type}{was}; rerun with --apply")
+            return 0
         else:
             if app is not None and app.status == FAILED:
                 # A Failed app keeps its name; delete it so that CreateApp can reuse "default".
@@ -147,6 +157,9 @@ def run_stop(args: argparse.Namespace) -> int:
             return 0
         if app.status == DELETING:
             print(f"TensorBoard of '{profile}' is already stopping")
+            return 0
+        if not args.apply:
+            print(f"dry run: would stop TensorBoard of '{profile}' (now {app.status}); rerun with --apply")
             return 0
         delete_app(client, domain_id=domain, user_profile_name=profile)
     print(f"stopping TensorBoard of '{profile}'; its logs and reports stay in S3")

@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
     adding.set_defaults(handler=run_add)
 
     removing = commands.add_parser("remove", help="remove a user from the config (then run `npx cdk deploy --all`)")
-    removing.add_argument("name", metavar="NAME")
+    removing.add_argument("name", metavar="NAME", help="user name as written in the config")
     add_config_argument(removing)
     removing.set_defaults(handler=run_remove)
 

@@ -6,10 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-import pytest
-
 from bench.generate import DEFAULT_SOURCE, MB, generate, load_source
-
 
 
 def test_generates_parseable_trace_of_requested_size_with_fresh_ids(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ TWO_RANKS = TRACES / "hta" / "trace_filter"
 CPU_ONLY = TRACES / "hta" / "cpu_only"
 SMALL_GPU = TRACES / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 
+
 def _one_error_line(err: str) -> str:
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert "Traceback" not in err
@@ -258,14 +259,45 @@ def test_progress_draws_a_bar_on_a_terminal_and_plain_lines_elsewhere() -> None:
         p(100 * 10**6)
         p.finish()
 
-    # THEN the terminal gets a carriage-return bar at 50 % that is cleared at the end
+    # THEN the terminal gets tqdm's carriage-return bar at 50 % that is cleared at the end
     assert "\r" in tty.getvalue()
-    assert " 50.0%" in tty.getvalue()
-    assert "█" in tty.getvalue()
-    assert tty.getvalue().endswith("\r")
-    # AND the plain stream gets whole lines without control characters
-    assert plain.getvalue() == plain.getvalue().replace("\r", "")
-    assert "read 100.0 of 200.0 MB (50%)" in plain.getvalue()
+    assert "50%" in tty.getvalue()
+    assert "reading traces" in tty.getvalue()
+    # AND the plain stream gets whole lines, without control characters, naming the phase and the amount
+    text = plain.getvalue()
+    assert text == text.replace("\r", "")
+    assert text.endswith("\n")
+    assert all(line.startswith("profstack: reading traces:") for line in text.splitlines())
+    assert " 50%" in text
+    assert "100M/200M" in text
+
+
+def test_every_phase_of_analyze_reports_progress_on_a_plain_stream(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN progress lines on every update (a non-terminal stderr, as in CI or a log file)
+    from profstack.cli import progress
+
+    real = progress.Phase.__init__
+
+    def eager(self: progress.Phase, *args: object, **kwargs: object) -> None:
+        kwargs["interval_s"] = 0
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(progress.Phase, "__init__", eager)
+
+    # WHEN two ranks are analysed into every output format
+    code = main(["analyze", str(TWO_RANKS), "--out", str(tmp_path / "out")])
+
+    # THEN reading, the report and the Perfetto traces each report progress, and finish at 100 %
+    err = capsys.readouterr().err
+    assert code == 0
+    for label in ("reading traces", "writing report", "writing Perfetto traces"):
+        lines = [ln for ln in err.splitlines() if ln.startswith(f"profstack: {label}:")]
+        assert lines, label
+        assert "100%" in lines[-1], (label, lines[-1])
+    assert "2/2" in [ln for ln in err.splitlines() if "Perfetto" in ln][-1]
+    assert "\r" not in err
 
 
 def test_unexpected_engine_failure_is_one_line_unless_debugging(

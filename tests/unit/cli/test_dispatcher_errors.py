@@ -17,10 +17,35 @@ def test_missing_region_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pyt
     # WHEN a command needs AWS THEN one line says what to set, exit 2
     assert cli.main(["users", "list"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
+    # (the message names the variables botocore and the CLI really read)
     assert err == [
-        "profstack: error: cloudformation client: no AWS region "
-        "(set environment.region in the config, --region, or AWS_REGION)"
+        "profstack: error: cloudformation client: no AWS region: pass --region, set environment.region in the "
+        "config, or set AWS_REGION or AWS_DEFAULT_REGION (or `region` in your AWS config profile)"
     ]
+
+
+@pytest.mark.parametrize(
+    ("env", "given", "expected"),
+    [
+        ({"AWS_REGION": "eu-west-1"}, None, "eu-west-1"),  # botocore alone would ignore AWS_REGION
+        ({"AWS_DEFAULT_REGION": "us-west-2"}, None, "us-west-2"),
+        ({"AWS_REGION": "eu-west-1", "AWS_DEFAULT_REGION": "us-west-2"}, None, "eu-west-1"),
+        ({"AWS_REGION": "eu-west-1"}, "ap-south-1", "ap-south-1"),  # --region or the config wins
+    ],
+)
+def test_aws_region_works_as_well_as_aws_default_region(
+    monkeypatch: pytest.MonkeyPatch, env: dict[str, str], given: str | None, expected: str
+) -> None:
+    # GIVEN only these region variables (no profile file)
+    for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    # WHEN the CLI creates a client THEN it is in the expected region
+    from profstack.cli import _aws
+
+    assert _aws.make_client("s3", given).meta.region_name == expected
 
 
 def _boom(_: argparse.Namespace) -> int:

@@ -380,7 +380,7 @@ def test_tensorboard_start_creates_with_the_users_instance_type(
     expect_describe(clients.sm, "bob", None)
     expect_create(clients.sm, "bob", "ml.r5.xlarge")
     code, out, _ = _run(
-        capsys, "tensorboard", "start", "--user", "bob", "--domain-id", DOMAIN, "--config", str(config_path)
+        capsys, "tensorboard", "start", "--user", "bob", "--apply", "--domain-id", DOMAIN, "--config", str(config_path)
     )
     assert code == 0
     assert "starting TensorBoard of 'bob' on ml.r5.xlarge" in out
@@ -412,6 +412,7 @@ def test_tensorboard_start_wait_polls_until_in_service(
         "--user",
         "alice",
         "--wait",
+        "--apply",
         "--domain-id",
         DOMAIN,
         "--config",
@@ -437,6 +438,7 @@ def test_tensorboard_start_wait_reports_failure_reason(
         "--user",
         "alice",
         "--wait",
+        "--apply",
         "--domain-id",
         DOMAIN,
         "--config",
@@ -452,10 +454,30 @@ def test_tensorboard_stop_deletes_the_running_app(
     expect_describe(clients.sm, "alice", described("alice", "InService"))
     expect_delete(clients.sm, "alice")
     code, out, _ = _run(
-        capsys, "tensorboard", "stop", "--user", "alice", "--domain-id", DOMAIN, "--config", str(config_path)
+        capsys, "tensorboard", "stop", "--user", "alice", "--apply", "--domain-id", DOMAIN, "--config", str(config_path)
     )
     assert code == 0
     assert out.startswith("stopping TensorBoard of 'alice'")
+
+
+def test_tensorboard_start_and_stop_without_apply_only_describe_and_say_what_they_would_do(
+    clients: Clients, config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN no app for bob and a running app for alice; the stubbed client accepts only DescribeApp
+    expect_describe(clients.sm, "bob", None)
+    expect_describe(clients.sm, "alice", described("alice", "InService"))
+
+    # WHEN start and stop run without --apply
+    start = _run(capsys, "tensorboard", "start", "--user", "bob", "--domain-id", DOMAIN, "--config", str(config_path))
+    stop = _run(capsys, "tensorboard", "stop", "--user", "alice", "--domain-id", DOMAIN, "--config", str(config_path))
+
+    # THEN both succeed as dry runs that name the change and the flag, and no CreateApp/DeleteApp was sent
+    assert start[0] == 0
+    assert start[1].startswith("dry run: would start TensorBoard of 'bob' on ml.r5.xlarge")
+    assert "--apply" in start[1]
+    assert stop[0] == 0
+    assert stop[1].startswith("dry run: would stop TensorBoard of 'alice' (now InService)")
+    clients.sm.assert_no_pending_responses()
 
 
 def test_tensorboard_stop_when_not_running(
