@@ -16,6 +16,9 @@ from profstack import __version__
 
 # Modules under profstack.cli that contribute sub-commands, in help order.
 SUBCOMMAND_MODULES = ("analyze", "config", "users", "tensorboard", "legacy", "migrate")
+# Top-level modules of the `aws` extra: a sub-command that needs them is listed but says how to get them.
+AWS_EXTRA_MODULES = frozenset({"boto3", "botocore", "s3transfer"})
+MISSING_AWS_EXTRA = "this command talks to AWS and needs boto3: pip install 'profstack[aws]'"
 
 
 class CliError(Exception):
@@ -36,9 +39,25 @@ def build_parser() -> argparse.ArgumentParser:
         except ModuleNotFoundError as exc:
             if exc.name == f"profstack.cli.{name}":
                 continue  # sub-command not built yet
+            if (exc.name or "").split(".")[0] in AWS_EXTRA_MODULES:
+                _register_needs_aws_extra(subparsers, name)
+                continue
             raise
         module.register(subparsers)
     return parser
+
+
+def _register_needs_aws_extra(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    """`pip install profstack` without `[aws]`: the AWS sub-commands exist and say what to install."""
+    parser = subparsers.add_parser(
+        name, help="(needs the AWS extra: pip install 'profstack[aws]')", add_help=False, prefix_chars="\0"
+    )
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help="arguments of the sub-command")
+
+    def needs_extra(_: argparse.Namespace) -> int:
+        raise CliError(f"`profstack {name}` talks to AWS and needs boto3: pip install 'profstack[aws]'")
+
+    parser.set_defaults(handler=needs_extra)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -57,6 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as exc:  # last resort: a bug must still read as one line, not a traceback
+        if isinstance(exc, ModuleNotFoundError) and (exc.name or "").split(".")[0] in AWS_EXTRA_MODULES:
+            # a lazy `import boto3` deep in a sub-command, on an install without the extra
+            print(f"profstack: error: {MISSING_AWS_EXTRA}", file=sys.stderr)
+            return 2
         if os.environ.get("PROFSTACK_DEBUG"):
             raise
         detail = str(exc).splitlines()[0] if str(exc) else ""

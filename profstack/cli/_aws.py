@@ -13,14 +13,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from profstack.cli import CliError
+from profstack.cli import MISSING_AWS_EXTRA, CliError
 from profstack.config import DEFAULT_CONFIG_PATH, ConfigError, ProfStackConfig, User, load_config
 from profstack.studio import DOMAIN_ID_OUTPUT, tensorboard_stack_name
 
 T = TypeVar("T")
 
-#: One line for a CLI installed without its AWS extra (`pip install profstack` has no boto3).
-MISSING_AWS_EXTRA = "this command talks to AWS and needs boto3: pip install 'profstack[aws]'"
 NO_REGION = (
     "no AWS region: pass --region, set environment.region in the config, or set AWS_REGION or "
     "AWS_DEFAULT_REGION (or `region` in your AWS config profile)"

@@ -72,3 +72,25 @@ def test_a_bug_is_one_line_with_a_debug_switch(
     monkeypatch.setenv("PROFSTACK_DEBUG", "1")
     with pytest.raises(KeyError):
         cli.main(["migrate", "smprof", "x.py"])
+
+
+def test_without_the_aws_extra_local_commands_work_and_aws_ones_say_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a Python without boto3/botocore (a plain `pip install profstack`) and CLI modules imported afresh
+    import sys
+
+    for mod in ("boto3", "botocore", "botocore.exceptions", "s3transfer"):
+        monkeypatch.setitem(sys.modules, mod, None)  # `import botocore` now raises ModuleNotFoundError
+    for mod in [m for m in sys.modules if m.startswith("profstack.") and m != "profstack.cli"]:
+        monkeypatch.delitem(sys.modules, mod)
+
+    # WHEN a local command runs THEN it works
+    assert cli.main(["config", "check", "config/profstack.yaml"]) == 0
+    capsys.readouterr()
+    # WHEN an AWS command runs, with its own options THEN one line names the extra, exit 2, no traceback
+    assert cli.main(["tensorboard", "start", "--user", "alice", "--apply"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "profstack: error: `profstack tensorboard` talks to AWS and needs boto3: pip install 'profstack[aws]'"
+    ]
