@@ -30,7 +30,7 @@ $(STAMPS)/node: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(STAMPS)/lambda-wheels: $(STAMPS)/venv requirements/runtime.txt requirements/constraints.txt
+$(STAMPS)/lambda-wheels: $(STAMPS)/venv requirements/runtime.txt requirements/constraints.txt stacks/components/python_function.py
 	$(BIN)/python -m stacks.components.python_function --fetch
 	@touch $@
 

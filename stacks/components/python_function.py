@@ -1,19 +1,25 @@
 """`ProfStackFunction`: the one way ProfStack builds a Lambda function.
 
 arm64, one Python runtime, its own IAM role, an explicit log group with retention,
-X-Ray tracing and Powertools settings. Code is bundled locally without Docker:
-`lambdas/` and `profstack/` are copied next to the wheels of requirements/runtime.txt
-installed for the Lambda platform. The asset hash covers every input, so a change to
-the code or the pins (and only that) produces a new asset.
+X-Ray tracing and Powertools settings. Code is bundled locally without Docker: each function
+gets only what its handler imports (`bundle_plan.plan_bundle`: our modules, found by following
+imports, next to the wheels of just the requirements/runtime.txt lines they need, installed for
+the Lambda platform). The asset hash covers every input, so a change to that function's code or
+pins (and only that) produces a new asset.
+
+The runtime is the Python the tests and mypy run on (3.11; tests/unit/infra_code/test_bundling.py
+checks that they agree), so the code that is tested is the code that runs.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import platform
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,84 +30,91 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from stacks.components.bundle_plan import BundlePlan, plan_bundle
+from stacks.components.nag import acknowledge
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RUNTIME = lambda_.Runtime.PYTHON_3_14
-RUNTIME_PYTHON_VERSION = "3.14"
+# The Python of the tests and mypy (pyproject's requires-python floor and tool.mypy.python_version).
+# AWS deprecates the python3.11 runtime on 2027-06-30: move runtime, tests and mypy together.
+RUNTIME = lambda_.Runtime.PYTHON_3_11
+RUNTIME_PYTHON_VERSION = "3.11"
 ARCHITECTURE = lambda_.Architecture.ARM_64
 PIP_PLATFORM = "manylinux2014_aarch64"
 REQUIREMENTS = REPO_ROOT / "requirements" / "runtime.txt"
 CONSTRAINTS = REPO_ROOT / "requirements" / "constraints.txt"  # pins the transitive dependencies too
-CODE_PACKAGES = ("lambdas", "profstack")
-_BUNDLER_VERSION = "1"  # bump when the bundling steps change
-_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".mypy_cache", "*.egg-info")
+_BUNDLER_VERSION = "2"  # bump when the bundling steps change
 
 
-def _source_files() -> list[Path]:
-    files: list[Path] = [REQUIREMENTS, CONSTRAINTS]
-    for package in CODE_PACKAGES:
-        files.extend(
-            p for p in sorted((REPO_ROOT / package).rglob("*")) if p.is_file() and "__pycache__" not in p.parts
-        )
-    return files
-
-
-def code_asset_hash() -> str:
-    """Hash of everything that goes into the bundle, plus the bundling settings."""
+def code_asset_hash(plan: BundlePlan, *, root: Path | None = None) -> str:
+    """Hash of everything that goes into one function's bundle, plus the bundling settings."""
+    base = root or REPO_ROOT
     digest = hashlib.sha256()
     digest.update(f"{_BUNDLER_VERSION}|{RUNTIME_PYTHON_VERSION}|{PIP_PLATFORM}".encode())
-    for path in _source_files():
-        digest.update(str(path.relative_to(REPO_ROOT)).encode())
-        digest.update(path.read_bytes())
+    digest.update("\n".join(plan.requirements).encode())
+    digest.update((base / "requirements" / "constraints.txt").read_bytes())
+    for rel in plan.files:
+        digest.update(str(rel).encode())
+        digest.update((base / rel).read_bytes())
     return digest.hexdigest()
 
 
-def _requirements_hash() -> str:
+def _requirements_hash(platform: str) -> str:
     pins = REQUIREMENTS.read_bytes() + CONSTRAINTS.read_bytes()
-    return hashlib.sha256(f"{RUNTIME_PYTHON_VERSION}|{PIP_PLATFORM}".encode() + pins).hexdigest()[:16]
+    return hashlib.sha256(f"{RUNTIME_PYTHON_VERSION}|{platform}".encode() + pins).hexdigest()[:16]
 
 
-def wheelhouse() -> Path:
-    """Lambda-platform wheels of requirements/runtime.txt, fetched by `make install`."""
-    return REPO_ROOT / "build" / "lambda-wheels" / _requirements_hash()
+def wheelhouse(platform: str = PIP_PLATFORM) -> Path:
+    """Wheels of requirements/runtime.txt for `platform` (the Lambda's by default), fetched by `make install`."""
+    return REPO_ROOT / "build" / "lambda-wheels" / _requirements_hash(platform)
 
 
-def _pip_for_lambda(*args: str) -> list[str]:
+def _pip_for_lambda(*args: str, platform: str = PIP_PLATFORM, requirements: Sequence[str] | None = None) -> list[str]:
+    reqs = list(requirements) if requirements is not None else ["-r", str(REQUIREMENTS)]
     return [
         sys.executable, "-m", "pip", *args, "--quiet", "--disable-pip-version-check",
-        "--platform", PIP_PLATFORM, "--implementation", "cp", "--python-version", RUNTIME_PYTHON_VERSION,
-        "--only-binary=:all:", "-r", str(REQUIREMENTS), "-c", str(CONSTRAINTS),
+        "--platform", platform, "--implementation", "cp", "--python-version", RUNTIME_PYTHON_VERSION,
+        "--only-binary=:all:", "-c", str(CONSTRAINTS), *reqs,
     ]  # fmt: skip
 
 
-def fetch_wheels() -> Path:
+def fetch_wheels(platform: str = PIP_PLATFORM) -> Path:
     """Download the wheels once (network: PyPI). Synth then bundles offline."""
-    target = wheelhouse()
+    target = wheelhouse(platform)
     if not (target / ".complete").exists():
         target.mkdir(parents=True, exist_ok=True)
-        subprocess.run([*_pip_for_lambda("download"), "--dest", str(target)], check=True)  # noqa: S603
+        subprocess.run([*_pip_for_lambda("download", platform=platform), "--dest", str(target)], check=True)  # noqa: S603
         (target / ".complete").touch()
     return target
+
+
+def host_platform() -> str:
+    """The pip platform tag of this machine, for bundles that tests import here."""
+    return f"manylinux2014_{platform.machine()}"
 
 
 class MissingWheelsError(RuntimeError):
     """Lambda wheels were not fetched; synth stays offline and says how to fix it."""
 
 
-@jsii.implements(cdk.ILocalBundling)
-class LocalPythonBundler:
-    """Bundles without Docker or network: installs fetched platform wheels, then copies our packages."""
+def write_bundle(plan: BundlePlan, out: Path, *, platform: str = PIP_PLATFORM, installed: Path | None = None) -> None:
+    """Install the plan's requirements from the fetched wheels (offline), then copy its code files.
 
-    def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_: object) -> bool:
-        wheels = wheelhouse()
-        if not (wheels / ".complete").exists():
-            raise MissingWheelsError(
-                f"Lambda wheels missing in {wheels}: run `make install` "
-                "(or `.venv/bin/python -m stacks.components.python_function --fetch`)"
-            )
-        out = Path(output_dir)
+    `installed`: a folder where exactly these requirements were already installed for `platform`
+    (copied instead of installing again; tests build many bundles from two requirement sets).
+    """
+    wheels = wheelhouse(platform)
+    if not (wheels / ".complete").exists():
+        raise MissingWheelsError(
+            f"Lambda wheels missing in {wheels}: run `make install` "
+            "(or `.venv/bin/python -m stacks.components.python_function --fetch`)"
+        )
+    if installed is not None:
+        # hard links: the same bytes, without copying tens of MB per bundle
+        shutil.copytree(installed, out, dirs_exist_ok=True, copy_function=os.link)
+    elif plan.requirements:
         subprocess.run(  # noqa: S603 - fixed argv, no shell
             [
-                *_pip_for_lambda("install"),
+                *_pip_for_lambda("install", platform=platform, requirements=plan.requirements),
                 "--no-compile",
                 "--no-index",
                 "--find-links",
@@ -111,20 +124,33 @@ class LocalPythonBundler:
             ],
             check=True,
         )
-        for package in CODE_PACKAGES:
-            shutil.copytree(REPO_ROOT / package, out / package, dirs_exist_ok=True, ignore=_IGNORED)
+    for rel in plan.files:
+        (out / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(REPO_ROOT / rel, out / rel)
+
+
+@jsii.implements(cdk.ILocalBundling)
+class LocalPythonBundler:
+    """Bundles without Docker or network: one function's wheels and code files."""
+
+    def __init__(self, plan: BundlePlan) -> None:
+        self.plan = plan
+
+    def try_bundle(self, output_dir: str, *, image: cdk.DockerImage, **_: object) -> bool:
+        write_bundle(self.plan, Path(output_dir))
         return True
 
 
-def bundled_code() -> lambda_.Code:
+def bundled_code(handler_module: str) -> lambda_.Code:
+    plan = plan_bundle(handler_module)
     return lambda_.Code.from_asset(
         str(REPO_ROOT / "lambdas"),
         asset_hash_type=cdk.AssetHashType.CUSTOM,
-        asset_hash=code_asset_hash(),
+        asset_hash=code_asset_hash(plan),
         bundling=cdk.BundlingOptions(
             # Never pulled: local bundling always succeeds or raises.
-            image=cdk.DockerImage.from_registry("public.ecr.aws/sam/build-python3.14"),
-            local=LocalPythonBundler(),
+            image=cdk.DockerImage.from_registry(f"public.ecr.aws/sam/build-python{RUNTIME_PYTHON_VERSION}"),
+            local=LocalPythonBundler(plan),
         ),
     )
 
@@ -179,7 +205,7 @@ class ProfStackFunction(Construct):
             "Function",
             runtime=RUNTIME,
             architecture=ARCHITECTURE,
-            code=bundled_code(),
+            code=bundled_code(handler_module),
             handler=f"{handler_module}.handler",
             description=description,
             role=self.role,
@@ -194,9 +220,18 @@ class ProfStackFunction(Construct):
             ),
             tracing=lambda_.Tracing.ACTIVE,
         )
+        runtime_reason = (
+            f"{RUNTIME.name} is the Python that the tests, mypy and the isolated import check of this "
+            "function's bundle run on (tests/infra/test_lambda_bundles.py), so the tested code is the code "
+            "that runs; AWS deprecates it on 2027-06-30, and runtime, tests and mypy move together before then."
+        )
+        acknowledge(self.function, "AwsSolutions-L1", runtime_reason)
+        acknowledge(self.function, "Serverless-LambdaLatestVersion", runtime_reason)
 
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--fetch"]:
         sys.exit("usage: python -m stacks.components.python_function --fetch")
     print(f"Lambda wheels in {fetch_wheels().relative_to(REPO_ROOT)}")
+    # the same pins for this machine, so tests import each function's bundle under the runtime's Python
+    print(f"host wheels in {fetch_wheels(host_platform()).relative_to(REPO_ROOT)}")

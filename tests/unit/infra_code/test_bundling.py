@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from stacks.components import python_function as pf
+from stacks.components.bundle_plan import plan_bundle
 
 
 @pytest.fixture(scope="module")
@@ -16,37 +17,50 @@ def wheels() -> Path:
 
 
 def test_bundle_holds_dependencies_for_the_lambda_platform_and_our_code(wheels: Path, tmp_path: Path) -> None:
-    # WHEN the bundler runs
-    assert pf.LocalPythonBundler().try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
-    # THEN the runtime pins, our two packages and aarch64 CPython 3.14 extension modules are there
+    # WHEN the bundler runs for the trace processor
+    plan = plan_bundle("lambdas.trace_processor.handler")
+    assert pf.LocalPythonBundler(plan).try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
+    # THEN the runtime pins, our two packages and aarch64 CPython 3.11 extension modules are there
     names = {p.name for p in tmp_path.iterdir()}
     assert {"aws_lambda_powertools", "msgspec", "pydantic", "lambdas", "profstack"} <= names
     extensions = [p.name for p in tmp_path.rglob("*.so")]
     assert extensions
-    assert all("cpython-314-aarch64-linux-gnu" in name for name in extensions), extensions
+    assert all("cpython-311-aarch64-linux-gnu" in name for name in extensions), extensions
     assert not list(tmp_path.rglob("__pycache__"))
 
 
 def test_bundler_refuses_to_go_online_without_fetched_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN no wheelhouse WHEN bundling THEN a clear error says how to fetch, instead of a network call
-    monkeypatch.setattr(pf, "wheelhouse", lambda: tmp_path / "nowhere")
+    monkeypatch.setattr(pf, "wheelhouse", lambda platform=pf.PIP_PLATFORM: tmp_path / "nowhere")
+    plan = plan_bundle("lambdas.idle_reaper.handler")
     with pytest.raises(pf.MissingWheelsError, match="make install"):
-        pf.LocalPythonBundler().try_bundle(str(tmp_path / "out"), image=None)  # type: ignore[arg-type]
+        pf.LocalPythonBundler(plan).try_bundle(str(tmp_path / "out"), image=None)  # type: ignore[arg-type]
 
 
-def test_asset_hash_changes_with_code_and_only_with_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # GIVEN a copy of the hashed inputs
-    for name in ("lambdas", "profstack"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "mod.py").write_text("x = 1\n")
+def test_asset_hash_changes_with_code_and_only_with_code(tmp_path: Path) -> None:
+    # GIVEN a copy of the hashed inputs: a handler importing a library module, and the pins
+    (tmp_path / "lambdas" / "fn").mkdir(parents=True)
+    (tmp_path / "profstack").mkdir()
+    for init in ("lambdas/__init__.py", "lambdas/fn/__init__.py", "profstack/__init__.py"):
+        (tmp_path / init).write_text("")
+    (tmp_path / "lambdas" / "fn" / "handler.py").write_text("import msgspec\nfrom profstack import mod\n")
+    (tmp_path / "profstack" / "mod.py").write_text("x = 1\n")
+    (tmp_path / "profstack" / "unused.py").write_text("y = 1\n")
     (tmp_path / "requirements").mkdir()
     for name in ("runtime.txt", "constraints.txt"):
         (tmp_path / "requirements" / name).write_text("msgspec==0.23.0\n")
-    monkeypatch.setattr(pf, "REPO_ROOT", tmp_path)
-    monkeypatch.setattr(pf, "REQUIREMENTS", tmp_path / "requirements" / "runtime.txt")
-    monkeypatch.setattr(pf, "CONSTRAINTS", tmp_path / "requirements" / "constraints.txt")
-    first = pf.code_asset_hash()
-    # WHEN nothing changes THEN the hash is the same; WHEN code changes THEN it differs
-    assert pf.code_asset_hash() == first
-    (tmp_path / "lambdas" / "mod.py").write_text("x = 2\n")
-    assert pf.code_asset_hash() != first
+
+    def digest() -> str:
+        return pf.code_asset_hash(plan_bundle("lambdas.fn.handler", root=tmp_path), root=tmp_path)
+
+    first = digest()
+    # WHEN nothing changes THEN the hash is the same; WHEN a module it does not import changes THEN too
+    assert digest() == first
+    (tmp_path / "profstack" / "unused.py").write_text("y = 2\n")
+    assert digest() == first
+    # WHEN imported code or the pins change THEN it differs
+    (tmp_path / "profstack" / "mod.py").write_text("x = 2\n")
+    second = digest()
+    assert second != first
+    (tmp_path / "requirements" / "constraints.txt").write_text("msgspec==0.22.0\n")
+    assert digest() != second

@@ -1,0 +1,132 @@
+"""Each Lambda function's bundle holds exactly what its handler imports, and imports under the runtime's Python.
+
+The bundles are built for this machine's platform from the same pins as the Lambda's (arm64) bundles,
+then each handler module is imported in a fresh interpreter that sees only the bundle and the standard
+library (`python -I -S`): a module the bundle lacks fails here, not at a cold start in AWS.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stacks.components import python_function as pf
+from stacks.components.bundle_plan import BundleError, plan_bundle
+from tests.infra.conftest import SynthesizedApp
+
+pytestmark = pytest.mark.slow
+
+
+# Values of the shape each environment model expects, for variables that are deploy-time tokens.
+_TOKEN_VALUES = {
+    "DOMAIN_ID": "d-000000000000",
+    "TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:placeholder",
+    "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:placeholder",
+}
+
+
+def _functions(synthesized: SynthesizedApp) -> dict[str, dict[str, Any]]:
+    """Handler module -> environment (tokens replaced by placeholders) of every function in the app."""
+    found: dict[str, dict[str, Any]] = {}
+    for template in synthesized.templates.values():
+        for resource in template.get("Resources", {}).values():
+            if resource["Type"] != "AWS::Lambda::Function":
+                continue
+            props = resource["Properties"]
+            if not str(props.get("Handler", "")).startswith("lambdas."):
+                continue  # CDK's own provider framework functions
+            env = props.get("Environment", {}).get("Variables", {})
+            module = props["Handler"].rsplit(".", 1)[0]
+            found[module] = {
+                k: v if isinstance(v, str) else _TOKEN_VALUES.get(k, "placeholder") for k, v in env.items()
+            }
+    return found
+
+
+def test_the_runtime_is_the_python_the_tests_run_on() -> None:
+    assert f"{sys.version_info.major}.{sys.version_info.minor}" == pf.RUNTIME_PYTHON_VERSION
+    assert pf.RUNTIME.name == f"python{pf.RUNTIME_PYTHON_VERSION}"
+
+
+def test_every_function_in_the_app_is_covered(synthesized: SynthesizedApp) -> None:
+    modules = set(_functions(synthesized))
+    assert {"lambdas.trace_processor.handler", "lambdas.tensorboard_app.on_event", "lambdas.idle_reaper.handler"} <= (
+        modules
+    )
+
+
+def test_each_bundle_imports_in_isolation_and_carries_only_what_it_needs(
+    synthesized: SynthesizedApp, tmp_path: Path
+) -> None:
+    # GIVEN this machine's wheels for the runtime's pins (fetched once, as `make install` does)
+    pf.fetch_wheels(pf.host_platform())
+    sizes: dict[str, int] = {}
+    installed: dict[tuple[str, ...], Path] = {}  # one pip install per distinct requirement set
+    for module, env in sorted(_functions(synthesized).items()):
+        plan = plan_bundle(module)
+        if plan.requirements not in installed:
+            site = tmp_path / f"site-{len(installed)}"
+            pf.write_bundle(replace(plan, files=()), site, platform=pf.host_platform())
+            installed[plan.requirements] = site
+        out = tmp_path / module
+        site = installed[plan.requirements]
+        # WHEN the function's bundle (its code files, then its requirements: both folders together are
+        # exactly what write_bundle puts in one asset) is on sys.path with nothing else but the stdlib
+        pf.write_bundle(replace(plan, requirements=()), out, platform=pf.host_platform())
+        path = [str(out), str(site)]
+        code = f"import sys; sys.path[:0] = {path!r}; import {module}; print(sys.modules[{module!r}].handler)"
+        run = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", code],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={"AWS_DEFAULT_REGION": "us-east-1", "AWS_REGION": "us-east-1", **env},
+        )
+        # THEN it imports and exposes `handler`
+        assert run.returncode == 0, f"{module}: {run.stderr[-1500:]}"
+        # AND no other function's code or the CLI came along
+        files = {p.relative_to(out).as_posix() for p in out.rglob("*.py") if p.parts[len(out.parts)] == "lambdas"}
+        own = module.split(".")[1]
+        assert all(f.split("/")[1] in {own, "__init__.py"} for f in files), (module, files)
+        assert not (out / "profstack" / "cli").exists()
+        assert not (out / "profstack" / "migrate").exists()
+        sizes[module] = sum(p.stat().st_size for folder in (out, site) for p in folder.rglob("*") if p.is_file())
+    # AND the TensorBoard app functions do not carry the analysis engine or its decoder
+    for module in sizes:
+        if module.startswith("lambdas.tensorboard_app"):
+            assert not (tmp_path / module / "profstack" / "analysis").exists()
+            assert "msgspec==0.23.0" not in plan_bundle(module).requirements
+    print(json.dumps(sizes, indent=1))
+
+
+def test_an_unpinned_third_party_import_is_an_error_at_synth(tmp_path: Path) -> None:
+    # GIVEN a handler that imports a package runtime.txt does not pin
+    (tmp_path / "lambdas" / "fn").mkdir(parents=True)
+    (tmp_path / "lambdas" / "__init__.py").write_text("")
+    (tmp_path / "lambdas" / "fn" / "__init__.py").write_text("")
+    (tmp_path / "lambdas" / "fn" / "handler.py").write_text("import requests\n")
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "runtime.txt").write_text("boto3==1.44.5\n")
+    # WHEN planned THEN a clear error names the importer and the module
+    with pytest.raises(BundleError, match=r"lambdas\.fn\.handler imports 'requests'"):
+        plan_bundle("lambdas.fn.handler", root=tmp_path)
+
+
+def test_type_checking_imports_are_not_bundled(tmp_path: Path) -> None:
+    (tmp_path / "lambdas" / "fn").mkdir(parents=True)
+    (tmp_path / "lambdas" / "__init__.py").write_text("")
+    (tmp_path / "lambdas" / "fn" / "__init__.py").write_text("")
+    (tmp_path / "lambdas" / "fn" / "handler.py").write_text(
+        "from typing import TYPE_CHECKING\nimport boto3\nif TYPE_CHECKING:\n    from mypy_boto3_s3 import S3Client\n"
+    )
+    (tmp_path / "requirements").mkdir()
+    (tmp_path / "requirements" / "runtime.txt").write_text("msgspec==0.23.0\nboto3==1.44.5\n")
+    plan = plan_bundle("lambdas.fn.handler", root=tmp_path)
+    assert plan.requirements == ("boto3==1.44.5",)
+    assert plan.third_party == ("boto3",)
