@@ -68,8 +68,9 @@ bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA and a bare msg
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/bench.txt -c requirements/constraints.txt
 	$(BIN)/python -m bench.run
 
-screenshot: demo  ## render the demo's HTML report in headless Chromium to demo-output/report.png
-	scripts/screenshot_report.sh "$$(ls -t demo-output/*/report.html | head -1)" demo-output/report.png 1400x4200
+screenshot: demo  ## render the demo's whole HTML report in headless Chromium to demo-output/report.png
+	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	$(BIN)/python -m scripts.screenshot_report "$$(ls -t demo-output/*/report.html | head -1)" demo-output/report.png
 
 clean:  ## remove build outputs (keeps .venv and node_modules)
 	rm -rf cdk.out build demo-output .pytest_cache .mypy_cache .ruff_cache

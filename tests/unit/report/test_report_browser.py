@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
 import pytest
 
 from profstack.report import render_html
+from scripts.screenshot_report import find_chromium, screenshot
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "summary_example.json"
-BROWSER = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+BROWSER = find_chromium()
 
 # CI installs Chromium (.ci/run), so there a missing browser is a failure, not a skip.
-_MISSING = "headless Chromium not installed (apt-get install -y chromium; see scripts/screenshot_report.sh)"
+_MISSING = "headless Chromium not installed (apt-get install -y chromium; see scripts/screenshot_report.py)"
 if BROWSER is None and os.environ.get("CI") == "true":
     raise RuntimeError(f"CI=true but {_MISSING}")
 
@@ -72,34 +71,17 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     # GIVEN a report rendered from the example summary
     report = tmp_path / "report.html"
     report.write_text(render_html(json.loads(FIXTURE.read_text())), encoding="utf-8")
-    shot = tmp_path / "report.png"
 
-    # WHEN headless Chromium screenshots it (no network, throw-away profile)
-    subprocess.run(
-        [
-            str(BROWSER),
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-            f"--user-data-dir={tmp_path / 'profile'}",
-            "--window-size=1280,1600",
-            f"--screenshot={shot}",
-            report.as_uri(),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    # WHEN headless Chromium, driven by Playwright, screenshots the whole page (no network)
+    shot = screenshot(report, tmp_path / "report.png", width=1280)
 
-    # THEN a PNG of the window size exists and is not blank: many distinct colours, dark text pixels
-    width, height, rows = _png_rows(shot.read_bytes())
-    assert (width, height) == (1280, 1600)
+    # THEN the page raised no console error (scripts, Content-Security-Policy) and the PNG is the whole
+    # page, not the window: as wide as asked and as tall as the document
+    assert shot.console_errors == ()
+    width, height, rows = _png_rows(shot.path.read_bytes())
+    assert (width, height) == (1280, shot.height)
+    assert height > 2000
+    # AND it is not blank: many distinct colours, dark text pixels
     colours: set[bytes] = set()
     dark = 0
     for row in rows[::7]:
