@@ -15,9 +15,10 @@ digest must match. Cases (each a separate `profstack.cli.main(["analyze", ...])`
 * a few folders with `--format perfetto`: the output names and each trimmed file's digest.
 
 Next to the CLI digest, each case also records the digest of what the trace-processor Lambda would
-store for it ("lambda": `publish_report`'s finding added and the Lambda's own JSON serialisation),
-when the Lambda module can be imported. Input paths are passed as given (relative names), so run it
-from the repository root in both trees.
+store for it ("lambda_sha256": `publish_report`'s finding added and the Lambda's own JSON serialisation),
+when the Lambda module can be imported, and the engine's summary in that serialisation with nothing added
+("engine_as_lambda_sha256"): where the two agree, `profstack analyze` and the Lambda report the same.
+Input paths are passed as given (relative names), so run it from the repository root in both trees.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def _record(
     if path.exists():
         data = path.read_bytes()
         entry["summary_sha256"] = _sha(data)
+        # the engine's summary in the Lambda's serialisation, before the Lambda adds anything
+        entry["engine_as_lambda_sha256"] = _sha(json.dumps(json.loads(data), indent=2, sort_keys=True).encode())
         if view is not None:
             entry["lambda_sha256"] = _sha(view(json.loads(data)))
         entry["_summary"] = json.loads(data)
