@@ -12,7 +12,10 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, TextIO
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
+
+from profstack.analysis.errors import AnalysisOptionsError
+from profstack.analysis.options import RuleThresholds
 
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
 
@@ -48,6 +51,15 @@ LOG_RETENTION_DAYS = (
 _NAME_RE = r"^[a-z][a-z0-9-]{0,62}$"
 _EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")
 _INSTANCE_RE = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
+
+#: JSON Schema of processing.rule_thresholds: every rule threshold by name, nothing else.
+_RULE_THRESHOLDS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Overrides of the analysis rule thresholds (finite numbers >= 0); see docs for each rule.",
+    "properties": {name: {"type": "number", "minimum": 0} for name in RuleThresholds.names()},
+    "additionalProperties": False,
+    "default": {},
+}
 
 PositiveDays = Annotated[int, Field(gt=0, le=36500)]
 
@@ -198,7 +210,19 @@ class Processing(_Model):
     single_lambda_max_file_mb: Annotated[int, Field(ge=1)] = 4096
     processing_job_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] = "ml.m5.4xlarge"
     top_k_kernels: Annotated[int, Field(ge=1, le=100)] = 10
-    rule_thresholds: dict[str, float] = {}
+    #: overrides of the analysis engine's rule thresholds (profstack.analysis.options.RuleThresholds)
+    rule_thresholds: Annotated[dict[str, float], WithJsonSchema(_RULE_THRESHOLDS_SCHEMA)] = {}
+
+    @field_validator("rule_thresholds", mode="before")
+    @classmethod
+    def _known_rule_thresholds(cls, value: object) -> object:
+        # The engine's own check, so a typo fails `config check` and synth, not every job in the Lambda.
+        if isinstance(value, Mapping):
+            try:
+                RuleThresholds.from_overrides(value)
+            except AnalysisOptionsError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
 
 class Alarms(_Model):

@@ -1,19 +1,22 @@
-"""Read job-level numbers out of an analysis summary, and merge per-file partial summaries.
+"""Read job-level numbers out of an analysis summary; the merge of per-file partials lives in profstack.
 
-Pure functions over the documented summary (profstack/analysis/summary.schema.json, version 1.0).
+Pure functions over the documented summary (profstack/analysis/summary.py, the typed contract, and
+summary.schema.json, schema version 1.1). `merge_partials` calls profstack.analysis.merge's (the one merger).
 """
 
 from __future__ import annotations
 
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from lambdas.trace_processor import metric_names as m
-from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
+from profstack.analysis import merge
+from profstack.analysis.merge import CrossRank
+from profstack.analysis.summary import SEVERITY_ORDER, severity_rank
 
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
+__all__ = ["SEVERITY_ORDER", "CrossRank", "findings", "job_metrics", "merge_partials", "step_durations_ms"]
 
 
 def _num(value: Any) -> float | None:
@@ -70,7 +73,7 @@ def job_metrics(summary: Mapping[str, Any], *, trace_bytes: int) -> dict[str, fl
 
 def findings(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     items = [f for f in summary.get("findings") or [] if isinstance(f, Mapping)]
-    return sorted(items, key=lambda f: SEVERITY_ORDER.get(str(f.get("severity")), 9))
+    return sorted(items, key=lambda f: severity_rank(f.get("severity")))
 
 
 def step_durations_ms(summary: Mapping[str, Any]) -> dict[int, float]:
@@ -84,65 +87,8 @@ def step_durations_ms(summary: Mapping[str, Any]) -> dict[int, float]:
     return {step: statistics.fmean(v) for step, v in per_step.items()}
 
 
-# --- fan-out aggregation ---------------------------------------------------------------------------
-
-
-CrossRank = Callable[[list[dict[str, Any]]], tuple[dict[str, Any], list[dict[str, Any]]]]
-
-
 def merge_partials(
     partials: Sequence[Mapping[str, Any]], missing: Sequence[Mapping[str, Any]], *, cross_rank: CrossRank
 ) -> dict[str, Any]:
-    """One job summary from per-file summaries (fan-out). Per-rank sections are kept as the engine
-    wrote them; the cross-rank table, stragglers and load balance are recomputed over all ranks by
-    the engine's own `cross_rank` (injected), so both paths apply the same rules.
-    `missing` lists files whose partial never arrived (failed map item): they are flagged inputs."""
-    if not partials and not missing:
-        raise ValueError("nothing to merge")
-    base: dict[str, Any] = dict(partials[0]) if partials else {"schema_version": SUMMARY_SCHEMA_VERSION}
-    inputs: list[Any] = []
-    errors: list[Any] = []
-    warnings: list[Any] = []
-    ranks: list[Any] = []
-    table: list[Any] = []
-    found: list[Any] = []
-    for part in partials:
-        inputs.extend(part.get("inputs") or [])
-        errors.extend(part.get("errors") or [])
-        warnings.extend(part.get("warnings") or [])
-        ranks.extend(part.get("ranks") or [])
-        table.extend(_get(part, "cross_rank", "table") or [])
-        # A one-file partial has no cross-rank findings worth keeping: they are recomputed below.
-        found.extend(f for f in part.get("findings") or [] if len(f.get("ranks") or []) <= 1)
-    for item in missing:
-        error = {
-            "source": item["name"],
-            "error_type": "PartialMissing",
-            "message": f"{item['name']}: {item.get('reason') or 'analysis did not produce a result'}",
-            "fatal": True,
-        }
-        inputs.append(
-            {
-                "name": item["name"],
-                "rank": None,
-                "rank_source": "unknown",
-                "size_bytes": item.get("size"),
-                "status": "failed",
-                "events": 0,
-                "error": error,
-            }
-        )
-        errors.append(error)
-    rows = sorted(table, key=lambda r: (r.get("rank", 0), str(r.get("label", ""))))
-    cross, cross_findings = cross_rank([dict(r) for r in rows])
-    found.extend(cross_findings)
-    base.update(
-        complete=all(p.get("complete", False) for p in partials) and not missing,
-        inputs=inputs,
-        errors=errors,
-        warnings=warnings,
-        ranks=sorted(ranks, key=lambda r: (r.get("rank") is None, r.get("rank") or 0)),
-        cross_rank={"rank_count": len({r.get("rank") for r in rows}), "table": rows, **cross},
-        findings=sorted(found, key=lambda f: SEVERITY_ORDER.get(str(f.get("severity")), 9)),
-    )
-    return base
+    """profstack.analysis.merge.merge_partials, as the untyped dict `logic.publish_report` takes today."""
+    return cast(dict[str, Any], merge.merge_partials(partials, missing, cross_rank=cross_rank))

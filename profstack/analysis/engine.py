@@ -2,36 +2,36 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from profstack import __version__
 from profstack.analysis import rules
 from profstack.analysis.errors import InternalAnalysisError, OverlappingRankFilesError, StepWindowError, TraceError
 from profstack.analysis.jsonstream import EventStream
-from profstack.analysis.metrics import RankData, analyze_rank, merge_files, release_columns
+from profstack.analysis.metrics import RankAnalysis, RankData, analyze_rank, merge_files, release_columns
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.parse import FileData, SymbolTable, parse_source
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
+from profstack.analysis.summary import (
+    SUMMARY_SCHEMA_VERSION,
+    CrossRankRow,
+    ErrorEntry,
+    Finding,
+    InputEntry,
+    RankSummary,
+    Summary,
+    cross_rank_row,
+    cross_rank_section,
+    severity_rank,
+    summary_schema,
+    unreadable_finding,
+)
 
-SUMMARY_SCHEMA_VERSION = "1.1"
-
-
-@cache
-def _schema_text() -> str:
-    return resources.files("profstack.analysis").joinpath("summary.schema.json").read_text(encoding="utf-8")
-
-
-def summary_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) every summary validates against."""
-    schema: dict[str, Any] = json.loads(_schema_text())
-    return schema
+__all__ = ["SUMMARY_SCHEMA_VERSION", "AnalysisResult", "FileError", "analyze", "summary_schema"]
 
 
 @dataclass(frozen=True)
@@ -48,13 +48,13 @@ class FileError:
     def message(self) -> str:
         return str(self.error)
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> ErrorEntry:
         return {"source": self.source, "error_type": self.error_type, "message": self.message, "fatal": self.fatal}
 
 
 @dataclass
 class AnalysisResult:
-    summary: dict[str, Any]
+    summary: Summary
     complete: bool
     errors: list[FileError] = field(default_factory=list)
 
@@ -146,7 +146,7 @@ def analyze(
     (ranks are predicted from a cheap header peek), so peak memory follows the largest rank.
     """
     opts = options if options is not None else AnalysisOptions()
-    th = opts.thresholds()
+    th = opts.limits
     symbols = SymbolTable()
     n = len(sources)
     files: list[FileData | None] = [None] * n
@@ -159,7 +159,7 @@ def analyze(
     unknown_left = sum(1 for p in predicted if p is None)
     pending: dict[int, list[FileData]] = {}
     closed: set[int] = set()
-    analysed: list[tuple[RankData, dict[str, Any], dict[str, Any]]] = []
+    analysed: list[tuple[RankData, RankAnalysis]] = []
 
     def run(rd: RankData) -> None:
         try:
@@ -173,7 +173,7 @@ def analyze(
             return
         finally:
             release_columns(rd.data)
-        analysed.append((rd, r, r.pop("_internal")))
+        analysed.append((rd, r))
 
     def parse(idx: int, stream_gpu: bool) -> FileData:
         src = sources[idx]
@@ -243,42 +243,47 @@ def analyze(
         close(rank)
 
     # labels: the rank, or "<rank>.<i>" in time order when a rank has several entries
-    by_rank: dict[int, list[tuple[RankData, dict[str, Any], dict[str, Any]]]] = {}
+    by_rank: dict[int, list[tuple[RankData, RankAnalysis]]] = {}
     for entry in analysed:
         by_rank.setdefault(entry[0].rank, []).append(entry)
-    ranks: list[dict[str, Any]] = []
-    findings: list[dict[str, Any]] = []
+    ranks: list[RankSummary] = []
+    findings: list[Finding] = []
     for rank in sorted(by_rank):
         entries = sorted(by_rank[rank], key=lambda e: _time_key(e[0]))
-        for i, (_, r, internal) in enumerate(entries):
+        for i, (_, ra) in enumerate(entries):
+            r = ra.summary
             r["label"] = f"{rank}.{i}" if len(entries) > 1 else str(rank)
-            findings.extend(rules.rank_findings(r, internal, th))
+            findings.extend(rules.rank_findings(r, ra.internal, th))
             ranks.append(r)
 
-    table = [
-        {
-            "rank": r["rank"],
-            "label": r["label"],
-            "step_mean_us": r["steps"]["mean_us"],
-            "gpu_busy_pct": (
-                round(100.0 - r["temporal_breakdown"]["idle_pct"], 3)
-                if r["temporal_breakdown"]["gpu_span_us"]
-                else None
-            ),
-            "idle_pct": r["temporal_breakdown"]["idle_pct"] if r["temporal_breakdown"]["gpu_span_us"] else None,
-            "compute_time_us": r["temporal_breakdown"]["compute_time_us"],
-            "comm_time_us": r["communication"]["comm_time_us"],
-            "gpu_span_us": r["temporal_breakdown"]["gpu_span_us"],
-        }
-        for r in ranks
-    ]
+    table: list[CrossRankRow] = [cross_rank_row(r) for r in ranks]
     cross, cross_findings = rules.cross_rank(table, th)
     findings.extend(cross_findings)
-    sev_order = {"critical": 0, "warning": 1, "info": 2}
-    findings.sort(key=lambda f: (sev_order[f["severity"]], f["rule_id"], f["ranks"]))
+    findings.sort(key=lambda f: (severity_rank(f["severity"]), f["rule_id"], f["ranks"]))
+
+    inputs: list[InputEntry] = [
+        {
+            "name": f.name,
+            "rank": f.rank,
+            "rank_source": f.rank_source,
+            "size_bytes": f.size_bytes,
+            "status": "failed" if f.failed else ("ok" if f.complete else "partial"),
+            "events": f.events,
+            "error": (
+                FileError(f.name, f.error, f.failed).as_dict()
+                if f.error is not None
+                else (FileError(f.name, f.warnings[0], False).as_dict() if f.warnings else None)
+            ),
+        }
+        for f in files
+        if f is not None
+    ]
+    unreadable = unreadable_finding(inputs)
+    if unreadable is not None:
+        findings.insert(0, unreadable)  # up front: the report covers only what could be read
 
     complete = bool(ranks) and not errors and all(r["complete"] for r in ranks)
-    summary: dict[str, Any] = {
+    summary: Summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "generator": {"name": "profstack", "version": __version__},
         "complete": complete,
@@ -287,30 +292,14 @@ def analyze(
             "steps": list(opts.steps) if opts.steps is not None else None,
             "include_last_step": opts.include_last_step,
             "merge_rank_files": opts.merge_rank_files,
-            "rule_thresholds": th,
+            "rule_thresholds": th.as_dict(),
         },
-        "inputs": [
-            {
-                "name": f.name,
-                "rank": f.rank,
-                "rank_source": f.rank_source,
-                "size_bytes": f.size_bytes,
-                "status": "failed" if f.failed else ("ok" if f.complete else "partial"),
-                "events": f.events,
-                "error": (
-                    FileError(f.name, f.error, f.failed).as_dict()
-                    if f.error is not None
-                    else (FileError(f.name, f.warnings[0], False).as_dict() if f.warnings else None)
-                ),
-            }
-            for f in files
-            if f is not None
-        ],
+        "inputs": inputs,
         "errors": [e.as_dict() for e in errors],
         "warnings": [w.as_dict() for w in warnings],
         "rank_files_merged": opts.merge_rank_files,
         "ranks": ranks,
-        "cross_rank": {"rank_count": len({r["rank"] for r in ranks}), "table": table, **cross},
+        "cross_rank": cross_rank_section(table, cross),
         "findings": findings,
     }
     return AnalysisResult(summary=summary, complete=complete, errors=errors)

@@ -1,20 +1,25 @@
-"""Per-rank metrics computed from the compact columns of one or more parsed files (stateless)."""
+"""One rank: merge its files' compact columns, then compose the per-section analyzers (analyzers/)."""
 
 from __future__ import annotations
 
-import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from profstack.analysis import classify, intervals
-from profstack.analysis.gpu import OP_KERNEL, OP_MEMCPY, OP_MEMSET, GpuFeed, StepFrontier, dedupe_steps, select
-from profstack.analysis.options import LAUNCH_DELAY_CUTOFFS_US, AnalysisOptions
+from profstack.analysis.analyzers import kernels, rank_info, synchronisation, time_breakdown
+from profstack.analysis.analyzers import steps as steps_analyzer
+from profstack.analysis.analyzers.annotations import annotation_stats
+from profstack.analysis.analyzers.communication import communication
+from profstack.analysis.analyzers.data_loading import dataloader
+from profstack.analysis.analyzers.launch_delay import launch_delay
+from profstack.analysis.analyzers.memory_ops import memory_ops
+from profstack.analysis.analyzers.view import rank_view, window
+from profstack.analysis.gpu import GpuFeed, StepFrontier, dedupe_steps, select
+from profstack.analysis.options import AnalysisOptions, RuleThresholds
 from profstack.analysis.parse import FileData, SymbolTable
-from profstack.analysis.stats import HIST_EDGES_US, histogram, mean_std, pct, pct_or_none, quantile, r2
+from profstack.analysis.summary import RankSummary
 
-_NAN = math.nan
 _COLUMNS = (
     "s_name",
     "s_ts",
@@ -99,372 +104,66 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
     return RankData(rank, label, list(files), out)
 
 
-def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: dict[str, float]) -> dict[str, Any]:
-    """Compute the rank summary (schema ``$defs/rank``)."""
+@dataclass(frozen=True)
+class RankInternal:
+    """What the rules need beyond the published rank summary (never written to summary.json)."""
+
+    tiny_kernels: int  # kernels shorter than the tiny_kernel_us threshold
+    kernels_selected: int  # kernels in the analysed window
+    step_total_us: float  # sum of the analysed steps' durations
+
+
+@dataclass(frozen=True)
+class RankAnalysis:
+    summary: RankSummary
+    internal: RankInternal
+
+
+def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: RuleThresholds) -> RankAnalysis:
+    """Compute the rank summary (schema ``$defs/rank``): one stateless analyzer per section."""
     d = rd.data
     names = symbols.names
     steps = dedupe_steps(d.st_num, d.st_ts, d.st_dur)
     sel = select(steps, opts, has_launches=d.n_launch_records > 0, label=rd.label)
-    mode = sel.mode
-    win_lo, win_hi = sel.win_lo, sel.win_hi
-    steps_in = list(sel.steps_in)
-    last_step_dropped = sel.last_step_dropped
 
     # ---- GPU ops: joined to launches, in start order (streamed during the parse, or from columns) ----
     if d.gpu is None:
-        feed = d.gpu_feed if d.gpu_feed is not None else GpuFeed(names, th, StepFrontier(opts), bounded=False)
+        feed = d.gpu_feed if d.gpu_feed is not None else GpuFeed(names, th.as_dict(), StepFrontier(opts), bounded=False)
         d.gpu = feed.finish(sel)
         d.gpu_feed = None
-    acc = d.gpu
-    kernel_types_all = classify.KERNEL_TYPES
-    kstats, type_cache, kernel_ids = acc.kstats, acc.type_cache, acc.kernel_ids
-    time_by_kind, mem_dir, memset = acc.time_by_kind, acc.mem_dir, acc.memset
-    n_sel = acc.n_sel
-    tiny, n_kern_sel = acc.tiny, acc.n_kern_sel
-    occ_w, occ_t, n_occ = acc.occ_w, acc.occ_t, acc.n_occ
-    delay_thr = th["consecutive_kernel_delay_us"]
+    v = rank_view(d, names, d.gpu, sel)
 
-    union_us = acc.union_us
-    has_union = acc.has_union
-    if has_union:
-        gpu_lo, gpu_hi = acc.gpu_lo, acc.gpu_hi
-    else:
-        gpu_lo = gpu_hi = 0.0
-    span = gpu_hi - gpu_lo
-    idle = span - union_us
-    comp_idx = kernel_types_all.index(classify.COMPUTATION)
-    comm_idx = kernel_types_all.index(classify.COMMUNICATION)
-    compute = acc.type_total[comp_idx]
-    non_compute = span - compute - idle
-    kernel_types = []
-    for mask, t_us in sorted(acc.parts.items(), key=lambda kv: -kv[1]):
-        label = " overlapping ".join(t for b, t in enumerate(kernel_types_all) if mask & (1 << b))
-        kernel_types.append({"kernel_type": label, "time_us": r2(t_us), "pct": pct(t_us, union_us)})
-
-    streams_out = []
-    tot_host = tot_kern = tot_other = 0.0
-    for stream in sorted(acc.stream_state):
-        _, host, kern, other = acc.stream_state[stream]
-        streams_out.append(
-            {"stream": stream, "host_wait_us": r2(host), "kernel_wait_us": r2(kern), "other_us": r2(other)}
-        )
-        tot_host += host
-        tot_kern += kern
-        tot_other += other
-    tot_idle = tot_host + tot_kern + tot_other
-
-    # ---- kernels ----
-    def kstat(nid: int, st: list[float]) -> dict[str, Any]:
-        n = int(st[0])
-        mean = st[1] / n
-        var = (st[2] - n * mean * mean) / (n - 1) if n > 1 else 0.0
-        name = names[nid]
-        ktype = classify.kernel_type(name)
-        return {
-            "name": name,
-            "kernel_type": ktype,
-            # Precision describes math; a NCCL int8 reduction or a memcpy has none worth reporting.
-            "precision": classify.precision_of(name) if ktype == classify.COMPUTATION else "n/a",
-            "count": n,
-            "total_us": r2(st[1]),
-            "mean_us": r2(mean),
-            "min_us": r2(st[3]),
-            "max_us": r2(st[4]),
-            "std_us": r2(math.sqrt(max(var, 0.0))),
-            "pct_of_gpu_op_time": pct(st[1], sum(time_by_kind)),
-        }
-
-    kernel_time = time_by_kind[OP_KERNEL]
-    by_time = sorted(kstats.items(), key=lambda kv: (-kv[1][1], names[kv[0]]))[: opts.top_k]
-    by_count = sorted(kstats.items(), key=lambda kv: (-kv[1][0], -kv[1][1], names[kv[0]]))[: opts.top_k]
-    prec: dict[str, list[float]] = {p: [0, 0.0] for p in classify.PRECISIONS}
-    tc_time = 0.0
-    comp_kernel_time = 0.0
-    for nid, st in kstats.items():
-        # Precision and Tensor Core use are properties of computation kernels only (not NCCL or memory).
-        if nid not in kernel_ids or type_cache.get(nid) != comp_idx:
-            continue
-        name = names[nid]
-        p = prec[classify.precision_of(name)]
-        p[0] += st[0]
-        p[1] += st[1]
-        comp_kernel_time += st[1]
-        if classify.uses_tensor_cores(name):
-            tc_time += st[1]
-    precision = [
-        {"precision": p, "count": int(v[0]), "time_us": r2(v[1]), "pct": pct(v[1], comp_kernel_time)}
-        for p, v in prec.items()
-        if v[0]
-    ]
-
-    # ---- launch delay ----
-    ld = acc.delays.summary()
-    launch = {
-        "count": ld.count,
-        "mean_us": r2(ld.mean),
-        "p50_us": r2(ld.p50),
-        "p95_us": r2(ld.p95),
-        "p99_us": r2(ld.p99),
-        "max_us": r2(ld.max),
-        "quantiles": ld.method,
-        "over_cutoffs": [
-            {"cutoff_us": c, "count": k, "pct": pct(k, ld.count)}
-            for c, k in zip(LAUNCH_DELAY_CUTOFFS_US, ld.over, strict=True)
-        ],
-        "histogram": {"edges_us": [float(e) for e in HIST_EDGES_US], "counts": ld.hist},
-        "cpu_launch_mean_us": r2(acc.launch_cpu_sum / acc.launch_cpu_n) if acc.launch_cpu_n else None,
-    }
-
-    # ---- wall window for CPU-side metrics ----
-    if mode == "window":
-        cpu_lo, cpu_hi = win_lo, win_hi
-    elif steps_in:
-        cpu_lo, cpu_hi = steps_in[0][1], max(s[1] + s[2] for s in steps_in)
-    else:
-        cpu_lo, cpu_hi = -math.inf, math.inf
-
-    # ---- synchronisation ----
-    sync_by: dict[int, list[float]] = {}
-    sync_time = 0.0
-    for nid, ts, dur in zip(d.s_name, d.s_ts, d.s_dur, strict=True):
-        if cpu_lo <= ts <= cpu_hi:
-            rec = sync_by.setdefault(nid, [0, 0.0])
-            rec[0] += 1
-            rec[1] += dur
-            sync_time += dur
-    gsync_n = 0
-    gsync_t = 0.0
-    glo = gpu_lo if mode != "window" else win_lo
-    ghi = gpu_hi if mode != "window" else win_hi
-    for ts, dur in zip(d.gs_ts, d.gs_dur, strict=True):
-        if mode == "all" or (glo - 1) <= ts <= (ghi + 1) or not has_union:
-            gsync_n += 1
-            gsync_t += dur
-    sync = {
-        "calls": sum(int(v[0]) for v in sync_by.values()),
-        "time_us": r2(sync_time),
-        "gpu_events": gsync_n,
-        "gpu_time_us": r2(gsync_t),
-        "by_name": [
-            {"name": names[nid], "count": int(v[0]), "total_us": r2(v[1])}
-            for nid, v in sorted(sync_by.items(), key=lambda kv: -kv[1][1])
-        ],
-    }
-    sync_activity = gsync_t if gsync_n else sync_time
-    act_total = kernel_time + time_by_kind[OP_MEMCPY] + time_by_kind[OP_MEMSET] + sync_activity
-
-    # ---- steps ----
-    durs = [s[2] for s in steps_in]
-    mean, std = mean_std(durs)
-    k_sigma = th["step_outlier_sigma"]
-    thr = (mean + k_sigma * std) if mean is not None and std is not None else None
-    sdurs = sorted(durs)
-    first = steps_in[0][1] if steps_in else 0.0
-    steps_out = {
-        "count": len(durs),
-        "mean_us": r2(mean),
-        "p50_us": r2(quantile(sdurs, 0.5)),
-        "p95_us": r2(quantile(sdurs, 0.95)),
-        "max_us": r2(sdurs[-1]) if sdurs else None,
-        "min_us": r2(sdurs[0]) if sdurs else None,
-        "std_us": r2(std),
-        "outlier_sigma": k_sigma,
-        "outlier_threshold_us": r2(thr),
-        "outliers": [
-            {"step": s[0], "duration_us": r2(s[2])} for s in steps_in if thr is not None and std and s[2] > thr
-        ],
-        "durations": [{"step": s[0], "start_us": r2(s[1] - first), "duration_us": r2(s[2])} for s in steps_in[:10000]],
-        "histogram": histogram(durs),
-    }
-
-    # ---- DataLoader share ----
-    dl_merged = intervals.merge(zip(d.dl_ts, (t + du for t, du in zip(d.dl_ts, d.dl_dur, strict=True)), strict=True))
-    step_total = sum(durs)
-    if steps_in:
-        step_iv = intervals.merge((s[1], s[1] + s[2]) for s in steps_in)
-        dl_time = intervals.intersection_length(dl_merged, step_iv)
-    else:
-        dl_time = intervals.total(dl_merged)
-    dataloader = {
-        "time_us": r2(dl_time),
-        "step_time_us": r2(step_total),
-        "share_pct": pct_or_none(dl_time, step_total),
-        "events": len(d.dl_ts),
-    }
-
-    # ---- annotations ----
-    ann: dict[tuple[int, int], list[float]] = {}
-    ann_durs: dict[tuple[int, int], list[float]] = {}
-    for nid, gpu, ts, dur in zip(d.a_name, d.a_gpu, d.a_ts, d.a_dur, strict=True):
-        if not (cpu_lo <= ts <= cpu_hi) and not (gpu and glo <= ts <= ghi):
-            continue
-        key = (gpu, nid)
-        arec = ann.get(key)
-        if arec is None:
-            ann[key] = [1, dur, dur]
-            ann_durs[key] = [dur]
-        else:
-            arec[0] += 1
-            arec[1] += dur
-            arec[2] = max(arec[2], dur)
-            lst = ann_durs[key]
-            if len(lst) < 100_000:
-                lst.append(dur)
-
-    def ann_list(gpu: int) -> list[dict[str, Any]]:
-        rows = [(k, v) for k, v in ann.items() if k[0] == gpu]
-        rows.sort(key=lambda kv: -kv[1][1])
-        return [
-            {
-                "name": names[k[1]],
-                "count": int(v[0]),
-                "total_us": r2(v[1]),
-                "mean_us": r2(v[1] / v[0]),
-                "max_us": r2(v[2]),
-                "histogram": histogram(ann_durs[k]),
-            }
-            for k, v in rows[: max(opts.top_k, 50)]
-        ]
-
-    # ---- communication ----
-    comm_t = acc.type_total[comm_idx]
-    overlap = acc.overlap_us(comm_idx, comp_idx)
-    n_comm = sum(int(st[0]) for nid, st in kstats.items() if type_cache.get(nid) == comm_idx)
-
-    top_cpu = sorted(((n, r) for n, r in d.cpu_agg.items() if r[0] != 1), key=lambda kv: -kv[1][2])[: opts.top_k]
-
-    device = _device(d.meta, d.devices)
-    dist = d.meta.get("distributedInfo")
-    return {
+    sync, sync_activity = synchronisation.sync(v)
+    ck = kernels.compute_kernels(v)
+    step_total = steps_analyzer.step_total(v)
+    summary: RankSummary = {
         "rank": rd.rank,
         "label": rd.label,
         "sources": [f.name for f in rd.files],
         "complete": all(f.complete for f in rd.files),
-        "gpu_analysis": {"mode": d.gpu_mode, "reason": d.gpu_mode_reason},
-        "has_gpu": bool(d.n_kernels + d.n_memcpy + d.n_memset),
-        "device": device,
-        "distributed": (
-            {"world_size": _int_or_none(dist.get("world_size")), "backend": _str_or_none(dist.get("backend"))}
-            if isinstance(dist, dict)
-            else None
-        ),
-        "counts": {
-            "events": d.events,
-            "gpu_kernels": d.n_kernels,
-            "gpu_memcpy": d.n_memcpy,
-            "gpu_memset": d.n_memset,
-            "gpu_ops_analyzed": n_sel,
-            "cpu_ops": d.cpu_ops,
-            "runtime_calls": d.runtime_calls,
-            "invalid_events": d.invalid_events,
-        },
-        "window": {
-            "start_us": r2(gpu_lo) if has_union else (r2(cpu_lo) if math.isfinite(cpu_lo) else None),
-            "end_us": r2(gpu_hi) if has_union else (r2(cpu_hi) if math.isfinite(cpu_hi) else None),
-            "duration_us": r2(span if has_union else (cpu_hi - cpu_lo if math.isfinite(cpu_lo) else 0.0)) or 0.0,
-            "steps": [s[0] for s in steps_in],
-            "last_step_dropped": last_step_dropped,
-        },
-        "temporal_breakdown": {
-            "gpu_span_us": r2(span),
-            "idle_time_us": r2(idle),
-            "compute_time_us": r2(compute),
-            "non_compute_time_us": r2(non_compute),
-            "idle_pct": pct(idle, span),
-            "compute_pct": pct(compute, span),
-            "non_compute_pct": pct(non_compute, span),
-        },
-        "idle_breakdown": {
-            "host_wait_us": r2(tot_host),
-            "kernel_wait_us": r2(tot_kern),
-            "other_us": r2(tot_other),
-            "host_wait_pct": pct(tot_host, tot_idle),
-            "kernel_wait_pct": pct(tot_kern, tot_idle),
-            "other_pct": pct(tot_other, tot_idle),
-            "consecutive_kernel_delay_us": delay_thr,
-            "per_stream": streams_out,
-        },
-        "gpu_activity": {
-            "kernel_time_us": r2(kernel_time),
-            "memcpy_time_us": r2(time_by_kind[OP_MEMCPY]),
-            "memset_time_us": r2(time_by_kind[OP_MEMSET]),
-            "sync_time_us": r2(sync_activity),
-            "kernel_pct": pct(kernel_time, act_total),
-            "memcpy_pct": pct(time_by_kind[OP_MEMCPY], act_total),
-            "memset_pct": pct(time_by_kind[OP_MEMSET], act_total),
-            "sync_pct": pct(sync_activity, act_total),
-        },
-        "kernel_types": kernel_types,
-        "top_kernels_by_time": [kstat(nid, st) for nid, st in by_time],
-        "top_kernels_by_count": [kstat(nid, st) for nid, st in by_count],
-        "distinct_kernels": len(kstats),
-        "precision": precision,
-        "launch_delay": launch,
+        "gpu_analysis": rank_info.gpu_analysis(v),
+        "has_gpu": rank_info.has_gpu(v),
+        "device": rank_info.device(v),
+        "distributed": rank_info.distributed(v),
+        "counts": rank_info.counts(v),
+        "window": window(v),
+        "temporal_breakdown": time_breakdown.temporal_breakdown(v),
+        "idle_breakdown": time_breakdown.idle_breakdown(v, th),
+        "gpu_activity": time_breakdown.gpu_activity(v, sync_activity),
+        "kernel_types": time_breakdown.kernel_types(v),
+        "top_kernels_by_time": kernels.top_kernels_by_time(v, opts.top_k),
+        "top_kernels_by_count": kernels.top_kernels_by_count(v, opts.top_k),
+        "distinct_kernels": len(v.acc.kstats),
+        "precision": ck.precision,
+        "launch_delay": launch_delay(v),
         "sync": sync,
-        "memory_ops": {
-            "memcpy": [
-                {
-                    "direction": k,
-                    "count": int(v[0]),
-                    "bytes": int(v[1]),
-                    "time_us": r2(v[2]),
-                    "bandwidth_gbps": r2(v[1] / v[2] / 1000.0) if v[2] > 0 else None,
-                }
-                for k, v in sorted(mem_dir.items())
-            ],
-            "memset": {
-                "count": int(memset[0]),
-                "bytes": int(memset[1]),
-                "time_us": r2(memset[2]),
-                "bandwidth_gbps": r2(memset[1] / memset[2] / 1000.0) if memset[2] > 0 else None,
-            },
-        },
-        "steps": steps_out,
-        "dataloader": dataloader,
-        "annotations": {"cpu": ann_list(0), "gpu": ann_list(1)},
-        "communication": {
-            "kernel_count": n_comm,
-            "comm_time_us": r2(comm_t),
-            "compute_time_us": r2(compute),
-            "overlap_time_us": r2(overlap),
-            "overlap_pct_of_comm": pct_or_none(overlap, comm_t),
-            "comm_pct_of_span": pct_or_none(comm_t, span),
-        },
-        "occupancy": {
-            "kernels_with_occupancy": n_occ,
-            "weighted_mean_occupancy_pct": r2(occ_w / occ_t) if occ_t > 0 else None,
-            "tensor_core_time_us": r2(tc_time),
-            "tensor_core_pct_of_compute": pct_or_none(tc_time, comp_kernel_time),
-        },
-        "top_cpu_ops": [{"name": n, "count": int(r[1]), "total_us": r2(r[2])} for n, r in top_cpu],
-        "_internal": {"tiny_kernels": tiny, "kernels_selected": n_kern_sel, "step_total_us": step_total},
+        "memory_ops": memory_ops(v),
+        "steps": steps_analyzer.steps(v, th),
+        "dataloader": dataloader(v, step_total),
+        "annotations": annotation_stats(v, opts.top_k),
+        "communication": communication(v),
+        "occupancy": kernels.occupancy(v, ck),
+        "top_cpu_ops": rank_info.top_cpu_ops(v, opts.top_k),
     }
-
-
-def _int_or_none(v: object) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _str_or_none(v: object) -> str | None:
-    return v if isinstance(v, str) else None
-
-
-def _device(meta: dict[str, Any], devices: set[int]) -> dict[str, Any] | None:
-    props = meta.get("deviceProperties")
-    if not isinstance(props, list) or not props:
-        return None
-    chosen = None
-    for p in props:
-        if isinstance(p, dict) and (p.get("id") in devices or chosen is None):
-            chosen = p
-            if p.get("id") in devices:
-                break
-    if chosen is None:
-        return None
-    major, minor = chosen.get("computeMajor"), chosen.get("computeMinor")
-    return {
-        "name": str(chosen.get("name", "")),
-        "total_global_mem_bytes": _int_or_none(chosen.get("totalGlobalMem")),
-        "num_sms": _int_or_none(chosen.get("numSms")),
-        "compute_capability": f"{major}.{minor}" if isinstance(major, int) and isinstance(minor, int) else None,
-    }
+    internal = RankInternal(tiny_kernels=v.acc.tiny, kernels_selected=v.acc.n_kern_sel, step_total_us=step_total)
+    return RankAnalysis(summary, internal)

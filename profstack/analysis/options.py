@@ -2,48 +2,86 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 
 from profstack.analysis.errors import AnalysisOptionsError, UnknownThresholdError
 
 GIB = 1 << 30
 
-#: Rule thresholds and their defaults (Debugger's defaults where one exists, docs/platform-facts.md A9).
-DEFAULT_THRESHOLDS: Mapping[str, float] = MappingProxyType(
-    {
-        # LowGPUUtilization: GPU busy share of the GPU span below this (Debugger: p95 < 70 %)
-        "low_gpu_util_busy_pct": 70.0,
-        # ... critical below this
-        "low_gpu_util_critical_busy_pct": 10.0,
-        # CPUBound: host_wait share of GPU idle time above this, while GPU idle above min_idle_pct
-        "cpu_bound_host_wait_pct": 50.0,
-        "cpu_bound_min_idle_pct": 20.0,
-        # DataloaderBottleneck: DataLoader share of step time above this
-        "dataloader_share_pct": 10.0,
-        # StepOutlier: step longer than mean + k * sigma (Debugger: 3)
-        "step_outlier_sigma": 3.0,
-        # LoadBalancing: (max - min) / mean of per-rank GPU busy time above this
-        "load_balance_spread_pct": 20.0,
-        # straggler: rank whose step time exceeds the median of ranks by more than this
-        "straggler_pct": 10.0,
-        # LaunchOverheadBound: share of kernels shorter than tiny_kernel_us above tiny_kernel_share_pct
-        "tiny_kernel_us": 10.0,
-        "tiny_kernel_share_pct": 50.0,
-        "launch_overhead_min_idle_pct": 10.0,
-        # ExcessiveSync: host synchronisation time as a share of the analysed wall window above this
-        "sync_time_pct": 5.0,
-        # MemcpyHeavy: memcpy time as a share of GPU span above this
-        "memcpy_time_pct": 10.0,
-        # AMP / Tensor Cores: fp32 share of compute kernel time above this
-        "fp32_share_pct": 80.0,
-        # BatchSize: GPU busy below this while the host is not the bottleneck
-        "batch_size_busy_pct": 50.0,
-        # HTA idle breakdown: gaps shorter than this (µs) with the launch already queued are kernel_wait
-        "consecutive_kernel_delay_us": 30.0,
-    }
-)
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RuleThresholds:
+    """The rule thresholds, typed, with their defaults (Debugger's defaults where one exists,
+    docs/platform-facts.md A9). Field order is the order ``summary.options.rule_thresholds`` lists them.
+
+    Build one from user overrides with :meth:`from_overrides` (one-line errors for unknown names and bad
+    values); read a value as an attribute (``th.step_outlier_sigma``), so a typo is a mypy error."""
+
+    #: LowGPUUtilization: GPU busy share of the GPU span below this (Debugger: p95 < 70 %)
+    low_gpu_util_busy_pct: float = 70.0
+    #: ... critical below this
+    low_gpu_util_critical_busy_pct: float = 10.0
+    #: CPUBound: host_wait share of GPU idle time above this, while GPU idle above min_idle_pct
+    cpu_bound_host_wait_pct: float = 50.0
+    cpu_bound_min_idle_pct: float = 20.0
+    #: DataloaderBottleneck: DataLoader share of step time above this
+    dataloader_share_pct: float = 10.0
+    #: StepOutlier: step longer than mean + k * sigma (Debugger: 3)
+    step_outlier_sigma: float = 3.0
+    #: LoadBalancing: (max - min) / mean of per-rank GPU compute time above this
+    load_balance_spread_pct: float = 20.0
+    #: Straggler: rank whose step time exceeds the median of ranks by more than this
+    straggler_pct: float = 10.0
+    #: LaunchOverheadBound: share of kernels shorter than tiny_kernel_us above tiny_kernel_share_pct
+    tiny_kernel_us: float = 10.0
+    tiny_kernel_share_pct: float = 50.0
+    launch_overhead_min_idle_pct: float = 10.0
+    #: ExcessiveSync: host synchronisation time as a share of the analysed wall window above this
+    sync_time_pct: float = 5.0
+    #: MemcpyHeavy: memcpy time as a share of GPU span above this
+    memcpy_time_pct: float = 10.0
+    #: AMP / Tensor Cores: fp32 share of compute kernel time above this
+    fp32_share_pct: float = 80.0
+    #: BatchSize: GPU busy below this while the host is not the bottleneck
+    batch_size_busy_pct: float = 50.0
+    #: HTA idle breakdown: gaps shorter than this (µs) with the launch already queued are kernel_wait
+    consecutive_kernel_delay_us: float = 30.0
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+    @classmethod
+    def from_overrides(cls, overrides: Mapping[str, object]) -> RuleThresholds:
+        """Defaults, with ``overrides`` applied. Raises UnknownThresholdError (a name that is no rule
+        threshold) or AnalysisOptionsError (a value that is not a finite, non-negative number); both are
+        one line. This is the check `profstack analyze --threshold`, the config file
+        (``processing.rule_thresholds``) and the Lambda's AnalysisOptions all go through."""
+        valid = cls.names()
+        unknown = sorted(set(overrides) - set(valid))
+        if unknown:
+            raise UnknownThresholdError(
+                f"unknown rule threshold(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}"
+            )
+        values: dict[str, float] = {}
+        for key, value in overrides.items():
+            if not isinstance(value, int | float) or isinstance(value, bool):
+                raise AnalysisOptionsError(f"rule threshold {key} must be a number, got {value!r}")
+            if not math.isfinite(value) or value < 0:
+                raise AnalysisOptionsError(f"rule threshold {key} must be a finite number >= 0, got {value!r}")
+            values[key] = float(value)
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, float]:
+        """Name -> value in field order (what the summary's ``options.rule_thresholds`` holds)."""
+        return {name: float(getattr(self, name)) for name in self.names()}
+
+
+#: Rule thresholds and their defaults, by name (read-only; :class:`RuleThresholds` is the typed form).
+DEFAULT_THRESHOLDS: Mapping[str, float] = MappingProxyType(RuleThresholds().as_dict())
 
 LAUNCH_DELAY_CUTOFFS_US = (10.0, 50.0, 100.0, 1000.0)
 
@@ -55,6 +93,7 @@ class AnalysisOptions:
     top_k: rows in the top-kernel / top-CPU-op tables.
     steps: ``(a, b)`` analyses ProfilerStep#a..#b only (inclusive); ``include_last_step`` is then ignored.
     rule_thresholds: overrides of :data:`DEFAULT_THRESHOLDS` (unknown names raise UnknownThresholdError).
+    limits: the resolved thresholds (defaults + ``rule_thresholds``), typed: what the analyzers and rules read.
     merge_rank_files: merge several files of one rank (schedule cycles) into one rank entry.
     max_decompressed_bytes: decompressed-size budget per file (gzip bomb guard).
     include_last_step: keep the last ProfilerStep (HTA's ``include_last_profiler_step``; HTA defaults to False).
@@ -70,15 +109,11 @@ class AnalysisOptions:
     #: largest single JSON value (one event, or one non-event top-level value)
     max_event_bytes: int = 256 << 20
 
+    #: the resolved, typed thresholds (set from ``rule_thresholds`` in ``__post_init__``)
+    limits: RuleThresholds = field(init=False, repr=False, compare=False)
+
     def __post_init__(self) -> None:
-        unknown = sorted(set(self.rule_thresholds) - set(DEFAULT_THRESHOLDS))
-        if unknown:
-            raise UnknownThresholdError(
-                f"unknown rule threshold(s) {', '.join(unknown)}; valid: {', '.join(sorted(DEFAULT_THRESHOLDS))}"
-            )
-        for key, value in self.rule_thresholds.items():
-            if not isinstance(value, int | float) or isinstance(value, bool):
-                raise AnalysisOptionsError(f"rule threshold {key} must be a number, got {value!r}")
+        object.__setattr__(self, "limits", RuleThresholds.from_overrides(self.rule_thresholds))
         if self.top_k < 1:
             raise AnalysisOptionsError(f"top_k must be >= 1, got {self.top_k}")
         if self.steps is not None:
@@ -89,6 +124,5 @@ class AnalysisOptions:
             raise AnalysisOptionsError("size limits must be positive")
 
     def thresholds(self) -> dict[str, float]:
-        merged = dict(DEFAULT_THRESHOLDS)
-        merged.update({k: float(v) for k, v in self.rule_thresholds.items()})
-        return merged
+        """``limits`` as a name -> value dict (the GPU pass in gpu.py reads this form)."""
+        return self.limits.as_dict()

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-Finding = dict[str, Any]
+from profstack.analysis.metrics import RankInternal
+from profstack.analysis.options import RuleThresholds
+from profstack.analysis.summary import (
+    CrossRankResult,
+    CrossRankRow,
+    Finding,
+    LoadBalance,
+    RankSummary,
+    Severity,
+    Straggler,
+)
+
+__all__ = ["Finding", "cross_rank", "rank_findings"]
 
 
-def _f(rule_id: str, severity: str, message: str, evidence: dict[str, Any], rec: str, ranks: list[int]) -> Finding:  # noqa: PLR0917 - positional keeps the rule table readable
+def _f(rule_id: str, severity: Severity, message: str, evidence: dict[str, Any], rec: str, ranks: list[int]) -> Finding:  # noqa: PLR0917 - positional keeps the rule table readable
     return {
         "rule_id": rule_id,
         "severity": severity,
@@ -18,7 +31,8 @@ def _f(rule_id: str, severity: str, message: str, evidence: dict[str, Any], rec:
     }
 
 
-def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, float]) -> list[Finding]:
+def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) -> list[Finding]:
+    """Findings about one rank, from its summary, what the analyzers kept aside, and the thresholds."""
     out: list[Finding] = []
     rank = [int(r["rank"])]
     tb = r["temporal_breakdown"]
@@ -27,18 +41,18 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
     busy = 100.0 - tb["idle_pct"] if has_gpu_time else None
     label = r["label"]
 
-    if busy is not None and busy < th["low_gpu_util_busy_pct"]:
-        sev = "critical" if busy < th["low_gpu_util_critical_busy_pct"] else "warning"
+    if busy is not None and busy < th.low_gpu_util_busy_pct:
+        sev: Severity = "critical" if busy < th.low_gpu_util_critical_busy_pct else "warning"
         out.append(
             _f(
                 "LowGPUUtilization",
                 sev,
-                f"rank {label}: GPU busy {busy:.1f}% of its active span (threshold {th['low_gpu_util_busy_pct']:g}%)",
+                f"rank {label}: GPU busy {busy:.1f}% of its active span (threshold {th.low_gpu_util_busy_pct:g}%)",
                 {
                     "gpu_busy_pct": round(busy, 2),
                     "idle_time_us": tb["idle_time_us"],
                     "gpu_span_us": tb["gpu_span_us"],
-                    "threshold_pct": th["low_gpu_util_busy_pct"],
+                    "threshold_pct": th.low_gpu_util_busy_pct,
                 },
                 "Find what the GPU waits for in the idle breakdown: host-bound launch (CPUBound), input pipeline "
                 "(DataloaderBottleneck) or synchronisation (ExcessiveSync).",
@@ -47,8 +61,8 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
         )
     if (
         busy is not None
-        and tb["idle_pct"] >= th["cpu_bound_min_idle_pct"]
-        and idle["host_wait_pct"] > th["cpu_bound_host_wait_pct"]
+        and tb["idle_pct"] >= th.cpu_bound_min_idle_pct
+        and idle["host_wait_pct"] > th.cpu_bound_host_wait_pct
     ):
         out.append(
             _f(
@@ -60,7 +74,7 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
                     "idle_pct": tb["idle_pct"],
                     "host_wait_pct": idle["host_wait_pct"],
                     "host_wait_us": idle["host_wait_us"],
-                    "threshold_pct": th["cpu_bound_host_wait_pct"],
+                    "threshold_pct": th.cpu_bound_host_wait_pct,
                 },
                 "The GPU waits for the CPU: reduce Python/operator overhead (torch.compile, CUDA graphs, fused "
                 "optimizers), move preprocessing off the training thread, and avoid host work between launches.",
@@ -68,7 +82,7 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
             )
         )
     dl = r["dataloader"]
-    if dl["share_pct"] is not None and dl["share_pct"] > th["dataloader_share_pct"]:
+    if dl["share_pct"] is not None and dl["share_pct"] > th.dataloader_share_pct:
         out.append(
             _f(
                 "DataloaderBottleneck",
@@ -78,7 +92,7 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
                     "dataloader_time_us": dl["time_us"],
                     "step_time_us": dl["step_time_us"],
                     "share_pct": dl["share_pct"],
-                    "threshold_pct": th["dataloader_share_pct"],
+                    "threshold_pct": th.dataloader_share_pct,
                 },
                 "Increase DataLoader num_workers (start near the number of CPU cores per GPU), set pin_memory=True "
                 "and persistent_workers=True, and prefetch; move heavy decoding/augmentation off the critical path.",
@@ -104,20 +118,20 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
                 rank,
             )
         )
-    n_k = internal["kernels_selected"]
+    n_k = internal.kernels_selected
     if n_k and busy is not None:
-        tiny_share = 100.0 * internal["tiny_kernels"] / n_k
-        if tiny_share > th["tiny_kernel_share_pct"] and tb["idle_pct"] >= th["launch_overhead_min_idle_pct"]:
+        tiny_share = 100.0 * internal.tiny_kernels / n_k
+        if tiny_share > th.tiny_kernel_share_pct and tb["idle_pct"] >= th.launch_overhead_min_idle_pct:
             out.append(
                 _f(
                     "LaunchOverheadBound",
                     "warning",
-                    f"rank {label}: {tiny_share:.1f}% of {n_k} kernels run under {th['tiny_kernel_us']:g} us while the "
+                    f"rank {label}: {tiny_share:.1f}% of {n_k} kernels run under {th.tiny_kernel_us:g} us while the "
                     f"GPU is idle {tb['idle_pct']:.1f}%",
                     {
                         "tiny_kernel_share_pct": round(tiny_share, 2),
                         "kernels": n_k,
-                        "tiny_kernel_us": th["tiny_kernel_us"],
+                        "tiny_kernel_us": th.tiny_kernel_us,
                         "idle_pct": tb["idle_pct"],
                         "cpu_launch_mean_us": r["launch_delay"]["cpu_launch_mean_us"],
                     },
@@ -127,9 +141,9 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
                 )
             )
     window = r["window"]["duration_us"] or 0.0
-    wall = internal["step_total_us"] or window
+    wall = internal.step_total_us or window
     sync_t = r["sync"]["time_us"]
-    if wall > 0 and sync_t and 100.0 * sync_t / wall > th["sync_time_pct"]:
+    if wall > 0 and sync_t and 100.0 * sync_t / wall > th.sync_time_pct:
         share = 100.0 * sync_t / wall
         out.append(
             _f(
@@ -140,7 +154,7 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
                     "sync_calls": r["sync"]["calls"],
                     "sync_time_us": sync_t,
                     "share_pct": round(share, 2),
-                    "threshold_pct": th["sync_time_pct"],
+                    "threshold_pct": th.sync_time_pct,
                 },
                 "Remove implicit syncs (.item(), .cpu(), printing tensors, torch.cuda.synchronize in the loop); "
                 "log metrics asynchronously or every N steps.",
@@ -148,7 +162,7 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
             )
         )
     memcpy_t = r["gpu_activity"]["memcpy_time_us"]
-    if has_gpu_time and 100.0 * memcpy_t / tb["gpu_span_us"] > th["memcpy_time_pct"]:
+    if has_gpu_time and 100.0 * memcpy_t / tb["gpu_span_us"] > th.memcpy_time_pct:
         share = 100.0 * memcpy_t / tb["gpu_span_us"]
         pageable = [m for m in r["memory_ops"]["memcpy"] if m["direction"] in ("HtoD", "DtoH")]
         out.append(
@@ -159,7 +173,7 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
                 {
                     "memcpy_time_us": memcpy_t,
                     "share_pct": round(share, 2),
-                    "threshold_pct": th["memcpy_time_pct"],
+                    "threshold_pct": th.memcpy_time_pct,
                     "host_device_copies": sum(m["count"] for m in pageable),
                 },
                 "Keep tensors on the GPU, batch small copies, use pinned memory with non_blocking=True, and avoid "
@@ -169,8 +183,8 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
         )
     prec = {p["precision"]: p for p in r["precision"]}
     kt = sum(p["time_us"] for p in r["precision"])  # computation-kernel time
-    fp32 = prec.get("fp32", {}).get("time_us", 0.0) or 0.0
-    if kt > 0 and 100.0 * fp32 / kt > th["fp32_share_pct"]:
+    fp32 = (prec["fp32"]["time_us"] if "fp32" in prec else 0.0) or 0.0
+    if kt > 0 and 100.0 * fp32 / kt > th.fp32_share_pct:
         tc = r["occupancy"]["tensor_core_pct_of_compute"]
         out.append(
             _f(
@@ -182,7 +196,7 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
                     "computation_kernel_time_us": kt,
                     "fp32_share_pct": round(100.0 * fp32 / kt, 2),
                     "tensor_core_pct_of_compute": tc,
-                    "threshold_pct": th["fp32_share_pct"],
+                    "threshold_pct": th.fp32_share_pct,
                 },
                 "Enable automatic mixed precision (torch.autocast with bf16/fp16) or TF32 "
                 "(torch.backends.cuda.matmul.allow_tf32 = True) to use Tensor Cores.",
@@ -191,16 +205,16 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
         )
     if (
         busy is not None
-        and busy < th["batch_size_busy_pct"]
-        and idle["host_wait_pct"] <= th["cpu_bound_host_wait_pct"]
-        and (dl["share_pct"] or 0.0) <= th["dataloader_share_pct"]
+        and busy < th.batch_size_busy_pct
+        and idle["host_wait_pct"] <= th.cpu_bound_host_wait_pct
+        and (dl["share_pct"] or 0.0) <= th.dataloader_share_pct
     ):
         out.append(
             _f(
                 "BatchSize",
                 "info",
                 f"rank {label}: GPU busy only {busy:.1f}% without a host or input bottleneck",
-                {"gpu_busy_pct": round(busy, 2), "threshold_pct": th["batch_size_busy_pct"]},
+                {"gpu_busy_pct": round(busy, 2), "threshold_pct": th.batch_size_busy_pct},
                 "The GPU is under-used: increase the batch size (scale the learning rate accordingly) or use a "
                 "smaller instance.",
                 rank,
@@ -209,18 +223,28 @@ def rank_findings(r: dict[str, Any], internal: dict[str, Any], th: dict[str, flo
     return out
 
 
-def cross_rank(table: list[dict[str, Any]], th: dict[str, float]) -> tuple[dict[str, Any], list[Finding]]:
+def _metric(row: CrossRankRow | Mapping[str, Any], use_steps: bool) -> float:
+    return float((row["step_mean_us"] if use_steps else row["gpu_span_us"]) or 0.0)
+
+
+def cross_rank(
+    table: Sequence[CrossRankRow] | Sequence[Mapping[str, Any]], th: RuleThresholds | Mapping[str, float]
+) -> tuple[CrossRankResult, list[Finding]]:
+    """Stragglers and load balance over the cross-rank table. The untyped forms of ``table`` and ``th``
+    (rows and a name -> value mapping) are what the Lambda's engine adapter passes today."""
+    if not isinstance(th, RuleThresholds):
+        th = RuleThresholds.from_overrides(th)
     findings: list[Finding] = []
-    stragglers: list[dict[str, Any]] = []
+    stragglers: list[Straggler] = []
     use_steps = bool(table) and all(row["step_mean_us"] for row in table)
     metric = "step_mean_us" if use_steps else "gpu_span_us"
-    values = sorted(float(row[metric] or 0.0) for row in table)
+    values = sorted(_metric(row, use_steps) for row in table)
     if len(table) >= 2 and values:
         n = len(values)
         median = values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
         for row in table:
-            v = float(row[metric] or 0.0)
-            if median > 0 and (v - median) / median * 100.0 > th["straggler_pct"]:
+            v = _metric(row, use_steps)
+            if median > 0 and (v - median) / median * 100.0 > th.straggler_pct:
                 stragglers.append(
                     {
                         "rank": row["rank"],
@@ -231,8 +255,7 @@ def cross_rank(table: list[dict[str, Any]], th: dict[str, float]) -> tuple[dict[
                         "deviation_pct": round((v - median) / median * 100.0, 2),
                     }
                 )
-    busy = [float(row["compute_time_us"]) + float(row["comm_time_us"]) for row in table]
-    lb: dict[str, Any] = {
+    lb: LoadBalance = {
         "metric": "compute_time_us",
         "min": None,
         "max": None,
@@ -243,18 +266,17 @@ def cross_rank(table: list[dict[str, Any]], th: dict[str, float]) -> tuple[dict[
     comp = [float(row["compute_time_us"]) for row in table]
     if comp:
         mean = sum(comp) / len(comp)
-        lb.update(min=min(comp), max=max(comp), mean=round(mean, 3))
+        lb["min"], lb["max"], lb["mean"] = min(comp), max(comp), round(mean, 3)
         if mean > 0:
             lb["spread_pct"] = round((max(comp) - min(comp)) / mean * 100.0, 3)
             var = sum((c - mean) ** 2 for c in comp) / len(comp)
             lb["cv"] = round(var**0.5 / mean, 4)
-    del busy
     if stragglers:
         findings.append(
             _f(
                 "Straggler",
                 "warning",
-                f"{len(stragglers)} rank(s) are more than {th['straggler_pct']:g}% slower than the median ({metric})",
+                f"{len(stragglers)} rank(s) are more than {th.straggler_pct:g}% slower than the median ({metric})",
                 {
                     "stragglers": [s["rank"] for s in stragglers],
                     "metric": metric,
@@ -265,7 +287,7 @@ def cross_rank(table: list[dict[str, Any]], th: dict[str, float]) -> tuple[dict[
                 [int(s["rank"]) for s in stragglers],
             )
         )
-    if len(table) >= 2 and lb["spread_pct"] is not None and lb["spread_pct"] > th["load_balance_spread_pct"]:
+    if len(table) >= 2 and lb["spread_pct"] is not None and lb["spread_pct"] > th.load_balance_spread_pct:
         findings.append(
             _f(
                 "LoadBalancing",
@@ -275,11 +297,12 @@ def cross_rank(table: list[dict[str, Any]], th: dict[str, float]) -> tuple[dict[
                     "min_us": lb["min"],
                     "max_us": lb["max"],
                     "spread_pct": lb["spread_pct"],
-                    "threshold_pct": th["load_balance_spread_pct"],
+                    "threshold_pct": th.load_balance_spread_pct,
                 },
                 "Balance work across ranks: equalise shard sizes / sequence lengths, check pipeline stage split "
                 "and uneven expert routing.",
                 [int(row["rank"]) for row in table],
             )
         )
-    return {"stragglers": stragglers, "load_balance": lb}, findings
+    result: CrossRankResult = {"stragglers": stragglers, "load_balance": lb}
+    return result, findings

@@ -5,6 +5,9 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Sequence
+from typing import overload
+
+from profstack.analysis.summary import Histogram
 
 # log-spaced histogram edges in µs; the last bucket is open-ended
 HIST_EDGES_US: tuple[float, ...] = (0.0, 1.0, 10.0, 100.0, 1_000.0, 10_000.0, 100_000.0, 1_000_000.0)
@@ -22,7 +25,7 @@ def quantile(sorted_values: Sequence[float], q: float) -> float | None:
     return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
 
 
-def histogram(values: Sequence[float], edges: Sequence[float] = HIST_EDGES_US) -> dict[str, list[float] | list[int]]:
+def histogram(values: Sequence[float], edges: Sequence[float] = HIST_EDGES_US) -> Histogram:
     """counts[i] = values in [edges[i], edges[i+1]); the last bucket is open-ended, values below edges[0]
     land in the first bucket."""
     counts = [0] * len(edges)
@@ -45,6 +48,10 @@ def sorted_histogram_counts(sorted_values: Sequence[float], edges: Sequence[floa
     return counts
 
 
+@overload
+def r2(x: float) -> float: ...
+@overload
+def r2(x: float | None) -> float | None: ...
 def r2(x: float | None) -> float | None:
     return None if x is None else round(float(x), 3)
 

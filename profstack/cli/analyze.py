@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
+from profstack.analysis.summary import SEVERITIES, Summary, severity_rank
 from profstack.cli import CliError
 from profstack.cli.progress import Phase, Progress
 
@@ -26,11 +28,8 @@ if TYPE_CHECKING:
     from profstack.analysis import TraceSource
 
 FORMATS = ("json", "html", "perfetto")
-#: A trimmed trace meant for a viewer must stay well under ~500 MB of JSON (docs/platform-facts.md); Kineto
-#: events average ~200-250 bytes, so one million events is ~250 MB before gzip.
-DEFAULT_PERFETTO_MAX_EVENTS = 1_000_000
+DEFAULT_PERFETTO_MAX_EVENTS = PERFETTO_MAX_EVENTS  # why a million: profstack/analysis/perfetto_plan.py
 MB = 1_000_000
-SEVERITIES = ("critical", "warning", "info")
 
 
 def register(subparsers: Any) -> None:
@@ -130,23 +129,12 @@ def _write_atomic(path: Path, data: bytes) -> None:
 def _perfetto_outputs(
     summary: Mapping[str, Any], sources: Sequence[TraceSource], out_dir: Path
 ) -> list[tuple[TraceSource, Path]]:
-    """One trimmed trace per rank file: rank-<r>.trace.json.gz (rank-<r>.<i>.trace.json.gz for several)."""
+    """One trimmed trace per rank file, named by profstack.analysis.perfetto_plan (rank-<r>[.<i>])."""
+    from profstack.analysis.perfetto_plan import perfetto_plan
+
     by_name = {s.name: s for s in sources}
-    failed = {str(i.get("name")) for i in summary.get("inputs") or [] if i.get("status") == "failed"}
-    plan: list[tuple[TraceSource, Path]] = []
-    per_rank: dict[str, list[TraceSource]] = defaultdict(list)
-    for rank in summary.get("ranks") or []:
-        label = str(rank.get("rank", rank.get("label", "0")))
-        for name in rank.get("sources") or []:
-            src = by_name.get(str(name))
-            if src is not None and src.name not in failed and src not in per_rank[label]:
-                per_rank[label].append(src)
-    for label, srcs in per_rank.items():
-        safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)
-        for i, src in enumerate(srcs):
-            suffix = f".{i}" if len(srcs) > 1 else ""
-            plan.append((src, out_dir / f"rank-{safe}{suffix}.trace.json.gz"))
-    return plan
+    plan = perfetto_plan(summary, available=by_name.keys())
+    return [(by_name[out.source], out_dir / out.file_name) for out in plan.outputs]
 
 
 def _write_perfetto(
@@ -196,7 +184,7 @@ def _fmt_us(us: Any) -> str:
     return f"{us:.0f} µs"
 
 
-def text_summary(summary: Mapping[str, Any], outputs: Sequence[Path], seconds: float, total_bytes: int) -> str:
+def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, total_bytes: int) -> str:
     ranks = [r for r in summary.get("ranks") or [] if isinstance(r, Mapping)]
     gpu = [r for r in ranks if r.get("has_gpu")]
     status = "complete" if summary.get("complete") else "PARTIAL (some input could not be read)"
@@ -207,7 +195,7 @@ def text_summary(summary: Mapping[str, Any], outputs: Sequence[Path], seconds: f
     if not gpu:
         lines.append("GPU: no GPU activity in these traces (CPU-only)")
     else:
-        idle = [(r, (r.get("temporal_breakdown") or {}).get("idle_pct")) for r in gpu]
+        idle = [(r, r["temporal_breakdown"]["idle_pct"]) for r in gpu]
         if len(gpu) <= 8:
             lines.append(
                 "GPU idle: "
@@ -241,7 +229,7 @@ def text_summary(summary: Mapping[str, Any], outputs: Sequence[Path], seconds: f
     findings = [f for f in summary.get("findings") or [] if isinstance(f, Mapping)]
     by_sev = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
     lines.append("Findings: " + ", ".join(f"{n} {s}" for s, n in by_sev.items()))
-    ranked = sorted(findings, key=lambda f: SEVERITIES.index(f["severity"]) if f.get("severity") in SEVERITIES else 9)
+    ranked = sorted(findings, key=lambda f: severity_rank(f.get("severity")))
     for f in ranked[:5]:
         lines.append(f"  [{f.get('severity')}] {f.get('rule_id')}: {f.get('message')}")
     if outputs:
@@ -283,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
             result = analyze(sources, options, progress=progress)
         finally:
             progress.finish()
-        summary: Mapping[str, Any] = result.summary
+        summary: Summary = result.summary
         if not summary.get("ranks"):
             # Nothing usable: an error, not an empty report.
             errors = [e.message for e in result.errors] or ["no analysable trace data"]

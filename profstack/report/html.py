@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from profstack.analysis.summary import SEVERITY_ORDER, severity_rank
 from profstack.report.format import (
     count,
     dur,
@@ -27,7 +28,6 @@ from profstack.report.format import (
 from profstack.report.style import COLORS, CSS
 from profstack.report.svg import Slice, columns, donut, stacked_bar
 
-SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 MAX_RANK_DETAILS = 8
 MAX_STEP_BARS = 400
@@ -168,7 +168,7 @@ def _evidence_label(key: str) -> str:
 
 def _findings(summary: Mapping[str, Any]) -> str:
     findings = [f for f in (get(summary, "findings") or []) if isinstance(f, Mapping)]
-    findings.sort(key=lambda f: SEVERITY_ORDER.get(str(get(f, "severity")), 9))
+    findings.sort(key=lambda f: severity_rank(get(f, "severity")))
     counts = {s: sum(1 for f in findings if get(f, "severity") == s) for s in SEVERITY_ORDER}
     tally = " · ".join(f"{n} {s}{'s' if s == 'warning' and n != 1 else ''}" for s, n in counts.items() if n)
     head = f'<h2>Findings <span class="hint">{esc(tally) if tally else ""}</span></h2>'
@@ -224,7 +224,7 @@ def _overview(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]]) -> str
     kernels = sum(num(get(r, "counts", "gpu_kernels")) or 0 for r in gpu)
     dl = _mean(num(get(r, "dataloader", "share_pct")) for r in ranks)
     findings = get(summary, "findings") or []
-    worst = min((SEVERITY_ORDER.get(str(get(f, "severity")), 9) for f in findings), default=9)
+    worst = min((severity_rank(get(f, "severity")) for f in findings), default=9)
 
     def kpi(value: str, label: str, cls: str = "") -> str:
         return f'<div class="kpi {cls}"><div class="v">{esc(value)}</div><div class="l">{esc(label)}</div></div>'

@@ -160,3 +160,96 @@ def test_app_exits_non_zero_with_one_line_and_no_traceback(tmp_path: Path) -> No
         f"profstack: invalid config: {bad}: users[0].email: 'nope' is not a valid e-mail address"
     ]
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def _with_thresholds(thresholds: dict[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(_example())
+    data.setdefault("processing", {})["rule_thresholds"] = thresholds
+    return data
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "expected"),
+    [
+        pytest.param(
+            {"low_gpu_util_busy_pc": 60},
+            r"^config: processing\.rule_thresholds: unknown rule threshold\(s\) low_gpu_util_busy_pc; valid: ",
+            id="mistyped-rule-name",
+        ),
+        pytest.param(
+            {"low_gpu_util_busy_pct": "sixty"},
+            r"^config: processing\.rule_thresholds: rule threshold low_gpu_util_busy_pct must be a number, "
+            r"got 'sixty'$",
+            id="not-a-number",
+        ),
+        pytest.param(
+            {"step_outlier_sigma": -1},
+            r"^config: processing\.rule_thresholds: rule threshold step_outlier_sigma must be a finite number >= 0",
+            id="negative",
+        ),
+        pytest.param(
+            {"straggler_pct": float("nan")},
+            r"^config: processing\.rule_thresholds: rule threshold straggler_pct must be a finite number >= 0",
+            id="nan",
+        ),
+    ],
+)
+def test_bad_rule_threshold_fails_the_config_check_in_one_line(thresholds: dict[str, Any], expected: str) -> None:
+    # GIVEN processing.rule_thresholds with a typo or a bad value WHEN the config is checked
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_with_thresholds(thresholds))
+    # THEN one line names the field and the problem (before: accepted here, then every job failed into the DLQ)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert __import__("re").search(expected, message), message
+
+
+def test_known_rule_thresholds_pass_the_config_check_unchanged() -> None:
+    # GIVEN valid overrides WHEN parsed THEN they are kept as given (the Lambda's RULE_THRESHOLDS env)
+    config = parse_config(_with_thresholds({"low_gpu_util_busy_pct": 60, "step_outlier_sigma": 2.5}))
+    assert config.processing.rule_thresholds == {"low_gpu_util_busy_pct": 60.0, "step_outlier_sigma": 2.5}
+
+
+def test_schema_lists_exactly_the_engines_rule_thresholds() -> None:
+    # GIVEN the editor schema WHEN compared to the engine's typed thresholds THEN the names agree
+    from profstack.analysis.options import RuleThresholds
+
+    node = ProfStackConfig.model_json_schema()["$defs"]["Processing"]["properties"]["rule_thresholds"]
+    assert sorted(node["properties"]) == sorted(RuleThresholds.names())
+    assert node["additionalProperties"] is False
+
+
+def test_config_check_command_rejects_a_mistyped_rule_threshold(tmp_path: Path) -> None:
+    # GIVEN a config file with a mistyped rule threshold WHEN `python -m profstack.config --check` runs
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_with_thresholds({"sync_time_pc": 3})))
+    result = subprocess.run(
+        [sys.executable, "-m", "profstack.config", "--check", str(bad)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    # THEN exit 1 with one line naming the field, and no traceback
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(
+        f"profstack: invalid config: {bad}: processing.rule_thresholds: unknown rule threshold(s) sync_time_pc"
+    )
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_app_rejects_a_bad_rule_threshold_value_in_one_line(tmp_path: Path) -> None:
+    # GIVEN a config with a non-numeric rule threshold WHEN app.py runs (as `cdk synth` runs it)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_with_thresholds({"memcpy_time_pct": "ten"})))
+    result = _run_app(bad)
+    # THEN it exits non-zero with exactly one line naming the field, and no traceback
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"profstack: invalid config: {bad}: processing.rule_thresholds: "
+        "rule threshold memcpy_time_pct must be a number, got 'ten'"
+    ]
+    assert "Traceback" not in result.stderr + result.stdout

@@ -1,0 +1,89 @@
+"""Per-kernel statistics (top kernels by time and by count), precision mix and occupancy / Tensor Cores."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from profstack.analysis import classify
+from profstack.analysis.analyzers.time_breakdown import COMP_IDX
+from profstack.analysis.analyzers.view import RankView
+from profstack.analysis.stats import pct, pct_or_none, r2
+from profstack.analysis.summary import KernelStat, Occupancy, PrecisionShare
+
+
+def _kstat(v: RankView, nid: int, st: list[float]) -> KernelStat:
+    n = int(st[0])
+    mean = st[1] / n
+    var = (st[2] - n * mean * mean) / (n - 1) if n > 1 else 0.0
+    name = v.names[nid]
+    ktype = classify.kernel_type(name)
+    return {
+        "name": name,
+        "kernel_type": ktype,
+        # Precision describes math; a NCCL int8 reduction or a memcpy has none worth reporting.
+        "precision": classify.precision_of(name) if ktype == classify.COMPUTATION else "n/a",
+        "count": n,
+        "total_us": r2(st[1]),
+        "mean_us": r2(mean),
+        "min_us": r2(st[3]),
+        "max_us": r2(st[4]),
+        "std_us": r2(math.sqrt(max(var, 0.0))),
+        "pct_of_gpu_op_time": pct(st[1], sum(v.acc.time_by_kind)),
+    }
+
+
+def top_kernels_by_time(v: RankView, top_k: int) -> list[KernelStat]:
+    names = v.names
+    by_time = sorted(v.acc.kstats.items(), key=lambda kv: (-kv[1][1], names[kv[0]]))[:top_k]
+    return [_kstat(v, nid, st) for nid, st in by_time]
+
+
+def top_kernels_by_count(v: RankView, top_k: int) -> list[KernelStat]:
+    names = v.names
+    by_count = sorted(v.acc.kstats.items(), key=lambda kv: (-kv[1][0], -kv[1][1], names[kv[0]]))[:top_k]
+    return [_kstat(v, nid, st) for nid, st in by_count]
+
+
+@dataclass(frozen=True)
+class ComputeKernels:
+    """Precision and Tensor Core use of computation kernels (not NCCL or memory)."""
+
+    precision: list[PrecisionShare]
+    tensor_core_time_us: float
+    kernel_time_us: float
+
+
+def compute_kernels(v: RankView) -> ComputeKernels:
+    acc, names = v.acc, v.names
+    kstats, type_cache, kernel_ids = acc.kstats, acc.type_cache, acc.kernel_ids
+    prec: dict[str, list[float]] = {p: [0, 0.0] for p in classify.PRECISIONS}
+    tc_time = 0.0
+    comp_kernel_time = 0.0
+    for nid, st in kstats.items():
+        # Precision and Tensor Core use are properties of computation kernels only (not NCCL or memory).
+        if nid not in kernel_ids or type_cache.get(nid) != COMP_IDX:
+            continue
+        name = names[nid]
+        p = prec[classify.precision_of(name)]
+        p[0] += st[0]
+        p[1] += st[1]
+        comp_kernel_time += st[1]
+        if classify.uses_tensor_cores(name):
+            tc_time += st[1]
+    precision: list[PrecisionShare] = [
+        {"precision": p, "count": int(val[0]), "time_us": r2(val[1]), "pct": pct(val[1], comp_kernel_time)}
+        for p, val in prec.items()
+        if val[0]
+    ]
+    return ComputeKernels(precision, tc_time, comp_kernel_time)
+
+
+def occupancy(v: RankView, ck: ComputeKernels) -> Occupancy:
+    acc = v.acc
+    return {
+        "kernels_with_occupancy": acc.n_occ,
+        "weighted_mean_occupancy_pct": r2(acc.occ_w / acc.occ_t) if acc.occ_t > 0 else None,
+        "tensor_core_time_us": r2(ck.tensor_core_time_us),
+        "tensor_core_pct_of_compute": pct_or_none(ck.tensor_core_time_us, ck.kernel_time_us),
+    }

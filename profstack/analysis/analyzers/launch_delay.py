@@ -1,0 +1,31 @@
+"""Launch delay: from the CPU launch call to the kernel's start on the GPU (p50 / p95 / p99, cutoffs)."""
+
+from __future__ import annotations
+
+from profstack.analysis.analyzers.view import RankView
+from profstack.analysis.options import LAUNCH_DELAY_CUTOFFS_US
+from profstack.analysis.stats import HIST_EDGES_US, pct, r2
+from profstack.analysis.summary import LaunchDelay
+
+
+def launch_delay(v: RankView) -> LaunchDelay:
+    """The delays were collected during the GPU pass (``gpu.GpuAccumulator.delays``, a bounded
+    ``sketch.DelayDistribution``); this reads their summary: exact quantiles up to 65,536 launches, a
+    sketch with a stated error bound above."""
+    acc = v.acc
+    ld = acc.delays.summary()
+    return {
+        "count": ld.count,
+        "mean_us": r2(ld.mean),
+        "p50_us": r2(ld.p50),
+        "p95_us": r2(ld.p95),
+        "p99_us": r2(ld.p99),
+        "max_us": r2(ld.max),
+        "quantiles": ld.method,
+        "over_cutoffs": [
+            {"cutoff_us": c, "count": k, "pct": pct(k, ld.count)}
+            for c, k in zip(LAUNCH_DELAY_CUTOFFS_US, ld.over, strict=True)
+        ],
+        "histogram": {"edges_us": [float(e) for e in HIST_EDGES_US], "counts": ld.hist},
+        "cpu_launch_mean_us": r2(acc.launch_cpu_sum / acc.launch_cpu_n) if acc.launch_cpu_n else None,
+    }

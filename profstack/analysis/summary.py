@@ -1,0 +1,464 @@
+"""The analysis summary as typed structures: the one contract of rules, report, CLI, Lambda and fan-out merge.
+
+A summary is plain JSON (dicts and lists), so these are TypedDicts: they cost nothing at run time and the
+bytes written are exactly the dicts built. ``summary.schema.json`` (next to this file) is the published JSON
+Schema of the same structure; ``tests/unit/analysis/test_summary_types.py`` fails when a field is added to,
+removed from or made optional in one and not the other.
+
+Layout (top down): :class:`Summary` -> ``ranks`` (:class:`RankSummary`, one section per analyzer in
+``profstack/analysis/analyzers/``) -> ``cross_rank`` (:class:`CrossRank`) -> ``findings`` (:class:`Finding`).
+Also here: the schema version, the one severity order, and the "UnreadableTraceFiles" finding that both the
+engine and the fan-out merge add when an input could not be read completely.
+"""
+
+# No `from __future__ import annotations`: TypedDict needs real annotations to see NotRequired (3.11).
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from typing import Any, Literal, NotRequired, TypedDict
+
+SUMMARY_SCHEMA_VERSION = "1.1"
+
+Severity = Literal["critical", "warning", "info"]
+#: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
+SEVERITIES: tuple[Severity, ...] = ("critical", "warning", "info")
+SEVERITY_ORDER: Mapping[str, int] = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def severity_rank(severity: object) -> int:
+    """Sort key of a severity: 0 for critical ... and after every known one for anything else."""
+    return SEVERITY_ORDER.get(str(severity), 9)
+
+
+@cache
+def _schema_text() -> str:
+    return resources.files("profstack.analysis").joinpath("summary.schema.json").read_text(encoding="utf-8")
+
+
+def summary_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) every summary validates against."""
+    schema: dict[str, Any] = json.loads(_schema_text())
+    return schema
+
+
+# ------------------------------------------------------------------------------------------ shared pieces
+
+
+class Histogram(TypedDict):
+    edges_us: list[float]
+    counts: list[int]
+
+
+class NameStat(TypedDict):
+    name: str
+    count: int
+    total_us: float
+
+
+class AnnotationStat(TypedDict):
+    name: str
+    count: int
+    total_us: float
+    mean_us: float
+    max_us: float
+    histogram: Histogram
+
+
+class KernelStat(TypedDict):
+    name: str
+    kernel_type: str
+    precision: str
+    count: int
+    total_us: float
+    mean_us: float
+    min_us: float
+    max_us: float
+    std_us: float
+    pct_of_gpu_op_time: float
+
+
+class ErrorEntry(TypedDict):
+    source: str
+    error_type: str
+    message: str
+    fatal: bool
+
+
+class Finding(TypedDict):
+    rule_id: str
+    severity: Severity
+    message: str
+    evidence: dict[str, Any]
+    recommendation: str
+    ranks: list[int]
+
+
+# ------------------------------------------------------------------------------------------ one rank
+
+
+class Device(TypedDict):
+    name: str
+    total_global_mem_bytes: int | None
+    num_sms: int | None
+    compute_capability: str | None
+
+
+class Distributed(TypedDict):
+    world_size: int | None
+    backend: str | None
+
+
+class Counts(TypedDict):
+    events: int
+    gpu_kernels: int
+    gpu_memcpy: int
+    gpu_memset: int
+    gpu_ops_analyzed: int
+    cpu_ops: int
+    runtime_calls: int
+    invalid_events: int
+
+
+class Window(TypedDict):
+    start_us: float | None
+    end_us: float | None
+    duration_us: float
+    steps: list[int]
+    last_step_dropped: bool
+
+
+class TemporalBreakdown(TypedDict):
+    gpu_span_us: float
+    idle_time_us: float
+    compute_time_us: float
+    non_compute_time_us: float
+    idle_pct: float
+    compute_pct: float
+    non_compute_pct: float
+
+
+class StreamIdle(TypedDict):
+    stream: int
+    host_wait_us: float
+    kernel_wait_us: float
+    other_us: float
+
+
+class IdleBreakdown(TypedDict):
+    host_wait_us: float
+    kernel_wait_us: float
+    other_us: float
+    host_wait_pct: float
+    kernel_wait_pct: float
+    other_pct: float
+    consecutive_kernel_delay_us: float
+    per_stream: list[StreamIdle]
+
+
+class GpuActivity(TypedDict):
+    kernel_time_us: float
+    memcpy_time_us: float
+    memset_time_us: float
+    sync_time_us: float
+    kernel_pct: float
+    memcpy_pct: float
+    memset_pct: float
+    sync_pct: float
+
+
+class KernelTypeShare(TypedDict):
+    kernel_type: str
+    time_us: float
+    pct: float
+
+
+class PrecisionShare(TypedDict):
+    precision: str
+    count: int
+    time_us: float
+    pct: float
+
+
+class CutoffCount(TypedDict):
+    cutoff_us: float
+    count: int
+    pct: float
+
+
+class LaunchDelay(TypedDict):
+    count: int
+    mean_us: float | None
+    p50_us: float | None
+    p95_us: float | None
+    p99_us: float | None
+    max_us: float | None
+    quantiles: NotRequired[str]
+    over_cutoffs: list[CutoffCount]
+    histogram: Histogram
+    cpu_launch_mean_us: float | None
+
+
+class Sync(TypedDict):
+    calls: int
+    time_us: float
+    gpu_events: int
+    gpu_time_us: float
+    by_name: list[NameStat]
+
+
+class MemcpyDirection(TypedDict):
+    direction: str
+    count: int
+    bytes: int
+    time_us: float
+    bandwidth_gbps: float | None
+
+
+class Memset(TypedDict):
+    count: int
+    bytes: int
+    time_us: float
+    bandwidth_gbps: float | None
+
+
+class MemoryOps(TypedDict):
+    memcpy: list[MemcpyDirection]
+    memset: Memset
+
+
+class StepOutlier(TypedDict):
+    step: int
+    duration_us: float
+
+
+class StepDuration(TypedDict):
+    step: int
+    start_us: float
+    duration_us: float
+
+
+class Steps(TypedDict):
+    count: int
+    mean_us: float | None
+    p50_us: float | None
+    p95_us: float | None
+    max_us: float | None
+    min_us: float | None
+    std_us: float | None
+    outlier_sigma: float
+    outlier_threshold_us: float | None
+    outliers: list[StepOutlier]
+    durations: list[StepDuration]
+    histogram: Histogram
+
+
+class DataLoader(TypedDict):
+    time_us: float
+    step_time_us: float
+    share_pct: float | None
+    events: int
+
+
+class Annotations(TypedDict):
+    cpu: list[AnnotationStat]
+    gpu: list[AnnotationStat]
+
+
+class Communication(TypedDict):
+    kernel_count: int
+    comm_time_us: float
+    compute_time_us: float
+    overlap_time_us: float
+    overlap_pct_of_comm: float | None
+    comm_pct_of_span: float | None
+
+
+class Occupancy(TypedDict):
+    kernels_with_occupancy: int
+    weighted_mean_occupancy_pct: float | None
+    tensor_core_time_us: float
+    tensor_core_pct_of_compute: float | None
+
+
+class GpuAnalysis(TypedDict):
+    mode: str
+    reason: str | None
+
+
+class RankSummary(TypedDict):
+    """``$defs/rank``: one rank (or one file of a rank whose files were analysed apart)."""
+
+    rank: int
+    label: str
+    sources: list[str]
+    complete: bool
+    gpu_analysis: NotRequired[GpuAnalysis]
+    has_gpu: bool
+    device: Device | None
+    distributed: Distributed | None
+    counts: Counts
+    window: Window
+    temporal_breakdown: TemporalBreakdown
+    idle_breakdown: IdleBreakdown
+    gpu_activity: GpuActivity
+    kernel_types: list[KernelTypeShare]
+    top_kernels_by_time: list[KernelStat]
+    top_kernels_by_count: list[KernelStat]
+    distinct_kernels: int
+    precision: list[PrecisionShare]
+    launch_delay: LaunchDelay
+    sync: Sync
+    memory_ops: MemoryOps
+    steps: Steps
+    dataloader: DataLoader
+    annotations: Annotations
+    communication: Communication
+    occupancy: Occupancy
+    top_cpu_ops: list[NameStat]
+
+
+# ------------------------------------------------------------------------------------------ across ranks
+
+
+class CrossRankRow(TypedDict):
+    rank: int
+    label: str
+    step_mean_us: float | None
+    gpu_busy_pct: float | None
+    idle_pct: float | None
+    compute_time_us: float
+    comm_time_us: float
+    gpu_span_us: float
+
+
+class Straggler(TypedDict):
+    rank: int
+    label: str
+    metric: str
+    value: float
+    median: float
+    deviation_pct: float
+
+
+class LoadBalance(TypedDict):
+    metric: str
+    min: float | None
+    max: float | None
+    mean: float | None
+    spread_pct: float | None
+    cv: float | None
+
+
+class CrossRankResult(TypedDict):
+    """What ``rules.cross_rank`` computes from the table."""
+
+    stragglers: list[Straggler]
+    load_balance: LoadBalance
+
+
+class CrossRank(TypedDict):
+    rank_count: int
+    table: list[CrossRankRow]
+    stragglers: list[Straggler]
+    load_balance: LoadBalance
+
+
+# ------------------------------------------------------------------------------------------ the summary
+
+
+class Generator(TypedDict):
+    name: str
+    version: str
+
+
+class Options(TypedDict):
+    top_k: int
+    steps: list[int] | None
+    include_last_step: bool
+    merge_rank_files: bool
+    rule_thresholds: dict[str, float]
+
+
+class InputEntry(TypedDict):
+    name: str
+    #: None only for a fan-out file whose partial never arrived (the schema says integer)
+    rank: int | None
+    rank_source: str
+    size_bytes: int | None
+    status: Literal["ok", "partial", "failed"]
+    events: int
+    error: ErrorEntry | None
+
+
+class Summary(TypedDict):
+    """The whole ``summary.json`` (schema ``summary.schema.json``)."""
+
+    schema_version: str
+    generator: Generator
+    complete: bool
+    options: Options
+    inputs: list[InputEntry]
+    errors: list[ErrorEntry]
+    warnings: NotRequired[list[ErrorEntry]]
+    rank_files_merged: bool
+    ranks: list[RankSummary]
+    cross_rank: CrossRank
+    findings: list[Finding]
+
+
+# ------------------------------------------------------------------------------------------ assembly helpers
+
+
+def cross_rank_row(r: RankSummary) -> CrossRankRow:
+    """One rank's row of the cross-rank table."""
+    tb = r["temporal_breakdown"]
+    return {
+        "rank": r["rank"],
+        "label": r["label"],
+        "step_mean_us": r["steps"]["mean_us"],
+        "gpu_busy_pct": round(100.0 - tb["idle_pct"], 3) if tb["gpu_span_us"] else None,
+        "idle_pct": tb["idle_pct"] if tb["gpu_span_us"] else None,
+        "compute_time_us": tb["compute_time_us"],
+        "comm_time_us": r["communication"]["comm_time_us"],
+        "gpu_span_us": tb["gpu_span_us"],
+    }
+
+
+def cross_rank_section(rows: list[CrossRankRow], result: CrossRankResult) -> CrossRank:
+    return {
+        "rank_count": len({row["rank"] for row in rows}),
+        "table": rows,
+        "stragglers": result["stragglers"],
+        "load_balance": result["load_balance"],
+    }
+
+
+UNREADABLE_RULE_ID = "UnreadableTraceFiles"
+_UNREADABLE = frozenset({"failed", "partial"})
+
+
+def unreadable_inputs(inputs: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Names of the inputs that could not be read (failed) or were read only in part (partial)."""
+    return [str(i.get("name")) for i in inputs if i.get("status") in _UNREADABLE]
+
+
+def unreadable_finding(inputs: Sequence[Mapping[str, Any]]) -> Finding | None:
+    """The "UnreadableTraceFiles" finding for these inputs, or None when every input was read whole.
+
+    It goes first in ``findings`` (whatever its severity): the report must say up front that it covers only
+    what could be read. Both the engine (``analyze``) and the fan-out merge (``merge_partials``) add it."""
+    bad = [i for i in inputs if i.get("status") in _UNREADABLE]
+    if not bad:
+        return None
+    reasons = {str(i.get("name")): str((i.get("error") or {}).get("message", i.get("status"))) for i in bad}
+    return {
+        "rule_id": UNREADABLE_RULE_ID,
+        "severity": "warning",
+        "message": f"{len(bad)} of {len(inputs)} trace files could not be read completely; "
+        "the report covers what could be read",
+        "evidence": {"files": reasons},
+        "recommendation": "Check that the profiler finished writing these files (a job stopped "
+        "mid-write leaves truncated JSON), then re-run `profstack analyze` on them.",
+        "ranks": [],
+    }
