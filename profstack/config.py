@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal, TextIO
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from profstack.tensorboard.names import DOMAIN_ID_PATTERN
+
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
 
 # Regions where the SageMaker docs list managed TensorBoard (docs/platform-facts.md A2).
@@ -170,7 +172,7 @@ class ImportDomain(_Model):
     """Use an existing SageMaker domain."""
 
     mode: Literal["import"]
-    domain_id: Annotated[str, Field(pattern=r"^d-[a-z0-9]{12}$", description="e.g. d-abcdef123456")]
+    domain_id: Annotated[str, Field(pattern=DOMAIN_ID_PATTERN, description="e.g. d-abcdef123456")]
 
 
 class TensorBoard(_Model):

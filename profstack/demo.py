@@ -445,13 +445,10 @@ def _invoke_handler(env: dict[str, str], event: dict[str, Any]) -> tuple[dict[st
     os.environ.update(env)
     buffer = io.StringIO()
     try:
-        from lambdas.trace_processor import handler, runtime
+        from lambdas.trace_processor import handler, runtime, telemetry
 
         runtime.reset()
-        handler._idempotency.cache_clear()
-        import logging
-
-        for log_handler in logging.getLogger(handler.logger.service).handlers:
+        for log_handler in logging.getLogger(telemetry.logger.service).handlers:
             if isinstance(log_handler, logging.StreamHandler):
                 log_handler.stream = buffer
         context = _Context(aws_request_id=str(uuid.uuid4()), deadline=time.monotonic() + 900)

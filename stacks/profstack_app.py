@@ -8,7 +8,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from profstack.config import ProfStackConfig
-from profstack.studio import tensorboard_stack_name
+from profstack.tensorboard.names import tensorboard_stack_name
 from stacks.processing_stack import ProcessingStack
 from stacks.storage_stack import StorageStack
 from stacks.tensorboard_stack import TensorBoardStack, log_retention_for

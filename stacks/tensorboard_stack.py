@@ -18,7 +18,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from profstack.config import CreateDomain, ImportDomain, TensorBoard, User
-from profstack.studio import DOMAIN_ID_OUTPUT
+from profstack.tensorboard.names import DOMAIN_ID_OUTPUT
 from stacks.components.idle_reaper import IdleReaper
 from stacks.components.sagemaker_domain import StudioDomain
 from stacks.components.tensorboard_app import TensorBoardApp, TensorBoardAppProvider

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
 
-from profstack.studio import APP_TYPE
-from profstack.studio_apps import IN_SERVICE, delete_app, describe_app, error_code
+from profstack.tensorboard.apps import IN_SERVICE, delete_app, describe_app, error_code
+from profstack.tensorboard.names import APP_TYPE
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient

@@ -9,7 +9,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.trace_processor import runtime
 from lambdas.trace_processor.fanout import aggregate
-from lambdas.trace_processor.handler import publish_metrics
+from lambdas.trace_processor.telemetry import publish_metrics
 
 logger = Logger()
 metrics = Metrics()

@@ -20,14 +20,13 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from profstack.cli import CliError
+from profstack.perfetto import MAX_EVENTS
 
 if TYPE_CHECKING:
     from profstack.analysis import TraceSource
 
 FORMATS = ("json", "html", "perfetto")
-#: A trimmed trace meant for a viewer must stay well under ~500 MB of JSON (docs/platform-facts.md); Kineto
-#: events average ~200-250 bytes, so one million events is ~250 MB before gzip.
-DEFAULT_PERFETTO_MAX_EVENTS = 1_000_000
+DEFAULT_PERFETTO_MAX_EVENTS = MAX_EVENTS
 MB = 1_000_000
 SEVERITIES = ("critical", "warning", "info")
 

@@ -13,7 +13,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from profstack.config import TensorBoard
-from profstack.studio import app_arn_patterns, user_profile_name
+from profstack.tensorboard.names import app_arn_patterns, user_profile_name
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline

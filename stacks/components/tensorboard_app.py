@@ -16,7 +16,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from profstack.studio import APP_NAME, app_arn_patterns, user_profile_name
+from profstack.tensorboard.names import APP_NAME, app_arn_patterns, user_profile_name
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline, iam5_resource
 from stacks.components.python_function import PowertoolsSettings, ProfStackFunction

@@ -15,8 +15,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from lambdas.trace_processor.metric_names import NAMESPACE
 from profstack.config import LOG_RETENTION_DAYS, Processing
+from profstack.metric_names import NAMESPACE
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline

@@ -49,13 +49,11 @@ def fanout_plane(aws_credentials: None, traces_dir: Path) -> Iterator[tuple[Data
             STATE_MACHINE_ARN=machine,
         )
         with patched_environ(environ):
-            from lambdas.trace_processor import handler, runtime
+            from lambdas.trace_processor import runtime
 
             runtime.reset()
-            handler._idempotency.cache_clear()
             yield plane, sfn
             runtime.reset()
-            handler._idempotency.cache_clear()
 
 
 def _setup_job(plane: DataPlane, traces_dir: Path, job: str) -> None:
@@ -69,7 +67,7 @@ def test_big_job_fans_out_once_and_the_aggregate_builds_the_job_report(
     fanout_plane: tuple[DataPlane, Any], traces_dir: Path
 ) -> None:
     from lambdas.trace_processor import handler, runtime
-    from lambdas.trace_processor.logic import process_job
+    from lambdas.trace_processor.pipeline import process_job
 
     plane, sfn = fanout_plane
     job = "big-job"

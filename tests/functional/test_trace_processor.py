@@ -20,9 +20,9 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from lambdas.trace_processor import metric_names as m
 from lambdas.trace_processor.tfevents import read_event_file
 from profstack import layout
+from profstack import metric_names as m
 from profstack.local_emf import publish_emf
 from tests.functional.processing_support import (
     TRACE_BUCKET,
@@ -64,10 +64,8 @@ def plane(aws_credentials: None, traces_dir: Path, capsys: pytest.CaptureFixture
                 if isinstance(log_handler, logging.StreamHandler):
                     log_handler.stream = _CurrentStdout()
             runtime.reset()
-            handler._idempotency.cache_clear()
             yield data_plane
             runtime.reset()
-            handler._idempotency.cache_clear()
 
 
 def _tb_key(job: str, name: str) -> str:
@@ -259,13 +257,13 @@ def test_redelivery_after_a_timeout_takes_over_the_expired_in_progress_record(
     plane: DataPlane, traces_dir: Path
 ) -> None:
     # GIVEN an invocation that timed out mid-job: its idempotency record is INPROGRESS, in-progress expiry passed
-    from lambdas.trace_processor import handler
+    from lambdas.trace_processor import handler, runtime
 
     job = "timeout-job"
     register_training_job(plane, job)
     upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
     record = sqs_record(job_event(job))
-    config, store = handler._idempotency()
+    config, store = runtime.idempotency()
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     # Let Powertools compute the exact key it would use, by running once and reading the record back.
     assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == []

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import ClientError
 
-from profstack.studio import APP_NAME, APP_TYPE
+from profstack.tensorboard.names import APP_NAME, APP_TYPE
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
