@@ -55,6 +55,7 @@ class IdleReaper(Construct):
         role = self.function.role
         # sagemaker:ListApps supports no resource type (docs/platform-facts.md A4).
         role.add_to_principal_policy(no_resource_type_statement(["sagemaker:ListApps"]))
+        acknowledge(role, "AwsSolutions-IAM5[Resource::*]", "Only sagemaker:ListApps, which supports no resource type.")
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["sagemaker:DescribeApp", "sagemaker:DeleteApp"],

@@ -145,8 +145,8 @@ class TensorBoardAppProvider(Construct):
             acknowledge(
                 framework_function,
                 "Serverless-LambdaTracing",
-                "CDK custom-resource framework function that only relays events; the ProfStack "
-                "on_event and is_complete functions doing the SageMaker calls are traced with X-Ray.",
+                "CDK custom-resource framework function that only relays events; ProfStack functions "
+                "use no X-Ray either (stacks/components/python_function.py): logs carry every step.",
             )
         waiter = framework.find_child("waiter-state-machine")
         for fn_id in ("framework-isComplete", "framework-onTimeout"):
@@ -166,7 +166,8 @@ class TensorBoardAppProvider(Construct):
             acknowledge(
                 waiter,
                 rule,
-                "CDK's provider waiter only polls is_complete; the ProfStack functions it calls are traced with X-Ray.",
+                "CDK's provider waiter only polls is_complete, which logs every poll with its decision; "
+                "CloudFormation events record the outcome.",
             )
 
 

@@ -44,7 +44,8 @@ def lifecycle_rules(retention: Retention, legacy: Legacy) -> list[s3.LifecycleRu
             prefix=REPORTS_PREFIX,
             expiration=cdk.Duration.days(retention.reports_expire_after_days),
         ),
-        # A prefix rule cannot match <output>/<job>/rule-output/ (no wildcards, docs/platform-facts.md A7): expire by tag.
+        # A prefix rule cannot match <output>/<job>/rule-output/ (no wildcards, docs/platform-facts.md A7):
+        # expire by tag.
         s3.LifecycleRule(
             id="legacy-rule-output",
             tag_filters={tag_key: tag_value},
