@@ -44,7 +44,7 @@ format: $(STAMPS)/venv  ## apply ruff fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-typecheck: $(STAMPS)/venv  ## mypy --strict on profstack/ and lambdas/
+typecheck: $(STAMPS)/venv  ## mypy --strict on profstack/, lambdas/, stacks/, demo/ and app.py
 	$(BIN)/mypy
 
 test: install lint typecheck  ## lint, type-check and run the whole test suite

@@ -27,6 +27,7 @@ import socket
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,6 +186,9 @@ def emulator() -> Iterator[str]:
     server.start()
     endpoint = f"http://localhost:{port}"
     try:
+        # moto keeps its backends per process: start empty even when a process runs the demo twice (tests).
+        reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 - http://localhost
+        urllib.request.urlopen(reset, timeout=30).close()  # noqa: S310 - our own localhost server
         with patched_environ({**_FAKE_ENV, "AWS_ENDPOINT_URL": endpoint}):
             yield endpoint
     finally:
@@ -301,6 +305,47 @@ def processor_environment(templates: dict[str, dict[str, Any]], plane: DataPlane
     raise DemoError("no trace-processor function in the synthesized templates")
 
 
+def _deliver_event(sqs: Any, plane: DataPlane, *, job: str, user: str) -> list[dict[str, Any]]:
+    """Put the job-completed event on EventBridge; return what the rule delivered to the queue."""
+    import boto3
+
+    put = boto3.client("events").put_events(
+        Entries=[
+            {
+                "Source": "aws.sagemaker",
+                "DetailType": "SageMaker Training Job State Change",
+                "Detail": json.dumps(job_event_detail(job, user, plane.bucket)),
+                "Resources": [f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{job}"],
+            }
+        ]
+    )
+    if put["FailedEntryCount"]:
+        raise DemoError(f"EventBridge rejected the event: {put['Entries']}")
+    got = sqs.receive_message(
+        QueueUrl=plane.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=2, AttributeNames=["All"]
+    )
+    messages: list[dict[str, Any]] = got.get("Messages", [])
+    if not messages:
+        raise DemoError("the rule did not deliver the event to the queue")
+    return messages
+
+
+def _process(sqs: Any, plane: DataPlane, env: dict[str, str], messages: list[dict[str, Any]]) -> list[str]:
+    """Run the handler on the messages as the event-source mapping would (successes deleted); its log lines."""
+    queue_arn = sqs.get_queue_attributes(QueueUrl=plane.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    response, logs = _invoke_handler(env, sqs_event_from_messages(messages, queue_arn))
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    for msg in messages:
+        if msg["MessageId"] not in failed:
+            sqs.delete_message(QueueUrl=plane.queue_url, ReceiptHandle=msg["ReceiptHandle"])
+    if failed:
+        reasons = [line for line in logs if '"reason"' in line]
+        raise DemoError(f"processing failed: {reasons[-1][:500] if reasons else 'see logs'}")
+    return logs
+
+
 def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path) -> int:
     started = time.monotonic()
     from profstack.config import load_config
@@ -334,38 +379,9 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
         folder = keys[0].rsplit("/", 1)[0]
         _say(f"training job {job} (user {user}) with {len(keys)} rank traces under s3://{plane.bucket}/{folder}/")
 
-        events = boto3.client("events")
-        put = events.put_events(
-            Entries=[
-                {
-                    "Source": "aws.sagemaker",
-                    "DetailType": "SageMaker Training Job State Change",
-                    "Detail": json.dumps(job_event_detail(job, user, plane.bucket)),
-                    "Resources": [f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{job}"],
-                }
-            ]
-        )
-        if put["FailedEntryCount"]:
-            raise DemoError(f"EventBridge rejected the event: {put['Entries']}")
-        got = sqs.receive_message(
-            QueueUrl=plane.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=2, AttributeNames=["All"]
-        )
-        messages = got.get("Messages", [])
-        if not messages:
-            raise DemoError("the rule did not deliver the event to the queue")
+        messages = _deliver_event(sqs, plane, job=job, user=user)
         _say(f"EventBridge rule -> SQS delivered {len(messages)} message(s); running the processor handler")
-
-        queue_arn = sqs.get_queue_attributes(QueueUrl=plane.queue_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        response, logs = _invoke_handler(env, sqs_event_from_messages(messages, queue_arn))
-        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-        for msg in messages:
-            if msg["MessageId"] not in failed:
-                sqs.delete_message(QueueUrl=plane.queue_url, ReceiptHandle=msg["ReceiptHandle"])
-        if failed:
-            reasons = [line for line in logs if '"reason"' in line]
-            raise DemoError(f"processing failed: {reasons[-1][:500] if reasons else 'see logs'}")
+        logs = _process(sqs, plane, env, messages)
 
         from demo.local_emf import publish_emf
 
