@@ -299,7 +299,6 @@ def processor_environment(templates: dict[str, dict[str, Any]], plane: DataPlane
                     IDEMPOTENCY_TABLE=plane.table,
                     TOPIC_ARN=plane.topic_arn,
                     STATE_MACHINE_ARN="",  # two small files stay below the fan-out thresholds
-                    POWERTOOLS_TRACE_DISABLED="1",
                 )
                 return env
     raise DemoError("no trace-processor function in the synthesized templates")

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from profstack import metric_names as m
+from lambdas.trace_processor import metric_names as m
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 
 SEVERITY_ORDER = {"critical": 0, "warning": 1, "info": 2}

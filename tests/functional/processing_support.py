@@ -69,7 +69,6 @@ def processor_environ(topic_arn: str, **overrides: str) -> dict[str, str]:
         "RULE_THRESHOLDS": "{}",
         "POWERTOOLS_SERVICE_NAME": "profstack-trace-processor",
         "POWERTOOLS_METRICS_NAMESPACE": "ProfStack",
-        "POWERTOOLS_TRACE_DISABLED": "1",
     }
     env.update(overrides)
     return env
