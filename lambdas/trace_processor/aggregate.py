@@ -11,6 +11,7 @@ from lambdas.trace_processor import runtime
 from lambdas.trace_processor.fanout import aggregate
 from lambdas.trace_processor.telemetry import publish_metrics
 
+runtime.env()  # cold start: a bad deployment fails here, loudly
 logger = Logger()
 metrics = Metrics()
 

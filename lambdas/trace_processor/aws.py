@@ -11,6 +11,8 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
+from profstack.legacy_tagging import merge_object_tag
+
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
@@ -269,3 +271,8 @@ def publish(sns: SNSClient, *, topic_arn: str, subject: str, message: str, attri
         Message=message,
         MessageAttributes={name: {"DataType": "String", "StringValue": value} for name, value in attributes.items()},
     )
+
+
+def add_object_tag(s3: S3Client, obj: S3Object, key: str, value: str) -> bool:
+    """Merge one tag into the object's tag set (profstack.legacy_tagging); False when already there."""
+    return merge_object_tag(s3, obj.bucket, obj.key, key, value)

@@ -6,11 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from lambdas.trace_processor.aws import S3Location, list_objects, parse_s3_uri
+from lambdas.trace_processor.aws import S3Location, add_object_tag, list_objects, parse_s3_uri
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import s3_path
 from profstack import layout
-from profstack.legacy_tagging import merge_object_tag
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -39,7 +38,7 @@ def tag_rule_output(s3: S3Client, prefixes: Sequence[S3Location], allowed_bucket
         if prefix.bucket not in allowed_buckets:
             continue
         for obj in list_objects(s3, prefix.bucket, prefix.key):
-            if merge_object_tag(s3, obj.bucket, obj.key, key, value):
+            if add_object_tag(s3, obj, key, value):
                 tagged += 1
     return tagged
 
