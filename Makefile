@@ -44,7 +44,7 @@ format: $(STAMPS)/venv  ## apply ruff fixes and formatting
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-typecheck: $(STAMPS)/venv  ## mypy --strict on profstack/ and lambdas/
+typecheck: $(STAMPS)/venv  ## mypy --strict on profstack/, lambdas/, stacks/, demo/ and app.py
 	$(BIN)/mypy
 
 test: install lint typecheck  ## lint, type-check and run the whole test suite
@@ -62,7 +62,7 @@ synth: install  ## write every template to cdk.out/ (cdk-nag and cfn-lint gates;
 
 demo: synth  ## synthesize, show the deployment plan, then run the main job on an embedded AWS emulator
 	@$(BIN)/python -m stacks.plan cdk.out --config $(CONFIG)
-	$(BIN)/python -m profstack.demo
+	$(BIN)/python -m demo
 
 bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA and a bare msgspec decode
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/bench.txt -c requirements/constraints.txt

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-PERFETTO_MAX_EVENTS = 1_000_000
+from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
 
 
 def _uncompressed_bytes(path: Path) -> int:

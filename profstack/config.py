@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from profstack.analysis.errors import AnalysisOptionsError
 from profstack.analysis.options import RuleThresholds
+from profstack.tensorboard.names import DOMAIN_ID_PATTERN
 
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
 
@@ -182,7 +183,7 @@ class ImportDomain(_Model):
     """Use an existing SageMaker domain."""
 
     mode: Literal["import"]
-    domain_id: Annotated[str, Field(pattern=r"^d-[a-z0-9]{12}$", description="e.g. d-abcdef123456")]
+    domain_id: Annotated[str, Field(pattern=DOMAIN_ID_PATTERN, description="e.g. d-abcdef123456")]
 
 
 class TensorBoard(_Model):

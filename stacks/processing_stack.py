@@ -17,12 +17,9 @@ from stacks.components.fanout_workflow import FanoutWorkflow
 from stacks.components.job_events import JobEventQueue
 from stacks.components.notification_topic import NotificationTopic
 from stacks.components.processing_alarms import ProcessingAlarms
+from stacks.components.python_function import log_retention
 from stacks.components.trace_access import TraceAccess
-from stacks.components.trace_processor import (
-    VISIBILITY_TIMEOUT_FACTOR,
-    TraceProcessorFunctions,
-    retention_days,
-)
+from stacks.components.trace_processor import VISIBILITY_TIMEOUT_FACTOR, TraceProcessorFunctions
 from stacks.components.training_dashboard import TrainingJobsDashboard
 from stacks.components.training_job_alarms import TrainingJobAlarms
 
@@ -77,7 +74,7 @@ class ProcessingStack(cdk.Stack):
             analyze_file=self.functions.analyze_file,
             aggregate=self.functions.aggregate,
             processing=processing,
-            log_retention=retention_days(log_retention_days),
+            log_retention=log_retention(log_retention_days),
         )
         self.functions.use_state_machine(self.fanout.state_machine)
         self.alarms = ProcessingAlarms(

@@ -8,10 +8,11 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from profstack.config import ProfStackConfig
-from profstack.studio import tensorboard_stack_name
+from profstack.tensorboard.names import tensorboard_stack_name
+from stacks.components.python_function import log_retention
 from stacks.processing_stack import ProcessingStack
 from stacks.storage_stack import StorageStack
-from stacks.tensorboard_stack import TensorBoardStack, log_retention_for
+from stacks.tensorboard_stack import TensorBoardStack
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,7 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         users=config.users,
         trace_bucket=storage.trace_bucket,
         data_key=storage.data_key,
-        log_retention=log_retention_for(config.retention.log_retention_days),
+        log_retention=log_retention(config.retention.log_retention_days),
         domain_name=f"{prefix}-tensorboard",
         env=env,
         description="ProfStack managed TensorBoard: SageMaker domain, user profiles and roles, apps, idle reaper",

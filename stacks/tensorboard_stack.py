@@ -18,41 +18,11 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from profstack.config import CreateDomain, ImportDomain, TensorBoard, User
-from profstack.studio import DOMAIN_ID_OUTPUT
+from profstack.tensorboard.names import DOMAIN_ID_OUTPUT
 from stacks.components.idle_reaper import IdleReaper
 from stacks.components.sagemaker_domain import StudioDomain
 from stacks.components.tensorboard_app import TensorBoardApp, TensorBoardAppProvider
 from stacks.components.user_workspace import UserWorkspace
-
-_RETENTION_NAMES = {
-    1: "ONE_DAY",
-    3: "THREE_DAYS",
-    5: "FIVE_DAYS",
-    7: "ONE_WEEK",
-    14: "TWO_WEEKS",
-    30: "ONE_MONTH",
-    60: "TWO_MONTHS",
-    90: "THREE_MONTHS",
-    120: "FOUR_MONTHS",
-    150: "FIVE_MONTHS",
-    180: "SIX_MONTHS",
-    365: "ONE_YEAR",
-    400: "THIRTEEN_MONTHS",
-    545: "EIGHTEEN_MONTHS",
-    731: "TWO_YEARS",
-    1096: "THREE_YEARS",
-    1827: "FIVE_YEARS",
-    2192: "SIX_YEARS",
-    2557: "SEVEN_YEARS",
-    2922: "EIGHT_YEARS",
-    3288: "NINE_YEARS",
-    3653: "TEN_YEARS",
-}
-
-
-def log_retention_for(days: int) -> logs.RetentionDays:
-    """The RetentionDays member for a config value (config validation allows only these days)."""
-    return getattr(logs.RetentionDays, _RETENTION_NAMES[days])  # type: ignore[no-any-return]
 
 
 class TensorBoardStack(cdk.Stack):

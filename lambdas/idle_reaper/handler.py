@@ -6,18 +6,17 @@ from dataclasses import asdict
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from lambdas.common import clients
 from lambdas.idle_reaper.env import ReaperEnv
 from lambdas.idle_reaper.reaper import ReapError, ReapResult, reap_idle_apps
 
 logger = Logger()
 metrics = Metrics()
 ENV = ReaperEnv.from_environ()  # cold start: a bad deployment fails here, loudly
-SAGEMAKER = boto3.client("sagemaker")
 
 
 def record(result: ReapResult, *, dry_run: bool) -> dict[str, Any]:
@@ -31,11 +30,11 @@ def record(result: ReapResult, *, dry_run: bool) -> dict[str, Any]:
     return {"dry_run": dry_run, **summary}
 
 
+@logger.inject_lambda_context(clear_state=True)
 @metrics.log_metrics
-@logger.inject_lambda_context
 def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     result = reap_idle_apps(
-        SAGEMAKER,
+        clients.sagemaker(),
         domain_id=ENV.domain_id,
         user_profiles=ENV.user_profiles,
         idle_ttl=timedelta(minutes=ENV.idle_ttl_minutes),

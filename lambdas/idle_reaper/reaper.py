@@ -8,15 +8,14 @@ each one and counts the reaped ones as a metric.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
 
-from profstack.studio import APP_TYPE
-from profstack.studio_apps import IN_SERVICE, delete_app, describe_app, error_code
+from profstack.tensorboard.apps import IN_SERVICE, delete_app, describe_app, error_code, list_tensorboard_apps
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -46,13 +45,6 @@ class ReapResult:
 
 class ReapError(RuntimeError):
     """At least one idle app could not be deleted; the others were handled."""
-
-
-def _tensorboard_apps(client: SageMakerClient, domain_id: str) -> Iterator[dict[str, Any]]:
-    for page in client.get_paginator("list_apps").paginate(DomainIdEquals=domain_id):
-        for app in page.get("Apps", []):
-            if app.get("AppType") == APP_TYPE and "UserProfileName" in app:
-                yield dict(app)
 
 
 def _decide_one(
@@ -117,7 +109,7 @@ def reap_idle_apps(
     """Walk every TensorBoard app of the domain; delete the idle ones of the managed profiles."""
     managed = frozenset(user_profiles)
     decisions: list[Decision] = []
-    for listed in _tensorboard_apps(client, domain_id):
+    for listed in list_tensorboard_apps(client, domain_id=domain_id):
         profile = str(listed["UserProfileName"])
         if profile not in managed:
             decisions.append(

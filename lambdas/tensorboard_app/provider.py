@@ -20,9 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from lambdas.tensorboard_app.env import DOMAIN_ID_PATTERN
-from profstack.studio import APP_NAME, APP_TYPE
-from profstack.studio_apps import (
+from profstack.tensorboard.apps import (
     DELETING,
     FAILED,
     IN_SERVICE,
@@ -31,6 +29,7 @@ from profstack.studio_apps import (
     delete_app,
     describe_app,
 )
+from profstack.tensorboard.names import APP_NAME, APP_TYPE, DOMAIN_ID_PATTERN
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient

@@ -9,8 +9,9 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.trace_processor import runtime
 from lambdas.trace_processor.fanout import aggregate
-from lambdas.trace_processor.handler import publish_metrics
+from lambdas.trace_processor.telemetry import publish_metrics
 
+runtime.env()  # cold start: a bad deployment fails here, loudly
 logger = Logger()
 metrics = Metrics()
 

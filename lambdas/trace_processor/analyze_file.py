@@ -10,6 +10,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.trace_processor import runtime
 from lambdas.trace_processor.fanout import analyze_one
 
+runtime.env()  # cold start: a bad deployment fails here, loudly
 logger = Logger()
 
 

@@ -1,17 +1,23 @@
-"""AWS I/O of the processor. Every function takes its boto3 client as an argument (injected)."""
+"""AWS I/O of the processor: every AWS call the trace processor makes is a function here, taking its
+boto3 client as an argument (injected; `runtime.clients()` builds the real ones lazily)."""
 
 from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
+from profstack.legacy_tagging import merge_object_tag
+
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sagemaker import SageMakerClient
+    from mypy_boto3_sns import SNSClient
+    from mypy_boto3_stepfunctions import SFNClient
 
 # Errors worth naming in the structured failure log; every one of them is retried, then DLQ'd.
 THROTTLING_CODES = frozenset(
@@ -23,6 +29,20 @@ _MAX_RESUMES = 5
 
 class S3UriError(ValueError):
     """A string that is not s3://bucket[/prefix]."""
+
+
+class NotFoundError(LookupError):
+    """AWS answered that the named resource does not exist; the message is AWS's."""
+
+
+@dataclass
+class Clients:
+    """The boto3 clients the processor uses, injected into every step."""
+
+    s3: S3Client
+    sagemaker: SageMakerClient
+    sns: SNSClient
+    sfn: SFNClient | None = None
 
 
 @dataclass(frozen=True)
@@ -203,5 +223,56 @@ def get_json(s3: S3Client, location: S3Location) -> Any:
         body.close()
 
 
-def upload_fileobj(s3: S3Client, location: S3Location, fileobj: IO[bytes], *, content_type: str) -> None:
-    s3.upload_fileobj(fileobj, location.bucket, location.key, ExtraArgs={"ContentType": content_type})
+def upload_fileobj(
+    s3: S3Client, location: S3Location, fileobj: IO[bytes], *, content_type: str, content_encoding: str | None = None
+) -> None:
+    """A managed (multipart when large) upload from a file object, never held whole in memory."""
+    extra = {"ContentType": content_type}
+    if content_encoding:
+        extra["ContentEncoding"] = content_encoding
+    s3.upload_fileobj(fileobj, location.bucket, location.key, ExtraArgs=extra)
+
+
+def delete_object(s3: S3Client, location: S3Location) -> None:
+    s3.delete_object(Bucket=location.bucket, Key=location.key)
+
+
+def describe_training_job(sagemaker: SageMakerClient, job: str) -> dict[str, Any]:
+    """DescribeTrainingJob; NotFoundError when SageMaker does not know the job."""
+    try:
+        return dict(sagemaker.describe_training_job(TrainingJobName=job))
+    except ClientError as exc:
+        message = str(exc.response.get("Error", {}).get("Message", ""))
+        lowered = message.lower()
+        # AWS: "Requested resource not found."; moto: "Could not find training job ...".
+        if error_code(exc) in {"ValidationException", "ResourceNotFound"} and (
+            "not found" in lowered or "could not find" in lowered
+        ):
+            raise NotFoundError(message) from exc
+        raise
+
+
+def start_execution(sfn: SFNClient, *, state_machine_arn: str, name: str, payload: Any) -> bool:
+    """StartExecution with a JSON input; False when an execution of that name already exists."""
+    try:
+        sfn.start_execution(stateMachineArn=state_machine_arn, name=name, input=json.dumps(payload))
+    except ClientError as exc:
+        if error_code(exc) == "ExecutionAlreadyExists":
+            return False
+        raise
+    return True
+
+
+def publish(sns: SNSClient, *, topic_arn: str, subject: str, message: str, attributes: Mapping[str, str]) -> None:
+    """Publish to an SNS topic; every attribute is a String message attribute."""
+    sns.publish(
+        TopicArn=topic_arn,
+        Subject=subject,
+        Message=message,
+        MessageAttributes={name: {"DataType": "String", "StringValue": value} for name, value in attributes.items()},
+    )
+
+
+def add_object_tag(s3: S3Client, obj: S3Object, key: str, value: str) -> bool:
+    """Merge one tag into the object's tag set (profstack.legacy_tagging); False when already there."""
+    return merge_object_tag(s3, obj.bucket, obj.key, key, value)

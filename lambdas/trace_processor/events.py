@@ -11,9 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-DETAIL_TYPE = "SageMaker Training Job State Change"
-SOURCE = "aws.sagemaker"
-TERMINAL_STATUSES = ("Completed", "Failed", "Stopped")
+from profstack.sagemaker_events import TERMINAL_STATUSES
 
 
 class EventError(ValueError):

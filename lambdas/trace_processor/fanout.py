@@ -1,6 +1,6 @@
 """Fan-out steps (Step Functions Distributed Map): analyse one file, then aggregate the job.
 
-Input of both steps is the execution input written by logic.start_fanout:
+Input of both steps is the execution input written by routing.start_fanout:
     {"context": JobContext.to_json(), "manifest": {"bucket", "key"}, "partials": {"bucket", "prefix"}}
 and, for one map item, "item": {"index", "bucket", "key", "size", "route"}.
 """
@@ -12,18 +12,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from lambdas.trace_processor.aws import S3Location, S3Object, error_code, get_json, put_json
+from lambdas.trace_processor.aws import Clients, S3Location, S3Object, error_code, get_json, put_json
+from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
-from lambdas.trace_processor.logic import (
-    Clients,
-    Engine,
-    JobContext,
-    Outcome,
-    analyze_objects,
-    partial_location,
-    publish_report,
-    write_perfetto,
-)
+from lambdas.trace_processor.job import JobContext, Outcome
+from lambdas.trace_processor.outputs import publish_report, write_perfetto
+from lambdas.trace_processor.routing import partial_location
 from lambdas.trace_processor.summary_tools import merge_partials
 
 

@@ -1,27 +1,4 @@
-"""Names shared by the processor (EMF) and the stack (alarms, dashboard). Pure constants."""
+"""Re-export of profstack.metric_names for stacks/components/training_dashboard.py, whose owner
+switches it to `profstack.metric_names` in the monitoring change; delete this file then."""
 
-from __future__ import annotations
-
-from lambdas.trace_processor.env import METRICS_NAMESPACE
-
-NAMESPACE = METRICS_NAMESPACE
-JOB_DIMENSION = "TrainingJobName"
-
-GPU_IDLE_PERCENT = "GPUIdlePercent"
-LAUNCH_DELAY_P95_US = "LaunchDelayP95Micros"
-STEP_TIME_P50_MS = "StepTimeP50Millis"
-STEP_TIME_P95_MS = "StepTimeP95Millis"
-DATALOADER_PERCENT = "DataLoaderPercent"
-TRACE_BYTES = "TraceBytes"
-TRACE_FILES = "TraceFiles"
-UNREADABLE_TRACE_FILES = "UnreadableTraceFiles"
-JOBS_WITHOUT_TRACES = "JobsWithoutTraces"
-JOBS_REPORTED = "JobsReported"
-JOBS_FANNED_OUT = "JobsFannedOut"
-PROCESSING_FAILURES = "JobProcessingFailures"
-FINDINGS_PREFIX = "Findings"  # + severity, e.g. FindingsHigh
-SEVERITIES = ("critical", "warning", "info")  # summary.schema.json findings[].severity
-
-
-def findings_metric(severity: str) -> str:
-    return f"{FINDINGS_PREFIX}{severity.capitalize()}"
+from profstack.metric_names import *  # noqa: F403

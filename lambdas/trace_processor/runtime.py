@@ -1,4 +1,5 @@
-"""Per-container state built at cold start: validated env, boto3 clients, the engine.
+"""Per-container state of the processor functions, each built on first use: the validated env, the
+boto3 clients, the engine and the idempotency store.
 
 Tests call `reset()` after changing the environment or starting a moto mock."""
 
@@ -7,10 +8,12 @@ from __future__ import annotations
 from functools import lru_cache
 
 import boto3
+from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
 from botocore.config import Config
 
+from lambdas.trace_processor.aws import Clients
+from lambdas.trace_processor.engine import Engine, ProfStackEngine
 from lambdas.trace_processor.env import ProcessorEnv
-from lambdas.trace_processor.logic import Clients, Engine, ProfStackEngine
 
 # Standard retry mode backs off on S3 SlowDown / API throttling before the record fails.
 _BOTO = Config(retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=120)
@@ -37,7 +40,19 @@ def engine() -> Engine:
     return ProfStackEngine()
 
 
+@lru_cache(maxsize=1)
+def idempotency() -> tuple[IdempotencyConfig, DynamoDBPersistenceLayer]:
+    config = IdempotencyConfig(
+        # One report per job and terminal status, however often SageMaker repeats the event (A5).
+        event_key_jmespath='[detail."TrainingJobName", detail."TrainingJobStatus"]',
+        raise_on_no_idempotency_key=True,
+        expires_after_seconds=env().idempotency_ttl_seconds,
+    )
+    return config, DynamoDBPersistenceLayer(table_name=env().idempotency_table)
+
+
 def reset() -> None:
     env.cache_clear()
     clients.cache_clear()
     engine.cache_clear()
+    idempotency.cache_clear()

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from profstack.cli import MISSING_AWS_EXTRA, CliError
 from profstack.config import DEFAULT_CONFIG_PATH, ConfigError, ProfStackConfig, User, load_config
-from profstack.studio import DOMAIN_ID_OUTPUT, tensorboard_stack_name
+from profstack.tensorboard.names import DOMAIN_ID_OUTPUT, tensorboard_stack_name
 
 T = TypeVar("T")
 

@@ -18,7 +18,17 @@ from typing import Any
 
 from profstack.cli import CliError, _aws
 from profstack.cli._aws import add_aws_arguments, aws_errors, config_user, domain_id, load, region_of
-from profstack.studio import (
+from profstack.tensorboard.apps import (
+    DELETED,
+    DELETING,
+    FAILED,
+    IN_SERVICE,
+    PENDING,
+    create_app,
+    delete_app,
+    describe_app,
+)
+from profstack.tensorboard.names import (
     APP_NAME,
     SESSION_SECONDS,
     URL_EXPIRES_SECONDS,
@@ -27,7 +37,6 @@ from profstack.studio import (
     tensorboard_url,
     user_profile_name,
 )
-from profstack.studio_apps import DELETED, DELETING, FAILED, IN_SERVICE, PENDING, create_app, delete_app, describe_app
 
 # `start --wait`: poll DescribeApp this often, up to this long (an app takes a few minutes).
 POLL_SECONDS = 10.0

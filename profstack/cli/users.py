@@ -29,7 +29,7 @@ from profstack.cli._aws import (
     region_of,
 )
 from profstack.config import ConfigError, ProfStackConfig, parse_config
-from profstack.studio import APP_NAME, APP_TYPE, user_profile_name
+from profstack.tensorboard.names import APP_NAME, APP_TYPE, user_profile_name
 
 NOT_CREATED = "-"
 

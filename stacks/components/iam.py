@@ -13,8 +13,6 @@ from typing import Any
 from aws_cdk import aws_iam as iam
 
 NO_RESOURCE_TYPE_ACTIONS: dict[str, str] = {
-    "xray:PutTraceSegments": "X-Ray accepts no resource ARN for PutTraceSegments (Lambda active tracing).",
-    "xray:PutTelemetryRecords": "X-Ray accepts no resource ARN for PutTelemetryRecords (Lambda active tracing).",
     "cloudwatch:PutMetricData": "PutMetricData supports no resource type; scoped by the cloudwatch:namespace "
     "condition instead.",
     "sagemaker:ListApps": "ListApps supports no resource type (docs/platform-facts.md A4).",
@@ -40,6 +38,8 @@ NO_RESOURCE_TYPE_ACTIONS: dict[str, str] = {
     "logs:PutResourcePolicy": "Step Functions logging sets the log-group resource policy; no resource type.",
     "logs:DescribeResourcePolicies": "DescribeResourcePolicies supports no resource type.",
     "logs:DescribeLogGroups": "DescribeLogGroups is granted account-wide by Step Functions logging.",
+    "xray:PutTraceSegments": "X-Ray accepts no resource ARN for PutTraceSegments (state machine tracing).",
+    "xray:PutTelemetryRecords": "X-Ray accepts no resource ARN for PutTelemetryRecords (state machine tracing).",
     "xray:GetSamplingRules": "X-Ray GetSamplingRules supports no resource type (state machine tracing).",
     "xray:GetSamplingTargets": "X-Ray GetSamplingTargets supports no resource type (state machine tracing).",
 }

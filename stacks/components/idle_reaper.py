@@ -13,7 +13,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from profstack.config import TensorBoard
-from profstack.studio import app_arn_patterns, user_profile_name
+from profstack.tensorboard.names import app_arn_patterns, user_profile_name
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline
@@ -55,6 +55,7 @@ class IdleReaper(Construct):
         role = self.function.role
         # sagemaker:ListApps supports no resource type (docs/platform-facts.md A4).
         role.add_to_principal_policy(no_resource_type_statement(["sagemaker:ListApps"]))
+        acknowledge(role, "AwsSolutions-IAM5[Resource::*]", "Only sagemaker:ListApps, which supports no resource type.")
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["sagemaker:DescribeApp", "sagemaker:DeleteApp"],

@@ -11,8 +11,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from lambdas.trace_processor.events import DETAIL_TYPE, SOURCE, TERMINAL_STATUSES
 from profstack.config import JobTagFilter
+from profstack.sagemaker_events import DETAIL_TYPE, SOURCE, TERMINAL_STATUSES
 from stacks.components.nag import acknowledge
 
 

@@ -41,9 +41,10 @@ def acknowledge_function_baseline(function: Any, *, async_reason: str) -> None:
     from stacks.components.nag import acknowledge
 
     acknowledge(
-        function.role,
-        "AwsSolutions-IAM5[Resource::*]",
-        "Resource '*' only for actions with no resource type: xray:PutTraceSegments and "
-        "xray:PutTelemetryRecords (active tracing) and, where granted, sagemaker:ListApps (docs/platform-facts.md A4).",
+        function.function,
+        "Serverless-LambdaTracing",
+        "No X-Ray active tracing (stacks/components/python_function.py): no ProfStack code emits "
+        "subsegments, so a trace would repeat the REPORT log line; structured logs with reason codes "
+        "and EMF metrics are the diagnostics, and no role needs X-Ray's Resource '*' grant.",
     )
     acknowledge(function.function, "Serverless-LambdaDLQ", async_reason)

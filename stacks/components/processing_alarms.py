@@ -11,7 +11,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from lambdas.trace_processor import metric_names as m
+from profstack import metric_names as m
 from profstack.config import Alarms
 
 PERIOD = cdk.Duration.minutes(5)

@@ -1,13 +1,17 @@
 """`ProfStackFunction`: the one way ProfStack builds a Lambda function.
 
-arm64, one Python runtime, its own IAM role, an explicit log group with retention,
-X-Ray tracing and Powertools settings. Code is bundled locally without Docker: each function
-gets only what its handler imports (`bundle_plan.plan_bundle`: our modules, found by following
-imports, next to the wheels of just the requirements/runtime.txt lines they need, installed for
-the Lambda platform). The asset hash covers every input, so a change to that function's code or
-pins (and only that) produces a new asset.
+arm64, one Python runtime, its own IAM role, an explicit log group with retention and
+Powertools settings. No X-Ray active tracing: no ProfStack code emits subsegments (a Powertools
+Tracer would add aws-xray-sdk to every bundle and patch botocore at cold start), so tracing would
+record only what the REPORT log line and the Lambda metrics already hold, for a `Resource: "*"`
+grant on every role; the structured logs and EMF metrics are the diagnostics.
 
-The runtime is the Python the tests and mypy run on (3.11; tests/unit/infra_code/test_bundling.py
+Code is bundled locally without Docker: each function gets only what its handler imports
+(`bundle_plan.plan_bundle`: our modules, found by following imports, next to the wheels of just the
+requirements/runtime.txt lines they need, installed for the Lambda platform). The asset hash covers
+every input, so a change to that function's code or pins (and only that) produces a new asset.
+
+The runtime is the Python the tests and mypy run on (3.11; tests/infra/test_lambda_bundles.py
 checks that they agree), so the code that is tested is the code that runs.
 """
 
@@ -43,6 +47,36 @@ PIP_PLATFORM = "manylinux2014_aarch64"
 REQUIREMENTS = REPO_ROOT / "requirements" / "runtime.txt"
 CONSTRAINTS = REPO_ROOT / "requirements" / "constraints.txt"  # pins the transitive dependencies too
 _BUNDLER_VERSION = "2"  # bump when the bundling steps change
+# CloudWatch Logs retention days (profstack.config.LOG_RETENTION_DAYS) -> RetentionDays member name.
+_RETENTION_NAMES = {
+    1: "ONE_DAY",
+    3: "THREE_DAYS",
+    5: "FIVE_DAYS",
+    7: "ONE_WEEK",
+    14: "TWO_WEEKS",
+    30: "ONE_MONTH",
+    60: "TWO_MONTHS",
+    90: "THREE_MONTHS",
+    120: "FOUR_MONTHS",
+    150: "FIVE_MONTHS",
+    180: "SIX_MONTHS",
+    365: "ONE_YEAR",
+    400: "THIRTEEN_MONTHS",
+    545: "EIGHTEEN_MONTHS",
+    731: "TWO_YEARS",
+    1096: "THREE_YEARS",
+    1827: "FIVE_YEARS",
+    2192: "SIX_YEARS",
+    2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS",
+    3288: "NINE_YEARS",
+    3653: "TEN_YEARS",
+}
+
+
+def log_retention(days: int) -> logs.RetentionDays:
+    """The RetentionDays member for a config value (profstack.config.LOG_RETENTION_DAYS: only these days)."""
+    return getattr(logs.RetentionDays, _RETENTION_NAMES[days])  # type: ignore[no-any-return]
 
 
 def code_asset_hash(plan: BundlePlan, *, root: Path | None = None) -> str:
@@ -218,7 +252,6 @@ class ProfStackFunction(Construct):
             ephemeral_storage_size=(
                 cdk.Size.mebibytes(ephemeral_storage_mib) if ephemeral_storage_mib is not None else None
             ),
-            tracing=lambda_.Tracing.ACTIVE,
         )
         runtime_reason = (
             f"{RUNTIME.name} is the Python that the tests, mypy and the isolated import check of this "

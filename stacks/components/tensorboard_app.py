@@ -16,7 +16,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from profstack.studio import APP_NAME, app_arn_patterns, user_profile_name
+from profstack.tensorboard.names import APP_NAME, app_arn_patterns, user_profile_name
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline, iam5_resource
 from stacks.components.python_function import PowertoolsSettings, ProfStackFunction
@@ -145,8 +145,8 @@ class TensorBoardAppProvider(Construct):
             acknowledge(
                 framework_function,
                 "Serverless-LambdaTracing",
-                "CDK custom-resource framework function that only relays events; the ProfStack "
-                "on_event and is_complete functions doing the SageMaker calls are traced with X-Ray.",
+                "CDK custom-resource framework function that only relays events; ProfStack functions "
+                "use no X-Ray either (stacks/components/python_function.py): logs carry every step.",
             )
         waiter = framework.find_child("waiter-state-machine")
         for fn_id in ("framework-isComplete", "framework-onTimeout"):
@@ -166,7 +166,8 @@ class TensorBoardAppProvider(Construct):
             acknowledge(
                 waiter,
                 rule,
-                "CDK's provider waiter only polls is_complete; the ProfStack functions it calls are traced with X-Ray.",
+                "CDK's provider waiter only polls is_complete, which logs every poll with its decision; "
+                "CloudFormation events record the outcome.",
             )
 
 

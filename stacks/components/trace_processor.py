@@ -9,22 +9,20 @@ import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from lambdas.trace_processor.metric_names import NAMESPACE
-from profstack.config import LOG_RETENTION_DAYS, Processing
+from profstack.config import Processing
+from profstack.metric_names import NAMESPACE
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline
 from stacks.components.nag_wildcards import acknowledge_wildcards, default_policy
-from stacks.components.python_function import PowertoolsSettings, ProfStackFunction
+from stacks.components.python_function import PowertoolsSettings, ProfStackFunction, log_retention
 from stacks.components.trace_access import TraceAccess
 
-_RETENTION = dict(zip(LOG_RETENTION_DAYS, [r for r in logs.RetentionDays if r.name != "INFINITE"], strict=True))
 # SQS visibility must cover the whole batch's processing plus retries (AWS guidance: 6x timeout).
 VISIBILITY_TIMEOUT_FACTOR = 6
 SQS_BATCH_SIZE = 1  # one job per invocation: a job may take the whole Lambda timeout
@@ -43,13 +41,9 @@ WILDCARD_REASONS = {
     ),
     r"AwsSolutions-IAM5\[Action::kms:GenerateDataKey\*\]": "Added by topic.grant_publish for the "
     "KMS-encrypted notification topic; the statement names only the messaging key.",
-    r"AwsSolutions-IAM5\[Resource::\*\]": "Only cloudwatch:PutMetricData (namespace-conditioned) and the X-Ray "
-    "actions, which support no resource type.",
+    r"AwsSolutions-IAM5\[Resource::\*\]": "Only cloudwatch:PutMetricData, which supports no resource type; "
+    "the cloudwatch:namespace condition confines it to ProfStack's namespace.",
 }
-
-
-def retention_days(days: int) -> logs.RetentionDays:
-    return _RETENTION[days]
 
 
 def processor_environment(
@@ -129,7 +123,7 @@ class TraceProcessorFunctions(Construct):
         env = processor_environment(
             access=access, table=table, topic=topic, processing=processing, user_tag_key=user_tag_key
         )
-        retention = retention_days(log_retention_days)
+        retention = log_retention(log_retention_days)
         # One service name for the processor and the aggregate step: alarms watch one metric stream.
         powertools = PowertoolsSettings(service=service, metrics_namespace=NAMESPACE)
         timeout = cdk.Duration.seconds(processing.lambda_timeout_seconds)

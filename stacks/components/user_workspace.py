@@ -22,7 +22,7 @@ from constructs import Construct
 
 from profstack.config import User
 from profstack.layout import user_reports_prefix, user_tensorboard_prefix, user_traces_prefix
-from profstack.studio import app_arn_patterns, user_profile_name
+from profstack.tensorboard.names import app_arn_patterns, user_profile_name
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import cross_stack, iam5_resource

@@ -1,23 +1,20 @@
-"""Helpers for the trace-processor functional tests: a moto data plane shaped like ProcessingStack."""
+"""Helpers for the trace-processor functional tests: a moto data plane shaped like ProcessingStack.
+SQS events, the Lambda context and the environment come from demo/lambda_harness.py (shared with the demo)."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import boto3
 
+from demo.lambda_harness import ACCOUNT, REGION
 from tests.conftest import EVENTS_DIR
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
 TRACE_BUCKET = "profstack-traces-test"
 OUTPUT_BUCKET = TRACE_BUCKET  # training output (rule-output/) lives in the trace bucket too
 TABLE = "profstack-idempotency"
@@ -27,42 +24,6 @@ USER = "alice"
 def load_event(name: str) -> dict[str, Any]:
     event: dict[str, Any] = json.loads((EVENTS_DIR / name).read_text())
     return event
-
-
-def sqs_record(body: dict[str, Any] | str, *, receive_count: int = 1, message_id: str | None = None) -> dict[str, Any]:
-    """An SQS record as the Lambda event-source mapping delivers it (EventBridge event JSON as body)."""
-    return {
-        "messageId": message_id or str(uuid.uuid4()),
-        "receiptHandle": "AQEB" + uuid.uuid4().hex,
-        "body": body if isinstance(body, str) else json.dumps(body),
-        "attributes": {
-            "ApproximateReceiveCount": str(receive_count),
-            "SentTimestamp": "1796565751000",
-            "SenderId": "AIDAIENQZJOLO23YVJ4VO",
-            "ApproximateFirstReceiveTimestamp": "1796565751001",
-        },
-        "messageAttributes": {},
-        "md5OfBody": "0" * 32,
-        "eventSource": "aws:sqs",
-        "eventSourceARN": f"arn:aws:sqs:{REGION}:{ACCOUNT}:profstack-jobs",
-        "awsRegion": REGION,
-    }
-
-
-def sqs_event(*records: dict[str, Any]) -> dict[str, Any]:
-    return {"Records": list(records)}
-
-
-@dataclass
-class FakeLambdaContext:
-    function_name: str = "profstack-trace-processor"
-    memory_limit_in_mb: int = 3008
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:profstack-trace-processor"
-    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
-    remaining_ms: int = 900_000
-
-    def get_remaining_time_in_millis(self) -> int:
-        return self.remaining_ms
 
 
 @dataclass
@@ -108,24 +69,9 @@ def processor_environ(topic_arn: str, **overrides: str) -> dict[str, str]:
         "RULE_THRESHOLDS": "{}",
         "POWERTOOLS_SERVICE_NAME": "profstack-trace-processor",
         "POWERTOOLS_METRICS_NAMESPACE": "ProfStack",
-        "POWERTOOLS_TRACE_DISABLED": "1",
     }
     env.update(overrides)
     return env
-
-
-@contextmanager
-def patched_environ(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 def create_data_plane(*, max_receive_count: int = 2, tag_filter: Any = None) -> DataPlane:

@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from profstack import demo
+from demo import run as demo
+from lambdas.trace_processor.tfevents import read_event_file
 
 
 @pytest.mark.slow
 def test_demo_runs_the_pipeline_and_copies_the_report(
     tmp_path: Path, traces_dir: Path, capsys: pytest.CaptureFixture[str], aws_credentials: None
 ) -> None:
-    # GIVEN no cloud assembly (the demo synthesizes one without bundling) and the shared traces
+    # GIVEN no cloud assembly (the demo synthesizes one without bundling) and the sample traces
     # WHEN the demo runs
     code = demo.main(["--cdk-out", str(tmp_path / "none"), "--traces", str(traces_dir), "--out", str(tmp_path / "out")])
     out = capsys.readouterr().out
@@ -30,3 +31,27 @@ def test_demo_runs_the_pipeline_and_copies_the_report(
     assert "notification (SNS -> e-mail)" in out
     assert "legacy rule-output tagged for expiry: profstack:class=legacy-rule-output" in out
     assert "GPUIdlePercent" in out
+    # AND the TensorBoard event file is copied next to the report, readable as scalars
+    (event_file,) = list((job_dir / demo.TENSORBOARD_DIR).iterdir())
+    assert event_file.name.startswith("events.out.tfevents.")
+    assert f"-> {event_file.resolve()}" in out
+    assert any(e.scalars for e in read_event_file(event_file.read_bytes()))
+
+
+@pytest.mark.slow
+def test_demo_reuses_one_folder_per_job_across_runs(
+    tmp_path: Path, traces_dir: Path, capsys: pytest.CaptureFixture[str], aws_credentials: None
+) -> None:
+    # GIVEN a synthesized cloud assembly and an output folder holding a previous run's report
+    cdk_out = demo._synthesize()
+    args = ["--cdk-out", str(cdk_out), "--traces", str(traces_dir), "--out", str(tmp_path / "out")]
+    assert demo.main(args) == 0
+    (first,) = list((tmp_path / "out").iterdir())
+    (first / "stale-file-from-an-older-run").write_text("x")
+    # WHEN the demo runs again
+    assert demo.main(args) == 0
+    capsys.readouterr()
+    # THEN the job's one folder was replaced, not joined by a second one
+    assert list((tmp_path / "out").iterdir()) == [first]
+    assert not (first / "stale-file-from-an-older-run").exists()
+    assert (first / "summary.json").is_file()

@@ -12,20 +12,17 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from demo.lambda_harness import LambdaContext, patched_environ, sqs_event, sqs_record
 from lambdas.trace_processor.events import parse_event
 from profstack import layout
 from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
     DataPlane,
-    FakeLambdaContext,
     create_data_plane,
     job_event,
-    patched_environ,
     processor_environ,
     register_training_job,
-    sqs_event,
-    sqs_record,
 )
 
 RANK0 = "hta/trace_filter/sampled_rank-0.json.gz"
@@ -49,13 +46,11 @@ def fanout_plane(aws_credentials: None, traces_dir: Path) -> Iterator[tuple[Data
             STATE_MACHINE_ARN=machine,
         )
         with patched_environ(environ):
-            from lambdas.trace_processor import handler, runtime
+            from lambdas.trace_processor import runtime
 
             runtime.reset()
-            handler._idempotency.cache_clear()
             yield plane, sfn
             runtime.reset()
-            handler._idempotency.cache_clear()
 
 
 def _setup_job(plane: DataPlane, traces_dir: Path, job: str) -> None:
@@ -69,13 +64,13 @@ def test_big_job_fans_out_once_and_the_aggregate_builds_the_job_report(
     fanout_plane: tuple[DataPlane, Any], traces_dir: Path
 ) -> None:
     from lambdas.trace_processor import handler, runtime
-    from lambdas.trace_processor.logic import process_job
+    from lambdas.trace_processor.pipeline import process_job
 
     plane, sfn = fanout_plane
     job = "big-job"
     _setup_job(plane, traces_dir, job)
     # WHEN the job-completed event is processed
-    response = handler.handler(sqs_event(sqs_record(job_event(job))), FakeLambdaContext())
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
     # THEN one execution starts, named after the job and status, with a manifest of routed items
     assert response["batchItemFailures"] == []
     (execution,) = sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]
@@ -109,9 +104,9 @@ def test_big_job_fans_out_once_and_the_aggregate_builds_the_job_report(
 
     item_selector = {"context": payload["context"], "partials": payload["partials"]}
     for item in manifest:
-        result = analyze_entry.handler({**item_selector, "item": item}, FakeLambdaContext())
+        result = analyze_entry.handler({**item_selector, "item": item}, LambdaContext())
         assert result["index"] == item["index"]
-    outcome = aggregate_entry.handler(payload, FakeLambdaContext())
+    outcome = aggregate_entry.handler(payload, LambdaContext())
     # THEN the job report covers both ranks, with the cross-rank table rebuilt over them
     reports = layout.job_reports_prefix(USER, job)
     summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
@@ -133,7 +128,7 @@ def test_aggregate_flags_a_file_whose_partial_never_arrived(
     plane, sfn = fanout_plane
     job = "half-done"
     _setup_job(plane, traces_dir, job)
-    handler.handler(sqs_event(sqs_record(job_event(job))), FakeLambdaContext())
+    handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
     (execution,) = sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]
     payload = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
     manifest = json.loads(

@@ -20,22 +20,19 @@ import pytest
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from lambdas.trace_processor import metric_names as m
+from demo.lambda_harness import LambdaContext, patched_environ, sqs_event, sqs_record
+from demo.local_emf import publish_emf
 from lambdas.trace_processor.tfevents import read_event_file
 from profstack import layout
-from profstack.local_emf import publish_emf
+from profstack import metric_names as m
 from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
     DataPlane,
-    FakeLambdaContext,
     create_data_plane,
     job_event,
-    patched_environ,
     processor_environ,
     register_training_job,
-    sqs_event,
-    sqs_record,
 )
 
 RANK0 = "hta/trace_filter/sampled_rank-0.json.gz"
@@ -64,10 +61,8 @@ def plane(aws_credentials: None, traces_dir: Path, capsys: pytest.CaptureFixture
                 if isinstance(log_handler, logging.StreamHandler):
                     log_handler.stream = _CurrentStdout()
             runtime.reset()
-            handler._idempotency.cache_clear()
             yield data_plane
             runtime.reset()
-            handler._idempotency.cache_clear()
 
 
 def _tb_key(job: str, name: str) -> str:
@@ -110,7 +105,7 @@ def drain(plane: DataPlane, capsys: pytest.CaptureFixture[str] | None = None, ro
             )
             for msg in messages
         ]
-        response = handler.handler(sqs_event(*records), FakeLambdaContext())
+        response = handler.handler(sqs_event(*records), LambdaContext())
         failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
         for msg in messages:
             if msg["MessageId"] not in failed:
@@ -240,14 +235,14 @@ def test_redelivery_after_a_crash_finishes_without_duplicates(
         return real_publish(**kwargs)
 
     monkeypatch.setattr(clients.sns, "publish", flaky_publish)
-    first = handler.handler(sqs_event(record), FakeLambdaContext())
+    first = handler.handler(sqs_event(record), LambdaContext())
     assert first["batchItemFailures"] == [{"itemIdentifier": record["messageId"]}]
     reports = layout.job_reports_prefix(USER, job)
     assert f"{reports}summary.json" in plane.list_keys(reports)  # the crash happened after the report
     # WHEN SQS redelivers the same message
     second = handler.handler(
         sqs_event(dict(record, attributes={**record["attributes"], "ApproximateReceiveCount": "2"})),
-        FakeLambdaContext(),
+        LambdaContext(),
     )
     # THEN it finishes: one notification in total, and the report is still one set of fixed keys
     assert second["batchItemFailures"] == []
@@ -259,16 +254,16 @@ def test_redelivery_after_a_timeout_takes_over_the_expired_in_progress_record(
     plane: DataPlane, traces_dir: Path
 ) -> None:
     # GIVEN an invocation that timed out mid-job: its idempotency record is INPROGRESS, in-progress expiry passed
-    from lambdas.trace_processor import handler
+    from lambdas.trace_processor import handler, runtime
 
     job = "timeout-job"
     register_training_job(plane, job)
     upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
     record = sqs_record(job_event(job))
-    config, store = handler._idempotency()
+    config, store = runtime.idempotency()
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     # Let Powertools compute the exact key it would use, by running once and reading the record back.
-    assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == []
+    assert handler.handler(sqs_event(record), LambdaContext())["batchItemFailures"] == []
     item = ddb.scan(TableName="profstack-idempotency")["Items"][0]
     ddb.put_item(
         TableName="profstack-idempotency",
@@ -281,7 +276,7 @@ def test_redelivery_after_a_timeout_takes_over_the_expired_in_progress_record(
     )
     plane.s3.delete_object(Bucket=TRACE_BUCKET, Key=f"{layout.job_reports_prefix(USER, job)}summary.json")
     # WHEN the message is redelivered
-    response = handler.handler(sqs_event(record), FakeLambdaContext())
+    response = handler.handler(sqs_event(record), LambdaContext())
     # THEN the new invocation redoes the job instead of waiting on the dead one
     assert response["batchItemFailures"] == []
     reports = layout.job_reports_prefix(USER, job)
@@ -318,7 +313,7 @@ def test_partial_batch_failure_reports_only_the_failed_record(
     good = sqs_record(job_event("good-job"))
     missing = sqs_record(job_event("no-such-job"))
     # WHEN the batch is handled
-    response = handler.handler(sqs_event(good, missing), FakeLambdaContext())
+    response = handler.handler(sqs_event(good, missing), LambdaContext())
     # THEN only the missing job's record is returned for retry, with reason job_not_found
     assert response == {"batchItemFailures": [{"itemIdentifier": missing["messageId"]}]}
     assert f"{layout.job_reports_prefix(USER, 'good-job')}summary.json" in plane.list_keys()
@@ -338,7 +333,7 @@ def test_one_corrupt_file_is_flagged_and_the_others_are_analysed(plane: DataPlan
     from lambdas.trace_processor import handler
 
     # WHEN processed
-    response = handler.handler(sqs_event(sqs_record(job_event(job))), FakeLambdaContext())
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
     # THEN the job is reported, with the bad file flagged up front and the good rank analysed
     assert response["batchItemFailures"] == []
     summary = json.loads(
@@ -364,7 +359,7 @@ def test_all_files_corrupt_is_retried(plane: DataPlane, capsys: pytest.CaptureFi
 
     record = sqs_record(job_event(job))
     # WHEN processed THEN the record fails (retry, then DLQ) with reason corrupt_trace
-    assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == [
+    assert handler.handler(sqs_event(record), LambdaContext())["batchItemFailures"] == [
         {"itemIdentifier": record["messageId"]}
     ]
     assert any(d.get("reason") == "corrupt_trace" for d in structured(log_lines(capsys)))
@@ -377,7 +372,7 @@ def test_job_without_traces_gets_a_summary_that_says_so(plane: DataPlane) -> Non
     from lambdas.trace_processor import handler
 
     # WHEN processed
-    response = handler.handler(sqs_event(sqs_record(job_event(job, "Failed"))), FakeLambdaContext())
+    response = handler.handler(sqs_event(sqs_record(job_event(job, "Failed"))), LambdaContext())
     # THEN no error loop: a no-traces summary, a page, and a notification that says so
     assert response["batchItemFailures"] == []
     reports = layout.job_reports_prefix(USER, job)
@@ -403,7 +398,7 @@ def test_throttled_describe_is_retried_with_reason_logged(
     monkeypatch.setattr(clients, "sagemaker", stubbed)
     record = sqs_record(job_event("busy-job"))
     # WHEN processed THEN the record is failed for retry and the log says throttled
-    assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == [
+    assert handler.handler(sqs_event(record), LambdaContext())["batchItemFailures"] == [
         {"itemIdentifier": record["messageId"]}
     ]
     assert any(d.get("reason") == "throttled" for d in structured(log_lines(capsys)))
@@ -423,7 +418,7 @@ def test_access_denied_on_traces_is_retried_with_reason_logged(
     stubber.activate()
     record = sqs_record(job_event("locked-job"))
     # WHEN processed THEN it fails for retry with reason access_denied
-    response = handler.handler(sqs_event(record), FakeLambdaContext())
+    response = handler.handler(sqs_event(record), LambdaContext())
     stubber.deactivate()
     assert response["batchItemFailures"] == [{"itemIdentifier": record["messageId"]}]
     assert any(d.get("reason") == "access_denied" for d in structured(log_lines(capsys)))
@@ -489,7 +484,7 @@ def test_duplicate_arriving_while_the_first_runs_is_retried_later(
     register_training_job(plane, job)
     upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
     record = sqs_record(job_event(job))
-    assert handler.handler(sqs_event(record), FakeLambdaContext())["batchItemFailures"] == []
+    assert handler.handler(sqs_event(record), LambdaContext())["batchItemFailures"] == []
     ddb = boto3.client("dynamodb", region_name="us-east-1")
     item = ddb.scan(TableName="profstack-idempotency")["Items"][0]
     ddb.put_item(
@@ -504,7 +499,7 @@ def test_duplicate_arriving_while_the_first_runs_is_retried_later(
     capsys.readouterr()
     # WHEN the duplicate arrives
     duplicate = sqs_record(job_event(job))
-    response = handler.handler(sqs_event(duplicate), FakeLambdaContext())
+    response = handler.handler(sqs_event(duplicate), LambdaContext())
     # THEN it is handed back to SQS (retried after the visibility timeout), not processed twice
     assert response["batchItemFailures"] == [{"itemIdentifier": duplicate["messageId"]}]
     docs = structured(log_lines(capsys))

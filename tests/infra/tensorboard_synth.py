@@ -38,9 +38,10 @@ def synth_tensorboard(config: ProfStackConfig) -> Synth:
     """StorageStack + TensorBoardStack only, with both cdk-nag packs on (synth raises on a finding)."""
     import aws_cdk as cdk
 
+    from stacks.components.python_function import log_retention
     from stacks.profstack_app import add_security_checks
     from stacks.storage_stack import StorageStack
-    from stacks.tensorboard_stack import TensorBoardStack, log_retention_for
+    from stacks.tensorboard_stack import TensorBoardStack
 
     app = cdk.App(context=NO_BUNDLING_CONTEXT)
     add_security_checks(app)
@@ -53,7 +54,7 @@ def synth_tensorboard(config: ProfStackConfig) -> Synth:
         users=config.users,
         trace_bucket=storage.trace_bucket,
         data_key=storage.data_key,
-        log_retention=log_retention_for(config.retention.log_retention_days),
+        log_retention=log_retention(config.retention.log_retention_days),
         domain_name="profstack-tensorboard",
     )
     app.synth()

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from lambdas.trace_processor import metric_names as m
+from profstack import metric_names as m
 from tests.infra.conftest import SynthesizedApp, synthesize
 
 STACK = "profstack-processing"

@@ -7,20 +7,16 @@ from typing import Any
 
 import pytest
 
-from lambdas.trace_processor import metric_names as m
+from lambdas.common.env import EnvError
 from lambdas.trace_processor.aws import S3Location, S3Object, parse_s3_uri
-from lambdas.trace_processor.env import EnvError, ProcessorEnv
-from lambdas.trace_processor.logic import (
-    JobContext,
-    ProfStackEngine,
-    execution_name,
-    needs_fanout,
-    resolve_user,
-    route_for,
-    rule_output_prefixes,
-    trace_prefixes,
-)
+from lambdas.trace_processor.discovery import trace_prefixes
+from lambdas.trace_processor.engine import ProfStackEngine
+from lambdas.trace_processor.env import ProcessorEnv
+from lambdas.trace_processor.job import JobContext, resolve_user
+from lambdas.trace_processor.legacy_rule_output import rule_output_prefixes
+from lambdas.trace_processor.routing import execution_name, needs_fanout, route_for
 from lambdas.trace_processor.summary_tools import job_metrics, merge_partials
+from profstack import metric_names as m
 from tests.conftest import REPO_ROOT
 
 BUCKET = "traces-bucket"

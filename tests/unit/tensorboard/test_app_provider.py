@@ -8,6 +8,7 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+from lambdas.common import clients
 from lambdas.tensorboard_app import provider
 from lambdas.tensorboard_app.env import EnvError, ProviderEnv
 from tests.unit.tensorboard.stubs import (
@@ -246,7 +247,7 @@ def test_thin_handlers_validate_env_and_delegate(
     sys.modules.pop(f"lambdas.tensorboard_app.{module_name}", None)
     module = importlib.import_module(f"lambdas.tensorboard_app.{module_name}")
     client = sagemaker_client()
-    monkeypatch.setattr(module, "SAGEMAKER", client)
+    monkeypatch.setattr(clients, "sagemaker", lambda: client)
     with Stubber(client) as stubber:
         expect_describe(stubber, "alice", None)
         result = module.handler(_event("Delete"), _Context())

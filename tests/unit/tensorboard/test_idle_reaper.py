@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
+from lambdas.common import clients
 from lambdas.idle_reaper.env import EnvError, ReaperEnv
 from lambdas.idle_reaper.reaper import reap_idle_apps
 from tests.unit.tensorboard.stubs import (
@@ -162,7 +163,7 @@ def test_handler_logs_each_decision_and_emits_the_reaped_metric(
     sys.modules.pop("lambdas.idle_reaper.handler", None)
     handler_module = importlib.import_module("lambdas.idle_reaper.handler")
     client = sagemaker_client()
-    monkeypatch.setattr(handler_module, "SAGEMAKER", client)
+    monkeypatch.setattr(clients, "sagemaker", lambda: client)
 
     class Context:
         function_name = "reaper"

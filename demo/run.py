@@ -6,11 +6,12 @@
    target, through moto's CloudFormation. Properties moto cannot honour (KMS keys, access logging,
    cross-stack imports) are dropped and listed; the Lambda, alarms and state machine stay out
    (moto cannot run Lambda without Docker) and the processor runs in-process instead.
-3. Register a training job (moto SageMaker) and upload a real two-rank sample trace from samples/traces as
-   its TensorBoard output.
+3. Register the demo training job (moto SageMaker) and upload a real two-rank sample trace from
+   samples/traces as its TensorBoard output.
 4. Put the job-completed event on EventBridge, receive what arrives in SQS, and run the real handler
    on it, as the Lambda event-source mapping would. Its EMF lines become CloudWatch metrics.
-5. Print the findings, the notification, and the local paths of the report copied out of emulated S3.
+5. Print the findings and the notification, and copy the report and the TensorBoard event file out of
+   emulated S3 into <out>/<job>/ (one folder per demo job, replaced on every run).
 """
 
 from __future__ import annotations
@@ -26,19 +27,23 @@ import socket
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator, Mapping, Sequence
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from demo.lambda_harness import ACCOUNT, REGION, LambdaContext, patched_environ, sqs_event_from_messages
 from profstack import layout
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TRACES = REPO_ROOT / "samples" / "traces"
 DEMO_TRACES = ("hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz")
-REGION = "us-east-1"
-DEMO_USER_FALLBACK = "demo"
+# One fixed job: every run starts from an empty emulator, so the name is free, and the local copy of its
+# report replaces the previous run's instead of adding a folder per run.
+DEMO_JOB = "resnet-ddp-demo"
+DEMO_USER = "alice"
+TENSORBOARD_DIR = "tensorboard"  # <out>/<job>/tensorboard/: the scalars' event file
 # Data-plane resources the demo deploys, by stack: CloudFormation type -> why it is needed.
 DATA_PLANE_TYPES = {
     "AWS::S3::Bucket": "trace bucket",
@@ -180,17 +185,14 @@ def emulator() -> Iterator[str]:
     server = ThreadedMotoServer(ip_address="localhost", port=port, verbose=False)
     server.start()
     endpoint = f"http://localhost:{port}"
-    saved = {k: os.environ.get(k) for k in _FAKE_ENV}
-    os.environ.update({**_FAKE_ENV, "AWS_ENDPOINT_URL": endpoint})
     try:
-        yield endpoint
+        # moto keeps its backends per process: start empty even when a process runs the demo twice (tests).
+        reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")  # noqa: S310 - http://localhost
+        urllib.request.urlopen(reset, timeout=30).close()  # noqa: S310 - our own localhost server
+        with patched_environ({**_FAKE_ENV, "AWS_ENDPOINT_URL": endpoint}):
+            yield endpoint
     finally:
         server.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 _FAKE_ENV = {
@@ -199,7 +201,6 @@ _FAKE_ENV = {
     "AWS_SESSION_TOKEN": "demo",
     "AWS_DEFAULT_REGION": REGION,
     "AWS_REGION": REGION,
-    "AWS_ENDPOINT_URL": "",
 }
 
 
@@ -238,7 +239,7 @@ def job_event_detail(job: str, user: str, bucket: str) -> dict[str, Any]:
     now_ms = int(time.time() * 1000)
     return {
         "TrainingJobName": job,
-        "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{job}",
+        "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{job}",
         "TrainingJobStatus": "Completed",
         "SecondaryStatus": "Completed",
         "OutputDataConfig": {"KmsKeyId": "", "S3OutputPath": f"s3://{bucket}/output"},
@@ -259,7 +260,7 @@ def register_job(sagemaker: Any, s3: Any, plane: DataPlane, *, job: str, user: s
             "TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311",
             "TrainingInputMode": "File",
         },
-        RoleArn="arn:aws:iam::123456789012:role/SageMakerTrainingRole",
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
         OutputDataConfig={"S3OutputPath": f"s3://{plane.bucket}/output"},
         ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
         StoppingCondition={"MaxRuntimeInSeconds": 86400},
@@ -284,42 +285,6 @@ def register_job(sagemaker: Any, s3: Any, plane: DataPlane, *, job: str, user: s
     return keys
 
 
-def _sqs_lambda_event(messages: Sequence[Mapping[str, Any]], queue_arn: str) -> dict[str, Any]:
-    return {
-        "Records": [
-            {
-                "messageId": msg["MessageId"],
-                "receiptHandle": msg["ReceiptHandle"],
-                "body": msg["Body"],
-                "attributes": {
-                    "ApproximateReceiveCount": msg.get("Attributes", {}).get("ApproximateReceiveCount", "1"),
-                    "SentTimestamp": str(int(time.time() * 1000)),
-                    "SenderId": "AIDAIENQZJOLO23YVJ4VO",
-                    "ApproximateFirstReceiveTimestamp": str(int(time.time() * 1000)),
-                },
-                "messageAttributes": {},
-                "md5OfBody": msg.get("MD5OfBody", ""),
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": REGION,
-            }
-            for msg in messages
-        ]
-    }
-
-
-@dataclass
-class _Context:
-    function_name: str = "profstack-trace-processor"
-    memory_limit_in_mb: int = 3008
-    invoked_function_arn: str = f"arn:aws:lambda:{REGION}:123456789012:function:profstack-trace-processor"
-    aws_request_id: str = ""
-    deadline: float = 0.0
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(int((self.deadline - time.monotonic()) * 1000), 0)
-
-
 def processor_environment(templates: dict[str, dict[str, Any]], plane: DataPlane) -> dict[str, str]:
     """The processor's environment as synthesized, with the emulated resources' names filled in."""
     for template in templates.values():
@@ -334,10 +299,50 @@ def processor_environment(templates: dict[str, dict[str, Any]], plane: DataPlane
                     IDEMPOTENCY_TABLE=plane.table,
                     TOPIC_ARN=plane.topic_arn,
                     STATE_MACHINE_ARN="",  # two small files stay below the fan-out thresholds
-                    POWERTOOLS_TRACE_DISABLED="1",
                 )
                 return env
     raise DemoError("no trace-processor function in the synthesized templates")
+
+
+def _deliver_event(sqs: Any, plane: DataPlane, *, job: str, user: str) -> list[dict[str, Any]]:
+    """Put the job-completed event on EventBridge; return what the rule delivered to the queue."""
+    import boto3
+
+    put = boto3.client("events").put_events(
+        Entries=[
+            {
+                "Source": "aws.sagemaker",
+                "DetailType": "SageMaker Training Job State Change",
+                "Detail": json.dumps(job_event_detail(job, user, plane.bucket)),
+                "Resources": [f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{job}"],
+            }
+        ]
+    )
+    if put["FailedEntryCount"]:
+        raise DemoError(f"EventBridge rejected the event: {put['Entries']}")
+    got = sqs.receive_message(
+        QueueUrl=plane.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=2, AttributeNames=["All"]
+    )
+    messages: list[dict[str, Any]] = got.get("Messages", [])
+    if not messages:
+        raise DemoError("the rule did not deliver the event to the queue")
+    return messages
+
+
+def _process(sqs: Any, plane: DataPlane, env: dict[str, str], messages: list[dict[str, Any]]) -> list[str]:
+    """Run the handler on the messages as the event-source mapping would (successes deleted); its log lines."""
+    queue_arn = sqs.get_queue_attributes(QueueUrl=plane.queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+    response, logs = _invoke_handler(env, sqs_event_from_messages(messages, queue_arn))
+    failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+    for msg in messages:
+        if msg["MessageId"] not in failed:
+            sqs.delete_message(QueueUrl=plane.queue_url, ReceiptHandle=msg["ReceiptHandle"])
+    if failed:
+        reasons = [line for line in logs if '"reason"' in line]
+        raise DemoError(f"processing failed: {reasons[-1][:500] if reasons else 'see logs'}")
+    return logs
 
 
 def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path) -> int:
@@ -349,10 +354,7 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
     templates = load_templates(cdk_out, stacks)
     counts = {name: len(t.get("Resources", {})) for name, t in templates.items()}
     _say("ProfStack demo: " + ", ".join(f"{n} ({c} resources)" for n, c in counts.items()) + " synthesized")
-    from profstack.config import load_config
-
-    prefix = load_config(config_path).prefix
-    template, notes = data_plane_template(templates, (f"{prefix}-storage", f"{prefix}-processing"))
+    template, notes = data_plane_template(templates, stacks)
     with emulator() as endpoint:
         import boto3
 
@@ -371,46 +373,16 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
         sns.subscribe(TopicArn=plane.topic_arn, Protocol="sqs", Endpoint=inbox_arn)
 
         env = processor_environment(templates, plane)
-        user = "alice"
-        job = f"resnet-ddp-demo-{uuid.uuid4().hex[:8]}"
+        user, job = DEMO_USER, DEMO_JOB
         keys = register_job(boto3.client("sagemaker"), s3, plane, job=job, user=user, traces_dir=traces_dir)
         folder = keys[0].rsplit("/", 1)[0]
         _say(f"training job {job} (user {user}) with {len(keys)} rank traces under s3://{plane.bucket}/{folder}/")
 
-        events = boto3.client("events")
-        put = events.put_events(
-            Entries=[
-                {
-                    "Source": "aws.sagemaker",
-                    "DetailType": "SageMaker Training Job State Change",
-                    "Detail": json.dumps(job_event_detail(job, user, plane.bucket)),
-                    "Resources": [f"arn:aws:sagemaker:{REGION}:123456789012:training-job/{job}"],
-                }
-            ]
-        )
-        if put["FailedEntryCount"]:
-            raise DemoError(f"EventBridge rejected the event: {put['Entries']}")
-        got = sqs.receive_message(
-            QueueUrl=plane.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=2, AttributeNames=["All"]
-        )
-        messages = got.get("Messages", [])
-        if not messages:
-            raise DemoError("the rule did not deliver the event to the queue")
+        messages = _deliver_event(sqs, plane, job=job, user=user)
         _say(f"EventBridge rule -> SQS delivered {len(messages)} message(s); running the processor handler")
+        logs = _process(sqs, plane, env, messages)
 
-        queue_arn = sqs.get_queue_attributes(QueueUrl=plane.queue_url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
-        ]
-        response, logs = _invoke_handler(env, _sqs_lambda_event(messages, queue_arn))
-        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
-        for msg in messages:
-            if msg["MessageId"] not in failed:
-                sqs.delete_message(QueueUrl=plane.queue_url, ReceiptHandle=msg["ReceiptHandle"])
-        if failed:
-            reasons = [line for line in logs if '"reason"' in line]
-            raise DemoError(f"processing failed: {reasons[-1][:500] if reasons else 'see logs'}")
-
-        from profstack.local_emf import publish_emf
+        from demo.local_emf import publish_emf
 
         points = publish_emf(logs, boto3.client("cloudwatch"))
         report_dir = _download(s3, plane.bucket, layout.job_reports_prefix(user, job), out_dir / job)
@@ -428,8 +400,11 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
             Key=f"output/{job}/rule-output/ProfilerReport-1796565600/profiler-output/profiler-report.html",
         )["TagSet"]
         _say(f"\nlegacy rule-output tagged for expiry: {', '.join(t['Key'] + '=' + t['Value'] for t in tags)}")
-        tb = [k for k in _list(s3, plane.bucket, layout.job_tensorboard_prefix(user, job)) if "tfevents" in k]
-        _say(f"TensorBoard scalars: s3://{plane.bucket}/{tb[0]}" if tb else "TensorBoard scalars: none")
+        tensorboard = _download_event_files(s3, plane.bucket, layout.job_tensorboard_prefix(user, job), report_dir)
+        for key, path in tensorboard:
+            _say(f"TensorBoard scalars: s3://{plane.bucket}/{key} -> {path.resolve()}")
+        if not tensorboard:
+            _say("TensorBoard scalars: none")
     _say(f"\nHTML report: {(report_dir / 'report.html').resolve()}")
     _say(f"summary:     {(report_dir / 'summary.json').resolve()}")
     perfetto = sorted((report_dir / "perfetto").glob("*.gz")) if (report_dir / "perfetto").is_dir() else []
@@ -441,28 +416,16 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
 
 def _invoke_handler(env: dict[str, str], event: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Run the real handler in-process with the function's environment; capture its stdout (logs, EMF)."""
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     buffer = io.StringIO()
-    try:
-        from lambdas.trace_processor import handler, runtime
+    with patched_environ(env):
+        from lambdas.trace_processor import handler, runtime, telemetry
 
         runtime.reset()
-        handler._idempotency.cache_clear()
-        import logging
-
-        for log_handler in logging.getLogger(handler.logger.service).handlers:
+        for log_handler in logging.getLogger(telemetry.logger.service).handlers:
             if isinstance(log_handler, logging.StreamHandler):
                 log_handler.stream = buffer
-        context = _Context(aws_request_id=str(uuid.uuid4()), deadline=time.monotonic() + 900)
         with contextlib.redirect_stdout(buffer):
-            response = handler.handler(event, context)
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+            response: dict[str, Any] = handler.handler(event, LambdaContext())
     return response, buffer.getvalue().splitlines()
 
 
@@ -482,6 +445,18 @@ def _download(s3: Any, bucket: str, prefix: str, target: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         s3.download_file(bucket, key, str(path))
     return target
+
+
+def _download_event_files(s3: Any, bucket: str, prefix: str, report_dir: Path) -> list[tuple[str, Path]]:
+    """The job's TensorBoard event files (the scalars ProfStack wrote), into <report_dir>/tensorboard/."""
+    copied = []
+    for key in _list(s3, bucket, prefix):
+        if "tfevents" in key.rsplit("/", 1)[-1]:
+            path = report_dir / TENSORBOARD_DIR / key.rsplit("/", 1)[-1]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            s3.download_file(bucket, key, str(path))
+            copied.append((key, path))
+    return copied
 
 
 def _print_findings(summary: dict[str, Any]) -> None:
@@ -509,9 +484,7 @@ def _print_metrics(cloudwatch: Any, job: str, points: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m profstack.demo", description=__doc__.splitlines()[0] if __doc__ else None
-    )
+    parser = argparse.ArgumentParser(prog="python -m demo", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--cdk-out", type=Path, default=REPO_ROOT / "cdk.out", help="synthesized cloud assembly")
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
     parser.add_argument("--out", type=Path, default=Path("demo-output"), help="where the report is copied")

@@ -6,13 +6,14 @@ Stubber (moto has no apps; docs/platform-facts.md, toolchain section).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from profstack.studio import APP_NAME, APP_TYPE
+from profstack.tensorboard.names import APP_NAME, APP_TYPE
 
 if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
@@ -106,3 +107,11 @@ def delete_app(client: SageMakerClient, *, domain_id: str, user_profile_name: st
             return False
         raise
     return True
+
+
+def list_tensorboard_apps(client: SageMakerClient, *, domain_id: str) -> Iterator[dict[str, Any]]:
+    """Every TensorBoard app of the domain's user profiles, as ListApps lists it (all pages)."""
+    for page in client.get_paginator("list_apps").paginate(DomainIdEquals=domain_id):
+        for app in page.get("Apps", []):
+            if app.get("AppType") == APP_TYPE and "UserProfileName" in app:
+                yield dict(app)

@@ -10,6 +10,9 @@ import base64
 import re
 from typing import Final
 
+# A SageMaker domain id, as DescribeDomain returns it; the config, the app provider and the reaper check it.
+DOMAIN_ID_PATTERN: Final = r"^d-[a-z0-9]{12}$"
+
 APP_TYPE: Final = "TensorBoard"
 APP_NAME = "default"  # the name the SageMaker console uses (docs/platform-facts.md A3)
 

@@ -1,0 +1,1 @@
+"""What every ProfStack Lambda function shares: the environment model's loader (`env`)."""

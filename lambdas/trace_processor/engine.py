@@ -1,0 +1,79 @@
+"""The processor's adapter to the analysis engine and the report renderer (profstack.analysis,
+profstack.report), injected so tests can replace it; and the one call that analyses a job's files."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+
+from lambdas.trace_processor.aws import S3Object, S3TraceSource
+from lambdas.trace_processor.env import ProcessorEnv
+from lambdas.trace_processor.errors import CorruptTracesError
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+class Engine(Protocol):
+    """The slice of profstack.analysis / profstack.report the processor uses (injected for tests)."""
+
+    def analyze(
+        self, sources: Sequence[S3TraceSource], *, top_k: int, rule_thresholds: Mapping[str, float]
+    ) -> dict[str, Any]: ...
+
+    def trim(self, source: S3TraceSource, out: BinaryIO, *, max_events: int) -> bool:
+        """Write a trimmed, gzip-compressed trace; False when the file cannot be trimmed."""
+        ...
+
+    def render_html(self, summary: Mapping[str, Any]) -> str: ...
+
+    def cross_rank(
+        self, table: list[dict[str, Any]], rule_thresholds: Mapping[str, float]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]: ...
+
+
+class ProfStackEngine:
+    """The real engine. Imported lazily: the analysis package is heavy and only needed here."""
+
+    def analyze(
+        self, sources: Sequence[S3TraceSource], *, top_k: int, rule_thresholds: Mapping[str, float]
+    ) -> dict[str, Any]:
+        from profstack.analysis import AnalysisOptions, analyze
+
+        result = analyze(list(sources), AnalysisOptions(top_k=top_k, rule_thresholds=dict(rule_thresholds)))
+        return dict(result.summary)
+
+    def cross_rank(
+        self, table: list[dict[str, Any]], rule_thresholds: Mapping[str, float]
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        from profstack.analysis import AnalysisOptions, rules
+
+        th = AnalysisOptions(rule_thresholds=dict(rule_thresholds)).thresholds()
+        cross, found = rules.cross_rank(table, th)
+        return dict(cross), [dict(f) for f in found]
+
+    def trim(self, source: S3TraceSource, out: BinaryIO, *, max_events: int) -> bool:
+        from profstack.analysis import TraceError, trim_trace
+
+        try:
+            trim_trace(source, out, steps=None, max_events=max_events, compress=True)
+        except TraceError:
+            return False  # a truncated/corrupt file: already flagged by the analysis
+        return True
+
+    def render_html(self, summary: Mapping[str, Any]) -> str:
+        from profstack.report import render_html
+
+        return str(render_html(dict(summary)))
+
+
+def analyze_objects(s3: S3Client, engine: Engine, env: ProcessorEnv, objects: Sequence[S3Object]) -> dict[str, Any]:
+    """The job's summary over its trace files, streamed from S3. A file the engine cannot read is an
+    input with status failed/partial; when no file at all can be read, CorruptTracesError (retried)."""
+    sources = [S3TraceSource(s3, o) for o in objects]
+    summary = engine.analyze(sources, top_k=env.top_k, rule_thresholds=env.rule_thresholds)
+    inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
+    if inputs and all(i.get("status") == "failed" for i in inputs):
+        reasons = "; ".join(str((i.get("error") or {}).get("message", i.get("name"))) for i in inputs)
+        raise CorruptTracesError(f"no trace file could be analysed: {reasons}"[:1000])
+    return summary

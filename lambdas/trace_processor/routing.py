@@ -1,0 +1,78 @@
+"""Where a job's files are analysed: here in one Lambda, or fanned out to the state machine (one map
+item per file, a file too large for Lambda routed to the SageMaker Processing job). Also where the
+fan-out's manifest and partial summaries live."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from lambdas.trace_processor import aws
+from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_json
+from lambdas.trace_processor.env import ProcessorEnv
+from lambdas.trace_processor.errors import ProcessingError
+from lambdas.trace_processor.job import JobContext
+
+# Uncompressed/compressed size of Kineto traces: 13.2:1 on bench/generate.py traces, 14.5:1 on the
+# hta/trace_filter ranks (docs/processing.md). Thresholds are in uncompressed bytes.
+GZIP_RATIO = 15
+
+
+def estimated_json_bytes(obj: S3Object) -> int:
+    """What the engine will parse. Work scales with uncompressed JSON, so .gz sizes are scaled by
+    GZIP_RATIO (Kineto traces compress ~13-15:1; the larger ratio errs towards fanning out)."""
+    return obj.size * GZIP_RATIO if obj.key.endswith(".gz") else obj.size
+
+
+def route_for(obj: S3Object, env: ProcessorEnv) -> str:
+    return "processing" if estimated_json_bytes(obj) > env.single_lambda_max_file_bytes else "lambda"
+
+
+def needs_fanout(objects: Sequence[S3Object], env: ProcessorEnv) -> bool:
+    return (
+        len(objects) > env.fanout_file_threshold
+        or sum(estimated_json_bytes(o) for o in objects) > env.fanout_bytes_threshold
+        or any(route_for(o, env) == "processing" for o in objects)
+    )
+
+
+def execution_name(job: str, status: str) -> str:
+    """Deterministic: a duplicate event cannot start a second execution (ExecutionAlreadyExists)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"{job}-{status}")[:80]
+
+
+def manifest_location(ctx: JobContext) -> S3Location:
+    return ctx.reports.child("partials", "manifest.json")
+
+
+def partial_location(ctx: JobContext, index: int) -> S3Location:
+    return ctx.reports.child("partials", f"{index:05d}", "summary.json")
+
+
+def start_fanout(clients: Clients, env: ProcessorEnv, ctx: JobContext, objects: Sequence[S3Object]) -> bool:
+    """Write the item manifest (a JSON array the Distributed Map reads) and start the execution.
+    Returns False when an execution for this job and status already exists."""
+    if clients.sfn is None or not env.state_machine_arn:
+        raise ProcessingError("fan-out needed but no state machine is configured")
+    items = [
+        {
+            "index": i,
+            "bucket": o.bucket,
+            "key": o.key,
+            "size": o.size,
+            "route": route_for(o, env),
+            # The SageMaker Processing path writes its summary.json here (ASL cannot zero-pad).
+            "partial_prefix": partial_location(ctx, i).key.rsplit("/", 1)[0] + "/",
+        }
+        for i, o in enumerate(objects)
+    ]
+    manifest = manifest_location(ctx)
+    put_json(clients.s3, manifest, items)
+    payload = {
+        "context": ctx.to_json(),
+        "manifest": {"bucket": manifest.bucket, "key": manifest.key},
+        "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},
+    }
+    return aws.start_execution(
+        clients.sfn, state_machine_arn=env.state_machine_arn, name=execution_name(ctx.job, ctx.status), payload=payload
+    )

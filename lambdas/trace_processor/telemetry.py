@@ -1,0 +1,55 @@
+"""What the processor functions tell CloudWatch: EMF metrics per job, and the structured line logged
+when a record fails (its reason code, for the DLQ runbook). Powertools' Logger and Metrics instances
+of one service share their state, so the entry points decorate the same objects."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit, single_metric
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+from lambdas.trace_processor.errors import failure_reason
+from lambdas.trace_processor.job import Outcome
+from profstack import metric_names as m
+
+logger = Logger()
+metrics = Metrics()
+
+_UNITS = {
+    m.TRACE_BYTES: MetricUnit.Bytes,
+    m.GPU_IDLE_PERCENT: MetricUnit.Percent,
+    m.DATALOADER_PERCENT: MetricUnit.Percent,
+    m.LAUNCH_DELAY_P95_US: MetricUnit.Microseconds,
+    m.STEP_TIME_P50_MS: MetricUnit.Milliseconds,
+    m.STEP_TIME_P95_MS: MetricUnit.Milliseconds,
+}
+
+
+def _unit(name: str) -> MetricUnit:
+    return _UNITS.get(name, MetricUnit.Count)
+
+
+def publish_metrics(outcome: Outcome) -> None:
+    """Each value twice: without the job dimension (alarms watch these) and with it (dashboards)."""
+    for name, value in outcome.metrics.items():
+        metrics.add_metric(name=name, unit=_unit(name), value=value)
+        with single_metric(name=name, unit=_unit(name), value=value, namespace=m.NAMESPACE) as metric:
+            metric.add_dimension(name=m.JOB_DIMENSION, value=outcome.job)
+    if outcome.action in {"reported", "no_traces"}:
+        metrics.add_metric(name=m.JOBS_REPORTED, unit=MetricUnit.Count, value=1)
+
+
+def record_failure(exc: BaseException, record: SQSRecord) -> None:
+    """Count the failure and log why, with the message id and how often SQS has delivered it."""
+    metrics.add_metric(name=m.PROCESSING_FAILURES, unit=MetricUnit.Count, value=1)
+    logger.error(
+        "job processing failed; SQS will retry, then dead-letter",
+        extra={
+            "reason": failure_reason(exc),
+            "error": str(exc)[:2000],
+            "error_type": type(exc).__name__,
+            "message_id": record.message_id,
+            "receive_count": int(record.attributes.approximate_receive_count or 0),
+        },
+        exc_info=True,
+    )
