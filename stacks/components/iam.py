@@ -22,6 +22,8 @@ NO_RESOURCE_TYPE_ACTIONS: dict[str, str] = {
     "sagemaker:ListUserProfiles": "ListUserProfiles supports no resource type.",
     "sagemaker:ListDomains": "ListDomains supports no resource type.",
     "sagemaker:ListTrainingJobs": "ListTrainingJobs supports no resource type (list actions of SageMaker).",
+    "cloudwatch:GetMetricData": "GetMetricData supports no resource type (the processor reads a job's "
+    "/aws/sagemaker/TrainingJobs instance metrics).",
     "cloudwatch:DescribeAlarms": "Read-only; granted on '*' because the per-job alarm manager lists by name "
     "prefix (AlarmNamePrefix). The IAM service authorization reference was not re-read for its resource type "
     "in issue 15; if it supports alarm ARNs, scope it to the <prefix>/job/* alarms.",
