@@ -233,8 +233,30 @@ class Alarms(_Model):
     launch_delay_p95_high_us: Annotated[float, Field(gt=0)] = 500.0
     dataloader_high_percent: Annotated[float, Field(gt=0, le=100)] = 20.0
     evaluation_periods: Annotated[int, Field(ge=1, le=100)] = 15  # minutes, for the live training-job alarms
-    gpus_per_host: Annotated[int, Field(ge=1, le=64)] = 8  # SageMaker sums GPU metrics over a host's GPUs (A8)
+    gpus_per_host: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=64,
+            description="deprecated and ignored: each host's GPU count now comes from its instance type "
+            "(profstack/instances.py)",
+        ),
+    ] = None
     dlq_messages_threshold: Annotated[int, Field(ge=1)] = 1
+    # Per-job alarms (lambdas/alarm_manager): created per host while a training job runs, deleted after.
+    per_job_alarms: bool = True
+    warmup_minutes: Annotated[
+        int, Field(ge=0, le=1440, description="no low-GPU or CPU-bound alarm before a job has trained this long")
+    ] = 20
+    host_disk_high_percent: Annotated[float, Field(gt=0, le=100)] = 90.0
+    host_memory_high_percent: Annotated[float, Field(gt=0, le=100)] = 90.0
+    cpu_high_percent: Annotated[float, Field(gt=0, le=100, description="per vCPU; Debugger CPUBottleneck")] = 90.0
+    cpu_bound_gpu_low_percent: Annotated[float, Field(gt=0, le=100, description="per GPU; Debugger CPUBottleneck")] = (
+        10.0
+    )
+    reconcile_minutes: Annotated[
+        int, Field(ge=5, le=1440, description="how often orphaned per-job alarms are removed and missed jobs added")
+    ] = 15
 
 
 class Notifications(_Model):
@@ -285,6 +307,11 @@ class ProfStackConfig(_Model):
             found.append(
                 f"environment.region: managed TensorBoard is not documented in {region} "
                 f"(documented: {', '.join(sorted(TENSORBOARD_DOCUMENTED_REGIONS))})"
+            )
+        if self.alarms.gpus_per_host is not None:
+            found.append(
+                "alarms.gpus_per_host: deprecated and ignored; per-GPU thresholds now divide by each host's own "
+                "GPU count (profstack/instances.py)"
             )
         if not self.notifications.emails:
             found.append("notifications.emails: empty; findings and alarms will reach no one by e-mail")

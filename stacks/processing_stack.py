@@ -14,6 +14,7 @@ from constructs import Construct
 
 from profstack.config import Alarms, Notifications, Processing
 from stacks.components.fanout_workflow import FanoutWorkflow
+from stacks.components.job_alarm_manager import JobAlarmManager
 from stacks.components.job_events import JobEventQueue
 from stacks.components.notification_topic import NotificationTopic
 from stacks.components.processing_alarms import ProcessingAlarms
@@ -21,7 +22,6 @@ from stacks.components.python_function import log_retention
 from stacks.components.trace_access import TraceAccess
 from stacks.components.trace_processor import VISIBILITY_TIMEOUT_FACTOR, TraceProcessorFunctions
 from stacks.components.training_dashboard import TrainingJobsDashboard
-from stacks.components.training_job_alarms import TrainingJobAlarms
 
 
 class ProcessingStack(cdk.Stack):
@@ -87,8 +87,19 @@ class ProcessingStack(cdk.Stack):
             state_machine=self.fanout.state_machine,
             service=service,
         )
-        self.training_job_alarms = TrainingJobAlarms(
-            self, "TrainingJobAlarms", thresholds=alarms, topic=self.notifications.topic, name_prefix=name_prefix
+        # Per-job, per-host alarms (issue 15); they replace the fleet-wide fixed-gpus_per_host alarms.
+        self.job_alarm_manager = (
+            JobAlarmManager(
+                self,
+                "JobAlarmManager",
+                thresholds=alarms,
+                topic=self.notifications.topic,
+                name_prefix=name_prefix,
+                tag_filter=processing.job_tag_filter,
+                log_retention=retention_days(log_retention_days),
+            )
+            if alarms.per_job_alarms
+            else None
         )
         self.dashboard = TrainingJobsDashboard(
             self,
@@ -99,6 +110,9 @@ class ProcessingStack(cdk.Stack):
             dead_letter_queue=self.events.dead_letter_queue,
             processor=self.functions.processor.function,
             state_machine=self.fanout.state_machine,
+            live_dashboard_name=self.job_alarm_manager.dashboard_name if self.job_alarm_manager else None,
+            alarm_manager=self.job_alarm_manager.function.function if self.job_alarm_manager else None,
+            processor_service=service,
         )
         cdk.CfnOutput(self, "QueueUrl", value=self.events.queue.queue_url)
         cdk.CfnOutput(self, "DeadLetterQueueUrl", value=self.events.dead_letter_queue.queue_url)

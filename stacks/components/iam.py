@@ -19,6 +19,12 @@ NO_RESOURCE_TYPE_ACTIONS: dict[str, str] = {
     "sagemaker:Search": "Search supports no resource type (docs/platform-facts.md A4).",
     "sagemaker:ListUserProfiles": "ListUserProfiles supports no resource type.",
     "sagemaker:ListDomains": "ListDomains supports no resource type.",
+    "sagemaker:ListTrainingJobs": "ListTrainingJobs supports no resource type (list actions of SageMaker).",
+    "cloudwatch:GetMetricData": "GetMetricData supports no resource type (the processor reads a job's "
+    "/aws/sagemaker/TrainingJobs instance metrics).",
+    "cloudwatch:DescribeAlarms": "Read-only; granted on '*' because the per-job alarm manager lists by name "
+    "prefix (AlarmNamePrefix). The IAM service authorization reference was not re-read for its resource type "
+    "in issue 15; if it supports alarm ARNs, scope it to the <prefix>/job/* alarms.",
     "s3:ListAllMyBuckets": "ListAllMyBuckets supports no resource type.",
     "ec2:DescribeNetworkInterfaces": "EC2 Describe* actions support no resource type.",
     "ec2:DescribeVpcs": "EC2 Describe* actions support no resource type.",

@@ -1,4 +1,11 @@
-"""CloudWatch dashboard for training jobs: SageMaker's instance metrics (A8) and ProfStack's own."""
+"""CloudWatch dashboard for training jobs: SageMaker's instance metrics (A8) and ProfStack's own health.
+
+Per GPU: SageMaker's instance metrics carry only the `Host` dimension, so a dashboard CloudFormation
+writes cannot know a host's instance type, and metric math cannot divide one SEARCH array by another.
+The per-GPU view is therefore the live dashboard the alarm manager rewrites every reconcile with one
+`metric / <that host's GPU count>` line per running host (lambdas/alarm_manager/dashboard.py); this
+dashboard links to it and shows the raw per-host sums, labelled as sums.
+"""
 
 from __future__ import annotations
 
@@ -38,13 +45,16 @@ class TrainingJobsDashboard(Construct):
         dead_letter_queue: sqs.IQueue,
         processor: lambda_.IFunction,
         state_machine: sfn.IStateMachine,
+        live_dashboard_name: str | None = None,
+        alarm_manager: lambda_.IFunction | None = None,
+        processor_service: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.dashboard = cloudwatch.Dashboard(
             self, "Dashboard", dashboard_name=dashboard_name, default_interval=cdk.Duration.days(1)
         )
 
-        def per_host(metric: str, title: str, note: str) -> cloudwatch.GraphWidget:
+        def per_host(metric: str, title: str, note: str, *, width: int = 12) -> cloudwatch.GraphWidget:
             return cloudwatch.GraphWidget(
                 title=f"{title} ({note})",
                 left=[
@@ -57,7 +67,7 @@ class TrainingJobsDashboard(Construct):
                         label="",
                     )
                 ],
-                width=12,
+                width=width,
                 height=6,
             )
 
@@ -91,10 +101,16 @@ class TrainingJobsDashboard(Construct):
                     "**GPUUtilization and GPUMemoryUtilization are summed over the host's GPUs (0-100 x N)**: "
                     f"divide by the GPU count. Low-utilisation guide: {thresholds.gpu_utilization_low_percent}% "
                     f"per GPU; memory high: {thresholds.gpu_memory_high_percent}% per GPU. "
-                    f"Per-job trace metrics come from ProfStack (`{m.NAMESPACE}`, dimension `{m.JOB_DIMENSION}`)."
+                    f"Per-job trace metrics come from ProfStack (`{m.NAMESPACE}`, dimension `{m.JOB_DIMENSION}`). "
+                    + (
+                        f"**Per GPU, per running host: dashboard `{live_dashboard_name}`** (rewritten by the alarm "
+                        "manager with each host's own GPU count)."
+                        if live_dashboard_name
+                        else "Per-job alarms are off (alarms.per_job_alarms), so no per-GPU dashboard is kept."
+                    )
                 ),
                 width=24,
-                height=3,
+                height=4,
             )
         )
         self.dashboard.add_widgets(
@@ -102,8 +118,9 @@ class TrainingJobsDashboard(Construct):
             per_host("GPUMemoryUtilization", "GPU memory", "sum over GPUs"),
         )
         self.dashboard.add_widgets(
-            per_host("CPUUtilization", "CPU utilisation", "sum over cores"),
-            per_host("MemoryUtilization", "Host memory", "0-100"),
+            per_host("CPUUtilization", "CPU utilisation", "sum over vCPUs", width=8),
+            per_host("MemoryUtilization", "Host memory", "0-100", width=8),
+            per_host("DiskUtilization", "Disk", "0-100", width=8),
         )
         self.dashboard.add_widgets(
             per_job(m.GPU_IDLE_PERCENT, "GPU idle % (trace)", threshold=thresholds.gpu_idle_high_percent),
@@ -116,18 +133,52 @@ class TrainingJobsDashboard(Construct):
             per_job(m.TRACE_BYTES, "Trace bytes analysed"),
         )
         self.dashboard.add_widgets(
+            cloudwatch.TextWidget(markdown="## ProfStack health", width=24, height=1),
+        )
+        self.dashboard.add_widgets(
             cloudwatch.GraphWidget(
-                title="Processing queue",
+                title="Processing queue depth",
                 left=[
-                    queue.metric_approximate_number_of_messages_visible(label="queued"),
-                    dead_letter_queue.metric_approximate_number_of_messages_visible(label="dead-lettered"),
+                    queue.metric_approximate_number_of_messages_visible(label="queued", statistic="Maximum"),
+                    dead_letter_queue.metric_approximate_number_of_messages_visible(
+                        label="dead-lettered (DLQ depth)", statistic="Maximum"
+                    ),
                 ],
                 width=8,
             ),
             cloudwatch.GraphWidget(
-                title="Processor",
-                left=[processor.metric_invocations(), processor.metric_errors(), processor.metric_throttles()],
-                right=[processor.metric_duration(statistic="Maximum")],
+                title="Age of the oldest message (s)",
+                left=[
+                    queue.metric_approximate_age_of_oldest_message(label="queue", statistic="Maximum"),
+                    dead_letter_queue.metric_approximate_age_of_oldest_message(label="DLQ", statistic="Maximum"),
+                ],
+                width=8,
+            ),
+            cloudwatch.GraphWidget(
+                title="Processor errors and throttles",
+                left=[
+                    processor.metric_invocations(statistic="Sum"),
+                    processor.metric_errors(statistic="Sum"),
+                    processor.metric_throttles(statistic="Sum"),
+                ],
+                right=[processor.metric_duration(statistic="Maximum", label="duration max (ms)")],
+                width=8,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Processing failures (by the processor)",
+                left=[
+                    cloudwatch.Metric(
+                        namespace=m.NAMESPACE,
+                        metric_name=m.PROCESSING_FAILURES,
+                        dimensions_map={"service": processor_service},
+                        statistic="Sum",
+                        label="records failed",
+                    )
+                ]
+                if processor_service
+                else [processor.metric_errors(statistic="Sum")],
                 width=8,
             ),
             cloudwatch.GraphWidget(
@@ -135,4 +186,16 @@ class TrainingJobsDashboard(Construct):
                 left=[state_machine.metric_started(), state_machine.metric_succeeded(), state_machine.metric_failed()],
                 width=8,
             ),
+            cloudwatch.GraphWidget(
+                title="Per-job alarm manager",
+                left=[
+                    alarm_manager.metric_invocations(statistic="Sum"),
+                    alarm_manager.metric_errors(statistic="Sum"),
+                    alarm_manager.metric_throttles(statistic="Sum"),
+                ],
+                right=[alarm_manager.metric_duration(statistic="Maximum", label="duration max (ms)")],
+                width=8,
+            )
+            if alarm_manager is not None
+            else cloudwatch.TextWidget(markdown="Per-job alarms are off.", width=8, height=6),
         )

@@ -64,9 +64,15 @@ def _resources(statement: dict[str, Any]) -> list[str]:
     return [_flat(r) for r in (resource if isinstance(resource, list) else [resource])]
 
 
+def _job_events_rule(template: dict[str, Any]) -> dict[str, Any]:
+    """The processor's rule (the alarm manager has its own two since issue 15)."""
+    (rule,) = [r for k, r in _of_type(template, "AWS::Events::Rule").items() if k.startswith("JobEvents")]
+    return dict(rule["Properties"])
+
+
 def test_rule_matches_finished_training_jobs_and_targets_the_queue(template: dict[str, Any]) -> None:
     # GIVEN the synthesized stack THEN one rule selects Completed/Failed/Stopped training-job events
-    rule = _one(template, "AWS::Events::Rule")["Properties"]
+    rule = _job_events_rule(template)
     assert rule["EventPattern"] == {
         "source": ["aws.sagemaker"],
         "detail-type": ["SageMaker Training Job State Change"],
@@ -156,8 +162,8 @@ def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
 
 def test_each_function_has_its_own_role(template: dict[str, Any]) -> None:
     roles = [fn["Properties"]["Role"]["Fn::GetAtt"][0] for fn in _of_type(template, "AWS::Lambda::Function").values()]
-    assert len(roles) == 3
-    assert len(set(roles)) == 3
+    assert len(roles) == 4  # processor, analyze-file, aggregate and (issue 15) the per-job alarm manager
+    assert len(set(roles)) == 4
 
 
 def test_topic_is_encrypted_and_subscribes_configured_emails(template: dict[str, Any], example_config: Any) -> None:
@@ -227,7 +233,13 @@ def test_alarms_use_config_thresholds_and_notify_the_topic(template: dict[str, A
 
 
 def test_dashboard_shows_sagemaker_and_profstack_metrics(template: dict[str, Any]) -> None:
-    body = _flat(_one(template, "AWS::CloudWatch::Dashboard")["Properties"]["DashboardBody"])
+    # (two dashboards since issue 15: this one and the alarm manager's live per-GPU one)
+    (dashboard,) = [
+        d
+        for d in _of_type(template, "AWS::CloudWatch::Dashboard").values()
+        if d["Properties"]["DashboardName"] == "profstack-training-jobs"
+    ]
+    body = _flat(dashboard["Properties"]["DashboardBody"])
     assert "/aws/sagemaker/TrainingJobs" in body
     assert "GPUUtilization" in body
     # SEARCH matches exact dimension sets: the per-job EMF metrics carry the job and Powertools' service
@@ -247,36 +259,15 @@ def test_tag_filter_from_config_narrows_the_rule(example_config: Any) -> None:
         }
     )
     # WHEN synthesized THEN the rule also requires that tag
-    rule = _one(synthesize(config, nag=False).templates[STACK], "AWS::Events::Rule")["Properties"]
+    rule = _job_events_rule(synthesize(config, nag=False).templates[STACK])
     assert rule["EventPattern"]["detail"]["Tags"] == {"profstack:profile": ["true"]}
 
 
-def test_live_training_job_alarms_use_config_thresholds_per_gpu(
-    synthesized: SynthesizedApp, example_config: Any
-) -> None:
-    # GIVEN the example thresholds (per GPU) and SageMaker's per-host sums (docs/platform-facts.md A8)
+def test_no_fleet_alarm_multiplies_a_fixed_gpu_count(synthesized: SynthesizedApp, example_config: Any) -> None:
+    # GIVEN the example config (issue 15: the fleet-wide GPU alarms multiplied alarms.gpus_per_host, which is
+    # wrong for a fleet that mixes instance types; per-host alarms of the alarm manager replace them, each
+    # divided by its own host's GPU count; see tests/infra/test_job_alarm_manager.py)
     template = synthesized.templates[f"{example_config.prefix}-processing"]
-    alarms = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::CloudWatch::Alarm"}
-    by_name = {a["Properties"].get("AlarmName", ""): a["Properties"] for a in alarms.values()}
-    gpus = example_config.alarms.gpus_per_host
-    memory = by_name[f"{example_config.prefix}-TrainingGpuMemoryHigh"]
-    low = by_name[f"{example_config.prefix}-TrainingGpuUtilizationLow"]
-    # THEN each is one Metrics Insights series over all hosts, scaled to the host's GPU count
-    assert memory["Metrics"] == [
-        {
-            "Id": "q1",
-            "Expression": 'SELECT MAX(GPUMemoryUtilization) FROM SCHEMA("/aws/sagemaker/TrainingJobs", Host)',
-            "Period": 60,
-            "ReturnData": True,
-        }
-    ]
-    assert memory["Threshold"] == example_config.alarms.gpu_memory_high_percent * gpus
-    assert memory["ComparisonOperator"] == "GreaterThanThreshold"
-    assert low["Metrics"][0]["Expression"].startswith("SELECT MIN(GPUUtilization)")
-    assert low["Threshold"] == example_config.alarms.gpu_utilization_low_percent * gpus
-    assert low["ComparisonOperator"] == "LessThanThreshold"
-    for props in (memory, low):
-        assert props["EvaluationPeriods"] == example_config.alarms.evaluation_periods
-        assert props["TreatMissingData"] == "notBreaching"
-        assert props["AlarmActions"]
-        assert props["AlarmActions"] == props["OKActions"]
+    alarms = [v["Properties"] for v in template["Resources"].values() if v["Type"] == "AWS::CloudWatch::Alarm"]
+    # THEN no static alarm reads SageMaker's per-host GPU sums any more
+    assert not [a for a in alarms if "/aws/sagemaker/TrainingJobs" in json.dumps(a)]

@@ -1,0 +1,68 @@
+"""Environment of the alarm manager, validated once at cold start (set by stacks/components/job_alarm_manager.py)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from lambdas.alarm_manager.specs import Thresholds
+
+Percent = Annotated[float, Field(gt=0, le=100)]
+
+
+class EnvError(RuntimeError):
+    """The function was deployed with a missing or malformed environment variable."""
+
+
+class ManagerEnv(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    name_prefix: Annotated[str, Field(alias="NAME_PREFIX", pattern=r"^[a-z][a-z0-9-]{1,20}$")]
+    topic_arn: Annotated[str, Field(alias="TOPIC_ARN", pattern=r"^arn:aws[a-z-]*:sns:")]
+    region: Annotated[str, Field(alias="AWS_REGION", min_length=1)]
+    dashboard_name: Annotated[str, Field(alias="DASHBOARD_NAME", min_length=1, max_length=255)]
+    tag_filter_key: Annotated[str | None, Field(alias="TAG_FILTER_KEY")] = None
+    tag_filter_value: Annotated[str | None, Field(alias="TAG_FILTER_VALUE")] = None
+    gpu_utilization_low_percent: Annotated[float, Field(alias="GPU_UTILIZATION_LOW_PERCENT", gt=0, le=100)]
+    gpu_memory_high_percent: Annotated[float, Field(alias="GPU_MEMORY_HIGH_PERCENT", gt=0, le=100)]
+    disk_high_percent: Annotated[float, Field(alias="DISK_HIGH_PERCENT", gt=0, le=100)]
+    memory_high_percent: Annotated[float, Field(alias="MEMORY_HIGH_PERCENT", gt=0, le=100)]
+    cpu_high_percent: Annotated[float, Field(alias="CPU_HIGH_PERCENT", gt=0, le=100)]
+    cpu_bound_gpu_low_percent: Annotated[float, Field(alias="CPU_BOUND_GPU_LOW_PERCENT", gt=0, le=100)]
+    evaluation_periods: Annotated[int, Field(alias="EVALUATION_PERIODS", ge=1, le=100)]
+    warmup_minutes: Annotated[int, Field(alias="WARMUP_MINUTES", ge=0, le=1440)]
+
+    @model_validator(mode="after")
+    def _tag_pair(self) -> ManagerEnv:
+        if bool(self.tag_filter_key) != bool(self.tag_filter_value):
+            raise ValueError("set both TAG_FILTER_KEY and TAG_FILTER_VALUE, or neither")
+        return self
+
+    @property
+    def tag_filter(self) -> tuple[str, str] | None:
+        if self.tag_filter_key and self.tag_filter_value:
+            return (self.tag_filter_key, self.tag_filter_value)
+        return None
+
+    def thresholds(self) -> Thresholds:
+        return Thresholds(
+            gpu_utilization_low_percent=self.gpu_utilization_low_percent,
+            gpu_memory_high_percent=self.gpu_memory_high_percent,
+            disk_high_percent=self.disk_high_percent,
+            memory_high_percent=self.memory_high_percent,
+            cpu_high_percent=self.cpu_high_percent,
+            cpu_bound_gpu_low_percent=self.cpu_bound_gpu_low_percent,
+            evaluation_periods=self.evaluation_periods,
+            warmup_minutes=self.warmup_minutes,
+        )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> ManagerEnv:
+        source = {k: v for k, v in dict(os.environ if environ is None else environ).items() if v != ""}
+        try:
+            return cls.model_validate(source)
+        except ValidationError as exc:
+            raise EnvError(f"invalid function environment: {exc}") from None
