@@ -96,7 +96,7 @@ class ProcessingStack(cdk.Stack):
                 topic=self.notifications.topic,
                 name_prefix=name_prefix,
                 tag_filter=processing.job_tag_filter,
-                log_retention=retention_days(log_retention_days),
+                log_retention=log_retention(log_retention_days),
             )
             if alarms.per_job_alarms
             else None

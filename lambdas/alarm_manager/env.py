@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from lambdas.alarm_manager.specs import Thresholds
+from lambdas.common.env import EnvError, FunctionEnv
+
+__all__ = ["EnvError", "ManagerEnv"]
 
 Percent = Annotated[float, Field(gt=0, le=100)]
 
 
-class EnvError(RuntimeError):
-    """The function was deployed with a missing or malformed environment variable."""
-
-
-class ManagerEnv(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="ignore")
-
+class ManagerEnv(FunctionEnv):
     name_prefix: Annotated[str, Field(alias="NAME_PREFIX", pattern=r"^[a-z][a-z0-9-]{1,20}$")]
     topic_arn: Annotated[str, Field(alias="TOPIC_ARN", pattern=r"^arn:aws[a-z-]*:sns:")]
     region: Annotated[str, Field(alias="AWS_REGION", min_length=1)]
@@ -34,6 +29,11 @@ class ManagerEnv(BaseModel):
     cpu_bound_gpu_low_percent: Annotated[float, Field(alias="CPU_BOUND_GPU_LOW_PERCENT", gt=0, le=100)]
     evaluation_periods: Annotated[int, Field(alias="EVALUATION_PERIODS", ge=1, le=100)]
     warmup_minutes: Annotated[int, Field(alias="WARMUP_MINUTES", ge=0, le=1440)]
+
+    @field_validator("tag_filter_key", "tag_filter_value", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return value or None  # the stack passes "" when no tag filter is configured
 
     @model_validator(mode="after")
     def _tag_pair(self) -> ManagerEnv:
@@ -58,11 +58,3 @@ class ManagerEnv(BaseModel):
             evaluation_periods=self.evaluation_periods,
             warmup_minutes=self.warmup_minutes,
         )
-
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str] | None = None) -> ManagerEnv:
-        source = {k: v for k, v in dict(os.environ if environ is None else environ).items() if v != ""}
-        try:
-            return cls.model_validate(source)
-        except ValidationError as exc:
-            raise EnvError(f"invalid function environment: {exc}") from None

@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from lambdas.trace_processor import metric_names as m
+from profstack import metric_names as m
 from profstack.analysis import merge
 from profstack.analysis.merge import CrossRank
 from profstack.analysis.summary import SEVERITY_ORDER, severity_rank

@@ -12,8 +12,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from profstack.analysis.summary import SEVERITY_ORDER
 from profstack.report.format import esc
-from profstack.report.html import CSP, SEVERITY_ORDER
+from profstack.report.html import CSP
 from profstack.report.style import CSS
 from profstack.system_metrics import HostMetrics, Metric, Series, SystemMetrics, percentile
 

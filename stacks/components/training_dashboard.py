@@ -16,7 +16,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from lambdas.trace_processor import metric_names as m
+from profstack import metric_names as m
 from profstack.config import Alarms
 
 SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
