@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from lambdas.alarm_manager.specs import AlarmSpec, fingerprint_of
+from profstack.job_alarms import AlarmSpec, fingerprint_of
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lambdas.alarm_manager.specs import SAGEMAKER_NAMESPACE, RunningJob
+from profstack.job_alarms import SAGEMAKER_NAMESPACE, RunningJob
 
 # A graph holds at most 500 metrics and expressions (CloudWatch metric math docs); each host needs two.
 MAX_HOSTS_PER_GRAPH = 200

@@ -6,8 +6,8 @@ from typing import Annotated
 
 from pydantic import Field, field_validator, model_validator
 
-from lambdas.alarm_manager.specs import Thresholds
 from lambdas.common.env import EnvError, FunctionEnv
+from profstack.job_alarms import Thresholds
 
 __all__ = ["EnvError", "ManagerEnv"]
 

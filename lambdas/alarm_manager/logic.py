@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from lambdas.alarm_manager.dashboard import dashboard_body
-from lambdas.alarm_manager.specs import (
+from profstack.instances import hosts_of
+from profstack.job_alarms import (
     AlarmSpec,
     RunningJob,
     Thresholds,
@@ -25,7 +26,6 @@ from lambdas.alarm_manager.specs import (
     job_alarms,
     job_of_alarm,
 )
-from profstack.instances import hosts_of
 
 
 class AlarmStore(Protocol):

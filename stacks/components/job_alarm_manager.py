@@ -23,9 +23,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from lambdas.alarm_manager.handler_names import SCHEDULE_DETAIL_TYPE, TRAINING_DETAIL_TYPE
-from lambdas.alarm_manager.specs import alarm_prefix
 from profstack.config import Alarms, JobTagFilter
+from profstack.job_alarm_events import SCHEDULE_DETAIL_TYPE, TRAINING_DETAIL_TYPE
+from profstack.job_alarms import alarm_prefix
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline

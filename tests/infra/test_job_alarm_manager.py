@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from moto.events.models import EventPattern
 
-from lambdas.alarm_manager.specs import alarm_prefix
+from profstack.job_alarms import alarm_prefix
 from stacks.components.job_alarm_manager import training_job_state_pattern
 from tests.conftest import EVENTS_DIR
 from tests.infra.conftest import SynthesizedApp, synthesize

@@ -21,7 +21,8 @@ from lambdas.alarm_manager.aws import CloudWatchAlarms
 from lambdas.alarm_manager.dashboard import MAX_HOSTS_PER_GRAPH, dashboard_body
 from lambdas.alarm_manager.env import EnvError, ManagerEnv
 from lambdas.alarm_manager.logic import reconcile, running_job, sync_job
-from lambdas.alarm_manager.specs import (
+from profstack.instances import hosts_of
+from profstack.job_alarms import (
     KINDS,
     RunningJob,
     alarm_name,
@@ -30,7 +31,6 @@ from lambdas.alarm_manager.specs import (
     job_alarms,
     job_of_alarm,
 )
-from profstack.instances import hosts_of
 from tests.unit.monitoring.alarm_support import (
     PREFIX,
     SETTINGS,
