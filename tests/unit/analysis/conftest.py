@@ -10,8 +10,6 @@ from typing import Any
 import pytest
 
 from profstack.analysis import AnalysisOptions, AnalysisResult, FileTraceSource, analyze
-
-
 from tests.conftest import TRACES_DIR as TRACES
 
 REFERENCE = TRACES / "reference_values" / "hta_0.5.0.json"
