@@ -240,6 +240,7 @@ def analyze(
             fd.gpu_mode_reason = "several input files may belong to this rank"
         files[idx] = fd
         errors.extend(_file_errors(fd))
+        warnings.extend(FileError(fd.name, n, fatal=False) for n in fd.notices)
         if guess is None:
             unknown_left -= 1
         else:

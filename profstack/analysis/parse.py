@@ -288,6 +288,11 @@ class FileData:
     devices: set[int] = field(default_factory=set)
     # X rows in a category the parser does not know that carry a stream or device (category -> count)
     unknown_device_cats: dict[str, int] = field(default_factory=dict)
+    no_ph: int = 0  # events with a known category and a duration but no "ph" (skipped)
+    args_dropped: int = 0  # events kept without their args (an ill-typed field, e.g. an integer beyond int64)
+    repaired: int = 0  # events whose invalid UTF-8 / raw control characters were replaced (U+FFFD / space)
+    # things worth knowing that lost no number (a byte-order mark, repaired names): never make a file partial
+    notices: list[TraceError] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -426,6 +431,8 @@ class _Parser:
             dur = e.dur
             if ts != ts or dur < 0 or e.ph != "X":  # noqa: PLR0124 - NaN test, cheapest form
                 if e.ph != "X":
+                    if not e.ph and ts == ts:  # noqa: PLR0124
+                        fd.no_ph += 1  # not a flow or instant: a writer that left "ph" out
                     continue  # flows/instants in a known category carry nothing we use
                 self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}", negative=dur < 0)
                 continue
@@ -566,14 +573,19 @@ class _Parser:
             # raw control characters / invalid UTF-8 inside strings (pytorch#130622): repair and retry
             fixed = raw.translate(_CTRL_TABLE).decode("utf-8", "replace").encode("utf-8")
             try:
-                return _ONE_DECODER.decode(fixed)
+                ev = _ONE_DECODER.decode(fixed)
+                self.fd.repaired += 1
+                return ev
             except msgspec.ValidationError:
+                self.fd.repaired += 1
                 raw = fixed
             except msgspec.DecodeError as exc:
                 self.invalid(f"undecodable event: {exc}")
                 return None
         try:
-            return _BARE_DECODER.decode(raw)
+            bare = _BARE_DECODER.decode(raw)
+            self.fd.args_dropped += 1
+            return bare
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             self.invalid(f"ill-typed event: {exc}")
             return None
@@ -726,7 +738,33 @@ def _parse(
             if fd.time_offset_us and first_ts is not None and first_ts > fd.time_offset_us / 2:
                 fd.time_offset_us = 0.0  # timestamps are already absolute despite baseTimeNanoseconds
     if fd.error is None and fd.x_events == 0:
-        fd.error = EmptyTraceError("trace has no duration events", source=src.name)
+        if fd.no_ph:
+            why = f'trace has no duration events: {fd.no_ph:,} event(s) have no "ph" field (X, i, ...)'
+        elif fd.events == 0:
+            why = "trace has no duration events: traceEvents is empty (the profiler recorded nothing)"
+        else:
+            why = f"trace has no duration events: only {fd.events:,} metadata/instant event(s) (no X event)"
+        fd.error = EmptyTraceError(why, source=src.name)
+    elif fd.no_ph:
+        fd.warnings.append(InvalidEventError(f'{fd.no_ph:,} event(s) without a "ph" field skipped', source=src.name))
+    if fd.args_dropped:
+        fd.warnings.append(
+            InvalidEventError(
+                f"{fd.args_dropped:,} event(s) kept without their args: an ill-typed field (e.g. an integer "
+                "beyond int64 in correlation/stream/bytes); their correlation, stream and bytes are unknown",
+                source=src.name,
+            )
+        )
+    if fd.repaired:
+        fd.notices.append(
+            TraceError(
+                f"{fd.repaired:,} event(s) had invalid UTF-8 or raw control characters in a string; replaced "
+                "(U+FFFD / space) and analysed",
+                source=src.name,
+            )
+        )
+    if stream is not None and stream.had_bom:
+        fd.notices.append(TraceError("file starts with a UTF-8 byte-order mark; ignored", source=src.name))
     if bounded:
         fd.gpu = feed.finish(selection_now(feed.join.count))
         fd.gpu_feed = None

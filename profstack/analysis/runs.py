@@ -133,10 +133,10 @@ def split_cycles(files: Sequence[FileData], max_gap_us: float) -> Split:
             elif reason is None and span is not None and span[0] < chain.end:
                 overlap = overlap or (last.name, fd.name)
                 continue
-            elif reason is None and fd.st_num and last.st_num and min(fd.st_num) <= max(last.st_num):
-                reason = f"ProfilerStep numbers restart (#{min(fd.st_num)} after #{max(last.st_num)}): another session"
             elif reason is None and span is not None and span[0] - chain.end > max_gap_us:
                 reason = f"{(span[0] - chain.end) / 3.6e9:.1f} h apart (more than {max_gap_us / 6e7:.0f} min)"
+            elif reason is None and fd.st_num and last.st_num and min(fd.st_num) <= max(last.st_num):
+                reason = f"ProfilerStep numbers restart (#{min(fd.st_num)} after #{max(last.st_num)}): another session"
             if reason is None:
                 best = chain
                 break
