@@ -7,19 +7,34 @@ import re
 COMPUTATION = "COMPUTATION"
 COMMUNICATION = "COMMUNICATION"
 MEMORY = "MEMORY"
+OTHER = "OTHER"
+#: the classes of HTA's kernel-type breakdown; OTHER (e.g. ``Stream Sync``) is busy GPU time in none of them
 KERNEL_TYPES = (COMPUTATION, COMMUNICATION, MEMORY)
 
-_COMM_RE = re.compile(r"^nccl.*Kernel|ncclKernel|^hccl|^rccl")
-_MEM_RE = re.compile(r"^Memcpy|^Memset|^dma")
+# HTA 0.6.1 (hta/common/types.py): communication, memory, and the names that are not computation
+_COMM_RE = re.compile(r"(^nccl.*)|(^hip)|(^hccl)|(.*ncclKernel.*)")
+_MEM_RE = re.compile(r"(^(hip)?Memcpy)|(^(hip)?Memset)|(^dma)")
+_NOT_COMPUTE_RE = re.compile(
+    r"(^nccl)|(.*Memcpy)|(.*Memset)|(.*dma)|(^.*Sync)|(^Stream Wait Event)|(cuda.*LaunchKernel)|(^runFunction)"
+    r"|(^hip)|(^job_exe)|(^packet)|(^pe_exe)|(^cpum_exe_subgraph)|(^hccl)|(^collective_subgraph_execution)"
+)
 
 
 def kernel_type(name: str) -> str:
-    """HTA 0.5.0's classes: communication ``^nccl.*Kernel`` (plus hccl), memory ``^Memcpy|^Memset|^dma``."""
-    if _COMM_RE.search(name):
+    """HTA 0.6.1's ``get_kernel_type``: COMMUNICATION, MEMORY, COMPUTATION, else OTHER (first match wins)."""
+    if _COMM_RE.match(name):
         return COMMUNICATION
     if _MEM_RE.match(name):
         return MEMORY
-    return COMPUTATION
+    if not _NOT_COMPUTE_RE.match(name):
+        return COMPUTATION
+    return OTHER
+
+
+def type_index(name: str) -> int:
+    """Index into :data:`KERNEL_TYPES`, or ``len(KERNEL_TYPES)`` for OTHER."""
+    kt = kernel_type(name)
+    return KERNEL_TYPES.index(kt) if kt != OTHER else len(KERNEL_TYPES)
 
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "other")

@@ -8,21 +8,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profstack import __version__
-from profstack.analysis import rules
-from profstack.analysis.errors import InternalAnalysisError, OverlappingRankFilesError, StepWindowError, TraceError
+from profstack.analysis import plausibility, rules, runs
+from profstack.analysis.errors import (
+    ImplausibleResultError,
+    InternalAnalysisError,
+    OverlappingRankFilesError,
+    SeparateRunsError,
+    StepWindowError,
+    TraceError,
+)
 from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.metrics import RankAnalysis, RankData, analyze_rank, merge_files, release_columns
-from profstack.analysis.options import AnalysisOptions
+from profstack.analysis.options import DEFAULT_INCLUDE_LAST_STEP, AnalysisOptions
 from profstack.analysis.parse import FileData, SymbolTable, parse_source
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
 from profstack.analysis.summary import (
     SUMMARY_SCHEMA_VERSION,
+    CrossRankResult,
     CrossRankRow,
     ErrorEntry,
     Finding,
     InputEntry,
     RankSummary,
+    Run,
     Summary,
     cross_rank_row,
     cross_rank_section,
@@ -107,31 +116,24 @@ def _predict_rank(src: TraceSource, opts: AnalysisOptions) -> int | None:
     return rank_from_name(src.name)
 
 
-def _span(fd: FileData) -> tuple[float, float] | None:
-    """The file's time range on an absolute clock: its GPU ops, else its ProfilerSteps."""
-    ops = fd.gpu_feed.ops if fd.gpu_feed is not None else None
-    if ops is not None and len(ops):
-        lo, hi = min(ops.ts), max(ops.ts)
-    elif fd.st_ts:
-        lo, hi = min(fd.st_ts), max(t + d for t, d in zip(fd.st_ts, fd.st_dur, strict=True))
-    else:
-        return None
-    return fd.time_offset_us + lo, fd.time_offset_us + hi
-
-
-def _overlapping(files: Sequence[FileData]) -> bool:
-    spans = sorted(s for s in map(_span, files) if s is not None)
-    reach = -float("inf")
-    for lo, hi in spans:
-        if lo < reach:
-            return True
-        reach = max(reach, hi)
-    return False
-
-
 def _time_key(rd: RankData) -> tuple[float, str]:
     f = rd.files[0]
     return (f.time_offset_us + (f.st_ts[0] if f.st_ts else (f.first_gpu_ts or 0.0)), f.name)
+
+
+def _table_row(r: dict[str, Any], run_id: str) -> dict[str, Any]:
+    tb = r["temporal_breakdown"]
+    return {
+        "rank": r["rank"],
+        "label": r["label"],
+        "run": run_id,
+        "step_mean_us": r["steps"]["mean_us"],
+        "gpu_busy_pct": round(100.0 - tb["idle_pct"], 3) if tb["gpu_span_us"] else None,
+        "idle_pct": tb["idle_pct"] if tb["gpu_span_us"] else None,
+        "compute_time_us": tb["compute_time_us"],
+        "comm_time_us": r["communication"]["comm_time_us"],
+        "gpu_span_us": tb["gpu_span_us"],
+    }
 
 
 def analyze(
@@ -159,9 +161,13 @@ def analyze(
     unknown_left = sum(1 for p in predicted if p is None)
     pending: dict[int, list[FileData]] = {}
     closed: set[int] = set()
-    analysed: list[tuple[RankData, RankAnalysis]] = []
+    analysed: list[tuple[RankData, RankAnalysis, tuple[float, float] | None]] = []
 
-    def run(rd: RankData) -> None:
+    def run(rd: RankData, file_spans: Sequence[tuple[float, float] | None] | None = None) -> None:
+        d = rd.data
+        ends = [t + u for t, u in zip(d.st_ts, d.st_dur, strict=True)]
+        host = plausibility.host_range(d.launch_span, list(d.st_ts), ends)
+        spans = [sp for sp in (file_spans if file_spans is not None else map(runs.file_span, rd.files)) if sp]
         try:
             r = analyze_rank(rd, symbols, opts, th)
         except StepWindowError as exc:
@@ -173,7 +179,11 @@ def analyze(
             return
         finally:
             release_columns(rd.data)
-        analysed.append((rd, r))
+        span = (min(sp[0] for sp in spans), max(sp[1] for sp in spans)) if spans else None
+        for problem in plausibility.check_rank(r.summary, host):
+            r.summary["complete"] = False
+            warnings.append(FileError(rd.label, ImplausibleResultError(problem, source=rd.label), fatal=False))
+        analysed.append((rd, r, span))
 
     def parse(idx: int, stream_gpu: bool) -> FileData:
         src = sources[idx]
@@ -201,20 +211,25 @@ def analyze(
                 if f.gpu is not None:
                     idx = next(i for i, x in enumerate(files) if x is f)
                     members[k] = files[idx] = parse(idx, stream_gpu=False)
-        members.sort(key=lambda f: _time_key(RankData(rank, "", [f], f)))
-        if len(members) > 1 and _overlapping(members):
+        split = runs.split_cycles(members, opts.max_cycle_gap_s * 1e6)
+        if split.overlaps:
             # schedule cycles follow each other; files that overlap are different runs: never merge them
-            names = ", ".join(f.name for f in members)
+            names = ", ".join(dict.fromkeys(n for pair in split.overlaps for n in pair))
             warning = OverlappingRankFilesError(
-                f"{len(members)} files overlap in time, so they were analysed apart "
-                f"(labels {rank}.0 to {rank}.{len(members) - 1}); are they from different runs? {names}",
+                f"{len(members)} files of rank {rank} overlap in time, so they were analysed apart "
+                f"({len(split.chains)} runs); are they from different runs? {names}",
                 source=f"rank {rank}",
             )
             warnings.append(FileError(f"rank {rank}", warning, fatal=False))
-            for f in members:
-                run(merge_files(rank, str(rank), [f]))
-            return
-        run(merge_files(rank, str(rank), members))
+        for a, b, why in split.separated:
+            apart = SeparateRunsError(
+                f"files {a} and {b} of rank {rank} are not successive cycles of one run ({why}): analysed apart",
+                source=f"rank {rank}",
+            )
+            warnings.append(FileError(f"rank {rank}", apart, fatal=False))
+        for chain in split.chains:
+            spans = [runs.file_span(f) for f in chain]
+            run(merge_files(rank, str(rank), chain, runs.gaps_removed(chain)), spans)
 
     # one file per rank streams its GPU side in bounded memory; files merged into one rank are buffered
     rank_files = Counter(predicted)
@@ -226,6 +241,7 @@ def analyze(
             fd.gpu_mode_reason = "several input files may belong to this rank"
         files[idx] = fd
         errors.extend(_file_errors(fd))
+        warnings.extend(FileError(fd.name, n, fatal=False) for n in fd.notices)
         if guess is None:
             unknown_left -= 1
         else:
@@ -243,22 +259,48 @@ def analyze(
         close(rank)
 
     # labels: the rank, or "<rank>.<i>" in time order when a rank has several entries
-    by_rank: dict[int, list[tuple[RankData, RankAnalysis]]] = {}
+    by_rank: dict[int, list[tuple[RankData, RankAnalysis, tuple[float, float] | None]]] = {}
     for entry in analysed:
         by_rank.setdefault(entry[0].rank, []).append(entry)
     ranks: list[RankSummary] = []
     findings: list[Finding] = []
+    entries: list[runs.Entry] = []
     for rank in sorted(by_rank):
-        entries = sorted(by_rank[rank], key=lambda e: _time_key(e[0]))
-        for i, (_, ra) in enumerate(entries):
+        of_rank = sorted(by_rank[rank], key=lambda e: _time_key(e[0]))
+        for i, (rd, ra, span) in enumerate(of_rank):
             r = ra.summary
-            r["label"] = f"{rank}.{i}" if len(entries) > 1 else str(rank)
+            r["label"] = f"{rank}.{i}" if len(of_rank) > 1 else str(rank)
             findings.extend(rules.rank_findings(r, ra.internal, th))
             ranks.append(r)
+            entries.append(runs.Entry(rank, r["label"], list(r["sources"]), span, runs.identity_of(rd.files[0])))
 
-    table: list[CrossRankRow] = [cross_rank_row(r) for r in ranks]
-    cross, cross_findings = rules.cross_rank(table, th)
-    findings.extend(cross_findings)
+    # runs: entries of different ranks that overlap in time; cross-rank rules compare ranks of one run only
+    groups = runs.group_runs(entries)
+    run_records: list[Run] = []
+    best: tuple[int, str, CrossRankResult] | None = None  # the run with most ranks: shown as cross_rank
+    table: list[CrossRankRow] = []
+    for n, members in enumerate(groups, 1):
+        run_id = f"run-{n}"
+        base = runs.run_record(run_id, [entries[i] for i in members], [entries[i].span for i in members])
+        run_table = [cross_rank_row(ranks[i], run_id) for i in members]
+        for i in members:
+            ranks[i]["run"] = run_id
+        run_cross, run_findings = rules.cross_rank(run_table, th)
+        findings.extend(run_findings)
+        count = len({ranks[i]["rank"] for i in members})
+        rec: Run = {
+            "id": base["id"],
+            "label": base["label"],
+            "files": base["files"],
+            "ranks": base["ranks"],
+            "start_us": base["start_us"],
+            "duration_us": base["duration_us"],
+            "cross_rank": {"rank_count": count, **run_cross},
+        }
+        if best is None or count > best[0]:
+            best = (count, run_id, run_cross)
+        table.extend(run_table)
+        run_records.append(rec)
     findings.sort(key=lambda f: (severity_rank(f["severity"]), f["rule_id"], f["ranks"]))
 
     inputs: list[InputEntry] = [
@@ -282,7 +324,8 @@ def analyze(
     if unreadable is not None:
         findings.insert(0, unreadable)  # up front: the report covers only what could be read
 
-    complete = bool(ranks) and not errors and all(r["complete"] for r in ranks)
+    implausible = any(w.error_type == "ImplausibleResultError" for w in warnings)
+    complete = bool(ranks) and not errors and not implausible and all(r["complete"] for r in ranks)
     summary: Summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "generator": {"name": "profstack", "version": __version__},
@@ -291,15 +334,26 @@ def analyze(
             "top_k": opts.top_k,
             "steps": list(opts.steps) if opts.steps is not None else None,
             "include_last_step": opts.include_last_step,
+            "include_last_step_default": DEFAULT_INCLUDE_LAST_STEP,
             "merge_rank_files": opts.merge_rank_files,
+            "max_cycle_gap_s": opts.max_cycle_gap_s,
+            "launch_calls": "all" if opts.launch_calls == "all" else "hta",
+            "clip_launch_delay": opts.clip_launch_delay,
+            "count_sync": opts.count_sync,
+            "steps_keep_unlaunched": opts.steps_keep_unlaunched,
             "rule_thresholds": th.as_dict(),
         },
         "inputs": inputs,
         "errors": [e.as_dict() for e in errors],
         "warnings": [w.as_dict() for w in warnings],
         "rank_files_merged": opts.merge_rank_files,
+        "runs": run_records,
         "ranks": ranks,
-        "cross_rank": cross_rank_section(table, cross),
+        "cross_rank": cross_rank_section(
+            table,
+            best[2] if best is not None else rules.cross_rank([], th)[0],
+            best[1] if best is not None else None,
+        ),
         "findings": findings,
     }
     return AnalysisResult(summary=summary, complete=complete, errors=errors)

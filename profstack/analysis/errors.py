@@ -100,3 +100,21 @@ class OverlappingRankFilesError(TraceError):
     """Files given the same rank overlap in time (likely different runs or jobs): analysed apart."""
 
     partial_ok = True
+
+
+class SeparateRunsError(TraceError):
+    """Files given the same rank are not successive cycles of one run (another process, or far apart): kept apart."""
+
+    partial_ok = True
+
+
+class ImplausibleResultError(TraceError):
+    """A result failed a plausibility check (e.g. a GPU span far beyond the steps): reported, marked incomplete."""
+
+    partial_ok = True
+
+
+class UnknownDeviceCategoryError(TraceError):
+    """Rows that look like device activity carry a category the parser does not know: not analysed as GPU ops."""
+
+    partial_ok = True

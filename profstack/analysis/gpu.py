@@ -35,6 +35,30 @@ _INF = math.inf
 OP_KERNEL = 0
 OP_MEMCPY = 1
 OP_MEMSET = 2
+OP_SYNC = 3  # a cuda_sync row (Stream Sync, Context Sync, Stream Wait Event): GPU time like HTA, not a GPU op
+
+#: launch-call classes, encoded in the imaginary part of a ``LaunchJoin`` entry (start + 1j * code):
+#: code >= 0: a call in HTA's launch-call set, its duration; code < 0: another call that may launch GPU work,
+#: duration ``-code - 1``; NaN: a synchronisation call (joins cuda_sync rows, never a launch delay)
+HTA_LAUNCH_CALLS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaMemcpyAsync",
+        "cudaMemsetAsync",
+        "runFunction - job_prep_and_submit_for_execution",  # MTIA
+    }
+)
+
+
+def launch_code(dur: float, klass: int) -> float:
+    """The imaginary part stored for a launch: ``klass`` 0 = HTA set, 1 = other launch, 2 = sync call."""
+    if klass == 0:
+        return dur
+    if klass == 1:
+        return -dur - 1.0
+    return _NAN
+
 
 Step = tuple[int, float, float]  # number, start, duration
 
@@ -60,11 +84,20 @@ class Selection:
     include_last: bool = False
     steps_in: tuple[Step, ...] = ()
     last_step_dropped: bool = False
+    need_launch: bool = False  # window mode: keep only ops joined to a launch (HTA), not by their own start
 
     @property
     def gpu_key(self) -> tuple[object, ...]:
         """What decides the GPU op selection (the streaming pass freezes this)."""
-        return (self.mode, self.win_lo, self.win_hi, self.last_start, self.last_end, self.include_last)
+        return (
+            self.mode,
+            self.win_lo,
+            self.win_hi,
+            self.last_start,
+            self.last_end,
+            self.include_last,
+            self.need_launch,
+        )
 
 
 def dedupe_steps(nums: Sequence[int], starts: Sequence[float], durs: Sequence[float]) -> list[Step]:
@@ -88,7 +121,8 @@ def select(steps: Sequence[Step], opts: AnalysisOptions, *, has_launches: bool, 
         chosen = tuple(s for s in steps if a <= s[0] <= b)
         if not chosen:
             raise StepWindowError(f"no ProfilerStep in {a}:{b} (trace has {step_range(steps)})", source=label)
-        return Selection("window", chosen[0][1], max(s[1] + s[2] for s in chosen), steps_in=chosen)
+        need = has_launches and not opts.steps_keep_unlaunched
+        return Selection("window", chosen[0][1], max(s[1] + s[2] for s in chosen), steps_in=chosen, need_launch=need)
     if len({s[0] for s in steps}) < 2:
         return Selection("all", steps_in=tuple(steps))
     last_start = math.ceil(max(s[1] for s in steps))
@@ -108,7 +142,15 @@ class GpuAccumulator:
 
     FLUSH_INTERVALS = 4096
 
-    def __init__(self, names: list[str], selection: Selection, th: dict[str, float]) -> None:
+    def __init__(
+        self,
+        names: list[str],
+        selection: Selection,
+        th: dict[str, float],
+        *,
+        all_launch_calls: bool = False,
+        clip_delays: bool = True,
+    ) -> None:
         self.names = names
         self.selection = selection
         self.tiny_us = th["tiny_kernel_us"]
@@ -122,13 +164,19 @@ class GpuAccumulator:
         self.memset: list[float] = [0, 0, 0.0]
         self.time_by_kind = [0.0, 0.0, 0.0]
         self.delays = DelayDistribution(LAUNCH_DELAY_CUTOFFS_US)
+        self.all_launch_calls = all_launch_calls
+        self.clip_delays = clip_delays
+        self.n_negative_delays = 0
+        self.sync_us = 0.0
+        self.n_sync = 0
         self.launch_cpu_sum = 0.0
         self.launch_cpu_n = 0
         self.occ_w = self.occ_t = 0.0
         self.n_occ = self.tiny = self.n_kern_sel = self.n_sel = 0
-        # union sweep: one open interval per kernel type, index n_types = all types
-        self.open_s = [0.0] * (n_types + 1)
-        self.open_e = [-_INF] * (n_types + 1)
+        # union sweep: one open interval per kernel type, index n_types + 1 = all types (n_types = OTHER,
+        # which counts in the busy union but, like HTA, in no kernel-type class)
+        self.open_s = [0.0] * (n_types + 2)
+        self.open_e = [-_INF] * (n_types + 2)
         self.closed = [intervals.Merged() for _ in range(n_types)]
         self.n_closed = 0
         self.type_total = [0.0] * n_types
@@ -174,8 +222,13 @@ class GpuAccumulator:
         kernel_types_all = classify.KERNEL_TYPES
         tiny_us, delay_thr = self.tiny_us, self.delay_thr
         open_s, open_e, closed = self.open_s, self.open_e, self.closed
-        all_t = len(kernel_types_all)
+        n_types = len(kernel_types_all)
+        all_t = n_types + 1
         all_s, all_e = open_s[all_t], open_e[all_t]
+        all_calls, clip = self.all_launch_calls, self.clip_delays
+        n_neg = n_sync = 0
+        sync_us = 0.0
+        need_launch = sel.need_launch
         union_us, gpu_lo, gpu_hi = self.union_us, self.gpu_lo, self.gpu_hi
         type_total = self.type_total
         stream_state = self.stream_state
@@ -210,6 +263,8 @@ class GpuAccumulator:
             if select_none:
                 continue
             if in_window:
+                if need_launch and not has_launch:
+                    continue  # like HTA: an op no launch can be correlated with is not in any step
                 ref = rts if has_launch else ts
                 if ref < win_lo or ref >= win_hi:  # half-open: a launch at the end belongs to the next step
                     continue
@@ -227,53 +282,67 @@ class GpuAccumulator:
             nid = name_col[i]
             kt = type_cache.get(nid)
             if kt is None:
-                kt = kernel_types_all.index(classify.kernel_type(names[nid]))
+                kt = classify.type_index(names[nid])
                 type_cache[nid] = kt
-            n_sel += 1
             kind = kind_col[i]
             rd_us = e - s
-            time_by_kind[kind] += rd_us
-            st = kstats.get(nid)
-            if st is None:
-                kstats[nid] = [1, rd_us, rd_us * rd_us, rd_us, rd_us]
+            if kind == OP_SYNC:
+                n_sync += 1
+                sync_us += rd_us
             else:
-                st[0] += 1
-                st[1] += rd_us
-                st[2] += rd_us * rd_us
-                if rd_us < st[3]:  # noqa: PLR1730 - branch is cheaper than min() here
-                    st[3] = rd_us
-                if rd_us > st[4]:  # noqa: PLR1730
-                    st[4] = rd_us
-            if kind == OP_KERNEL:
-                n_kern += 1
-                kernel_ids.add(nid)
-                if dur < tiny_us:
-                    tiny += 1
-                occ = occ_col[i]
-                if occ >= 0:
-                    n_occ += 1
-                    occ_w += occ * dur
-                    occ_t += dur
-            elif kind == OP_MEMCPY:
-                md = dir_cache.get(nid)
-                if md is None:
-                    md = self.mem_dir.setdefault(classify.memcpy_direction(names[nid]), [0, 0, 0.0])
-                    dir_cache[nid] = md
-                md[0] += 1
-                md[1] += bytes_col[i]
-                md[2] += dur
-            else:
-                memset[0] += 1
-                memset[1] += bytes_col[i]
-                memset[2] += dur
-            if first:
-                rdur = launch.imag
-                add_delay(ts - (rts + rdur))
-                cpu_sum += rdur
-                cpu_n += 1
+                n_sel += 1
+                time_by_kind[kind] += rd_us
+                st = kstats.get(nid)
+                if st is None:
+                    kstats[nid] = [1, rd_us, rd_us * rd_us, rd_us, rd_us]
+                else:
+                    st[0] += 1
+                    st[1] += rd_us
+                    st[2] += rd_us * rd_us
+                    if rd_us < st[3]:  # noqa: PLR1730 - branch is cheaper than min() here
+                        st[3] = rd_us
+                    if rd_us > st[4]:  # noqa: PLR1730
+                        st[4] = rd_us
+                if kind == OP_KERNEL:
+                    n_kern += 1
+                    kernel_ids.add(nid)
+                    if dur < tiny_us:
+                        tiny += 1
+                    occ = occ_col[i]
+                    if occ >= 0:
+                        n_occ += 1
+                        occ_w += occ * dur
+                        occ_t += dur
+                elif kind == OP_MEMCPY:
+                    md = dir_cache.get(nid)
+                    if md is None:
+                        md = self.mem_dir.setdefault(classify.memcpy_direction(names[nid]), [0, 0, 0.0])
+                        dir_cache[nid] = md
+                    md[0] += 1
+                    md[1] += bytes_col[i]
+                    md[2] += dur
+                else:
+                    memset[0] += 1
+                    memset[1] += bytes_col[i]
+                    memset[2] += dur
+                if first:
+                    rdur = launch.imag  # >= 0: HTA's launch-call set; < 0: another launch; NaN: a sync call
+                    if rdur >= 0 or (all_calls and rdur < 0):
+                        if rdur < 0:
+                            rdur = -rdur - 1.0
+                        delay = float(s - floor(rts + rdur))  # HTA's rounding: ceil(op start) - floor(launch end)
+                        if delay < 0:
+                            n_neg += 1
+                            if clip:
+                                delay = 0.0  # HTA clips negative launch delays at zero
+                        add_delay(delay)
+                        cpu_sum += rdur
+                        cpu_n += 1
             # ---- sweep: unions per kernel type and overall ----
             if e > s:
-                if s <= open_e[kt]:
+                if kt == n_types:
+                    pass  # OTHER (e.g. Stream Sync): busy, but in no kernel-type class, like HTA
+                elif s <= open_e[kt]:
                     if e > open_e[kt]:  # noqa: PLR1730 - hot loop
                         open_e[kt] = e
                 else:
@@ -296,6 +365,8 @@ class GpuAccumulator:
                         gpu_hi = all_e
                     all_s = s
                     all_e = e
+            if kind == OP_SYNC:
+                continue  # HTA's idle breakdown looks at kernels, memcpy and memset only
             # ---- HTA idle breakdown per stream ----
             stream = stream_col[i]
             ss = state_get(stream)
@@ -321,6 +392,9 @@ class GpuAccumulator:
         self.occ_t += occ_t
         self.launch_cpu_sum += cpu_sum
         self.launch_cpu_n += cpu_n
+        self.n_negative_delays += n_neg
+        self.n_sync += n_sync
+        self.sync_us += sync_us
         if delays:
             self.delays.extend(delays)
         self.n_closed = n_closed
@@ -375,7 +449,7 @@ class GpuAccumulator:
                 self.closed[t].ends.append(self.open_e[t])
                 self.type_total[t] += self.open_e[t] - self.open_s[t]
             self.open_e[t] = -_INF
-        all_s, all_e = self.open_s[n_types], self.open_e[n_types]
+        all_s, all_e = self.open_s[n_types + 1], self.open_e[n_types + 1]
         if all_e > all_s:
             self.union_us += all_e - all_s
             if self.gpu_lo != self.gpu_lo:
@@ -511,12 +585,14 @@ class LaunchJoin:
         self.unjoined: set[int] = set()  # ids of ops analysed without a launch
         self.count = 0
         self.first_ts: float | None = None
+        self.last_end = -_INF
 
     def add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
         if not corrs:
             return
         if self.first_ts is None:
             self.first_ts = starts[0]
+        self.last_end = max(self.last_end, *map(float.__add__, starts, durs))
         self.count += len(corrs)
         unjoined = self.unjoined
         if unjoined and not unjoined.isdisjoint(corrs):
@@ -542,6 +618,7 @@ class LaunchJoin:
     def merge(self, other: LaunchJoin) -> None:
         self.launches.update(other.launches)
         self.count += other.count
+        self.last_end = max(self.last_end, other.last_end)
 
 
 class GpuFeed:
@@ -563,8 +640,12 @@ class GpuFeed:
         window: int | None = None,
         chunk: int | None = None,
         launch_capacity: int | None = None,
+        all_launch_calls: bool = False,
+        clip_delays: bool = True,
     ) -> None:
         self.ops = OpColumns()
+        self.all_launch_calls = all_launch_calls
+        self.clip_delays = clip_delays
         self.th = th
         self.bounded = bounded
         self.window = REORDER_WINDOW_OPS if window is None else window
@@ -572,7 +653,9 @@ class GpuFeed:
         cap = LAUNCH_CAPACITY if launch_capacity is None else launch_capacity
         self.join = LaunchJoin(cap if bounded else None)
         self.frontier = frontier
-        self.acc = GpuAccumulator(names, Selection("none"), th)
+        self.acc = GpuAccumulator(
+            names, Selection("none"), th, all_launch_calls=all_launch_calls, clip_delays=clip_delays
+        )
         self.last_s = -(1 << 62)  # start of the last op handed over: a later-arriving op must not precede it
         self.frozen = False  # ops no longer wait to be settled: the selection below is assumed final
         self.frozen_selection: Selection | None = None
@@ -652,7 +735,14 @@ class GpuFeed:
 
     def empty(self) -> GpuFeed:
         """A new unbounded feed with the same names, thresholds and step options."""
-        return GpuFeed(self.acc.names, self.th, self.frontier, bounded=False)
+        return GpuFeed(
+            self.acc.names,
+            self.th,
+            self.frontier,
+            bounded=False,
+            all_launch_calls=self.all_launch_calls,
+            clip_delays=self.clip_delays,
+        )
 
     def merge(self, other: GpuFeed, shift: float) -> None:
         """Add another (unbounded, unfinished) file's pending ops and launches, its clock moved by ``shift``."""

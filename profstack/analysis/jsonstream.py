@@ -134,6 +134,7 @@ class EventStream:
         self._read_hint = read_size_hint
         self.meta: dict[str, Any] = {}
         self.saw_trace_events = False
+        self.had_bom = False
         self.finished = False  # the closing brace of the top-level object was reached
         self.consumed_bytes = 0  # decompressed bytes dropped from the buffer so far
         self.total_bytes = 0  # decompressed bytes received so far
@@ -210,6 +211,13 @@ class EventStream:
 
     def _batches(self) -> Iterator[Batch]:
         c = self._skip_ws()
+        if c == 0xEF:  # a UTF-8 byte-order mark (editors on Windows write one): JSON ignores it, so do we
+            while len(self._buf) - self._pos < 3 and self._fill():
+                pass
+            if bytes(self._buf[self._pos : self._pos + 3]) == b"\xef\xbb\xbf":
+                self._pos += 3
+                self.had_bom = True
+                c = self._skip_ws()
         if c == -1:
             if self.total_bytes == 0:
                 raise EmptyTraceError("file is empty")

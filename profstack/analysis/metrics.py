@@ -56,8 +56,12 @@ def release_columns(fd: FileData) -> None:
         setattr(fd, col, array(getattr(fd, col).typecode))
 
 
-def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
-    """Concatenate columns; timestamps shift onto the earliest file's clock (one file: no shift)."""
+def merge_files(
+    rank: int, label: str, files: Sequence[FileData], gaps_removed: Sequence[float] | None = None
+) -> RankData:
+    """Concatenate columns; timestamps shift onto the earliest file's clock (one file: no shift).
+
+    ``gaps_removed[k]`` (µs) moves file ``k`` that much earlier on top: cycles laid end to end (runs.py)."""
     if len(files) == 1:
         return RankData(rank, label, list(files), files[0])
     base = min(f.time_offset_us for f in files)
@@ -65,8 +69,8 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
     out.time_offset_us = base
     out.gpu_mode_reason = "merged with other files of the same rank"
     out.meta = next((f.meta for f in files if f.meta), {})
-    for f in files:
-        shift = f.time_offset_us - base
+    for k, f in enumerate(files):
+        shift = f.time_offset_us - base - (gaps_removed[k] if gaps_removed is not None else 0.0)
         if f.gpu_feed is not None:
             if out.gpu_feed is None:
                 out.gpu_feed = f.gpu_feed.empty()
@@ -100,6 +104,10 @@ def merge_files(rank: int, label: str, files: Sequence[FileData]) -> RankData:
             setattr(out, attr, getattr(out, attr) + getattr(f, attr))
         if out.first_gpu_ts is None and f.first_gpu_ts is not None:
             out.first_gpu_ts = f.first_gpu_ts + shift
+        if f.launch_span is not None:
+            lo, hi = f.launch_span[0] + shift, f.launch_span[1] + shift
+            prev = out.launch_span
+            out.launch_span = (min(prev[0], lo), max(prev[1], hi)) if prev is not None else (lo, hi)
         out.devices |= f.devices
     return RankData(rank, label, list(files), out)
 

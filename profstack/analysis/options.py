@@ -84,6 +84,9 @@ class RuleThresholds:
 DEFAULT_THRESHOLDS: Mapping[str, float] = MappingProxyType(RuleThresholds().as_dict())
 
 LAUNCH_DELAY_CUTOFFS_US = (10.0, 50.0, 100.0, 1000.0)
+LAUNCH_CALL_SETS = ("hta", "all")
+#: HTA drops the last ProfilerStep by default (``include_last_profiler_step=False``); so does ProfStack
+DEFAULT_INCLUDE_LAST_STEP = False
 
 
 @dataclass(frozen=True)
@@ -96,8 +99,19 @@ class AnalysisOptions:
     limits: the resolved thresholds (defaults + ``rule_thresholds``), typed: what the analyzers and rules read.
     merge_rank_files: merge several files of one rank (schedule cycles) into one rank entry.
     max_decompressed_bytes: decompressed-size budget per file (gzip bomb guard).
-    include_last_step: keep the last ProfilerStep (HTA's ``include_last_profiler_step``; HTA defaults to False).
+    include_last_step: keep the last ProfilerStep (HTA's ``include_last_profiler_step``); False, HTA's default,
+        drops it (the last step of a profiling window is often cut short by the profiler stopping).
     max_event_bytes: largest single JSON value accepted (one event, or one top-level value).
+    launch_calls: ``"hta"`` (default): launch delays over HTA's launch calls (cudaLaunchKernel,
+        cudaLaunchKernelExC, cudaMemcpyAsync, cudaMemsetAsync, MTIA runFunction); ``"all"``: every runtime or
+        driver call that can launch GPU work (cuLaunchKernel, hipLaunchKernel, cudaGraphLaunch, ...).
+    clip_launch_delay: clip negative launch delays at zero like HTA (the count of negative raw delays is
+        reported either way); False keeps the raw values.
+    count_sync: count ``cuda_sync`` rows as GPU time in the temporal breakdown like HTA (False: kernels,
+        memcpy and memset only, ProfStack before 0.x).
+    steps_keep_unlaunched: with ``steps``, also keep GPU ops no launch can be correlated with, by their own
+        start (False, like HTA: only ops joined to a launch in the window).
+    max_cycle_gap_s: largest gap between two files of one rank that are merged as schedule cycles of one run.
     """
 
     top_k: int = 10
@@ -105,9 +119,14 @@ class AnalysisOptions:
     rule_thresholds: Mapping[str, float] = field(default_factory=dict)
     merge_rank_files: bool = True
     max_decompressed_bytes: int = 20 * GIB
-    include_last_step: bool = True
+    include_last_step: bool = DEFAULT_INCLUDE_LAST_STEP
     #: largest single JSON value (one event, or one non-event top-level value)
     max_event_bytes: int = 256 << 20
+    launch_calls: str = "hta"
+    clip_launch_delay: bool = True
+    count_sync: bool = True
+    steps_keep_unlaunched: bool = False
+    max_cycle_gap_s: float = 1800.0
 
     #: the resolved, typed thresholds (set from ``rule_thresholds`` in ``__post_init__``)
     limits: RuleThresholds = field(init=False, repr=False, compare=False)
@@ -122,6 +141,12 @@ class AnalysisOptions:
                 raise AnalysisOptionsError(f"step window {a}:{b} is empty")
         if self.max_decompressed_bytes <= 0 or self.max_event_bytes <= 0:
             raise AnalysisOptionsError("size limits must be positive")
+        if self.launch_calls not in LAUNCH_CALL_SETS:
+            raise AnalysisOptionsError(
+                f"launch_calls must be one of {', '.join(LAUNCH_CALL_SETS)}, got {self.launch_calls!r}"
+            )
+        if not self.max_cycle_gap_s >= 0:
+            raise AnalysisOptionsError(f"max_cycle_gap_s must be >= 0, got {self.max_cycle_gap_s}")
 
     def thresholds(self) -> dict[str, float]:
         """``limits`` as a name -> value dict (the GPU pass in gpu.py reads this form)."""

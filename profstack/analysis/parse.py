@@ -22,11 +22,14 @@ from profstack.analysis.errors import (
     NotKinetoError,
     StepWindowError,
     TraceError,
+    UnknownDeviceCategoryError,
 )
 from profstack.analysis.gpu import (
+    HTA_LAUNCH_CALLS,
     OP_KERNEL,
     OP_MEMCPY,
     OP_MEMSET,
+    OP_SYNC,
     GpuAccumulator,
     GpuFeed,
     Selection,
@@ -50,7 +53,7 @@ I32 = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 
 class Args(msgspec.Struct, gc=False):
     correlation: I64 | None = None
-    stream: I32 | str | None = None
+    stream: I64 | str | None = None  # Context Sync rows carry 4294967295; pointer-sized ids exist
     bytes: I64 | Annotated[float, msgspec.Meta(ge=0, le=2.0**62)] | None = None
     occupancy: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
     device: int | None = None
@@ -97,6 +100,10 @@ K_ANNOT = 6
 K_GPU_ANNOT = 7
 K_GPU_SYNC = 8
 
+# Categories are Kineto's ActivityType names (libkineto/include/ActivityType.h, written by output_json.cpp as
+# ``cat``), plus the capitalised 2021 names. Device work of every backend Kineto supports arrives as
+# ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` (CUDA, ROCm, XPU, PrivateUse1 plugins) or ``mtia_ccp_events``
+# (MTIA, which HTA 0.6 analyses like kernels); host-side runtime/driver calls per backend below.
 CAT_KIND: dict[str, int] = {
     "cpu_op": K_CPU,
     "Operator": K_CPU,
@@ -104,15 +111,52 @@ CAT_KIND: dict[str, int] = {
     "cuda_runtime": K_RUNTIME,
     "Runtime": K_RUNTIME,
     "cuda_driver": K_RUNTIME,
+    "mtia_runtime": K_RUNTIME,
+    "xpu_runtime": K_RUNTIME,
+    "xpu_driver": K_RUNTIME,
+    "privateuse1_runtime": K_RUNTIME,
+    "privateuse1_driver": K_RUNTIME,
+    "hpu_op": K_RUNTIME,
+    "glow_runtime": K_RUNTIME,
     "kernel": K_KERNEL,
     "Kernel": K_KERNEL,
+    "mtia_ccp_events": K_KERNEL,
     "gpu_memcpy": K_MEMCPY,
     "Memcpy": K_MEMCPY,
     "gpu_memset": K_MEMSET,
     "Memset": K_MEMSET,
     "gpu_user_annotation": K_GPU_ANNOT,
     "cuda_sync": K_GPU_SYNC,
+    "xpu_sync": K_GPU_SYNC,
 }
+
+# Kineto categories that are not device work (or that no analysis here uses): never reported as unknown
+KNOWN_OTHER_CATEGORIES = frozenset(
+    {
+        "external_correlation",
+        "cpu_instant_event",
+        "python_function",
+        "overhead",
+        "mtia_insight",
+        "mtia_counters",
+        "cuda_event",
+        "cuda_profiler_range",
+        "collective_comm",
+        "xpu_scope_profiler",
+        "Trace",
+        "Python",
+        "python",
+        "Memory",
+        "ac2g",
+        "async_cpu_to_gpu",
+        "fwdbwd",
+        "async",
+        "async_gpu",
+        "forward_backward",
+        "gpu_mem",
+    }
+)
+MAX_UNKNOWN_CATEGORIES = 64  # distinct unknown device-like categories remembered per file
 
 SYNC_CALLS = frozenset(
     {
@@ -142,6 +186,17 @@ _NO_GPU_WORK = re.compile(
 def enqueues_gpu_work(call: str) -> bool:
     """False for runtime/driver calls that cannot be the launch of a GPU op (see ``_NO_GPU_WORK``)."""
     return _NO_GPU_WORK.search(call) is None
+
+
+def _join_class(call: str) -> int:
+    """0: in HTA's launch-call set; 1: another call that may launch GPU work; 2: a sync call; -1: not joined."""
+    if call in HTA_LAUNCH_CALLS:
+        return 0
+    if enqueues_gpu_work(call):
+        return 1
+    if call in SYNC_CALLS:
+        return 2
+    return -1
 
 
 STEP_PREFIX = "ProfilerStep#"
@@ -199,6 +254,7 @@ class FileData:
     n_memset: int = 0
     n_launch_records: int = 0  # runtime/driver calls that may launch GPU work and carry a correlation id
     first_gpu_ts: float | None = None
+    launch_span: tuple[float, float] | None = None  # first launch start, last launch end (file clock)
     # GPU ops and launches: streaming, analysed during the parse (``gpu``); buffered, held in ``gpu_feed``
     # until the rank is analysed (``metrics.analyze_rank`` finishes it)
     gpu_feed: GpuFeed | None = None
@@ -226,9 +282,17 @@ class FileData:
     st_dur: array[float] = field(default_factory=lambda: array("d"))
     # per-name aggregates: name -> [flag, count, total_us]
     cpu_agg: dict[str, list[Any]] = field(default_factory=dict)
-    # runtime/driver call names: name -> (is_sync, name_id, may_launch_gpu_work)
-    rt_agg: dict[str, tuple[bool, int, bool]] = field(default_factory=dict)  # name -> (sync?, id, launch?)
+    # runtime/driver call names: name -> (is_sync, name_id, join class: 0 HTA launch set, 1 other launch,
+    # 2 sync call, -1 not joined); see gpu.launch_code
+    rt_agg: dict[str, tuple[bool, int, int]] = field(default_factory=dict)
     devices: set[int] = field(default_factory=set)
+    # X rows in a category the parser does not know that carry a stream or device (category -> count)
+    unknown_device_cats: dict[str, int] = field(default_factory=dict)
+    no_ph: int = 0  # events with a known category and a duration but no "ph" (skipped)
+    args_dropped: int = 0  # events kept without their args (an ill-typed field, e.g. an integer beyond int64)
+    repaired: int = 0  # events whose invalid UTF-8 / raw control characters were replaced (U+FFFD / space)
+    # things worth knowing that lost no number (a byte-order mark, repaired names): never make a file partial
+    notices: list[TraceError] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -241,8 +305,14 @@ class FileData:
 
 class _Parser:
     def __init__(
-        self, fd: FileData, symbols: SymbolTable, feed: GpuFeed, selection_now: Callable[[int], Selection]
+        self,
+        fd: FileData,
+        symbols: SymbolTable,
+        feed: GpuFeed,
+        selection_now: Callable[[int], Selection],
+        count_sync: bool = True,
     ) -> None:
+        self.count_sync = count_sync
         self.fd = fd
         self.symbols = symbols
         self.feed = feed
@@ -250,8 +320,15 @@ class _Parser:
         self.stream_ids: dict[str, int] = {}
         self.annot_class: dict[str, tuple[int, int]] = {}
 
+    def _unknown(self, cat: str) -> None:
+        cats = self.fd.unknown_device_cats
+        if cat in cats:
+            cats[cat] += 1
+        elif cat not in KNOWN_OTHER_CATEGORIES and len(cats) < MAX_UNKNOWN_CATEGORIES:
+            cats[cat] = 1
+
     def _stream_of(self, raw: int | str | None) -> int:
-        if isinstance(raw, int):
+        if isinstance(raw, int) and -(2**31) <= raw < 2**31:
             return raw
         key = str(raw)
         sid = self.stream_ids.get(key)
@@ -346,11 +423,16 @@ class _Parser:
             if kind is None:
                 if e.ph == "X":
                     n_x += 1
+                    a = e.args
+                    if a is not None and (a.stream is not None or a.device is not None):
+                        self._unknown(e.cat)
                 continue
             ts = e.ts
             dur = e.dur
             if ts != ts or dur < 0 or e.ph != "X":  # noqa: PLR0124 - NaN test, cheapest form
                 if e.ph != "X":
+                    if not e.ph and ts == ts:  # noqa: PLR0124
+                        fd.no_ph += 1  # not a flow or instant: a writer that left "ph" out
                     continue  # flows/instants in a known category carry nothing we use
                 self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}", negative=dur < 0)
                 continue
@@ -374,14 +456,21 @@ class _Parser:
                 name = e.name
                 rrec = rt_get(name)
                 if rrec is None:
-                    rrec = (name in SYNC_CALLS, intern(name), enqueues_gpu_work(name))
+                    rrec = (name in SYNC_CALLS, intern(name), _join_class(name))
                     fd.rt_agg[name] = rrec
                 a = e.args
-                if rrec[2] and a is not None and a.correlation is not None:
-                    n_launch += 1
+                klass = rrec[2]
+                if klass >= 0 and a is not None and a.correlation is not None:
                     r_corr(a.correlation)
                     r_ts(ts)
-                    r_dur(dur)
+                    if klass == 0:
+                        n_launch += 1
+                        r_dur(dur)
+                    elif klass == 1:
+                        n_launch += 1
+                        r_dur(-dur - 1.0)
+                    else:
+                        r_dur(NAN)  # a sync call: joins its cuda_sync row, never a launch delay
                 if rrec[0]:
                     fd.s_name.append(rrec[1])
                     fd.s_ts.append(ts)
@@ -398,7 +487,7 @@ class _Parser:
                 a = e.args
                 if a is not None:
                     st = a.stream
-                    stream = st if type(st) is int else self._stream_of(st)
+                    stream = st if type(st) is int and -2147483648 <= st <= 2147483647 else self._stream_of(st)
                     c = a.correlation
                     corr = c if c is not None else -1
                     b = a.bytes
@@ -449,6 +538,25 @@ class _Parser:
             else:  # K_GPU_SYNC
                 fd.gs_ts.append(ts)
                 fd.gs_dur.append(dur)
+                a = e.args
+                # HTA counts a sync row as GPU time when it carries a stream other than -1
+                if self.count_sync and a is not None and a.stream is not None and a.stream != -1:
+                    if not -time_limit < ts < time_limit or dur >= time_limit:
+                        continue
+                    st = a.stream
+                    c = a.correlation
+                    nid = ids_get(e.name)
+                    if nid is None:
+                        nid = intern(e.name)
+                    g_s(ceil(ts))
+                    g_ts(ts)
+                    g_dur(dur)
+                    g_name(nid)
+                    g_kind(OP_SYNC)
+                    g_stream(st if type(st) is int and -2147483648 <= st <= 2147483647 else self._stream_of(st))
+                    g_corr(c if c is not None else -1)
+                    g_bytes(0)
+                    g_occ(-1.0)
         feed.join.add(l_corr, l_ts, l_dur)
         feed.after_batch(self.selection_now)
         fd.x_events += n_x
@@ -465,14 +573,19 @@ class _Parser:
             # raw control characters / invalid UTF-8 inside strings (pytorch#130622): repair and retry
             fixed = raw.translate(_CTRL_TABLE).decode("utf-8", "replace").encode("utf-8")
             try:
-                return _ONE_DECODER.decode(fixed)
+                ev = _ONE_DECODER.decode(fixed)
+                self.fd.repaired += 1
+                return ev
             except msgspec.ValidationError:
+                self.fd.repaired += 1
                 raw = fixed
             except msgspec.DecodeError as exc:
                 self.invalid(f"undecodable event: {exc}")
                 return None
         try:
-            return _BARE_DECODER.decode(raw)
+            bare = _BARE_DECODER.decode(raw)
+            self.fd.args_dropped += 1
+            return bare
         except (msgspec.ValidationError, msgspec.DecodeError) as exc:
             self.invalid(f"ill-typed event: {exc}")
             return None
@@ -568,9 +681,16 @@ def _parse(
         except StepWindowError:
             return Selection("none")  # the analysis reports it; nothing to select meanwhile
 
-    feed = GpuFeed(symbols.names, opts.thresholds(), StepFrontier(opts), bounded=bounded)
+    feed = GpuFeed(
+        symbols.names,
+        opts.thresholds(),
+        StepFrontier(opts),
+        bounded=bounded,
+        all_launch_calls=opts.launch_calls == "all",
+        clip_delays=opts.clip_launch_delay,
+    )
     fd.gpu_feed = feed
-    parser = _Parser(fd, symbols, feed, selection_now)
+    parser = _Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
     stream: EventStream | None = None
     try:
         with src.open() as fh:
@@ -613,14 +733,51 @@ def _parse(
                 fd.a_ts[0] if fd.a_ts else None,
             )
             first_ts = next((t for t in firsts if t is not None), None)
+            if feed.join.first_ts is not None:
+                fd.launch_span = (feed.join.first_ts, feed.join.last_end)
             if fd.time_offset_us and first_ts is not None and first_ts > fd.time_offset_us / 2:
                 fd.time_offset_us = 0.0  # timestamps are already absolute despite baseTimeNanoseconds
     if fd.error is None and fd.x_events == 0:
-        fd.error = EmptyTraceError("trace has no duration events", source=src.name)
+        if fd.no_ph:
+            why = f'trace has no duration events: {fd.no_ph:,} event(s) have no "ph" field (X, i, ...)'
+        elif fd.events == 0:
+            why = "trace has no duration events: traceEvents is empty (the profiler recorded nothing)"
+        else:
+            why = f"trace has no duration events: only {fd.events:,} metadata/instant event(s) (no X event)"
+        fd.error = EmptyTraceError(why, source=src.name)
+    elif fd.no_ph:
+        fd.warnings.append(InvalidEventError(f'{fd.no_ph:,} event(s) without a "ph" field skipped', source=src.name))
+    if fd.args_dropped:
+        fd.warnings.append(
+            InvalidEventError(
+                f"{fd.args_dropped:,} event(s) kept without their args: an ill-typed field (e.g. an integer "
+                "beyond int64 in correlation/stream/bytes); their correlation, stream and bytes are unknown",
+                source=src.name,
+            )
+        )
+    if fd.repaired:
+        fd.notices.append(
+            TraceError(
+                f"{fd.repaired:,} event(s) had invalid UTF-8 or raw control characters in a string; replaced "
+                "(U+FFFD / space) and analysed",
+                source=src.name,
+            )
+        )
+    if stream is not None and stream.had_bom:
+        fd.notices.append(TraceError("file starts with a UTF-8 byte-order mark; ignored", source=src.name))
     if bounded:
         fd.gpu = feed.finish(selection_now(feed.join.count))
         fd.gpu_feed = None
         fd.gpu_mode = "streaming"
+    if fd.unknown_device_cats:
+        cats = ", ".join(f"{c!r} ({n:,})" for c, n in sorted(fd.unknown_device_cats.items(), key=lambda kv: -kv[1]))
+        fd.warnings.append(
+            UnknownDeviceCategoryError(
+                f"rows that look like device activity (they carry a stream or device) are in categories the parser "
+                f"does not know: {cats}; they are not analysed as GPU ops, so GPU results may be missing",
+                source=src.name,
+            )
+        )
     if fd.invalid_events:
         cls = NegativeDurationError if fd.negative_durations == fd.invalid_events else InvalidEventError
         fd.warnings.append(

@@ -133,7 +133,12 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                         "kernels": n_k,
                         "tiny_kernel_us": th.tiny_kernel_us,
                         "idle_pct": tb["idle_pct"],
-                        "cpu_launch_mean_us": r["launch_delay"]["cpu_launch_mean_us"],
+                        # absent when no launch of HTA's launch-call set was joined (e.g. ROCm hipLaunchKernel)
+                        **(
+                            {"cpu_launch_mean_us": r["launch_delay"]["cpu_launch_mean_us"]}
+                            if r["launch_delay"]["cpu_launch_mean_us"] is not None
+                            else {}
+                        ),
                     },
                     "Many tiny kernels make launch overhead dominate: fuse operations (torch.compile), "
                     "use CUDA graphs, and increase the work per kernel (larger batch).",

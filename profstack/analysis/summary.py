@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, NotRequired, TypedDict
 
-SUMMARY_SCHEMA_VERSION = "1.1"
+SUMMARY_SCHEMA_VERSION = "1.2"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -197,6 +197,9 @@ class LaunchDelay(TypedDict):
     over_cutoffs: list[CutoffCount]
     histogram: Histogram
     cpu_launch_mean_us: float | None
+    negative_raw_count: NotRequired[int]  # raw delays below zero (clipped when clipped_at_zero)
+    clipped_at_zero: NotRequired[bool]
+    launch_calls: NotRequired[Literal["hta", "all"]]
 
 
 class Sync(TypedDict):
@@ -291,6 +294,7 @@ class RankSummary(TypedDict):
 
     rank: int
     label: str
+    run: NotRequired[str]  # runs[].id of the run this entry belongs to
     sources: list[str]
     complete: bool
     gpu_analysis: NotRequired[GpuAnalysis]
@@ -324,6 +328,7 @@ class RankSummary(TypedDict):
 class CrossRankRow(TypedDict):
     rank: int
     label: str
+    run: NotRequired[str]
     step_mean_us: float | None
     gpu_busy_pct: float | None
     idle_pct: float | None
@@ -359,9 +364,28 @@ class CrossRankResult(TypedDict):
 
 class CrossRank(TypedDict):
     rank_count: int
+    run: NotRequired[str]  # the run whose stragglers / load balance are shown (the one with most ranks)
     table: list[CrossRankRow]
     stragglers: list[Straggler]
     load_balance: LoadBalance
+
+
+class RunCrossRank(TypedDict):
+    rank_count: int
+    stragglers: list[Straggler]
+    load_balance: LoadBalance
+
+
+class Run(TypedDict):
+    """``runs[]``: files of one job run (successive cycles of one process merged, anything else apart)."""
+
+    id: str
+    label: str
+    files: list[str]
+    ranks: list[str]
+    start_us: float | None
+    duration_us: float | None
+    cross_rank: RunCrossRank
 
 
 # ------------------------------------------------------------------------------------------ the summary
@@ -378,6 +402,12 @@ class Options(TypedDict):
     include_last_step: bool
     merge_rank_files: bool
     rule_thresholds: dict[str, float]
+    include_last_step_default: NotRequired[bool]
+    max_cycle_gap_s: NotRequired[float]
+    launch_calls: NotRequired[Literal["hta", "all"]]
+    clip_launch_delay: NotRequired[bool]
+    count_sync: NotRequired[bool]
+    steps_keep_unlaunched: NotRequired[bool]
 
 
 class InputEntry(TypedDict):
@@ -402,6 +432,7 @@ class Summary(TypedDict):
     errors: list[ErrorEntry]
     warnings: NotRequired[list[ErrorEntry]]
     rank_files_merged: bool
+    runs: NotRequired[list[Run]]
     ranks: list[RankSummary]
     cross_rank: CrossRank
     findings: list[Finding]
@@ -410,12 +441,13 @@ class Summary(TypedDict):
 # ------------------------------------------------------------------------------------------ assembly helpers
 
 
-def cross_rank_row(r: RankSummary) -> CrossRankRow:
-    """One rank's row of the cross-rank table."""
+def cross_rank_row(r: RankSummary, run_id: str) -> CrossRankRow:
+    """One rank's row of the cross-rank table (rows of one run are compared with each other only)."""
     tb = r["temporal_breakdown"]
     return {
         "rank": r["rank"],
         "label": r["label"],
+        "run": run_id,
         "step_mean_us": r["steps"]["mean_us"],
         "gpu_busy_pct": round(100.0 - tb["idle_pct"], 3) if tb["gpu_span_us"] else None,
         "idle_pct": tb["idle_pct"] if tb["gpu_span_us"] else None,
@@ -425,13 +457,16 @@ def cross_rank_row(r: RankSummary) -> CrossRankRow:
     }
 
 
-def cross_rank_section(rows: list[CrossRankRow], result: CrossRankResult) -> CrossRank:
-    return {
+def cross_rank_section(rows: list[CrossRankRow], result: CrossRankResult, run: str | None = None) -> CrossRank:
+    section: CrossRank = {
         "rank_count": len({row["rank"] for row in rows}),
         "table": rows,
         "stragglers": result["stragglers"],
         "load_balance": result["load_balance"],
     }
+    if run is not None:
+        section["run"] = run
+    return section
 
 
 UNREADABLE_RULE_ID = "UnreadableTraceFiles"

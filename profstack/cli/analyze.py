@@ -1,7 +1,8 @@
 """`profstack analyze`: analyse PyTorch profiler traces locally; write summary.json, report.html, Perfetto traces.
 
     profstack analyze PATH... --out DIR [--format json,html,perfetto] [--steps A:B] [--top K]
-                      [--no-merge-ranks] [--threshold NAME=VALUE ...]
+                      [--include-last-step | --exclude-last-step] [--no-merge-ranks]
+                      [--threshold NAME=VALUE ...]
 
 Exit status: 0 complete, 1 outputs written but some input could not be fully read (summary says
 `complete: false`), 2 bad arguments or nothing could be analysed (one `profstack: error:` line).
@@ -53,6 +54,46 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--steps", metavar="A:B", help="analyse only ProfilerStep#A..#B (inclusive)")
     parser.add_argument("--top", type=int, default=10, metavar="K", help="top-K kernels (default 10)")
+    from profstack.analysis.options import DEFAULT_INCLUDE_LAST_STEP
+
+    last = parser.add_mutually_exclusive_group()
+    last.add_argument(
+        "--include-last-step",
+        dest="include_last_step",
+        action="store_true",
+        default=None,
+        help="keep GPU work launched in the last ProfilerStep" + (" (default)" if DEFAULT_INCLUDE_LAST_STEP else ""),
+    )
+    last.add_argument(
+        "--exclude-last-step",
+        dest="include_last_step",
+        action="store_false",
+        help="drop the last ProfilerStep, like HTA's include_last_profiler_step=False"
+        + (" (default)" if not DEFAULT_INCLUDE_LAST_STEP else ""),
+    )
+    parser.add_argument(
+        "--launch-calls",
+        choices=("hta", "all"),
+        default="hta",
+        help="launch delays over HTA's launch calls (default) or every call that can launch GPU work",
+    )
+    parser.add_argument(
+        "--raw-launch-delay",
+        action="store_true",
+        help="keep negative launch delays instead of clipping them at zero like HTA",
+    )
+    parser.add_argument(
+        "--no-sync-in-breakdown",
+        action="store_true",
+        help="leave cuda_sync rows out of the temporal breakdown (HTA counts them; default: counted)",
+    )
+    parser.add_argument(
+        "--max-cycle-gap",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="largest gap between two files of one rank merged as cycles of one run (default 1800)",
+    )
     parser.add_argument(
         "--no-merge-ranks",
         action="store_true",
@@ -188,10 +229,32 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
     ranks = [r for r in summary.get("ranks") or [] if isinstance(r, Mapping)]
     gpu = [r for r in ranks if r.get("has_gpu")]
     status = "complete" if summary.get("complete") else "PARTIAL (some input could not be read)"
+    runs = [r for r in summary.get("runs") or [] if isinstance(r, Mapping)]
     lines = [
         f"Analysed {len(ranks)} rank(s) from {len(summary.get('inputs') or [])} file(s) "
         f"({total_bytes / MB:,.1f} MB on disk) in {seconds:.1f} s: {status}"
     ]
+    opts: Mapping[str, Any] = summary["options"]
+    if "include_last_step" in opts:
+        lines.append(
+            "Last ProfilerStep: "
+            + ("included" if opts.get("include_last_step") else "dropped (like HTA)")
+            + (" (default)" if opts.get("include_last_step") == opts.get("include_last_step_default") else "")
+        )
+    if len(runs) > 1:
+        lines.append(f"{len(runs)} separate runs (files of one rank merge only as successive cycles of one run):")
+        by_label: dict[str, Mapping[str, Any]] = {str(r.get("label")): r for r in ranks}
+        for run in runs[:20]:
+            parts = []
+            for lab in run.get("ranks") or []:
+                r = by_label.get(str(lab), {})
+                idle = (r.get("temporal_breakdown") or {}).get("idle_pct") if r.get("has_gpu") else None
+                parts.append(
+                    f"rank {lab}" + (f" GPU idle {idle:.1f}%" if isinstance(idle, int | float) else " CPU-only")
+                )
+            lines.append(f"  {run.get('id')}: {run.get('label')}: " + ", ".join(parts))
+        if len(runs) > 20:
+            lines.append(f"  ... and {len(runs) - 20} more (see summary.json runs[])")
     if not gpu:
         lines.append("GPU: no GPU activity in these traces (CPU-only)")
     else:
@@ -255,11 +318,18 @@ def run(args: argparse.Namespace) -> int:
     out_dir: Path = args.out
     start = time.monotonic()
     try:
+        from profstack.analysis.options import DEFAULT_INCLUDE_LAST_STEP
+
         options = AnalysisOptions(
             top_k=args.top,
             steps=steps,
             rule_thresholds=thresholds,
             merge_rank_files=not args.no_merge_ranks,
+            include_last_step=DEFAULT_INCLUDE_LAST_STEP if args.include_last_step is None else args.include_last_step,
+            launch_calls=args.launch_calls,
+            clip_launch_delay=not args.raw_launch_delay,
+            count_sync=not args.no_sync_in_breakdown,
+            max_cycle_gap_s=args.max_cycle_gap,
         )
         # Never read our own outputs back (`profstack analyze . --out out`, run twice).
         sources = [s for s in discover_sources(args.paths) if not _inside(getattr(s, "path", None), out_dir)]

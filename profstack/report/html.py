@@ -134,6 +134,18 @@ def _header(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]], page_tit
             f'<div class="notice warn"><b>Worth a look.</b><ul style="margin:6px 0 0 0;padding-left:18px">'
             f"{listed_warnings}</ul></div>"
         )
+    runs = [r for r in (get(summary, "runs") or []) if isinstance(r, Mapping)]
+    if len(runs) > 1:
+        listed_runs = "".join(
+            f"<li>{esc(get(r, 'id'))}: {esc(get(r, 'label'))} "
+            f"(rank {esc(', '.join(map(str, get(r, 'ranks') or [])))})</li>"
+            for r in runs
+        )
+        notices += (
+            f'<div class="notice warn"><b>{len(runs)} separate runs</b> (files of one rank are merged only as '
+            f'successive cycles of one run; ranks are compared within a run).<ul style="margin:6px 0 0 0;'
+            f'padding-left:18px">{listed_runs}</ul></div>'
+        )
     return (
         f'<header class="top"><h1>{esc(page_title)} {status}</h1>'
         f'<div class="sub">{esc(shown) or "no inputs recorded"}</div>'

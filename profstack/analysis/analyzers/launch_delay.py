@@ -28,4 +28,7 @@ def launch_delay(v: RankView) -> LaunchDelay:
         ],
         "histogram": {"edges_us": [float(e) for e in HIST_EDGES_US], "counts": ld.hist},
         "cpu_launch_mean_us": r2(acc.launch_cpu_sum / acc.launch_cpu_n) if acc.launch_cpu_n else None,
+        "negative_raw_count": acc.n_negative_delays,
+        "clipped_at_zero": acc.clip_delays,
+        "launch_calls": "all" if acc.all_launch_calls else "hta",
     }

@@ -27,8 +27,11 @@ def kernel_event(
 
 
 def cycle_events(t0: float, kernels: int = 5) -> list[dict[str, Any]]:
-    """One schedule cycle of a rank from ``t0`` µs: two 100 µs steps, kernels launched every 10 µs."""
-    events = [step_event(1, t0, 100), step_event(2, t0 + 100, 100)]
+    """One schedule cycle of a rank from ``t0`` µs: two 100 µs steps, kernels launched every 10 µs.
+
+    Steps are numbered as torch numbers them across the cycles of one profiler: from ``1 + t0 // 100``."""
+    first = 1 + int(t0) // 100
+    events = [step_event(first, t0, 100), step_event(first + 1, t0 + 100, 100)]
     for i in range(kernels):
         corr = int(t0) + i
         events += [launch_event(corr, t0 + 10 * i), kernel_event(corr, t0 + 10 * i + 3, 4)]

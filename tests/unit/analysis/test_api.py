@@ -76,7 +76,7 @@ def test_rank_sources_and_merging() -> None:
         BytesTraceSource(busy_steps(2).to_bytes(), name="algo-2_77.json"),
     ]
     # WHEN merged (default) THEN rank 0 has four steps from both files
-    merged = analyze(sources).summary
+    merged = analyze(sources, AnalysisOptions(include_last_step=True)).summary
     assert merged["rank_files_merged"] is True
     assert [(r["label"], r["steps"]["count"]) for r in merged["ranks"]] == [("0", 4), ("1", 2)]
     assert {i["name"]: i["rank_source"] for i in merged["inputs"]} == {
@@ -85,7 +85,7 @@ def test_rank_sources_and_merging() -> None:
         "algo-2_77.json": "file_name",
     }
     # WHEN kept apart THEN rank 0 appears twice with distinct labels
-    apart = analyze(sources, AnalysisOptions(merge_rank_files=False)).summary
+    apart = analyze(sources, AnalysisOptions(merge_rank_files=False, include_last_step=True)).summary
     assert apart["rank_files_merged"] is False
     assert [r["label"] for r in apart["ranks"]] == ["0.0", "0.1", "1"]
     assert apart["cross_rank"]["rank_count"] == 2
@@ -172,7 +172,7 @@ def test_dataloader_sync_memcpy_and_outlier_rules() -> None:
         b.gpu("sm80_xmma_gemm_bf16bf16_bf16f32", t + 3100, t + 5100, 4000)
         b.runtime("cudaDeviceSynchronize", t + 5200, 4000)
         t += dur
-    found = findings(b.to_bytes())
+    found = findings(b.to_bytes(), include_last_step=True)
     # THEN each rule fires with its evidence
     assert found["DataloaderBottleneck"]["evidence"]["share_pct"] > 10
     assert found["ExcessiveSync"]["evidence"]["sync_calls"] == 12
@@ -230,7 +230,7 @@ def test_gpu_ops_without_any_recorded_launch_are_kept() -> None:
     b = busy_steps(3)
     b.events = [e for e in b.events if e["cat"] != "cuda_runtime"]
     # WHEN analysed THEN the kernels are selected by their own time (HTA would drop all of them)
-    rank = analyze([BytesTraceSource(b.to_bytes())]).summary["ranks"][0]
+    rank = analyze([BytesTraceSource(b.to_bytes())], AnalysisOptions(include_last_step=True)).summary["ranks"][0]
     assert rank["counts"]["gpu_ops_analyzed"] == 3
     assert rank["temporal_breakdown"]["compute_pct"] > 90
 
@@ -291,6 +291,6 @@ def test_mispredicted_rank_is_still_analysed() -> None:
     late = b'{"traceEvents": ' + json.dumps(busy_steps(2).events).encode() + b', "distributedInfo": {"rank": 0}}'
     sources = [BytesTraceSource(late, name="rank1.json"), BytesTraceSource(busy_steps(3).to_bytes(), name="rank0.json")]
     # WHEN analysed THEN both files count, as two entries of rank 0
-    summary = analyze(sources).summary
+    summary = analyze(sources, AnalysisOptions(include_last_step=True)).summary
     assert [(r["rank"], r["label"]) for r in summary["ranks"]] == [(0, "0.0"), (0, "0.1")]
     assert sorted(r["steps"]["count"] for r in summary["ranks"]) == [2, 3]

@@ -136,8 +136,8 @@ def test_a_step_after_the_gpu_ops_changes_the_selection_and_reparses_buffered(
     for i in range(30):
         events += [launch_event(i, 10 * i), kernel_event(i, 10 * i + 3)]
     events.append(step_event(3, 200, 100))
-    # WHEN analysed
-    rank = analyze([_kineto(events)]).summary["ranks"][0]
+    # WHEN analysed (keeping the last step)
+    rank = analyze([_kineto(events)], AnalysisOptions(include_last_step=True)).summary["ranks"][0]
     # THEN the frozen selection (ops launched up to the end of step 2, t=200) no longer matches, the file
     # is parsed again buffered, and the selection uses the real last step: all 30 kernels (launched up to
     # t=290) are analysed, not the 21 the frozen selection would have kept
@@ -209,7 +209,7 @@ def test_streaming_state_stays_bounded_on_a_long_sorted_trace() -> None:
 
     with pytest.MonkeyPatch.context() as m:
         m.setattr(gpu.GpuFeed, "_drain", spy)
-        rank = analyze([_kineto(events)]).summary["ranks"][0]
+        rank = analyze([_kineto(events)], AnalysisOptions(include_last_step=True)).summary["ranks"][0]
     # THEN it streamed, ops left the buffer while parsing, and no buffer grew past its bound
     assert rank["gpu_analysis"]["mode"] == "streaming"
     assert rank["counts"]["gpu_ops_analyzed"] == 120_000
@@ -263,7 +263,7 @@ def test_squeezed_streaming_matches_buffered_under_every_selection(
 ) -> None:
     # GIVEN a real trace and a window of its middle steps, or HTA's exclusion of the last step
     path = next(p for p in ALL_FILES if trace in str(p))
-    steps = _rank(path)["window"]["steps"]
+    steps = _rank(path, AnalysisOptions(include_last_step=True))["window"]["steps"]
     if selection == "middle steps":
         opts = AnalysisOptions(steps=(steps[1], steps[-2]))
     else:

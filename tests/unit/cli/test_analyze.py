@@ -390,3 +390,45 @@ def test_files_of_one_rank_that_overlap_in_time_are_kept_apart_with_a_warning(
     assert "profstack: warning: " in captured.err
     assert "overlap in time" in captured.err
     assert "overlap in time" in (out / "report.html").read_text()
+
+
+def test_a_folder_of_two_runs_is_reported_run_by_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the two kineto_tb_plugin traces (rank 0 both, recorded 19 h apart) WHEN analysed
+    out = tmp_path / "out"
+    code = main(["analyze", str(TRACES / "kineto_tb_plugin"), "--out", str(out), "--format", "json,html"])
+    captured = capsys.readouterr()
+    # THEN the CLI lists two runs by their files, the summary has both, and the report shows them
+    assert code == 0, captured.err
+    assert "2 separate runs" in captured.out
+    assert "run-1: resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz: rank 0.0 GPU idle" in captured.out
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["id"] for r in summary["runs"]] == ["run-1", "run-2"]
+    assert "2 separate runs" in (out / "report.html").read_text()
+    assert "19.4 h apart" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("flag", "included"), [([], False), (["--include-last-step"], True), (["--exclude-last-step"], False)]
+)
+def test_last_step_flags_reach_the_summary(
+    flag: list[str], included: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a trace with several steps WHEN analysed with each flag (or none: HTA's default)
+    trace = TRACES / "kineto_tb_plugin" / "resnet50_num_workers_0"
+    code = main(["analyze", str(trace), "--out", str(tmp_path), "--format", "json", *flag])
+    captured = capsys.readouterr()
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    # THEN the summary and the CLI say which, and the last step (#10) is analysed only when included
+    assert code == 0, captured.err
+    assert summary["options"]["include_last_step"] is included
+    assert (10 in summary["ranks"][0]["window"]["steps"]) is included
+    assert ("Last ProfilerStep: included" in captured.out) is included
+
+
+def test_help_states_the_last_step_default(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["analyze", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert (
+        "--exclude-last-step drop the last ProfilerStep, like HTA's include_last_profiler_step=False (default)" in text
+    )

@@ -253,3 +253,16 @@ def test_app_rejects_a_bad_rule_threshold_value_in_one_line(tmp_path: Path) -> N
         "rule threshold memcpy_time_pct must be a number, got 'ten'"
     ]
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_include_last_step_defaults_to_hta_and_is_never_silently_ignored() -> None:
+    # GIVEN the shipped config WHEN parsed THEN the last ProfilerStep is dropped by default, like HTA and the engine
+    from profstack.analysis.options import DEFAULT_INCLUDE_LAST_STEP
+
+    config = parse_config(_with("processing", {}))
+    assert config.processing.include_last_step is DEFAULT_INCLUDE_LAST_STEP is False
+    assert not any("include_last_step" in w for w in config.warnings())
+    # WHEN set to true THEN the admin is told the processing Lambda does not apply it yet
+    config = parse_config(_with("processing", {"include_last_step": True}))
+    assert config.processing.include_last_step is True
+    assert any("processing.include_last_step" in w for w in config.warnings())

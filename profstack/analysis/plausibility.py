@@ -1,0 +1,60 @@
+"""Plausibility checks on a rank's result: a number that cannot be right becomes a warning, never a silent result.
+
+Each check compares the result with something the trace itself says. A result that fails one is still
+reported, with ``complete: false`` and an ``ImplausibleResultError`` warning naming the check, so that a
+merge of unrelated files, a corrupt timestamp or an engine bug never passes as a confident answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+#: the GPU span may exceed the host-side range (launches, steps) by this factor plus ``SLACK_US``
+SPAN_FACTOR = 2.0
+SLACK_US = 1_000_000.0  # 1 s: GPU work queued at the end of a window may run that much later
+EPS_US = 1.0  # rounding (HTA rounds to whole µs)
+
+
+def host_range(launch_span: tuple[float, float] | None, step_ts: list[float], step_end: list[float]) -> float | None:
+    """Length of the host-side time range a rank's files cover (launches and ProfilerSteps), µs."""
+    lo, hi = float("inf"), -float("inf")
+    if launch_span is not None:
+        lo, hi = launch_span
+    if step_ts:
+        lo, hi = min(lo, *step_ts), max(hi, *step_end)
+    return hi - lo if hi >= lo else None
+
+
+def check_rank(rank: Mapping[str, Any], host_range_us: float | None) -> list[str]:
+    """Messages (one line each) for every failed check; empty when the result is plausible."""
+    problems: list[str] = []
+    tb = rank.get("temporal_breakdown") or {}
+    span = float(tb.get("gpu_span_us") or 0.0)
+    if rank.get("has_gpu") and span > 0:
+        idle = float(tb.get("idle_time_us") or 0.0)
+        compute = float(tb.get("compute_time_us") or 0.0)
+        non_compute = float(tb.get("non_compute_time_us") or 0.0)
+        if idle < -EPS_US or compute > span + EPS_US or non_compute < -EPS_US:
+            problems.append(
+                f"GPU busy time exceeds the GPU span ({span / 1e6:.3f} s): idle {idle:.0f} µs, "
+                f"compute {compute:.0f} µs, non-compute {non_compute:.0f} µs"
+            )
+        if host_range_us is not None and span > SPAN_FACTOR * host_range_us + SLACK_US:
+            problems.append(
+                f"GPU span {span / 1e6:,.1f} s is far beyond the {host_range_us / 1e6:,.1f} s the files' launches "
+                "and steps cover (unrelated files merged, or corrupt timestamps?)"
+            )
+        durations = (rank.get("steps") or {}).get("durations") or []
+        if durations:
+            window = max(d["start_us"] + d["duration_us"] for d in durations) - min(d["start_us"] for d in durations)
+            if span > SPAN_FACTOR * window + SLACK_US:
+                problems.append(f"GPU span {span / 1e6:,.1f} s is far beyond the analysed steps' {window / 1e6:,.1f} s")
+    steps = rank.get("steps") or {}
+    mean, count = steps.get("mean_us"), steps.get("count") or 0
+    if count and host_range_us is not None and mean is not None and mean * count > host_range_us * 1.01 + SLACK_US:
+        problems.append(
+            f"{count} steps totalling {mean * count / 1e6:,.1f} s do not fit in the {host_range_us / 1e6:,.1f} s "
+            "the files cover"
+        )
+    return problems
