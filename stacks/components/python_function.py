@@ -130,11 +130,11 @@ class MissingWheelsError(RuntimeError):
     """Lambda wheels were not fetched; synth stays offline and says how to fix it."""
 
 
-def write_bundle(plan: BundlePlan, out: Path, *, platform: str = PIP_PLATFORM, installed: Path | None = None) -> None:
-    """Install the plan's requirements from the fetched wheels (offline), then copy its code files.
+def installed_requirements(requirements: Sequence[str], *, platform: str = PIP_PLATFORM) -> Path:
+    """A folder holding exactly `requirements` installed for `platform` from the fetched wheels (offline).
 
-    `installed`: a folder where exactly these requirements were already installed for `platform`
-    (copied instead of installing again; tests build many bundles from two requirement sets).
+    Installed once per requirement set, pins and platform under build/lambda-sites/, then reused: the
+    functions of one app share two or three requirement sets, so a synth installs each set once.
     """
     wheels = wheelhouse(platform)
     if not (wheels / ".complete").exists():
@@ -142,22 +142,46 @@ def write_bundle(plan: BundlePlan, out: Path, *, platform: str = PIP_PLATFORM, i
             f"Lambda wheels missing in {wheels}: run `make install` "
             "(or `.venv/bin/python -m stacks.components.python_function --fetch`)"
         )
-    if installed is not None:
-        # hard links: the same bytes, without copying tens of MB per bundle
-        shutil.copytree(installed, out, dirs_exist_ok=True, copy_function=os.link)
-    elif plan.requirements:
-        subprocess.run(  # noqa: S603 - fixed argv, no shell
-            [
-                *_pip_for_lambda("install", platform=platform, requirements=plan.requirements),
-                "--no-compile",
-                "--no-index",
-                "--find-links",
-                str(wheels),
-                "--target",
-                str(out),
-            ],
-            check=True,
-        )
+    key = hashlib.sha256(
+        f"{_BUNDLER_VERSION}|{RUNTIME_PYTHON_VERSION}|{platform}|".encode()
+        + "\n".join(requirements).encode()
+        + CONSTRAINTS.read_bytes()
+    ).hexdigest()[:16]
+    site = REPO_ROOT / "build" / "lambda-sites" / key
+    if not (site / ".complete").exists():
+        shutil.rmtree(site, ignore_errors=True)
+        site.mkdir(parents=True)
+        if requirements:
+            subprocess.run(  # noqa: S603 - fixed argv, no shell
+                [
+                    *_pip_for_lambda("install", platform=platform, requirements=requirements),
+                    "--no-compile",
+                    "--no-index",
+                    "--find-links",
+                    str(wheels),
+                    "--target",
+                    str(site),
+                ],
+                check=True,
+            )
+        (site / ".complete").touch()
+    return site
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    # hard links: the same bytes without copying tens of MB per function (a copy across file systems)
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def write_bundle(plan: BundlePlan, out: Path, *, platform: str = PIP_PLATFORM) -> None:
+    """The plan's requirements (installed for `platform`), then its code files, into `out`."""
+    site = installed_requirements(plan.requirements, platform=platform)
+    shutil.copytree(
+        site, out, dirs_exist_ok=True, copy_function=_link_or_copy, ignore=shutil.ignore_patterns(".complete")
+    )
     for rel in plan.files:
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(REPO_ROOT / rel, out / rel)

@@ -67,15 +67,11 @@ def test_each_bundle_imports_in_isolation_and_carries_only_what_it_needs(
     # GIVEN this machine's wheels for the runtime's pins (fetched once, as `make install` does)
     pf.fetch_wheels(pf.host_platform())
     sizes: dict[str, int] = {}
-    installed: dict[tuple[str, ...], Path] = {}  # one pip install per distinct requirement set
     for module, env in sorted(_functions(synthesized).items()):
         plan = plan_bundle(module)
-        if plan.requirements not in installed:
-            site = tmp_path / f"site-{len(installed)}"
-            pf.write_bundle(replace(plan, files=()), site, platform=pf.host_platform())
-            installed[plan.requirements] = site
         out = tmp_path / module
-        site = installed[plan.requirements]
+        # one install per requirement set, shared (and compiled once) by the functions that use it
+        site = pf.installed_requirements(plan.requirements, platform=pf.host_platform())
         # WHEN the function's bundle (its code files, then its requirements: both folders together are
         # exactly what write_bundle puts in one asset) is on sys.path with nothing else but the stdlib
         pf.write_bundle(replace(plan, requirements=()), out, platform=pf.host_platform())
@@ -96,7 +92,12 @@ def test_each_bundle_imports_in_isolation_and_carries_only_what_it_needs(
         assert all(f.split("/")[1] in {own, "common", "__init__.py"} for f in files), (module, files)
         assert not (out / "profstack" / "cli").exists()
         assert not (out / "profstack" / "migrate").exists()
-        sizes[module] = sum(p.stat().st_size for folder in (out, site) for p in folder.rglob("*") if p.is_file())
+        sizes[module] = sum(
+            p.stat().st_size
+            for folder in (out, site)
+            for p in folder.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts
+        )
     # AND the TensorBoard app functions do not carry the analysis engine or its decoder
     for module in sizes:
         if module.startswith("lambdas.tensorboard_app"):
