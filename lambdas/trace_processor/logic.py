@@ -36,7 +36,7 @@ from lambdas.trace_processor.summary_tools import findings, job_metrics, step_du
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
-from profstack.legacy_tagging import merge_object_tag
+from profstack.migrate.rule_output import merge_object_tag
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
