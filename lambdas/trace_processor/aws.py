@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
-from profstack.legacy_tagging import merge_object_tag
+from profstack.migrate.rule_output import merge_object_tag
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -274,5 +274,5 @@ def publish(sns: SNSClient, *, topic_arn: str, subject: str, message: str, attri
 
 
 def add_object_tag(s3: S3Client, obj: S3Object, key: str, value: str) -> bool:
-    """Merge one tag into the object's tag set (profstack.legacy_tagging); False when already there."""
+    """Merge one tag into the object's tag set (profstack.migrate.rule_output); False when already there."""
     return merge_object_tag(s3, obj.bucket, obj.key, key, value)

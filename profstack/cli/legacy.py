@@ -1,10 +1,12 @@
 """`profstack legacy tag-rule-output`: tag old Profiler/Debugger rule output so it expires.
 
-    profstack legacy tag-rule-output --bucket B [--prefix P] [--dry-run]
+    profstack legacy tag-rule-output --bucket B [--prefix P] [--apply] [--with-profiler-output]
         [--batch | --batch-threshold N] [--role-arn ARN] [--replace-existing-tags]
 
-Objects under `<output>/<job>/rule-output/` get `profstack:class=legacy-rule-output` (merged with
-their tags), which the StorageStack's lifecycle rule expires. Past --batch-threshold matches (or
+Objects under `<output>/<job>/rule-output/` of the training jobs that used the Profiler (read from
+DescribeTrainingJob: each job's output path and name, never a key pattern) get
+`profstack:class=legacy-rule-output` (merged with their tags), which the StorageStack's lifecycle
+rule expires. A dry run (the default) lists them; --apply tags. Past --batch-threshold matches (or
 with --batch) it writes a manifest and creates one S3 Batch Operations tagging job instead.
 """
 
@@ -33,8 +35,14 @@ def register(subparsers: Any) -> None:
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
     tag.add_argument("--bucket", required=True, metavar="B", help="bucket holding SageMaker job output")
-    tag.add_argument("--prefix", default="", metavar="P", help="only objects under this prefix")
-    tag.add_argument("--dry-run", action="store_true", help="count what would be tagged; change nothing")
+    tag.add_argument("--prefix", default="", metavar="P", help="only job prefixes under this key prefix")
+    tag.add_argument("--apply", action="store_true", help="tag the objects (default: list what would be tagged)")
+    tag.add_argument(
+        "--dry-run", action="store_true", help="the default; accepted so older scripts keep working (no effect)"
+    )
+    tag.add_argument("--with-profiler-output", action="store_true", help="also tag the jobs' profiler-output/ prefixes")
+    tag.add_argument("--days", type=int, default=365, help="look at jobs created in the last N days (default 365)")
+    tag.add_argument("--max-jobs", type=int, default=10000, help="stop after N training jobs (default 10000)")
     tag.add_argument("--region", metavar="REGION", help="AWS region (default: your AWS setup)")
     tag.add_argument("--batch", action="store_true", help="always use an S3 Batch Operations job")
     tag.add_argument(
@@ -92,10 +100,17 @@ class ObjectProgress:
         self.stream.flush()
         self.drawn = True
 
-    def finish(self) -> None:
+    def finish(self, done: int | None = None, extra: str = "") -> None:
+        """Print the final count (throttled updates may have skipped it), then end the line."""
+        if done is not None:
+            self.update_now(done, extra)
         if self.tty and self.drawn:
             self.stream.write("\n")
             self.stream.flush()
+
+    def update_now(self, done: int, extra: str = "") -> None:
+        self.last = time.monotonic() - self.interval
+        self.update(done, extra)
 
 
 def make_client(service: str, region: str | None) -> Any:
@@ -117,18 +132,45 @@ def _aws_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise CliError(f"{what}: {exc}") from None
 
 
-def _spool_matches(s3: Any, bucket: str, prefix: str, progress: ObjectProgress) -> tuple[IO[str], int]:
+def _spool_matches(s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress) -> tuple[IO[str], int]:
     """Matching keys, one per line in a temp file: a bucket with millions of keys is never held whole."""
-    from profstack.legacy_tagging import iter_rule_output_keys
+    from profstack.migrate.rule_output import iter_prefix_keys
 
     spool = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115 - returned to the caller
     count = 0
-    for key, _size in iter_rule_output_keys(s3, bucket, prefix):
+    for key, _size in iter_prefix_keys(s3, bucket, prefixes):
         spool.write(key + "\n")
         count += 1
-        progress.update(count, "rule-output objects found")
+        progress.update(count, "legacy objects found")
+    progress.finish(count, "legacy objects found")
     spool.seek(0)
     return spool, count
+
+
+def _verified_prefixes(args: argparse.Namespace) -> list[str]:
+    """The job prefixes in --bucket (under --prefix) of the training jobs that used the Profiler."""
+    from profstack.cli._aws import aws_errors
+    from profstack.migrate.legacy_profiler import audit
+
+    if args.days <= 0 or args.max_jobs <= 0:
+        raise CliError("--days and --max-jobs must be positive")
+    folders = ("rule-output", "profiler-output") if args.with_profiler_output else ("rule-output",)
+    with aws_errors("listing training jobs"):
+        report = audit(
+            make_client("sagemaker", args.region),
+            make_client("s3", args.region),
+            since_days=args.days,
+            max_jobs=args.max_jobs,
+            measure_output=False,
+        )
+    return sorted(
+        {
+            p.prefix
+            for job in report.jobs
+            for p in job.prefixes(folders)
+            if p.bucket == args.bucket and p.prefix.startswith(args.prefix)
+        }
+    )
 
 
 def _keys(spool: IO[str]) -> Iterator[str]:
@@ -140,7 +182,7 @@ def _keys(spool: IO[str]) -> Iterator[str]:
 
 def tag_rule_output_command(args: argparse.Namespace) -> int:
     from profstack.layout import LEGACY_RULE_OUTPUT_TAG
-    from profstack.legacy_tagging import (
+    from profstack.migrate.rule_output import (
         BatchJobRequest,
         TaggingError,
         create_tagging_job,
@@ -150,24 +192,28 @@ def tag_rule_output_command(args: argparse.Namespace) -> int:
 
     if args.batch_threshold < 1:
         raise CliError("--batch-threshold must be >= 1")
+    prefixes = _verified_prefixes(args)
     s3 = make_client("s3", args.region)
+    where = f"s3://{args.bucket}/{args.prefix}"
+    if not prefixes:
+        print(f"no training job that used the Profiler has its output under {where}; nothing to tag")
+        return 0
     finding = ObjectProgress(None, sys.stderr, "scanning:")
-    spool, count = _aws_call(
-        f"listing s3://{args.bucket}/{args.prefix}", _spool_matches, s3, args.bucket, args.prefix, finding
-    )
-    finding.finish()
+    spool, count = _aws_call(f"listing {where}", _spool_matches, s3, args.bucket, prefixes, finding)
     tag = "=".join(LEGACY_RULE_OUTPUT_TAG)
     with spool:
         batch = args.batch or count > args.batch_threshold
-        where = f"s3://{args.bucket}/{args.prefix}"
         if count == 0:
-            print(f"no rule-output objects under {where}")
+            print(f"no legacy objects under the {len(prefixes)} verified job prefixes in {where}")
             return 0
-        if args.dry_run:
+        if not args.apply:
             mode = "an S3 Batch Operations job" if batch else "object by object"
-            print(f"dry run: would tag {count:,} rule-output objects under {where} with {tag} ({mode})")
-            for key in list(_keys(spool))[:10]:
-                print(f"  s3://{args.bucket}/{key}")
+            print(
+                f"dry run: would tag {count:,} legacy objects under {len(prefixes)} verified job prefixes "
+                f"in {where} with {tag} ({mode}); add --apply to tag them"
+            )
+            for prefix in prefixes[:20]:
+                print(f"  s3://{args.bucket}/{prefix}")
             return 0
         if batch:
             if not args.role_arn:
@@ -220,7 +266,7 @@ def tag_rule_output_command(args: argparse.Namespace) -> int:
                 tagged += int(changed)
                 already += int(not changed)
             progress.update(done)
-        progress.finish()
+        progress.finish(count)
         print(f"tagged {tagged:,} objects with {tag}; {already:,} already had it; {len(errors):,} failed")
         for error in errors[:10]:
             print(f"  {error}", file=sys.stderr)

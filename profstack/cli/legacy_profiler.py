@@ -1,8 +1,11 @@
-"""`profstack legacy audit | expire-rule-output | disable-profiler`: what SageMaker Profiler left behind.
+"""`profstack legacy audit | cleanup | expire-rule-output | disable-profiler`: what SageMaker Profiler left.
 
-    audit                 jobs still using Profiler/Debugger profiling, and their legacy output in S3
-    expire-rule-output    add the tag-expiry lifecycle rule to a bucket holding legacy output (merged)
-    disable-profiler      turn the Profiler off on in-progress jobs
+    audit                 AWS's checklist: profiled jobs and their S3 output, rule-job logs, IAM, DetailedProfiler
+                          apps, EventBridge / Step Functions / Lambda that use them; table or JSON, with cost
+    cleanup               tag + expire verified job prefixes, delete DetailedProfiler apps, log streams behind a
+                          flag; never IAM, rules, state machines or functions (dry run unless --apply)
+    expire-rule-output    add the tag-expiry lifecycle rule to one bucket (merged; dry run unless --apply)
+    disable-profiler      turn the Profiler off on in-progress jobs (dry run unless --apply)
 
 Registered by profstack.cli.legacy beside tag-rule-output.
 """
@@ -14,35 +17,82 @@ from typing import Any
 
 from profstack.cli import CliError
 
+REGION_HELP = "AWS region (default: your AWS setup)"
+
+
+def _window(parser: argparse.ArgumentParser, days: int) -> None:
+    parser.add_argument(
+        "--days", type=int, default=days, help=f"look at jobs created in the last N days (default {days})"
+    )
+    parser.add_argument("--max-jobs", type=int, default=1000, help="stop after N training jobs (default 1000)")
+    parser.add_argument("--region", metavar="REGION", help=REGION_HELP)
+
+
+def _prices(parser: argparse.ArgumentParser) -> None:
+    from profstack.migrate.legacy_profiler import LOGS_USD_PER_GB_MONTH, S3_USD_PER_GB_MONTH
+
+    parser.add_argument(
+        "--s3-price",
+        type=float,
+        default=S3_USD_PER_GB_MONTH,
+        metavar="USD",
+        help=f"S3 storage price per GB-month for the estimate (default {S3_USD_PER_GB_MONTH}, us-east-1 Standard)",
+    )
+    parser.add_argument(
+        "--logs-price",
+        type=float,
+        default=LOGS_USD_PER_GB_MONTH,
+        metavar="USD",
+        help=f"CloudWatch Logs storage price per GB-month (default {LOGS_USD_PER_GB_MONTH}, us-east-1)",
+    )
+
 
 def add_parsers(commands: Any) -> None:
-    audit = commands.add_parser("audit", help="find training jobs that still use SageMaker Profiler/Debugger profiling")
-    audit.add_argument("--days", type=int, default=90, help="look at jobs created in the last N days (default 90)")
-    audit.add_argument("--max-jobs", type=int, default=1000, help="stop after N jobs (default 1000)")
+    audit = commands.add_parser(
+        "audit", help="find what SageMaker Profiler left: jobs, S3 output, logs, IAM, apps, automation (read-only)"
+    )
+    _window(audit, 90)
+    _prices(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
-    audit.add_argument("--region", metavar="REGION")
     audit.set_defaults(handler=run_audit)
+
+    clean = commands.add_parser(
+        "cleanup",
+        help="act on the audit's verified findings (dry run unless --apply); never edits IAM or automation",
+    )
+    _window(clean, 90)
+    _prices(clean)
+    clean.add_argument("--apply", action="store_true", help="change the account (default: print what would change)")
+    clean.add_argument(
+        "--expire-days", type=int, default=30, help="expire tagged legacy output after N days (default 30)"
+    )
+    clean.add_argument(
+        "--delete-log-streams",
+        action="store_true",
+        help="also delete the rule-evaluation jobs' log streams in /aws/sagemaker/ProcessingJobs",
+    )
+    clean.set_defaults(handler=run_cleanup)
 
     expire = commands.add_parser(
         "expire-rule-output",
-        help="add ProfStack's tag-based expiry rule to a bucket that holds legacy rule-output (dry run unless --apply)",
+        help="add ProfStack's tag-based expiry rule to a bucket that holds legacy output (dry run unless --apply)",
     )
-    expire.add_argument("--bucket", required=True)
+    expire.add_argument("--bucket", required=True, metavar="B", help="bucket holding SageMaker job output")
     expire.add_argument("--days", type=int, default=30, help="expire tagged objects after N days (default 30)")
     expire.add_argument("--apply", action="store_true", help="write the merged lifecycle configuration")
-    expire.add_argument("--region", metavar="REGION")
+    expire.add_argument("--region", metavar="REGION", help=REGION_HELP)
     expire.set_defaults(handler=run_expire)
 
     disable = commands.add_parser(
         "disable-profiler", help="turn SageMaker Profiler off on in-progress jobs (dry run unless --apply)"
     )
-    disable.add_argument("--days", type=int, default=30)
-    disable.add_argument("--apply", action="store_true")
-    disable.add_argument("--region", metavar="REGION")
+    disable.add_argument("--days", type=int, default=30, help="look at jobs created in the last N days (default 30)")
+    disable.add_argument("--apply", action="store_true", help="call UpdateTrainingJob (default: list the jobs)")
+    disable.add_argument("--region", metavar="REGION", help=REGION_HELP)
     disable.set_defaults(handler=run_disable)
 
 
-def _human_bytes(size: float) -> str:
+def human_bytes(size: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if size < 1024 or unit == "TiB":
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
@@ -56,49 +106,134 @@ def _clients(region: str | None) -> tuple[Any, Any]:
     return make_client("sagemaker", region), make_client("s3", region)
 
 
-def _positive(value: int, flag: str) -> int:
+def account_clients(region: str | None) -> Any:
+    from profstack.cli._aws import make_client
+    from profstack.migrate.legacy_profiler import AccountClients
+
+    return AccountClients(
+        sagemaker=make_client("sagemaker", region),
+        s3=make_client("s3", region),
+        logs=make_client("logs", region),
+        iam=make_client("iam", region),
+        events=make_client("events", region),
+        stepfunctions=make_client("stepfunctions", region),
+        lambda_=make_client("lambda", region),
+    )
+
+
+def _positive(value: float, flag: str) -> Any:
     if value <= 0:
         raise CliError(f"{flag} must be a positive number, got {value}")
     return value
 
 
-def run_audit(args: argparse.Namespace) -> int:
-    import json
-
+def _full_audit(args: argparse.Namespace) -> Any:
     from profstack.cli._aws import aws_errors
-    from profstack.migrate.legacy_profiler import LegacyProfilerError, audit
+    from profstack.migrate.legacy_profiler import LegacyProfilerError, audit_account
 
     days = _positive(args.days, "--days")
     with aws_errors("audit"):
-        sm, s3 = _clients(args.region)
+        clients = account_clients(args.region)
         try:
-            report = audit(sm, s3, since_days=days, max_jobs=_positive(args.max_jobs, "--max-jobs"))
+            report = audit_account(
+                clients,
+                since_days=days,
+                max_jobs=_positive(args.max_jobs, "--max-jobs"),
+                s3_price=_positive(args.s3_price, "--s3-price"),
+                logs_price=_positive(args.logs_price, "--logs-price"),
+            )
         except LegacyProfilerError as exc:
             raise CliError(str(exc)) from None
+    return clients, report
+
+
+def print_findings(findings: list[Any], *, title: str) -> None:
+    if not findings:
+        return
+    print(title)
+    print(f"  {'kind':<16} {'size':>10} {'USD/month':>10}  resource")
+    for f in findings:
+        size = human_bytes(f.bytes) if f.bytes is not None else "-"
+        cost = f"{f.monthly_usd:.4f}" if f.monthly_usd is not None else "-"
+        only = " [Profiler-only]" if f.profiler_only else ""
+        print(f"  {f.kind:<16} {size:>10} {cost:>10}  {f.resource}{only}")
+        print(f"  {'':<16} {'':>10} {'':>10}    {f.why}")
+        if f.command:
+            print(f"  {'':<16} {'':>10} {'':>10}    $ {f.command}")
+
+
+def run_audit(args: argparse.Namespace) -> int:
+    import json
+
+    _, report = _full_audit(args)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0
     print(f"Scanned {report.scanned} training jobs created since {report.since:%Y-%m-%d}.")
-    if not report.jobs:
+    if report.jobs:
+        print(f"{len(report.jobs)} use SageMaker Profiler or Debugger profiling:")
+        print(f"  {'job':<40} {'status':<11} {'profiler':<8} {'rules':<28} legacy output")
+        for job in report.jobs:
+            rules = ", ".join(name for name, _ in job.profiler_rules) or "-"
+            print(
+                f"  {job.name:<40} {job.status:<11} {'on' if job.profiler_enabled else 'off':<8} {rules[:28]:<28} "
+                f"{human_bytes(job.legacy_bytes)}"
+            )
+    else:
         print("No job uses SageMaker Profiler or Debugger profiler rules.")
-        return 0
-    print(f"{len(report.jobs)} use SageMaker Profiler or Debugger profiling:")
-    print(f"  {'job':<40} {'status':<11} {'profiler':<8} {'rules':<28} legacy output")
-    for job in report.jobs:
-        rules = ", ".join(name for name, _ in job.profiler_rules) or "-"
-        print(
-            f"  {job.name:<40} {job.status:<11} {'on' if job.profiler_enabled else 'off':<8} {rules[:28]:<28} "
-            f"{_human_bytes(job.legacy_bytes)}"
-        )
+    print_findings(report.found, title=f"{len(report.found)} legacy resources:")
+    print_findings(report.review, title=f"{len(report.review)} to review (they name no verified job):")
+    print(f"Estimated storage cost of what was found: {report.monthly_usd:.2f} USD/month (list prices).")
+    for what in report.incomplete:
+        print(f"warning: incomplete: {what}")
     print("Next steps:")
     if any(j.status == "InProgress" and j.profiler_enabled for j in report.jobs):
         print("  profstack legacy disable-profiler --apply        # stop profiling on running jobs")
-    for bucket, size in sorted(report.buckets.items()):
-        print(f"  # {bucket}: {_human_bytes(size)} of legacy output")
-        print(f"  profstack legacy expire-rule-output --bucket {bucket} --apply")
-        print(f"  profstack legacy tag-rule-output --bucket {bucket}")
-    print("  profstack migrate smprof --write <your training scripts>")
+    if report.found:
+        print("  profstack legacy cleanup                         # see exactly what cleanup would change")
+    print("  profstack migrate smprof --write <your training scripts and launchers>")
     return 0
+
+
+def run_cleanup(args: argparse.Namespace) -> int:
+    from profstack.cli._aws import aws_errors
+    from profstack.migrate.legacy_profiler import cleanup
+
+    days = _positive(args.expire_days, "--expire-days")
+    clients, report = _full_audit(args)
+    with aws_errors("cleanup"):
+        result = cleanup(
+            report, clients, apply=args.apply, expire_days=days, delete_log_streams=args.delete_log_streams
+        )
+    would = "" if args.apply else "would "
+    prefixes = [f for f in report.found if f.kind in {"rule-output", "profiler-output"}]
+    print(f"{would}tag {result.tagged:,} objects under {len(prefixes)} verified job prefixes for expiry:")
+    for f in prefixes:
+        print(f"  {f.resource}")
+    if result.already_tagged:
+        print(f"  ({result.already_tagged:,} already tagged)")
+    for bucket in result.expiry_rules:
+        print(f"{would}add lifecycle rule profstack-legacy-rule-output to {bucket} (expire after {days} days)")
+    for app in result.apps:
+        print(f"{would}delete DetailedProfiler app {app}")
+    for stream in result.log_streams:
+        print(f"{would}delete log stream {stream}")
+    if result.left_alone:
+        print("Left alone (cleanup never edits these); to act on them yourself:")
+        for f in result.left_alone:
+            tag = "" if f.verified else " (review: names no verified job)"
+            print(f"  {f.kind}: {f.resource}{tag}\n    {f.why}")
+            if f.command and not f.command.startswith("profstack legacy cleanup"):
+                print(f"    $ {f.command}")
+            elif f.kind == "log-stream":
+                print("    $ profstack legacy cleanup --delete-log-streams --apply")
+    for failure in result.tag_failures[:10]:
+        print(f"  failed: {failure}")
+    for what in report.incomplete:
+        print(f"warning: incomplete audit: {what}")
+    if not args.apply:
+        print("dry run: nothing changed; add --apply to do the above")
+    return 1 if result.tag_failures else 0
 
 
 def run_expire(args: argparse.Namespace) -> int:

@@ -1,7 +1,10 @@
-"""`profstack migrate smprof PATH...`: rewrite SageMaker Profiler scripts to torch.profiler.
+"""`profstack migrate smprof PATH...`: take SageMaker Profiler out of scripts, launchers and dependencies.
 
-The account-side tools (audit, expire-rule-output, disable-profiler) live under
-`profstack legacy`, next to tag-rule-output.
+Python files get the LibCST codemods (training scripts -> torch.profiler; launchers lose
+ProfilerConfig and gain the ProfStack TensorBoard output and owner tag). Requirements files,
+Dockerfiles, pyproject.toml and setup.cfg lose the lines installing smprof/smppy. One unreadable or
+unparsable file is reported and the others are still processed. The account-side tools (audit,
+cleanup, ...) live under `profstack legacy`.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from profstack.cli import CliError
-from profstack.migrate.smprof import RewriteError, RewriteResult, rewrite_source
+
+SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", "cdk.out"})
 
 
 def register(subparsers: Any) -> None:
@@ -24,21 +29,56 @@ def register(subparsers: Any) -> None:
     commands = parser.add_subparsers(dest="migrate_command", metavar="TOOL", required=True)
     smprof = commands.add_parser(
         "smprof",
-        help="rewrite smprof/smppy scripts to torch.profiler (prints a diff unless --write)",
-        description="Rewrite SageMaker Profiler (smprof/smppy) usage to torch.profiler. "
-        "Prints a unified diff by default; --write edits the files in place.",
+        help="rewrite smprof/smppy scripts, SageMaker launchers and dependency files (prints a diff unless --write)",
+        description="Take SageMaker Profiler out of training scripts (-> torch.profiler), launchers "
+        "(ProfilerConfig -> TensorBoardOutputConfig on the ProfStack prefix) and requirements/Dockerfile/"
+        "pyproject/setup.cfg. Prints a unified diff by default; --write edits the files in place.",
     )
-    smprof.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="Python files or directories")
+    smprof.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="files or directories (searched recursively)"
+    )
     mode = smprof.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="rewrite the files in place")
-    mode.add_argument("--check", action="store_true", help="exit 1 if any file still uses smprof (for CI)")
+    mode.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 while any file would change or still uses smprof/smppy/ProfilerConfig (for CI)",
+    )
+    smprof.add_argument(
+        "--user", metavar="NAME", help="ProfStack user written into launchers (default: $PROFSTACK_USER at launch)"
+    )
+    smprof.add_argument(
+        "--trace-bucket",
+        metavar="BUCKET",
+        help="ProfStack trace bucket for the TensorBoard prefix (default: $PROFSTACK_TRACE_BUCKET at launch)",
+    )
+    smprof.add_argument(
+        "--no-tensorboard-config",
+        action="store_true",
+        help="do not add TensorBoardOutputConfig or the profstack:user tag to launchers",
+    )
     smprof.set_defaults(handler=run_smprof)
 
 
-def _python_files(paths: list[Path]) -> Iterator[Path]:
+@dataclass
+class _Outcome:
+    changed: bool = False
+    source: str = ""
+    edits: list[Any] = field(default_factory=list)
+    manual: list[Any] = field(default_factory=list)
+
+
+def _candidates(paths: list[Path]) -> Iterator[Path]:
+    from profstack.migrate.dependencies import kind_of
+
     for path in paths:
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*.py") if ".venv" not in p.parts)
+            for root, dirs, files in os.walk(path):
+                dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+                for name in sorted(files):
+                    candidate = Path(root) / name
+                    if candidate.suffix == ".py" or kind_of(candidate) is not None:
+                        yield candidate
         elif path.is_file():
             yield path
         else:
@@ -47,47 +87,77 @@ def _python_files(paths: list[Path]) -> Iterator[Path]:
 
 def _write_atomically(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
         handle.write(text)
     os.chmod(tmp, path.stat().st_mode)
     os.replace(tmp, path)
 
 
-def _report(path: Path, result: RewriteResult) -> None:
-    for finding in result.edits:
-        print(f"{path}:{finding.line}: rewrote: {finding.message}", file=sys.stderr)
-    for finding in result.manual:
-        where = f"{path}:{finding.line}" if finding.line else str(path)
-        print(f"{where}: needs review: {finding.message}", file=sys.stderr)
+def _process(path: Path, text: str, args: argparse.Namespace) -> _Outcome:
+    from profstack.migrate.dependencies import kind_of, rewrite_dependencies
+    from profstack.migrate.launcher import LauncherOptions
+    from profstack.migrate.smprof import rewrite_source
+
+    kind = kind_of(path)
+    if kind is not None:
+        dep = rewrite_dependencies(kind, text)
+        return _Outcome(dep.changed, dep.source, dep.edits, dep.manual)
+    options = LauncherOptions(
+        user=args.user, trace_bucket=args.trace_bucket, tensorboard=not args.no_tensorboard_config
+    )
+    result = rewrite_source(text, filename=str(path), launcher=options)
+    return _Outcome(result.changed, result.source, result.edits, result.manual)
 
 
 def run_smprof(args: argparse.Namespace) -> int:
-    changed = needs_review = 0
-    for path in _python_files(args.paths):
+    from profstack.layout import LayoutError, user_tensorboard_prefix
+    from profstack.migrate.smprof import RewriteError
+
+    if args.user is not None:
+        try:
+            user_tensorboard_prefix(args.user)
+        except LayoutError as exc:
+            raise CliError(str(exc)) from None
+    changed = needs_review = failed = 0
+    for path in _candidates(args.paths):
         try:
             original = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            raise CliError(f"{path}: cannot read ({exc})") from None
+            print(f"{path}: error: cannot read ({exc})", file=sys.stderr)
+            failed += 1
+            continue
         try:
-            result = rewrite_source(original, filename=str(path))
+            outcome = _process(path, original, args)
         except RewriteError as exc:
-            raise CliError(str(exc)) from None
-        _report(path, result)
-        needs_review += bool(result.manual)
-        if not result.changed:
+            print(f"{exc} (file left as is)", file=sys.stderr)
+            failed += 1
+            continue
+        for finding in outcome.edits:
+            print(f"{path}:{finding.line}: rewrote: {finding.message}", file=sys.stderr)
+        for finding in outcome.manual:
+            where = f"{path}:{finding.line}" if finding.line else str(path)
+            print(f"{where}: needs review: {finding.message}", file=sys.stderr)
+        needs_review += bool(outcome.manual)
+        if not outcome.changed:
             continue
         changed += 1
         if args.write:
-            _write_atomically(path, result.source)
+            _write_atomically(path, outcome.source)
         elif not args.check:
             sys.stdout.writelines(
                 difflib.unified_diff(
                     original.splitlines(keepends=True),
-                    result.source.splitlines(keepends=True),
+                    outcome.source.splitlines(keepends=True),
                     fromfile=f"a/{path}",
                     tofile=f"b/{path}",
                 )
             )
     verb = "rewrote" if args.write else "would rewrite"
-    print(f"profstack migrate: {verb} {changed} file(s); {needs_review} need review", file=sys.stderr)
+    print(
+        f"profstack migrate: {verb} {changed} file(s); {needs_review} need review; "
+        f"{failed} could not be read or parsed",
+        file=sys.stderr,
+    )
+    if failed:
+        return 1
     return 1 if args.check and (changed or needs_review) else 0

@@ -1,60 +1,50 @@
-"""Rewrite SageMaker Profiler (`smprof` / `smppy`) training scripts to `torch.profiler`.
+"""Rewrite SageMaker Profiler (`smprof` / `smppy`) training scripts to `torch.profiler`, on LibCST.
 
-The rewrite is syntax-aware (Python's `ast` finds the calls, edits are applied to the
-original text by position), so formatting and comments outside the edited spans are kept.
-What it maps:
+LibCST keeps comments and formatting: only the statements below change. What it maps:
 
-    import smprof / import smppy as smprof           -> import torch.profiler (+ import os)
-    P = smprof.SMProfiler.instance()                 -> P = torch.profiler.profile(...)  (CPU+CUDA,
-                                                        traces to the TensorBoard output dir)
-    cfg = smprof.Config(); cfg.profiler = {...}      -> removed (settings move into profile(...))
-    P.configure(cfg)                                 -> removed
-    P.start_profiling() / P.stop_profiling()         -> P.start() / P.stop()
-    with smprof.annotate("x"):                       -> with torch.profiler.record_function("x"):
-    smprof.annotation_begin("x") / annotation_end("x") -> record_function("x").__enter__() / __exit__
+    import smprof / import smppy as smprof / try-except fallback  -> import torch.profiler (+ import os)
+    from smprof import annotate, SMProfiler as P ...             -> the same, by local name
+    P = smprof.SMProfiler.instance()          -> P = torch.profiler.profile(activities, schedule,
+                                                 on_trace_ready=tensorboard_trace_handler(<TB dir>))
+    cfg = smprof.Config(); cfg.x = ...; P.configure(cfg)      -> removed (settings live in profile(...))
+    P.start_profiling() / P.stop_profiling()  -> P.start() / P.stop(), and P.step() at the end of
+                                                 the training loop the profiler runs over
+    with smprof.annotate("x"): / @smprof.annotate("x")        -> torch.profiler.record_function("x")
+    smprof.annotation_begin(x) ... annotation_end(x)          -> `with record_function(x):` around the
+                                                 statements between, when both sit in one block;
+                                                 else `h = record_function(x)` / `h.__enter__()` /
+                                                 `h.__exit__(None, None, None)`, one statement a line
+    h = smprof.annotation_begin(x) ... annotation_end(h)      -> the same, keeping the handle
 
-Anything else that touches the module is reported as a finding that needs a human.
+A file is converted whole or not at all: a use with no safe mapping (an unknown attribute, an
+annotation_end without its begin, a begin in one function and its end in another, ...) leaves the
+file untouched and is reported as `line: why`. Launchers (SageMaker SDK ProfilerConfig) are
+handled by `profstack.migrate.launcher`; `rewrite_source` runs both.
 """
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
-TRACE_DIR_EXPRESSION = 'os.environ.get("PROFSTACK_TRACE_DIR", "/opt/ml/output/tensorboard")'
-PROFILE_CALL = (
-    "torch.profiler.profile(\n"
-    "{indent}    activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA],\n"
-    "{indent}    on_trace_ready=torch.profiler.tensorboard_trace_handler({trace_dir}),\n"
-    "{indent}    record_shapes=False,\n"
-    "{indent})"
-)
+TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # SageMaker uploads it to TensorBoardOutputConfig.S3OutputPath
+TRACE_DIR_ENV = "PROFSTACK_TRACE_DIR"
+KNOWN_MEMBERS = frozenset({"SMProfiler", "Config", "annotate", "annotation_begin", "annotation_end"})
+SCHEDULE = "wait=1, warmup=1, active=3, repeat=1"
 
-
-_TENSORBOARD_HINT = (
-    "pass tensorboard_output_config=TensorBoardOutputConfig(s3_output_path='s3://<trace-bucket>/tensorboard/<user>/', "
-    "container_local_output_path='/opt/ml/output/tensorboard') and the tag profstack:user=<user>; "
-    "ProfStack analyses the traces when the job ends"
-)
-LAUNCHER_GUIDANCE: dict[str, str] = {
-    "ProfilerConfig": f"SageMaker ProfilerConfig is going away (end of support 2027-06-30): {_TENSORBOARD_HINT}",
-    "profiler_config": f"drop profiler_config=...: {_TENSORBOARD_HINT}",
-    "FrameworkProfile": "Debugger framework profiling is closed to new customers; use torch.profiler in the script",
-    "ProfilerRule": "Debugger profiler rules are replaced by ProfStack's rules (findings in report.html and SNS)",
-    "ProfilerReport": "the ProfilerReport rule is replaced by ProfStack's report.html under reports/<user>/<job>/",
-    "disable_profiler": "disable_profiler is no longer needed once profiler_config is removed",
-}
+__all__ = ["Finding", "RewriteError", "RewriteResult", "rewrite_script", "rewrite_source"]
 
 
 class RewriteError(ValueError):
-    """The script cannot be parsed, so nothing was rewritten."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    line: int
-    message: str
+    """The file cannot be parsed, so nothing was rewritten."""
 
 
 @dataclass
@@ -62,267 +52,729 @@ class RewriteResult:
     source: str
     changed: bool
     edits: list[Finding] = field(default_factory=list)  # what was rewritten
-    manual: list[Finding] = field(default_factory=list)  # what a person must look at
+    manual: list[Finding] = field(default_factory=list)  # what a person must look at (nothing rewritten there)
 
 
-@dataclass(frozen=True, order=True)
-class _Edit:
-    start: tuple[int, int]  # (line, col), 1-based lines
-    end: tuple[int, int]
-    text: str
-
-
-class _Collector(ast.NodeVisitor):
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.lines = source.splitlines()
-        self.module_aliases: set[str] = set()
-        self.profiler_names: set[str] = set()
-        self.config_names: set[str] = set()
-        self.edits: list[_Edit] = []
-        self.done: list[Finding] = []
-        self.manual: list[Finding] = []
-        self.needs_os = False
-        self.annotation_counter = 0
-        self.open_annotations: dict[str, list[str]] = {}
-        self.sole_statements: set[int] = set()
-
-    def index_blocks(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
-            for name in ("body", "orelse", "finalbody"):
-                block = getattr(node, name, None)
-                if isinstance(block, list) and len(block) == 1 and isinstance(block[0], ast.stmt):
-                    self.sole_statements.add(id(block[0]))
-
-    # --- helpers -------------------------------------------------------------------------
-    def _indent(self, node: ast.stmt) -> str:
-        line = self.lines[node.lineno - 1]
-        return line[: len(line) - len(line.lstrip())]
-
-    def _replace(self, node: ast.stmt | ast.expr, text: str) -> None:
-        self.edits.append(
-            _Edit((node.lineno, node.col_offset), (node.end_lineno or node.lineno, node.end_col_offset or 0), text)
-        )
-
-    def _remove_statement(self, node: ast.stmt, why: str) -> None:
-        # A comment keeps the reader informed; `pass` keeps a block valid if this was its only statement.
-        keep_block_valid = id(node) in self.sole_statements
-        prefix = "pass  " if keep_block_valid else ""
-        self._replace(node, f"{prefix}# profstack-migrate: removed {why}")
-        self.done.append(Finding(node.lineno, f"removed {why}"))
-
-    def _is_module(self, node: ast.expr) -> bool:
-        return isinstance(node, ast.Name) and node.id in self.module_aliases
-
-    def _module_attr(self, node: ast.expr) -> str | None:
-        if isinstance(node, ast.Attribute) and self._is_module(node.value):
-            return node.attr
-        return None
-
-    # --- imports -------------------------------------------------------------------------
-    def visit_Import(self, node: ast.Import) -> None:
-        names = [alias for alias in node.names if alias.name.split(".")[0] in SMPROF_MODULES]
-        if not names:
-            return
-        if len(names) != len(node.names):
-            self.manual.append(Finding(node.lineno, "import mixes smprof with other modules; split it by hand"))
-            return
-        for alias in names:
-            self.module_aliases.add(alias.asname or alias.name)
-        self._replace(node, "import torch.profiler")
-        self.needs_os = True
-        self.done.append(Finding(node.lineno, "import smprof -> import torch.profiler"))
-
-    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.module and node.module.split(".")[0] in SMPROF_MODULES:
-            self.manual.append(
-                Finding(node.lineno, f"`from {node.module} import ...` is not rewritten; use torch.profiler names")
-            )
-
-    def visit_Try(self, node: ast.Try) -> None:
-        # The documented fallback: try: import smprof / except ImportError: import smppy as smprof
-        handlers_import_smppy = all(
-            len(h.body) == 1 and isinstance(h.body[0], ast.Import)
-            and all(a.name in SMPROF_MODULES for a in h.body[0].names)
-            for h in node.handlers
-        )  # fmt: skip
-        body_imports_smprof = (
-            len(node.body) == 1
-            and isinstance(node.body[0], ast.Import)
-            and all(a.name in SMPROF_MODULES for a in node.body[0].names)
-        )
-        if node.handlers and handlers_import_smppy and body_imports_smprof and not node.orelse and not node.finalbody:
-            for statement in (node.body[0], *(h.body[0] for h in node.handlers)):
-                if isinstance(statement, ast.Import):
-                    for alias in statement.names:
-                        self.module_aliases.add(alias.asname or alias.name)
-            self._replace(node, "import torch.profiler")
-            self.needs_os = True
-            self.done.append(Finding(node.lineno, "try/except smprof|smppy import -> import torch.profiler"))
-            return
-        self.generic_visit(node)
-
-    # --- statements ----------------------------------------------------------------------
-    def visit_Assign(self, node: ast.Assign) -> None:
-        value = node.value
-        target = node.targets[0] if len(node.targets) == 1 else None
-        # P = smprof.SMProfiler.instance()
-        if (
-            isinstance(target, ast.Name)
-            and isinstance(value, ast.Call)
-            and isinstance(value.func, ast.Attribute)
-            and value.func.attr == "instance"
-            and self._module_attr(value.func.value) == "SMProfiler"
-        ):
-            self.profiler_names.add(target.id)
-            indent = self._indent(node)
-            self._replace(value, PROFILE_CALL.format(indent=indent, trace_dir=TRACE_DIR_EXPRESSION))
-            self.done.append(Finding(node.lineno, "SMProfiler.instance() -> torch.profiler.profile(...)"))
-            return
-        # cfg = smprof.Config()
-        if isinstance(target, ast.Name) and isinstance(value, ast.Call) and self._module_attr(value.func) == "Config":
-            self.config_names.add(target.id)
-            self._remove_statement(node, "smprof.Config(); profiler settings are arguments of profile(...)")
-            return
-        # cfg.profiler = {...}
-        if (
-            isinstance(target, ast.Attribute)
-            and isinstance(target.value, ast.Name)
-            and target.value.id in self.config_names
-        ):
-            self._remove_statement(node, f"smprof config setting `{target.attr}`")
-            return
-        self.generic_visit(node)
-
-    def visit_Expr(self, node: ast.Expr) -> None:
-        call = node.value
-        if not isinstance(call, ast.Call) or not isinstance(call.func, ast.Attribute):
-            self.generic_visit(node)
-            return
-        owner, method = call.func.value, call.func.attr
-        if isinstance(owner, ast.Name) and owner.id in self.profiler_names:
-            if method == "configure":
-                self._remove_statement(node, "SMProfiler.configure(...)")
-                return
-            mapping = {"start_profiling": "start", "stop_profiling": "stop"}
-            if method in mapping:
-                self._replace(call.func, f"{owner.id}.{mapping[method]}")
-                self.done.append(Finding(node.lineno, f"{method}() -> {mapping[method]}()"))
-                return
-        if self._is_module(owner) and method in {"annotation_begin", "annotation_end"}:
-            self._annotation_call(node, call, begin=method == "annotation_begin")
-            return
-        self.generic_visit(node)
-
-    def _annotation_call(self, node: ast.Expr, call: ast.Call, *, begin: bool) -> None:
-        segment = ast.get_source_segment(self.source, call.args[0]) if call.args else None
-        label = segment or '"annotation"'
-        if begin:
-            self.annotation_counter += 1
-            handle = f"_profstack_range_{self.annotation_counter}"
-            self.open_annotations.setdefault(label, []).append(handle)
-            self._replace(node, f"{handle} = torch.profiler.record_function({label}); {handle}.__enter__()")
-            self.done.append(Finding(node.lineno, "annotation_begin -> record_function(...).__enter__()"))
-            return
-        handles = self.open_annotations.get(label)
-        if not handles:
-            self.manual.append(Finding(node.lineno, f"annotation_end({label}) has no matching annotation_begin"))
-            return
-        handle = handles.pop()
-        self._replace(node, f"{handle}.__exit__(None, None, None)")
-        self.done.append(Finding(node.lineno, "annotation_end -> record_function(...).__exit__()"))
-
-    def visit_With(self, node: ast.With) -> None:
-        for item in node.items:
-            expr = item.context_expr
-            if isinstance(expr, ast.Call) and self._module_attr(expr.func) == "annotate":
-                self._replace(expr.func, "torch.profiler.record_function")
-                self.done.append(Finding(node.lineno, "smprof.annotate -> torch.profiler.record_function"))
-        self.generic_visit(node)
-
-    def visit_Call(self, node: ast.Call) -> None:
-        # The launcher side: Debugger/Profiler configuration of the estimator.
-        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
-        if name in LAUNCHER_GUIDANCE:
-            self.manual.append(Finding(node.lineno, LAUNCHER_GUIDANCE[name]))
-        for keyword in node.keywords:
-            if keyword.arg in LAUNCHER_GUIDANCE:
-                self.manual.append(Finding(node.lineno, LAUNCHER_GUIDANCE[keyword.arg]))
-        self.generic_visit(node)
-
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        # Any other use of the module is something we did not map.
-        if self._is_module(node.value) and node.attr not in {"annotate", "SMProfiler", "Config"}:
-            self.manual.append(Finding(node.lineno, f"`{ast.unparse(node)}` has no automatic torch.profiler mapping"))
-        self.generic_visit(node)
-
-
-def _apply(source: str, edits: list[_Edit]) -> str:
-    lines = source.splitlines(keepends=True)
-    offsets = [0]
-    for line in lines:
-        offsets.append(offsets[-1] + len(line.encode("utf-8")))
-    data = source.encode("utf-8")
-
-    def absolute(position: tuple[int, int]) -> int:
-        return offsets[position[0] - 1] + position[1]  # ast col offsets are UTF-8 byte offsets
-
-    for edit in sorted(edits, reverse=True):
-        data = data[: absolute(edit.start)] + edit.text.encode("utf-8") + data[absolute(edit.end) :]
-    return data.decode("utf-8")
-
-
-def _ensure_import_os(source: str, tree: ast.Module) -> str:
-    has_os = any(
-        isinstance(node, ast.Import) and any(alias.name == "os" and alias.asname is None for alias in node.names)
-        for node in tree.body
+def profile_call(*, schedule: bool) -> str:
+    schedule_arg = f"    schedule=torch.profiler.schedule(\n        {SCHEDULE}\n    ),\n" if schedule else ""
+    return (
+        "torch.profiler.profile(\n"
+        "    activities=[\n"
+        "        torch.profiler.ProfilerActivity.CPU,\n"
+        "        torch.profiler.ProfilerActivity.CUDA,\n"
+        "    ],\n"
+        f"{schedule_arg}"
+        "    on_trace_ready=torch.profiler.tensorboard_trace_handler(\n"
+        "        os.environ.get(\n"
+        f'            "{TRACE_DIR_ENV}", "{TENSORBOARD_DIR}"\n'
+        "        )\n"
+        "    ),\n"
+        ")"
     )
-    if has_os:
-        return source
-    # Put it after the module docstring and any __future__ imports.
-    insert_after = 0
-    for node in tree.body:
-        is_docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        is_future = isinstance(node, ast.ImportFrom) and node.module == "__future__"
-        if is_docstring or is_future:
-            insert_after = node.end_lineno or node.lineno
-        else:
-            break
-    lines = source.splitlines(keepends=True)
-    separator = "\n" if insert_after and lines[insert_after - 1].strip() else ""
-    lines.insert(insert_after, f"{separator}import os\n")
-    return "".join(lines)
 
 
-def rewrite_source(source: str, *, filename: str = "<script>") -> RewriteResult:
-    """Rewrite one script's text. Raises RewriteError when it does not parse."""
+def _parse(source: str, filename: str) -> cst.Module:
     try:
-        tree = ast.parse(source, filename=filename)
+        ast.parse(source, filename=filename)
     except SyntaxError as exc:
         raise RewriteError(f"{filename}:{exc.lineno}: cannot parse: {exc.msg}") from None
-    collector = _Collector(source)
-    collector.index_blocks(tree)
-    collector.visit(tree)
-    for label, handles in collector.open_annotations.items():
-        if handles:
-            collector.manual.append(Finding(0, f"annotation_begin({label}) is never ended"))
-    if not collector.edits:
-        return RewriteResult(source=source, changed=False, manual=collector.manual)
-    rewritten = _apply(source, collector.edits)
-    if collector.needs_os:
-        rewritten = _ensure_import_os(rewritten, tree)
-    if collector.profiler_names:
-        collector.manual.append(
-            Finding(
-                0,
-                "consider torch.profiler.schedule(wait=1, warmup=1, active=3) and calling "
-                f"{sorted(collector.profiler_names)[0]}.step() once per training step to bound trace size",
+    try:
+        return cst.parse_module(source)
+    except cst.ParserSyntaxError as exc:
+        raise RewriteError(f"{filename}:{exc.raw_line}: cannot parse: {exc.message}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# analysis
+
+
+@dataclass
+class _Annotation:
+    stmt: cst.SimpleStatementLine
+    line: int
+    begin: bool
+    arg: str  # label code (begin) or argument code (end)
+    handle: str | None  # begin: the variable it is assigned to
+    block: cst.CSTNode
+    index: int
+    scope: cst.CSTNode | None  # enclosing function (None: module)
+    blocks: tuple[int, ...]  # ids of enclosing blocks, innermost first
+
+
+@dataclass
+class _Profiler:
+    code: str  # the expression that holds it: a variable name, `self.prof`, or the module singleton
+    assign: cst.SimpleStatementLine | None
+    loops: list[cst.CSTNode] = field(default_factory=list)
+    loop_missing: list[int] = field(default_factory=list)
+
+
+class _Analysis(cst.CSTVisitor):
+    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self.module = module
+        self.aliases: set[str] = set()  # names bound to the module
+        self.members: dict[str, str] = {}  # local name -> module attribute
+        self.import_stmts: list[cst.SimpleStatementLine | cst.Try] = []
+        self.handled: set[int] = set()  # ids of Name nodes whose use is mapped
+        self.blocking: list[Finding] = []
+        self.edits: list[Finding] = []
+        self.plan = StatementPlan()
+        self.expr_replace: dict[int, str] = {}  # id(expr node) -> new code
+        self.profilers: dict[str, _Profiler] = {}
+        self.config_names: set[str] = set()
+        self.annotations: list[_Annotation] = []
+        self.singleton_needed = False
+        self.uses_os = False
+        self.uses_torch = False
+        self._starts: list[tuple[str, cst.SimpleStatementLine]] = []
+        self._stops: set[int] = set()
+        self.range_counter = 0
+        self.value_begins = False
+
+    # --- helpers
+    def line(self, node: cst.CSTNode) -> int:
+        return int(self.get_metadata(PositionProvider, node).start.line)
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node).strip()
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        try:
+            return self.get_metadata(ParentNodeProvider, node)
+        except KeyError:
+            return None
+
+    def block(self, stmt: cst.CSTNode) -> tuple[cst.CSTNode, int]:
+        parent = self.parent(stmt)
+        assert isinstance(parent, cst.IndentedBlock | cst.Module)
+        return parent, [id(s) for s in parent.body].index(id(stmt))
+
+    def ancestors(self, node: cst.CSTNode) -> list[cst.CSTNode]:
+        out = []
+        current = self.parent(node)
+        while current is not None:
+            out.append(current)
+            current = self.parent(current)
+        return out
+
+    def scope_of(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        for ancestor in self.ancestors(node):
+            if isinstance(ancestor, cst.FunctionDef | cst.Lambda):
+                return ancestor
+        return None
+
+    def block_chain(self, node: cst.CSTNode) -> tuple[int, ...]:
+        return tuple(id(a) for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock | cst.Module))
+
+    def member(self, expr: cst.BaseExpression) -> str | None:
+        """`smprof.X` or a from-imported X: the module attribute it names; marks the Name handled."""
+        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in self.aliases:
+            return expr.attr.value
+        if isinstance(expr, cst.Name) and expr.value in self.members:
+            return self.members[expr.value]
+        return None
+
+    def mark(self, expr: cst.BaseExpression) -> None:
+        for node in _names(expr):
+            self.handled.add(id(node))
+
+    def block_use(self, node: cst.CSTNode, why: str) -> None:
+        self.blocking.append(Finding(self.line(node), why))
+
+    def is_instance_call(self, expr: cst.BaseExpression) -> bool:
+        """smprof.SMProfiler.instance()"""
+        return (
+            isinstance(expr, cst.Call)
+            and not expr.args
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "instance"
+            and self.member(expr.func.value) == "SMProfiler"
+        )
+
+    def sole_small(self, stmt: cst.SimpleStatementLine) -> cst.BaseSmallStatement | None:
+        return stmt.body[0] if len(stmt.body) == 1 else None
+
+    # --- imports (first pass, see collect_imports)
+    def collect_imports(self) -> None:
+        for node in _walk(self.module):
+            if isinstance(node, cst.Try) and self._is_fallback_import(node):
+                self.import_stmts.append(node)
+                for stmt in _try_statements(node) or []:
+                    self._bind_import(stmt.body[0])
+                continue
+            if isinstance(node, cst.SimpleStatementLine):
+                for small in node.body:
+                    if isinstance(small, cst.Import | cst.ImportFrom) and _imports_smprof(small):
+                        if len(node.body) != 1:
+                            self.block_use(node, "import shares its line with other statements; split it")
+                            continue
+                        if any(node is s for s in self.import_stmts) or self._inside_fallback(node):
+                            continue
+                        self.import_stmts.append(node)
+                        self._bind_import(small)
+
+    def _inside_fallback(self, node: cst.CSTNode) -> bool:
+        return any(isinstance(a, cst.Try) and a in self.import_stmts for a in self.ancestors(node))
+
+    def _is_fallback_import(self, node: cst.Try) -> bool:
+        if node.orelse is not None or node.finalbody is not None or not node.handlers:
+            return False
+        statements = _try_statements(node)
+        if statements is None:
+            return False
+        for handler in node.handlers:
+            kinds = {dotted(e) for e in _handler_types(handler.type)} if handler.type else set()
+            if not kinds or not kinds <= {"ImportError", "ModuleNotFoundError"}:
+                return False
+        return all(
+            isinstance(s.body[0], cst.Import) and all(_root(a) in SMPROF_MODULES for a in s.body[0].names)
+            for s in statements
+        )
+
+    def _bind_import(self, small: cst.BaseSmallStatement) -> None:
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                if _root(alias) in SMPROF_MODULES:
+                    name = alias.asname.name if alias.asname else None
+                    bound = dotted(name) if isinstance(name, cst.Name) else (dotted(alias.name) or "").split(".")[0]
+                    self.aliases.add(bound or "")
+            return
+        assert isinstance(small, cst.ImportFrom)
+        if isinstance(small.names, cst.ImportStar):
+            self.block_use(small, "`from ... import *` of the profiler module: name what you use")
+            return
+        for alias in small.names:
+            attr = dotted(alias.name) or ""
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else attr
+            if attr not in KNOWN_MEMBERS:
+                self.block_use(small, f"`{attr}` has no torch.profiler mapping")
+                continue
+            self.members[local] = attr
+
+    # --- statements
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if any(node is s for s in self.import_stmts) or self._inside_fallback(node):
+            for name in _names(node):
+                self.handled.add(id(name))
+            return
+        small = self.sole_small(node)
+        if small is None:
+            return
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            self._assign(node, small.targets[0].target, small.value)
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            self._call_statement(node, small.value)
+
+    def _assign(
+        self, stmt: cst.SimpleStatementLine, target: cst.BaseAssignTargetExpression, value: cst.BaseExpression
+    ) -> None:
+        target_code = self.code(target)
+        if self.is_instance_call(value) and isinstance(target, cst.Name | cst.Attribute):
+            assert isinstance(value, cst.Call)
+            self.mark(value)
+            self.mark(target)
+            self.profilers[target_code] = _Profiler(code=target_code, assign=stmt)
+            self.edits.append(Finding(self.line(stmt), "SMProfiler.instance() -> torch.profiler.profile(...)"))
+            return
+        if isinstance(value, cst.Call) and self.member(value.func) == "Config" and isinstance(target, cst.Name):
+            self.mark(value)
+            self.mark(target)
+            self.config_names.add(target_code)
+            self.plan.remove[id(stmt)] = "settings moved into torch.profiler.profile(...)"
+            self.edits.append(Finding(self.line(stmt), "removed Config(); its settings map to profile(...)"))
+            return
+        if (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value in self.config_names
+        ):
+            self.mark(target)
+            self.plan.remove[id(stmt)] = None
+            self.edits.append(Finding(self.line(stmt), f"removed config setting `{target.attr.value}`"))
+            return
+        if (
+            isinstance(value, cst.Call)
+            and self.member(value.func) == "annotation_begin"
+            and isinstance(target, cst.Name)
+        ):
+            self._annotation(stmt, value, begin=True, handle=target.value)
+
+    def _call_statement(self, stmt: cst.SimpleStatementLine, call: cst.Call) -> None:
+        func = call.func
+        what = self.member(func)
+        if what in {"annotation_begin", "annotation_end"}:
+            self._annotation(stmt, call, begin=what == "annotation_begin", handle=None)
+            return
+        if not isinstance(func, cst.Attribute):
+            return
+        owner = func.value
+        owner_code = self.code(owner)
+        method = func.attr.value
+        is_profiler = owner_code in self.profilers or self.is_instance_call(owner)
+        if not is_profiler:
+            return
+        if self.is_instance_call(owner):
+            self.singleton_needed = True
+            self.mark(owner)
+            self.expr_replace[id(owner)] = "_profiler"
+            owner_code = "_profiler"
+            self.profilers.setdefault("_profiler", _Profiler(code="_profiler", assign=None))
+        else:
+            self.mark(owner)
+        if method == "configure":
+            for arg in call.args:
+                if dotted(arg.value) in self.config_names:
+                    self.mark(arg.value)
+                else:
+                    self.block_use(stmt, "configure(...) with an argument other than a Config() variable")
+                    return
+            self.plan.remove[id(stmt)] = None
+            self.edits.append(Finding(self.line(stmt), "removed configure(...)"))
+        elif method in {"start_profiling", "stop_profiling"} and not call.args:
+            new = "start" if method == "start_profiling" else "stop"
+            self.expr_replace[id(func.attr)] = new
+            self.edits.append(Finding(self.line(stmt), f"{method}() -> {new}()"))
+            if new == "start":
+                self._starts.append((owner_code, stmt))
+            else:
+                self._stops.add(id(stmt))
+        else:
+            self.block_use(stmt, f"`{self.code(func)}` has no torch.profiler mapping")
+
+    def _annotation(self, stmt: cst.SimpleStatementLine, call: cst.Call, *, begin: bool, handle: str | None) -> None:
+        self.mark(call.func)
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            self.block_use(stmt, "annotation_begin/annotation_end with other than one positional argument")
+            return
+        block, index = self.block(stmt)
+        self.annotations.append(
+            _Annotation(
+                stmt=stmt,
+                line=self.line(stmt),
+                begin=begin,
+                arg=self.code(call.args[0].value),
+                handle=handle,
+                block=block,
+                index=index,
+                scope=self.scope_of(stmt),
+                blocks=self.block_chain(stmt),
             )
         )
-    try:
-        ast.parse(rewritten, filename=filename)
-    except SyntaxError as exc:  # our own bug: never hand back code that does not parse
-        raise RewriteError(
-            f"{filename}: rewrite produced invalid Python at line {exc.lineno}; file left as is"
-        ) from None
-    return RewriteResult(source=rewritten, changed=True, edits=collector.done, manual=collector.manual)
+        if handle is not None:
+            small = stmt.body[0]
+            assert isinstance(small, cst.Assign)
+            for name in _names(small.targets[0].target):
+                self.handled.add(id(name))
+
+    def visit_Global(self, node: cst.Global) -> None:
+        for name in _names(node):
+            self.handled.add(id(name))
+
+    # --- expressions
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            self._annotate_call(item.item)
+
+    def visit_Decorator(self, node: cst.Decorator) -> None:
+        if self.member(node.decorator) == "annotate":  # bare @smprof.annotate
+            function = self.parent(node)
+            name = function.name.value if isinstance(function, cst.FunctionDef) else "annotation"
+            self.mark(node.decorator)
+            self.expr_replace[id(node.decorator)] = f'torch.profiler.record_function("{name}")'
+            self.edits.append(Finding(self.line(node), "@annotate -> @torch.profiler.record_function(...)"))
+            return
+        self._annotate_call(node.decorator)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._annotate_call(node)
+        if self.member(node.func) == "annotation_begin" and id(node.func) not in self.handled:
+            # its value is used (returned, passed on): entering returns the range, the handle to exit
+            if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
+                return
+            self.mark(node.func)
+            self.value_begins = True
+            label = self.code(node.args[0].value)
+            self.expr_replace[id(node)] = f"torch.profiler.record_function({label}).__enter__()"
+            self.edits.append(Finding(self.line(node), "annotation_begin(...) -> record_function(...).__enter__()"))
+
+    def _annotate_call(self, expr: cst.BaseExpression) -> None:
+        if not isinstance(expr, cst.Call) or self.member(expr.func) != "annotate" or id(expr.func) in self.expr_replace:
+            return
+        if len(expr.args) != 1 or expr.args[0].keyword is not None or expr.args[0].star:
+            self.block_use(expr, "annotate(...) with other than one positional argument")
+            return
+        self.mark(expr.func)
+        self.expr_replace[id(expr.func)] = "torch.profiler.record_function"
+        self.edits.append(Finding(self.line(expr), "annotate -> torch.profiler.record_function"))
+
+    # --- after the walk
+    def finish(self) -> None:
+        self._pair_annotations()
+        self._find_step_loops()
+        self._unmapped_names()
+
+    def _pair_annotations(self) -> None:
+        by_scope: dict[int, list[_Annotation]] = {}
+        for a in self.annotations:
+            by_scope.setdefault(id(a.scope), []).append(a)
+        handles_anywhere = {a.handle for a in self.annotations if a.begin and a.handle}
+        labels = {a.arg for a in self.annotations if a.begin and a.handle is None}
+        groups: list[tuple[_Annotation, list[_Annotation]]] = []
+        handle_ends: list[_Annotation] = []
+        for items in by_scope.values():
+            open_: list[tuple[_Annotation, list[_Annotation]]] = []
+            closed: list[tuple[_Annotation, list[_Annotation]]] = []
+            for a in sorted(items, key=lambda x: x.line):
+                if a.begin:
+                    open_.append((a, []))
+                    continue
+                group = next((g for g in reversed(open_) if g[0].handle is not None and g[0].handle == a.arg), None)
+                if group is None:
+                    group = next((g for g in reversed(open_) if g[0].handle is None and g[0].arg == a.arg), None)
+                if group is not None:
+                    open_.remove(group)
+                    closed.append(group)
+                    group[1].append(a)
+                    continue
+                # one begin, several ends (an if and its else): the same range, exited on each path
+                group = next(
+                    (
+                        g
+                        for g in reversed(closed)
+                        if g[0].handle is None and g[0].arg == a.arg and id(g[0].block) in a.blocks
+                    ),
+                    None,
+                )
+                if group is not None:
+                    group[1].append(a)
+                    continue
+                if a.arg in handles_anywhere or (self.value_begins and a.arg not in labels):
+                    handle_ends.append(a)  # the user's handle travels; exit it where it ends
+                    continue
+                self.blocking.append(Finding(a.line, f"annotation_end({a.arg}) has no matching annotation_begin"))
+            for b, _ends in open_:
+                if b.handle is None:
+                    self.blocking.append(Finding(b.line, f"annotation_begin({b.arg}) is never ended in this function"))
+            groups += closed
+        pairs = [(b, ends[0]) for b, ends in groups if len(ends) == 1 and b.block is ends[0].block]
+        for b, ends in groups:
+            e = ends[0]
+            if (b, e) in pairs and self._nests(b, e, pairs) and self._handle_only_here(b, e):
+                self.plan.wrap[id(b.stmt)] = (id(e.stmt), f"torch.profiler.record_function({b.arg})")
+                self.edits.append(Finding(b.line, f"annotation_begin/end -> with record_function({b.arg}): block"))
+                continue
+            outside = [x for x in ends if b.handle is None and id(b.block) not in x.blocks]
+            if outside:
+                for x in outside:
+                    self.blocking.append(
+                        Finding(x.line, f"annotation_end({x.arg}) is not inside the block of its begin (line {b.line})")
+                    )
+                continue
+            handle = b.handle or self._new_range_name()
+            self._enter(b, handle)
+            for x in ends:
+                self.plan.replace[id(x.stmt)] = [f"{handle}.__exit__(None, None, None)\n"]
+                self.edits.append(Finding(x.line, "annotation_end -> __exit__ of its record_function"))
+        for e in handle_ends:
+            self.plan.replace[id(e.stmt)] = [f"{e.arg}.__exit__(None, None, None)\n"]
+            self.edits.append(Finding(e.line, "annotation_end(handle) -> handle.__exit__(...)"))
+        for b in (a for a in self.annotations if a.begin and a.handle):
+            if id(b.stmt) not in self.plan.replace and id(b.stmt) not in self.plan.wrap:
+                self._enter(b, b.handle or "")
+
+    def _enter(self, b: _Annotation, handle: str) -> None:
+        self.plan.replace[id(b.stmt)] = [
+            f"{handle} = torch.profiler.record_function({b.arg})\n",
+            f"{handle}.__enter__()\n",
+        ]
+        self.edits.append(Finding(b.line, "annotation_begin -> record_function(...).__enter__()"))
+
+    def _new_range_name(self) -> str:
+        taken = {n.value for n in _walk(self.module) if isinstance(n, cst.Name)}
+        while True:
+            self.range_counter += 1
+            name = f"_prof_range_{self.range_counter}"
+            if name not in taken:
+                return name
+
+    def _nests(self, b: _Annotation, e: _Annotation, pairs: Sequence[tuple[_Annotation, _Annotation]]) -> bool:
+        for ob, oe in pairs:
+            if ob is b or ob.block is not b.block:
+                continue
+            inside = [b.index < ob.index < e.index, b.index < oe.index < e.index]
+            if inside[0] != inside[1]:
+                return False
+        return True
+
+    def _handle_only_here(self, b: _Annotation, e: _Annotation) -> bool:
+        if b.handle is None:
+            return True
+        uses = [n for n in _walk(self.module) if isinstance(n, cst.Name) and n.value == b.handle]
+        return len(uses) == 2  # the assignment and the annotation_end argument
+
+    def _find_step_loops(self) -> None:
+        for owner, stmt in self._starts:
+            profiler = self.profilers.get(owner)
+            if profiler is None:
+                continue
+            loop = self._loop_after(stmt)
+            loop = self._innermost_training_loop(loop) if loop is not None else self._enclosing_loop(stmt)
+            if loop is None:
+                profiler.loop_missing.append(self.line(stmt))
+                continue
+            if all(loop is not existing for existing in profiler.loops):
+                profiler.loops.append(loop)
+                self.plan.append.setdefault(id(loop), []).append(f"{owner}.step()\n")
+                self.edits.append(Finding(self.line(loop), f"added {owner}.step() at the end of the training loop"))
+
+    def _innermost_training_loop(self, loop: cst.CSTNode) -> cst.CSTNode:
+        """Of a loop and the loops inside it, the deepest that calls backward() or step(): the step loop."""
+        best, best_depth = loop, -1
+        stack: list[tuple[cst.CSTNode, int]] = [(loop, 0)]
+        while stack:
+            node, depth = stack.pop()
+            if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda) and node is not loop:
+                continue
+            if isinstance(node, cst.For | cst.While) and depth > best_depth and _calls_step(node):
+                best, best_depth = node, depth
+            inner = depth + 1 if isinstance(node, cst.For | cst.While) else depth
+            stack.extend((child, inner) for child in node.children)
+        return best
+
+    def _loop_after(self, stmt: cst.SimpleStatementLine) -> cst.CSTNode | None:
+        block, index = self.block(stmt)
+        body: Sequence[cst.CSTNode] = getattr(block, "body", [])
+        for later in body[index + 1 :]:
+            if id(later) in self._stops:
+                return None
+            if isinstance(later, cst.For | cst.While):
+                return later
+        return None
+
+    def _enclosing_loop(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
+        for ancestor in self.ancestors(stmt):
+            if isinstance(ancestor, cst.FunctionDef):
+                return None
+            if isinstance(ancestor, cst.For | cst.While):
+                return ancestor
+        return None
+
+    def _unmapped_names(self) -> None:
+        watched = self.aliases | set(self.members) | set(self.config_names)
+        for node in _walk(self.module):
+            if isinstance(node, cst.Name) and node.value in watched and id(node) not in self.handled:
+                parent = self.parent(node)
+                if isinstance(parent, cst.Attribute) and parent.attr is node:
+                    continue  # `x.smprof` is an attribute of something else
+                shown = self.code(parent) if isinstance(parent, cst.Attribute | cst.Call) else node.value
+                self.blocking.append(Finding(self.line(node), f"`{shown}` has no safe torch.profiler mapping"))
+        for code in self.profilers:
+            for node in _walk(self.module):
+                if (
+                    isinstance(node, cst.Name | cst.Attribute)
+                    and self.code(node) == code
+                    and any(id(n) not in self.handled for n in _names(node))
+                ):
+                    self.blocking.append(Finding(self.line(node), f"`{code}` is used in a way with no mapping"))
+
+
+class _Rewrite(PlannedTransformer):
+    def __init__(self, analysis: _Analysis, *, schedule: dict[str, bool]) -> None:
+        super().__init__(analysis.plan)
+        self.a = analysis
+        self.schedule = schedule
+
+    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        if self.a.is_instance_call(original_node.value):
+            code = self.a.code(original_node.targets[0].target)
+            return updated_node.with_changes(
+                value=cst.parse_expression(profile_call(schedule=self.schedule.get(code, False)))
+            )
+        return updated_node
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
+        new = self.a.expr_replace.get(id(original_node))
+        if new is not None:
+            if isinstance(original_node, cst.Name) and new.isidentifier():
+                return original_node.with_changes(value=new)
+            return cst.parse_expression(new)
+        return super().on_leave(original_node, updated_node)
+
+
+def _import_replacement(analysis: _Analysis, *, needs_torch: bool) -> list[str]:
+    lines = []
+    for stmt in analysis.import_stmts:  # `import os, smprof`: the other modules stay
+        if isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Import):
+            others = [a for a in stmt.body[0].names if _root(a) not in SMPROF_MODULES]
+            if others:
+                lines.append("import " + ", ".join(_alias_code(analysis.module, a) for a in others) + "\n")
+    if not needs_torch:
+        return lines
+    has_os = any(
+        isinstance(s, cst.SimpleStatementLine)
+        and isinstance(s.body[0], cst.Import)
+        and any(dotted(a.name) == "os" and a.asname is None for a in s.body[0].names)
+        for s in analysis.module.body
+    )
+    if analysis.profilers and not has_os:
+        lines.append("import os\n")
+    lines.append("import torch.profiler\n")
+    return lines
+
+
+def rewrite_script(module: cst.Module) -> tuple[cst.Module, list[Finding], list[Finding]]:
+    """(new module, edits, blocking findings). With blocking findings the module is returned as is."""
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    analysis = _Analysis(module)
+    with analysis.resolve(wrapper):
+        return _rewrite_resolved(module, analysis)
+
+
+def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Module, list[Finding], list[Finding]]:
+    analysis.collect_imports()
+    if not analysis.import_stmts:
+        return module, [], sorted(set(analysis.blocking))
+    module.visit(analysis)
+    analysis.finish()
+    if analysis.blocking:
+        return module, [], sorted(set(analysis.blocking))
+    schedule: dict[str, bool] = {}
+    manual: list[Finding] = []
+    for code, profiler in analysis.profilers.items():
+        schedule[code] = bool(profiler.loops) and not profiler.loop_missing
+        for line in profiler.loop_missing:
+            manual.append(
+                Finding(
+                    line,
+                    f"no training loop found after {code}.start(): recording everything between "
+                    f"start() and stop(); call {code}.step() once per step to use a schedule",
+                )
+            )
+    # the imports
+    replacement = _import_replacement(analysis, needs_torch=bool(analysis.edits))
+    first = True
+    for stmt in analysis.import_stmts:
+        if first and replacement:
+            analysis.plan.replace[id(stmt)] = replacement
+            first = False
+        else:
+            analysis.plan.remove[id(stmt)] = None
+        analysis.edits.append(Finding(analysis.line(stmt), "profiler import -> import torch.profiler"))
+    if analysis.singleton_needed:
+        anchor = _last_top_level_import(module) or analysis.import_stmts[0]
+        analysis.plan.insert_after[id(anchor)] = [
+            "\n_profiler = " + profile_call(schedule=schedule.get("_profiler", False)) + "\n"
+        ]
+    new = module.visit(_Rewrite(analysis, schedule=schedule))
+    return new, sorted(set(analysis.edits)), manual
+
+
+# --------------------------------------------------------------------------------------------
+# small CST utilities
+
+
+def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
+    out: list[cst.CSTNode] = []
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        out.append(current)
+        stack.extend(reversed(current.children))
+    return out
+
+
+def _last_top_level_import(module: cst.Module) -> cst.CSTNode | None:
+    last: cst.CSTNode | None = None
+    for stmt in module.body:
+        simple_import = isinstance(stmt, cst.SimpleStatementLine) and all(
+            isinstance(s, cst.Import | cst.ImportFrom) for s in stmt.body
+        )
+        fallback_import = isinstance(stmt, cst.Try) and all(
+            isinstance(s.body[0], cst.Import) for s in _try_statements(stmt) or []
+        )
+        if simple_import or fallback_import:
+            last = stmt
+        elif last is not None or not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr)):
+            break
+    return last
+
+
+def _calls_step(loop: cst.CSTNode) -> bool:
+    return any(
+        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in {"backward", "step"}
+        for n in _walk(loop)
+    )
+
+
+def _names(node: cst.CSTNode) -> list[cst.Name]:
+    return [n for n in _walk(node) if isinstance(n, cst.Name)]
+
+
+def _alias_code(module: cst.Module, alias: cst.ImportAlias) -> str:
+    code = module.code_for_node(alias.name)
+    if alias.asname is not None:
+        code += " as " + module.code_for_node(alias.asname.name)
+    return code
+
+
+def _root(alias: cst.ImportAlias) -> str:
+    return (dotted(alias.name) or "").split(".")[0]
+
+
+def _imports_smprof(small: cst.Import | cst.ImportFrom) -> bool:
+    if isinstance(small, cst.Import):
+        return any(_root(a) in SMPROF_MODULES for a in small.names)
+    module = dotted(small.module) if small.module is not None else ""
+    return (module or "").split(".")[0] in SMPROF_MODULES
+
+
+def _try_statements(node: cst.Try) -> list[cst.SimpleStatementLine] | None:
+    out = []
+    for block in (node.body, *(h.body for h in node.handlers)):
+        if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1:
+            return None
+        stmt = block.body[0]
+        if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+            return None
+        out.append(stmt)
+    return out
+
+
+def _handler_types(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(expr, cst.Tuple):
+        return [e.value for e in expr.elements]
+    return [expr]
+
+
+def rewrite_source(source: str, *, filename: str = "<script>", launcher: object | None = None) -> RewriteResult:
+    """Rewrite one Python file's text (scripts and launchers). Raises RewriteError when it does not parse."""
+    from profstack.migrate.launcher import LauncherOptions, rewrite_launcher
+    from profstack.migrate.scan import remaining_uses
+
+    module = _parse(source, filename)
+    options = launcher if isinstance(launcher, LauncherOptions) else LauncherOptions()
+    edits: list[Finding] = []
+    manual: list[Finding] = []
+    script, script_edits, script_manual = rewrite_script(module)
+    edits += script_edits
+    manual += script_manual
+    if script is not module:
+        script = _parse(script.code, filename)
+    launched, launch_edits, launch_manual = rewrite_launcher(script, options)
+    edits += launch_edits
+    manual += launch_manual
+    new_source = launched.code
+    changed = new_source != source
+    if changed:
+        try:
+            ast.parse(new_source, filename=filename)
+        except SyntaxError as exc:  # our bug: never hand back code that does not parse
+            raise RewriteError(
+                f"{filename}: rewrite produced invalid Python at line {exc.lineno}; left as is"
+            ) from None
+    reported = {f.line for f in manual}
+    manual += [f for f in remaining_uses(new_source) if f.line not in reported or not changed]
+    return RewriteResult(source=new_source, changed=changed, edits=edits, manual=sorted(set(manual)))

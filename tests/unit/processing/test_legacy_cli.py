@@ -1,8 +1,10 @@
-"""`profstack legacy tag-rule-output`: object-by-object tagging (moto) and the Batch Operations job (Stubber)."""
+"""`profstack legacy tag-rule-output`: verified job prefixes only (SageMaker by Stubber), object-by-object
+tagging (moto), dry run by default, and the Batch Operations job (Stubber)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -13,7 +15,7 @@ from moto import mock_aws
 from profstack.cli import legacy as legacy_cli
 from profstack.cli import main
 from profstack.layout import LEGACY_RULE_OUTPUT_TAG
-from profstack.legacy_tagging import is_rule_output_key, manifest_csv
+from profstack.migrate.rule_output import is_rule_output_key, manifest_csv
 
 BUCKET = "ml-output"
 RULE_KEYS = [
@@ -21,7 +23,16 @@ RULE_KEYS = [
     "output/job-a/rule-output/ProfilerReport-1700000000/profiler-output/profiler-reports/Dataloader.json",
     "team/x/job-b/rule-output/LowGPUUtilization/report.json",
 ]
-OTHER_KEYS = ["output/job-a/debug-output/events.json", "output/job-a/output/model.tar.gz", "rule-output/top-level.json"]
+PROFILER_OUTPUT_KEY = "output/job-a/profiler-output/system/x.json"
+OTHER_KEYS = [
+    "output/job-a/debug-output/events.json",
+    "output/job-a/output/model.tar.gz",
+    "rule-output/top-level.json",
+    "datasets/rule-output/labels.csv",  # a rule-output folder that belongs to no job: never tagged
+    "output/job-z/rule-output/x.json",  # a job that never used the Profiler
+    PROFILER_OUTPUT_KEY,  # tagged only with --with-profiler-output
+]
+JOB_PREFIXES = ["output/job-a/rule-output/", "team/x/job-b/rule-output/"]
 
 
 @pytest.mark.parametrize(
@@ -30,19 +41,81 @@ OTHER_KEYS = ["output/job-a/debug-output/events.json", "output/job-a/output/mode
         (RULE_KEYS[0], True),
         (RULE_KEYS[2], True),
         ("output/job-a/profiler-output/system/x.json", False),
-        ("rule-output/top-level.json", False),  # no <job> folder before the segment
-        ("output/job-a/rule-output", False),  # the folder marker itself is not a file under it
+        ("rule-output/top-level.json", False),
+        ("datasets/rule-output/labels.csv", False),  # the segment alone proves nothing
+        ("output/job-z/rule-output/x.json", False),  # not a verified job
+        ("output/job-a/rule-output/", False),  # the folder marker itself is not a file under it
         ("output/job-a/rule-outputs/x.json", False),
     ],
 )
 def test_rule_output_keys_are_recognised(key: str, expected: bool) -> None:
-    assert is_rule_output_key(key) is expected
+    assert is_rule_output_key(key, JOB_PREFIXES) is expected
 
 
 def test_manifest_is_bucket_key_csv_with_url_encoded_keys() -> None:
     data, rows = manifest_csv("b", ["a/rule-output/x y.json", "a/rule-output/ü,1.json"])
     assert rows == 2
     assert data.decode().splitlines() == ["b,a/rule-output/x%20y.json", "b,a/rule-output/%C3%BC%2C1.json"]
+
+
+def _describe(name: str, root: str, *, profiled: bool) -> dict[str, Any]:
+    job: dict[str, Any] = {
+        "TrainingJobName": name,
+        "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{name}",
+        "ModelArtifacts": {"S3ModelArtifacts": f"{root}/{name}/output/model.tar.gz"},
+        "TrainingJobStatus": "Completed",
+        "SecondaryStatus": "Completed",
+        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
+        "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        "CreationTime": datetime(2026, 11, 1, tzinfo=UTC),
+        "OutputDataConfig": {"S3OutputPath": root},
+    }
+    if profiled:
+        job["ProfilerConfig"] = {"S3OutputPath": root}
+    return job
+
+
+JOBS = [
+    _describe("job-a", f"s3://{BUCKET}/output", profiled=True),
+    _describe("job-b", f"s3://{BUCKET}/team/x", profiled=True),
+    _describe("job-z", f"s3://{BUCKET}/output", profiled=False),
+]
+
+
+class _Clients:
+    """make_client for the CLI: moto S3, a Stubber'd SageMaker answering one listing per call."""
+
+    def __init__(self, s3: Any) -> None:
+        self.s3 = s3
+        self.sagemaker = boto3.client("sagemaker", region_name="us-east-1")
+        self.stubber = Stubber(self.sagemaker)
+        self.stubber.activate()
+        self.extra: dict[str, Any] = {}
+
+    def __call__(self, service: str, region: str | None) -> Any:
+        if service == "sagemaker":
+            self.stubber.add_response(
+                "list_training_jobs",
+                {
+                    "TrainingJobSummaries": [
+                        {
+                            "TrainingJobName": j["TrainingJobName"],
+                            "TrainingJobArn": j["TrainingJobArn"],
+                            "CreationTime": j["CreationTime"],
+                            "TrainingJobStatus": "Completed",
+                        }
+                        for j in JOBS
+                    ]
+                },
+                {"CreationTimeAfter": ANY, "SortBy": "CreationTime", "SortOrder": "Descending"},
+            )
+            for job in JOBS:
+                self.stubber.add_response("describe_training_job", job, {"TrainingJobName": job["TrainingJobName"]})
+            return self.sagemaker
+        if service == "s3":
+            return self.s3
+        return self.extra[service]
 
 
 @pytest.fixture
@@ -55,6 +128,8 @@ def s3(aws_credentials: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         client.put_object_tagging(
             Bucket=BUCKET, Key=RULE_KEYS[0], Tagging={"TagSet": [{"Key": "owner", "Value": "ml-platform"}]}
         )
+        clients = _Clients(client)
+        monkeypatch.setattr(legacy_cli, "make_client", clients)
         yield client
 
 
@@ -63,36 +138,48 @@ def _tags(s3: Any, key: str) -> set[tuple[str, str]]:
 
 
 def test_tags_every_rule_output_object_and_keeps_existing_tags(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    # GIVEN a bucket with legacy rule output (one object already tagged by its owner) and other output
-    # WHEN the backfill runs
-    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET])
+    # GIVEN a bucket with legacy rule output (one object already tagged by its owner), other output and
+    # decoys: a rule-output folder of no job, and one of a job that never used the Profiler
+    # WHEN the backfill runs with --apply
+    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--apply"])
     out = capsys.readouterr()
-    # THEN every rule-output object carries the expiry tag, merged; nothing else is touched
+    # THEN every rule-output object of the verified jobs carries the expiry tag, merged; nothing else
     assert code == 0
     assert _tags(s3, RULE_KEYS[0]) == {("owner", "ml-platform"), LEGACY_RULE_OUTPUT_TAG}
     assert all(LEGACY_RULE_OUTPUT_TAG in _tags(s3, k) for k in RULE_KEYS)
     assert all(not _tags(s3, k) for k in OTHER_KEYS)
     assert "tagged 3 objects" in out.out
     assert "tagging:" in out.err  # progress on stderr
+    # AND the progress line ends with the real count (it said "1 ... found" when there were more)
+    found_lines = [line for line in out.err.splitlines() if "legacy objects found" in line]
+    assert found_lines[-1].rstrip().endswith("3 legacy objects found")
     # AND a second run changes nothing
-    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET]) == 0
+    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--apply"]) == 0
     assert "tagged 0 objects" in capsys.readouterr().out
 
 
-def test_prefix_and_dry_run(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    # GIVEN a dry run limited to one prefix WHEN run THEN it counts and lists, and tags nothing
-    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--prefix", "team/", "--dry-run"])
-    out = capsys.readouterr().out
-    assert code == 0
-    assert "would tag 1 rule-output objects" in out
-    assert RULE_KEYS[2] in out
-    assert all(LEGACY_RULE_OUTPUT_TAG not in _tags(s3, k) for k in RULE_KEYS)
+def test_dry_run_is_the_default(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN no --apply (with or without the old --dry-run) WHEN run THEN it counts, lists, and tags nothing
+    for extra in ([], ["--dry-run"]):
+        code = main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--prefix", "team/", *extra])
+        out = capsys.readouterr().out
+        assert code == 0
+        assert "would tag 1 legacy objects under 1 verified job prefixes" in out
+        assert f"s3://{BUCKET}/team/x/job-b/rule-output/" in out
+        assert all(LEGACY_RULE_OUTPUT_TAG not in _tags(s3, k) for k in RULE_KEYS)
+
+
+def test_profiler_output_on_request(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--with-profiler-output", "--apply"]) == 0
+    assert "tagged 4 objects" in capsys.readouterr().out
+    assert LEGACY_RULE_OUTPUT_TAG in _tags(s3, PROFILER_OUTPUT_KEY)
+    assert not _tags(s3, "datasets/rule-output/labels.csv")
 
 
 def test_object_with_ten_tags_is_reported_not_fatal(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
     full = [{"Key": f"k{i}", "Value": "v"} for i in range(10)]
     s3.put_object_tagging(Bucket=BUCKET, Key=RULE_KEYS[1], Tagging={"TagSet": full})
-    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET])
+    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--apply"])
     out = capsys.readouterr()
     assert code == 1
     assert "tagged 2 objects" in out.out
@@ -137,9 +224,8 @@ def test_batch_mode_creates_one_s3_batch_operations_job(
             "Tags": [{"Key": "profstack:component", "Value": "legacy-tagging"}],
         },
     )
-    clients = {"s3": s3, "s3control": s3control, "sts": sts}
-    monkeypatch.setattr(legacy_cli, "make_client", lambda service, region: clients[service])
-    args = ["legacy", "tag-rule-output", "--bucket", BUCKET, "--batch-threshold", "1"]
+    legacy_cli.make_client.extra.update({"s3control": s3control, "sts": sts})  # type: ignore[attr-defined]
+    args = ["legacy", "tag-rule-output", "--bucket", BUCKET, "--batch-threshold", "1", "--apply"]
     # WHEN it runs without the confirmations THEN it refuses with one line
     assert main(args) == 2
     assert "--role-arn" in capsys.readouterr().err
@@ -163,7 +249,9 @@ def test_batch_mode_creates_one_s3_batch_operations_job(
 
 
 def test_aws_errors_are_one_line(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["legacy", "tag-rule-output", "--bucket", "no-such-bucket"])
+    s3.delete_objects(Bucket=BUCKET, Delete={"Objects": [{"Key": k} for k in RULE_KEYS + OTHER_KEYS]})
+    s3.delete_bucket(Bucket=BUCKET)
+    code = main(["legacy", "tag-rule-output", "--bucket", BUCKET])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert err[-1].startswith("profstack: error: listing s3://no-such-bucket/: NoSuchBucket")
+    assert err[-1].startswith(f"profstack: error: listing s3://{BUCKET}/: NoSuchBucket")

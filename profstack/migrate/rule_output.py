@@ -1,7 +1,10 @@
 """Tag legacy Profiler/Debugger rule output so the StorageStack's tag-based expiry applies (facts A6/A7).
 
-Objects live at `<output>/<job>/rule-output/...`: a prefix lifecycle rule cannot match them (no
-wildcards), so each object gets the tag `profstack:class=legacy-rule-output`, merged with its tags.
+Objects live at `<output>/<job>/rule-output/...` (and `.../profiler-output/`): a prefix lifecycle rule
+cannot match them (no wildcards), so each object gets the tag `profstack:class=legacy-rule-output`,
+merged with its tags. Only the prefixes of verified training jobs are listed (derived from each job's
+output configuration and name by profstack.migrate.legacy_profiler): a `rule-output/` folder that
+belongs to no job (`datasets/rule-output/labels.csv`) is never touched.
 
 Small buckets: tag object by object (GetObjectTagging + PutObjectTagging, merge).
 Very large buckets: write a CSV manifest of the matching keys and create one S3 Batch Operations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -34,18 +37,23 @@ class TaggingError(RuntimeError):
     """An object that cannot take the tag (already 10 tags), or a failed batch job request."""
 
 
-def is_rule_output_key(key: str) -> bool:
-    """`<output...>/<job>/rule-output/<file>`: the segment must follow a job folder and precede a file."""
-    parts = key.split("/")
-    return any(part == RULE_OUTPUT_SEGMENT for part in parts[1:-1])
+def is_rule_output_key(key: str, job_prefixes: Sequence[str]) -> bool:
+    """A file under one of the verified jobs' prefixes (`<output>/<job>/rule-output/`), not the folder itself."""
+    return any(key.startswith(p) and len(key) > len(p) and not key.endswith("/") for p in job_prefixes)
 
 
-def iter_rule_output_keys(s3: S3Client, bucket: str, prefix: str = "") -> Iterator[tuple[str, int]]:
-    """(key, size) of every rule-output object under `prefix`, listed 1,000 at a time."""
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for item in page.get("Contents", []):
-            if is_rule_output_key(item["Key"]):
-                yield item["Key"], int(item.get("Size", 0))
+def iter_prefix_keys(s3: S3Client, bucket: str, job_prefixes: Sequence[str]) -> Iterator[tuple[str, int]]:
+    """(key, size) of every object under the verified job prefixes, listed 1,000 at a time, each once."""
+    seen: set[str] = set()
+    for prefix in sorted(set(job_prefixes)):
+        if not prefix.endswith("/"):
+            raise TaggingError(f"job prefix must end with '/': {prefix}")
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                key = item["Key"]
+                if key not in seen and is_rule_output_key(key, [prefix]):
+                    seen.add(key)
+                    yield key, int(item.get("Size", 0))
 
 
 def merge_object_tag(s3: S3Client, bucket: str, key: str, tag_key: str, tag_value: str) -> bool:
@@ -72,16 +80,16 @@ class TagRunResult:
 def tag_rule_output(
     s3: S3Client,
     bucket: str,
-    prefix: str = "",
+    job_prefixes: Sequence[str],
     *,
     dry_run: bool = False,
     on_object: Callable[[TagRunResult], None] | None = None,
     errors: list[str] | None = None,
 ) -> TagRunResult:
-    """Tag every rule-output object under `prefix` (merge). With dry_run, only count them."""
+    """Tag every object under the verified job prefixes (merge). With dry_run, only count them."""
     tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
     result = TagRunResult()
-    for key, _size in iter_rule_output_keys(s3, bucket, prefix):
+    for key, _size in iter_prefix_keys(s3, bucket, job_prefixes):
         result.scanned += 1
         if not dry_run:
             try:

@@ -1,0 +1,220 @@
+"""LibCST helpers shared by the script and launcher codemods: findings, statement-list edits.
+
+Statement-level changes (remove a statement, replace it by several, wrap a run of statements in a
+`with` block) are planned against the original nodes and applied where the statement list is
+rebuilt (`leave_IndentedBlock`, `leave_Module`), so the original and updated lists stay aligned.
+Comments of removed statements move to the next statement (or the block's footer), never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Union, cast
+
+import libcst as cst
+
+Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]  # noqa: UP007 - a runtime alias
+MARKER = "profstack-migrate"
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    line: int
+    message: str
+
+
+@dataclass
+class StatementPlan:
+    """What happens to statements of the original tree, keyed by node identity."""
+
+    remove: dict[int, str | None] = field(default_factory=dict)  # id(stmt) -> comment to leave, or None
+    replace: dict[int, list[str]] = field(default_factory=dict)  # id(stmt) -> new statements (source)
+    wrap: dict[int, tuple[int, str]] = field(default_factory=dict)  # id(begin) -> (id(end), with-item code)
+    append: dict[int, list[str]] = field(default_factory=dict)  # id(compound) -> statements appended to its body
+    insert_after: dict[int, list[str]] = field(default_factory=dict)  # id(stmt) -> statements after it
+
+    def __bool__(self) -> bool:
+        return bool(self.remove or self.replace or self.wrap or self.append or self.insert_after)
+
+
+def comment_line(text: str) -> cst.EmptyLine:
+    return cst.EmptyLine(comment=cst.Comment(f"# {MARKER}: {text}"))
+
+
+def parse_statements(sources: Sequence[str]) -> list[Statement]:
+    out: list[Statement] = []
+    for source in sources:
+        module = cst.parse_module(source)
+        body = list(module.body)
+        if body and module.header:  # leading blank lines/comments parse as the module header
+            body[0] = body[0].with_changes(leading_lines=[*module.header, *body[0].leading_lines])
+        out.extend(body)
+    return out
+
+
+def _leading(stmt: Statement) -> Sequence[cst.EmptyLine]:
+    return stmt.leading_lines
+
+
+def _with_leading(stmt: Statement, lines: Sequence[cst.EmptyLine]) -> Statement:
+    return stmt.with_changes(leading_lines=[*lines, *stmt.leading_lines])
+
+
+def inner_comments(stmt: cst.CSTNode) -> list[cst.EmptyLine]:
+    """The comments inside a compound statement (not its own leading lines), as lines to keep."""
+    if not isinstance(stmt, cst.BaseCompoundStatement):
+        return []
+    own = {id(line) for line in stmt.leading_lines}
+    out: list[cst.EmptyLine] = []
+    stack: list[cst.CSTNode] = [c for c in stmt.children if id(c) not in own]
+    while stack:
+        node = stack.pop(0)
+        if isinstance(node, cst.Comment):
+            out.append(cst.EmptyLine(comment=node))
+            continue
+        stack[0:0] = list(node.children)
+    return out
+
+
+def _trailing_comment(stmt: Statement) -> cst.Comment | None:
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return stmt.trailing_whitespace.comment
+    return None
+
+
+def rebuild_body(
+    original: Sequence[cst.BaseStatement],
+    updated: Sequence[cst.BaseStatement],
+    plan: StatementPlan,
+) -> tuple[list[cst.BaseStatement], list[cst.EmptyLine]]:
+    """The new statement list and any comment lines left over at its end (for the footer)."""
+    pending: list[cst.EmptyLine] = []  # comments of removed statements, waiting for the next statement
+    out: list[cst.BaseStatement] = []
+    index = 0
+    while index < len(original):
+        orig, upd = original[index], cast(Statement, updated[index])
+        key = id(orig)
+        if key in plan.wrap:
+            end_key, item_code = plan.wrap[key]
+            end_index = next(i for i in range(index + 1, len(original)) if id(original[i]) == end_key)
+            inner_orig = list(original[index + 1 : end_index])
+            inner_upd = list(updated[index + 1 : end_index])
+            inner, leftover = rebuild_body(inner_orig, inner_upd, plan)
+            end_stmt = cast(Statement, updated[end_index])
+            footer = [*leftover, *end_stmt.leading_lines]
+            if _trailing_comment(end_stmt) is not None:
+                footer.append(cst.EmptyLine(comment=_trailing_comment(end_stmt)))
+            if not inner:
+                inner = [cst.SimpleStatementLine(body=[cst.Pass()])]
+            header_comment = _trailing_comment(upd)
+            with_node = cst.With(
+                items=[cst.WithItem(item=cst.parse_expression(item_code))],
+                body=cst.IndentedBlock(
+                    body=inner,
+                    header=cst.TrailingWhitespace(
+                        whitespace=cst.SimpleWhitespace("  " if header_comment else ""), comment=header_comment
+                    ),
+                    footer=footer,
+                ),
+                leading_lines=[*pending, *upd.leading_lines],
+            )
+            pending = []
+            out.append(with_node)
+            index = end_index + 1
+            continue
+        if key in plan.remove:
+            pending.extend(upd.leading_lines)
+            pending.extend(inner_comments(upd))
+            comment = _trailing_comment(upd)
+            if comment is not None:
+                pending.append(cst.EmptyLine(comment=comment))
+            note = plan.remove[key]
+            if note:
+                pending.append(comment_line(note))
+            index += 1
+            continue
+        if key in plan.replace:
+            new = parse_statements(plan.replace[key])
+            first_leading = [*pending, *upd.leading_lines, *inner_comments(upd)]
+            pending = []
+            comment = _trailing_comment(upd)
+            if comment is not None and isinstance(new[0], cst.SimpleStatementLine):
+                new[0] = new[0].with_changes(
+                    trailing_whitespace=cst.TrailingWhitespace(whitespace=cst.SimpleWhitespace("  "), comment=comment)
+                )
+            new[0] = _with_leading(new[0], first_leading)
+            out.extend(new)
+        else:
+            if key in plan.append and isinstance(upd, cst.BaseCompoundStatement):
+                upd = _append_to_body(upd, parse_statements(plan.append[key]))
+            if pending:
+                upd = _with_leading(upd, pending)
+                pending = []
+            out.append(upd)
+        if key in plan.insert_after:
+            out.extend(parse_statements(plan.insert_after[key]))
+        index += 1
+    return out, pending
+
+
+def _append_to_body(stmt: cst.BaseCompoundStatement, extra: list[Statement]) -> cst.BaseCompoundStatement:
+    body = stmt.body
+    if isinstance(body, cst.IndentedBlock):
+        return stmt.with_changes(body=body.with_changes(body=[*body.body, *extra]))
+    # `for x in y: a()` on one line: the new statements go on lines of their own.
+    assert isinstance(body, cst.SimpleStatementSuite)
+    first = cst.SimpleStatementLine(body=body.body, trailing_whitespace=body.trailing_whitespace)
+    return stmt.with_changes(body=cst.IndentedBlock(body=[first, *extra]))
+
+
+class PlannedTransformer(cst.CSTTransformer):
+    """Applies a StatementPlan's statement-list edits; subclasses add expression-level edits."""
+
+    def __init__(self, plan: StatementPlan) -> None:
+        super().__init__()
+        self.plan = plan
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        if not self._touches(original_node.body):
+            return updated_node
+        body, leftover = rebuild_body(original_node.body, updated_node.body, self.plan)
+        if not body:
+            body = [cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=leftover)]
+            leftover = []
+        return updated_node.with_changes(body=body, footer=[*leftover, *updated_node.footer])
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        if not self._touches(original_node.body):
+            return updated_node
+        body, leftover = rebuild_body(original_node.body, updated_node.body, self.plan)
+        return updated_node.with_changes(body=body, footer=[*leftover, *updated_node.footer])
+
+    def _touches(self, body: Sequence[cst.BaseStatement]) -> bool:
+        plan = self.plan
+        return any(
+            id(s) in plan.remove
+            or id(s) in plan.replace
+            or id(s) in plan.wrap
+            or id(s) in plan.append
+            or id(s) in plan.insert_after
+            for s in body
+        )
+
+
+def dotted(node: cst.BaseExpression) -> str | None:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        inner = dotted(node.value)
+        return f"{inner}.{node.attr.value}" if inner else None
+    return None
+
+
+def import_module_name(node: cst.ImportFrom) -> str:
+    if node.module is None:
+        return ""
+    return dotted(node.module) or ""

@@ -1,0 +1,183 @@
+"""Remove what installs SageMaker Profiler (smprof / smppy) from requirements, Dockerfiles, pyproject, setup.cfg.
+
+A line is removed only when it installs nothing else: a requirement line for smprof/smppy (with its
+`\\` continuation lines, e.g. `--hash=`), a wheel URL from smppy's S3 bucket, a Dockerfile
+`RUN pip install` whose packages are all Profiler packages, a pyproject/setup.cfg dependency entry on
+a line of its own. In a `pip install` that also installs other packages, only the Profiler tokens go.
+Anything else that names the Profiler (an ARG/ENV holding the wheel URL, a COPY of the wheel, an
+inline TOML array, a `RUN` chain with other commands) is reported, not edited.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from profstack.migrate._cst import Finding
+
+PACKAGES = ("smprof", "smppy")
+_NAME = r"(?:smprof|smppy)"
+# smppy's wheels: https://smppy.s3.amazonaws.com/<framework>/<cuda>/smprof-<ver>-<tags>.whl
+_WHEEL = re.compile(r"(?:https?://[^\s\"']*smppy[^\s\"']*|[^\s\"']*\b" + _NAME + r"-[^\s\"']*\.whl)", re.I)
+_REQUIREMENT = re.compile(r"^\s*" + _NAME + r"(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?:[<>=!~;@].*)?$", re.I)
+_MENTION = re.compile(_NAME, re.I)  # anywhere: `SMPROF_WHEEL` in an ARG counts
+
+
+@dataclass
+class DependencyResult:
+    source: str
+    changed: bool
+    edits: list[Finding] = field(default_factory=list)
+    manual: list[Finding] = field(default_factory=list)
+
+
+def kind_of(path: PurePath) -> str | None:
+    """Which rewriter a file needs, from its name."""
+    name = path.name.lower()
+    if name == "pyproject.toml":
+        return "pyproject"
+    if name == "setup.cfg":
+        return "setup.cfg"
+    if name == "dockerfile" or name.startswith("dockerfile.") or name.endswith(".dockerfile"):
+        return "dockerfile"
+    if name.endswith((".txt", ".in")) and ("requirements" in name or "constraints" in name):
+        return "requirements"
+    return None
+
+
+def _is_profiler_token(token: str) -> bool:
+    bare = token.strip("\"'")
+    return bool(_WHEEL.fullmatch(bare) or _REQUIREMENT.match(bare))
+
+
+def _logical_lines(text: str) -> list[tuple[int, list[str]]]:
+    """(first line number, physical lines) of each `\\`-continued logical line."""
+    out: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    start = 1
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if not current:
+            start = number
+        current.append(line)
+        if not line.rstrip("\r\n").endswith("\\"):
+            out.append((start, current))
+            current = []
+    if current:
+        out.append((start, current))
+    return out
+
+
+def rewrite_requirements(text: str) -> DependencyResult:
+    result = DependencyResult(source=text, changed=False)
+    kept: list[str] = []
+    for number, lines in _logical_lines(text):
+        first = lines[0].split("#", 1)[0].strip().rstrip("\\").strip()
+        if first and _is_profiler_token(first.split()[0]):
+            result.edits.append(Finding(number, f"removed `{first.split()[0]}`"))
+            continue
+        if _MENTION.search("".join(lines).split("#", 1)[0]):
+            result.manual.append(Finding(number, "names the SageMaker Profiler package; remove it by hand"))
+        kept.extend(lines)
+    result.source = "".join(kept)
+    result.changed = result.source != text
+    return result
+
+
+def _rewrite_pip_segment(segment: str) -> tuple[str | None, list[str]]:
+    """A `pip install ...` command without its Profiler packages: None if nothing is left to install."""
+    try:
+        tokens = shlex.split(segment)
+    except ValueError:
+        return segment, []
+    pip = next((i for i, t in enumerate(tokens) if t == "install"), None)
+    if pip is None or not any("pip" in t for t in tokens[:pip]):
+        return segment, []
+    removed = [t for t in tokens[pip + 1 :] if _is_profiler_token(t)]
+    if not removed:
+        return segment, []
+    packages = [t for t in tokens[pip + 1 :] if not t.startswith("-") and not _is_profiler_token(t)]
+    if not packages:
+        return None, removed
+    kept = tokens[: pip + 1] + [t for t in tokens[pip + 1 :] if not _is_profiler_token(t)]
+    return shlex.join(kept), removed
+
+
+def rewrite_dockerfile(text: str) -> DependencyResult:
+    result = DependencyResult(source=text, changed=False)
+    out: list[str] = []
+    for number, lines in _logical_lines(text):
+        joined = "".join(lines)
+        if not _MENTION.search(joined) and not _WHEEL.search(joined):
+            out.extend(lines)
+            continue
+        logical = " ".join(line.rstrip("\r\n").rstrip("\\").strip() for line in lines)
+        instruction = logical.split(None, 1)[0].upper() if logical.strip() else ""
+        body = logical.split(None, 1)[1] if len(logical.split(None, 1)) == 2 else ""
+        if instruction == "RUN" and "&&" not in body and ";" not in body and "|" not in body:
+            new, removed = _rewrite_pip_segment(body)
+            if removed and new is None:
+                result.edits.append(Finding(number, "removed the RUN that installs " + ", ".join(removed)))
+                continue
+            if removed and new is not None and "$" not in body:
+                out.append(f"RUN {new}\n")
+                result.edits.append(Finding(number, "dropped " + ", ".join(removed) + " from pip install"))
+                continue
+        result.manual.append(Finding(number, f"{instruction or 'line'} names the SageMaker Profiler; edit it by hand"))
+        out.extend(lines)
+    result.source = "".join(out)
+    result.changed = result.source != text
+    return result
+
+
+_TOML_ENTRY = re.compile(r"""^\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*,?\s*(?:#.*)?$""")
+
+
+def rewrite_pyproject(text: str) -> DependencyResult:
+    """Array entries on lines of their own (`"smprof>=0.3",`); inline arrays are reported."""
+    result = DependencyResult(source=text, changed=False)
+    out: list[str] = []
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        match = _TOML_ENTRY.match(line)
+        requirement = (match.group("dq") or match.group("sq") or "") if match else ""
+        if requirement and _REQUIREMENT.match(requirement):
+            result.edits.append(Finding(number, f"removed `{requirement}`"))
+            continue
+        if _MENTION.search(line.split("#", 1)[0]):
+            result.manual.append(
+                Finding(number, "names the SageMaker Profiler package in an inline array; edit by hand")
+            )
+        out.append(line)
+    result.source = "".join(out)
+    result.changed = result.source != text
+    return result
+
+
+def rewrite_setup_cfg(text: str) -> DependencyResult:
+    """Indented requirement lines (install_requires, extras) naming only smprof/smppy."""
+    result = DependencyResult(source=text, changed=False)
+    out: list[str] = []
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        stripped = line.split("#", 1)[0].strip()
+        if line[:1].isspace() and stripped and _REQUIREMENT.match(stripped):
+            result.edits.append(Finding(number, f"removed `{stripped}`"))
+            continue
+        if _MENTION.search(line.split("#", 1)[0]):
+            result.manual.append(Finding(number, "names the SageMaker Profiler package; edit it by hand"))
+        out.append(line)
+    result.source = "".join(out)
+    result.changed = result.source != text
+    return result
+
+
+REWRITERS = {
+    "requirements": rewrite_requirements,
+    "dockerfile": rewrite_dockerfile,
+    "pyproject": rewrite_pyproject,
+    "setup.cfg": rewrite_setup_cfg,
+}
+
+
+def rewrite_dependencies(kind: str, text: str) -> DependencyResult:
+    return REWRITERS[kind](text)
