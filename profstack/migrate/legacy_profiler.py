@@ -28,8 +28,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
-
 from profstack.layout import LEGACY_RULE_OUTPUT_TAG
 
 if TYPE_CHECKING:
@@ -257,6 +255,9 @@ def audit(
     s3_price: float = S3_USD_PER_GB_MONTH,
 ) -> AuditReport:
     """The profiled jobs and (a): the bytes under each job's own rule-output/ and profiler-output/."""
+
+    from botocore.exceptions import ClientError  # lazily: the `aws` extra
+
     since = (now or datetime.now(UTC)) - timedelta(days=since_days)
     jobs: list[ProfilerJob] = []
     report = AuditReport(jobs=jobs, scanned=0, since=since)
@@ -382,6 +383,9 @@ def _statement_reason(statement: dict[str, Any], paths: LegacyPaths) -> tuple[st
 
 
 def _log_streams(logs: Any, report: AuditReport, paths: LegacyPaths, price: float) -> None:
+
+    from botocore.exceptions import ClientError  # lazily: the `aws` extra
+
     for job in sorted(paths.rule_jobs):
         try:
             pages = logs.get_paginator("describe_log_streams").paginate(
@@ -693,6 +697,8 @@ def audit_account(
         ("sagemaker apps", apps),
         ("events/stepfunctions/lambda", automation),
     ]
+    from botocore.exceptions import ClientError  # lazily: the `aws` extra
+
     for what, step in steps:
         try:
             step()
@@ -727,6 +733,9 @@ def merge_expiry_rule(existing: Sequence[dict[str, Any]], *, days: int) -> list[
 
 
 def current_lifecycle_rules(s3: S3Client, bucket: str) -> list[dict[str, Any]]:
+
+    from botocore.exceptions import ClientError  # lazily: the `aws` extra
+
     try:
         rules: list[dict[str, Any]] = list(s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"])  # type: ignore[arg-type]
     except ClientError as exc:
