@@ -152,7 +152,12 @@ def data_plane_template(
             for target in targets:
                 target.pop("DeadLetterConfig", None)  # moto: target DLQs are not modelled
                 target.pop("RetryPolicy", None)
-            if any(_refs(t) - ids for t in targets):
+            outside = [t for t in targets if _refs(t) - ids]
+            if outside and len(outside) == len(targets):
+                # e.g. the per-job alarm manager's rule: its Lambda is not part of the demo's data plane
+                del resources[logical_id]
+                notes.append(f"{logical_id}: left out (it targets only functions the demo does not deploy)")
+            elif outside:
                 raise DemoError(f"rule {logical_id} targets something outside the data plane")
     return {"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}, notes
 
