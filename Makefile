@@ -13,7 +13,7 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install lint format typecheck test test-fast synth demo bench screenshot clean
+.PHONY: help install hooks lint format typecheck test test-fast synth demo bench screenshot clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -39,6 +39,9 @@ install: $(STAMPS)/venv $(STAMPS)/node $(STAMPS)/lambda-wheels  ## .venv, node_m
 lint: $(STAMPS)/venv  ## ruff lint and format check
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+hooks: $(STAMPS)/venv  ## install the git pre-commit hooks (ruff and mypy from .venv, no network)
+	$(BIN)/pre-commit install
 
 format: $(STAMPS)/venv  ## apply ruff fixes and formatting
 	$(BIN)/ruff check --fix .
