@@ -340,7 +340,6 @@ class History(_Model):
     regression: Annotated[dict[str, float], WithJsonSchema(_REGRESSION_SCHEMA)] = {}
     prices: Prices = Prices()
     mlflow: Mlflow = Mlflow()
-    athena_results_expire_after_days: PositiveDays = 30
 
     @field_validator("regression", mode="before")
     @classmethod

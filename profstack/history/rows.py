@@ -25,7 +25,7 @@ from typing import Any
 
 from profstack import layout
 
-HISTORY_PREFIX = "history/"
+HISTORY_PREFIX = layout.HISTORY_PREFIX
 TABLES = ("jobs", "ranks", "kernels")
 
 #: table -> (column, Glue/Hive type); partition keys come after, from PARTITION_KEYS
