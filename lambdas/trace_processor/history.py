@@ -26,13 +26,13 @@ from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location, error_code, list_objects, put_bytes
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.telemetry import logger
-from profstack.analysis.summary import severity_rank
-from profstack.history.cost import JobResources, job_cost
+from profstack.history.cost import JobResources
 from profstack.history.family import DEFAULT_NAME_PATTERNS, DEFAULT_TAG_KEY, FamilyRules, resolve_family
 from profstack.history.mlflow import MlflowClient, MlflowError, MlflowTarget, export_job, summary_metrics
+from profstack.history.pipeline import enrich
 from profstack.history.prices import pinned_prices
-from profstack.history.regression import RULE_ID, JobHistory, RegressionThresholds, find_regression
-from profstack.history.rows import JobInfo, from_jsonl, history_rows, job_numbers, partition_prefix, row_key, to_jsonl
+from profstack.history.regression import RegressionThresholds
+from profstack.history.rows import JobInfo, from_jsonl, job_numbers, partition_prefix, row_key, to_jsonl
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -159,20 +159,6 @@ def _warn(summary: dict[str, Any], error_type: str, message: str) -> None:
     )
 
 
-def _add_finding(summary: dict[str, Any], finding: Mapping[str, Any] | None) -> None:
-    """Replace any earlier Regression finding (a re-delivered job) and keep the findings in severity order
-    (an UnreadableTraceFiles warning stays first, as the engine puts it)."""
-    findings = [
-        f for f in summary.get("findings") or [] if not (isinstance(f, Mapping) and f.get("rule_id") == RULE_ID)
-    ]
-    if finding is not None:
-        head = [f for f in findings if isinstance(f, Mapping) and f.get("rule_id") == "UnreadableTraceFiles"]
-        rest = [f for f in findings if f not in head] + [dict(finding)]
-        rest.sort(key=lambda f: severity_rank(f.get("severity") if isinstance(f, Mapping) else None))
-        findings = head + rest
-    summary["findings"] = findings
-
-
 def record_history(clients: Clients, ctx: JobContext, summary: dict[str, Any]) -> dict[str, Any]:
     """Cost, family baseline and Regression finding into ``summary``; the job's history rows into S3."""
     henv = HistoryEnv.from_environ()
@@ -184,7 +170,6 @@ def record_history(clients: Clients, ctx: JobContext, summary: dict[str, Any]) -
             henv.price_overrides.get("usd_per_hour"),
             {k: int(v) for k, v in (henv.price_overrides.get("gpus") or {}).items()},
         )
-        summary["cost"] = job_cost(summary, JobResources.from_describe(describe), prices)
         arn = describe.get("TrainingJobArn")
         tags = job_tags(clients.sagemaker, str(arn)) if arn else {}
         family = resolve_family(ctx.job, tags, henv.rules())
@@ -197,18 +182,15 @@ def record_history(clients: Clients, ctx: JobContext, summary: dict[str, Any]) -
             family_source=family[1] if family else None,
             report_uri=ctx.reports.child("report.html").uri,
         )
-        if family is not None:
-            rows = history_rows(summary, info)
-            _, finding = find_regression(
-                S3HistoryReader(clients.s3, ctx.trace_bucket),
-                JobHistory(rows["jobs"][0], rows["kernels"]),
-                user=ctx.user,
-                family=family[0],
-                ended_at=info.ended_at,
-                th=henv.thresholds(),
-            )
-            _add_finding(summary, finding)
-        write_rows(clients.s3, ctx.trace_bucket, history_rows(summary, info), info)
+        rows = enrich(
+            summary,
+            info=info,
+            resources=JobResources.from_describe(describe),
+            prices=prices,
+            reader=S3HistoryReader(clients.s3, ctx.trace_bucket),
+            thresholds=henv.thresholds(),
+        )
+        write_rows(clients.s3, ctx.trace_bucket, rows, info)
     except (ClientError, BotoCoreError):
         raise  # transient or access: retried, then dead-lettered (the reason code says which)
     except Exception as exc:  # a defect here must not cost the job its report
