@@ -34,7 +34,14 @@ $(STAMPS)/lambda-wheels: $(STAMPS)/venv requirements/runtime.txt requirements/co
 	$(BIN)/python -m stacks.components.python_function --fetch
 	@touch $@
 
-install: $(STAMPS)/venv $(STAMPS)/node $(STAMPS)/lambda-wheels  ## .venv, node_modules and Lambda wheels from the pinned files
+# The MLflow server the MLflow-export tests start: its own venv (requirements/mlflow-server.txt says why).
+$(STAMPS)/mlflow-venv: requirements/mlflow-server.txt
+	@mkdir -p $(STAMPS)
+	@test -x .venv-mlflow/bin/python || $(PYTHON) -m venv .venv-mlflow
+	.venv-mlflow/bin/python -m pip install -q --disable-pip-version-check -r requirements/mlflow-server.txt
+	@touch $@
+
+install: $(STAMPS)/venv $(STAMPS)/node $(STAMPS)/lambda-wheels $(STAMPS)/mlflow-venv  ## .venv, node_modules, Lambda wheels and the test MLflow server from the pinned files
 
 lint: $(STAMPS)/venv  ## ruff lint and format check
 	$(BIN)/ruff check .
@@ -75,5 +82,5 @@ screenshot: demo  ## render the demo's whole HTML report in headless Chromium to
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	$(BIN)/python -m scripts.screenshot_report "$$(ls -t demo-output/*/report.html | head -1)" demo-output/report.png
 
-clean:  ## remove build outputs (keeps .venv and node_modules)
+clean:  ## remove build outputs (keeps .venv, .venv-mlflow and node_modules)
 	rm -rf cdk.out build demo-output .pytest_cache .mypy_cache .ruff_cache

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 REGION = "us-east-1"
@@ -99,3 +100,13 @@ def patched_environ(values: Mapping[str, str]) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def set_emulated_training_times(job: str, *, start: datetime, end: datetime) -> None:
+    """moto creates a training job straight into Completed with start == end (no duration, facts C); set the
+    times the job really had, in the emulator of this process (moto server threads or mock_aws)."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    fake = sagemaker_backends[ACCOUNT][REGION].training_jobs[job]
+    fake.training_start_time = start
+    fake.training_end_time = end

@@ -12,6 +12,12 @@
    on it, as the Lambda event-source mapping would. Its EMF lines become CloudWatch metrics.
 5. Print the findings and the notification, and copy the report and the TensorBoard event file out of
    emulated S3 into <out>/<job>/ (one folder per demo job, replaced on every run).
+6. Across jobs: the history rows of earlier runs (<out>/history/) are put back into the fresh emulator first,
+   so a second run of the same family (--family, --job, --trace) is compared with the first; the rows
+   are copied back out and the named Athena queries run over them with DuckDB when it is installed.
+
+    python -m demo --job resnet50-w4 --family resnet50 --trace kineto_tb_plugin/resnet50_num_workers_4/...
+    python -m demo --job resnet50-w0 --family resnet50 --trace kineto_tb_plugin/resnet50_num_workers_0/...
 """
 
 from __future__ import annotations
@@ -257,7 +263,17 @@ def job_event_detail(job: str, user: str, bucket: str) -> dict[str, Any]:
     }
 
 
-def register_job(sagemaker: Any, s3: Any, plane: DataPlane, *, job: str, user: str, traces_dir: Path) -> list[str]:
+def register_job(
+    sagemaker: Any,
+    s3: Any,
+    plane: DataPlane,
+    *,
+    job: str,
+    user: str,
+    traces_dir: Path,
+    traces: tuple[str, ...] = DEMO_TRACES,
+    family: str | None = None,
+) -> list[str]:
     tensorboard_root = f"s3://{plane.bucket}/{layout.user_tensorboard_prefix(user)}"
     sagemaker.create_training_job(
         TrainingJobName=job,
@@ -270,10 +286,22 @@ def register_job(sagemaker: Any, s3: Any, plane: DataPlane, *, job: str, user: s
         ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
         StoppingCondition={"MaxRuntimeInSeconds": 86400},
         TensorBoardOutputConfig={"S3OutputPath": tensorboard_root},
-        Tags=[{"Key": "profstack:user", "Value": user}],
+        Tags=[{"Key": "profstack:user", "Value": user}]
+        + ([{"Key": "profstack:family", "Value": family}] if family else []),
+    )
+    # the emulator makes the job end the moment it starts: give it the hour the event says it ran
+    from datetime import UTC, datetime
+
+    from demo.lambda_harness import set_emulated_training_times
+
+    detail = job_event_detail(job, user, plane.bucket)
+    set_emulated_training_times(
+        job,
+        start=datetime.fromtimestamp(detail["TrainingStartTime"] / 1000, UTC),
+        end=datetime.fromtimestamp(detail["TrainingEndTime"] / 1000, UTC),
     )
     keys = []
-    for rank, rel in enumerate(DEMO_TRACES):
+    for rank, rel in enumerate(traces):
         source = traces_dir / rel
         if not source.is_file():
             raise DemoError(f"trace {source} not found (--traces names the folder of sample traces)")
@@ -350,7 +378,26 @@ def _process(sqs: Any, plane: DataPlane, env: dict[str, str], messages: list[dic
     return logs
 
 
-def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path) -> int:
+def _restore_history(s3: Any, bucket: str, out_dir: Path) -> int:
+    """Put the history rows of earlier demo runs back into the (fresh) emulated bucket."""
+    root = out_dir / "history"
+    files = sorted(root.rglob("*.jsonl")) if root.is_dir() else []
+    for path in files:
+        s3.upload_file(str(path), bucket, str(path.relative_to(out_dir)))
+    return len(files)
+
+
+def run(
+    traces_dir: Path,
+    out_dir: Path,
+    cdk_out: Path | None,
+    config_path: Path,
+    *,
+    job: str = DEMO_JOB,
+    user: str = DEMO_USER,
+    family: str | None = None,
+    traces: tuple[str, ...] = DEMO_TRACES,
+) -> int:
     started = time.monotonic()
     from profstack.config import load_config
 
@@ -378,8 +425,19 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
         sns.subscribe(TopicArn=plane.topic_arn, Protocol="sqs", Endpoint=inbox_arn)
 
         env = processor_environment(templates, plane)
-        user, job = DEMO_USER, DEMO_JOB
-        keys = register_job(boto3.client("sagemaker"), s3, plane, job=job, user=user, traces_dir=traces_dir)
+        restored = _restore_history(s3, plane.bucket, out_dir)
+        if restored:
+            _say(f"history: {restored} row file(s) of earlier demo runs restored from {out_dir / 'history'}")
+        keys = register_job(
+            boto3.client("sagemaker"),
+            s3,
+            plane,
+            job=job,
+            user=user,
+            traces_dir=traces_dir,
+            traces=traces,
+            family=family,
+        )
         folder = keys[0].rsplit("/", 1)[0]
         _say(f"training job {job} (user {user}) with {len(keys)} rank traces under s3://{plane.bucket}/{folder}/")
 
@@ -391,6 +449,7 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
 
         points = publish_emf(logs, boto3.client("cloudwatch"))
         report_dir = _download(s3, plane.bucket, layout.job_reports_prefix(user, job), out_dir / job)
+        history_files = _download_history(s3, plane.bucket, out_dir)
         summary = json.loads((report_dir / "summary.json").read_text())
         _print_findings(summary)
         _print_metrics(boto3.client("cloudwatch"), job, points)
@@ -398,7 +457,7 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
         for message in notes_in:
             body = json.loads(message["Body"])
             _say(f"\nnotification (SNS -> e-mail): {body.get('Subject')}")
-            for line in str(body.get("Message", "")).splitlines()[:8]:
+            for line in str(body.get("Message", "")).splitlines()[:40]:
                 _say(f"  | {line}")
         tags = s3.get_object_tagging(
             Bucket=plane.bucket,
@@ -410,6 +469,8 @@ def run(traces_dir: Path, out_dir: Path, cdk_out: Path | None, config_path: Path
             _say(f"TensorBoard scalars: s3://{plane.bucket}/{key} -> {path.resolve()}")
         if not tensorboard:
             _say("TensorBoard scalars: none")
+    _say(f"\nhistory: {history_files} row file(s) under {(out_dir / 'history').resolve()}")
+    _print_queries(out_dir)
     _say(f"\nHTML report: {(report_dir / 'report.html').resolve()}")
     _say(f"summary:     {(report_dir / 'summary.json').resolve()}")
     perfetto = sorted((report_dir / "perfetto").glob("*.gz")) if (report_dir / "perfetto").is_dir() else []
@@ -450,6 +511,48 @@ def _download(s3: Any, bucket: str, prefix: str, target: Path) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         s3.download_file(bucket, key, str(path))
     return target
+
+
+def _download_history(s3: Any, bucket: str, out_dir: Path) -> int:
+    """history/ of the emulated bucket into <out>/history/ (kept across runs, unlike the emulator)."""
+    keys = _list(s3, bucket, "history/")
+    for key in keys:
+        path = out_dir / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file(bucket, key, str(path))
+    return len(keys)
+
+
+def _print_queries(out_dir: Path) -> None:
+    """The Athena named queries over <out>/history with DuckDB (a dev dependency) as Athena's stand-in."""
+    try:
+        import duckdb
+    except ImportError:
+        _say("named queries: install duckdb (requirements/dev.txt) to run them over the demo's rows")
+        return
+    from profstack.history.queries import NAMED_QUERIES
+    from profstack.history.rows import COLUMNS, TABLES
+
+    kinds = {"string": "VARCHAR", "int": "INTEGER", "bigint": "BIGINT", "double": "DOUBLE", "boolean": "BOOLEAN"}
+    con = duckdb.connect()
+    for table in TABLES:
+        if not list((out_dir / "history" / table).glob("*/*/*.jsonl")):
+            return
+        columns = ", ".join(f"'{name}': '{kinds[kind]}'" for name, kind in COLUMNS[table])
+        pattern = str(out_dir / "history" / table / "*" / "*" / "*.jsonl")
+        # our own table names and columns; the path is the demo's output folder
+        options = (
+            f"format='newline_delimited', hive_partitioning=true, hive_types_autocast=false, columns={{{columns}}}"
+        )
+        con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_json('{pattern}', {options})")  # noqa: S608
+    for query in NAMED_QUERIES:
+        cursor = con.execute(query.render({t: t for t in TABLES}))
+        names = [d[0] for d in cursor.description]
+        rows = cursor.fetchall()
+        _say(f"\nnamed query {query.name} (DuckDB over the history rows): {len(rows)} row(s)")
+        for row in rows[:5]:
+            cells = ", ".join(f"{n}={str(v)[:70]}" for n, v in zip(names, row, strict=True))
+            _say(f"  {cells}")
 
 
 def _download_event_files(s3: Any, bucket: str, prefix: str, report_dir: Path) -> list[tuple[str, Path]]:
@@ -494,9 +597,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces", type=Path, default=DEFAULT_TRACES)
     parser.add_argument("--out", type=Path, default=Path("demo-output"), help="where the report is copied")
     parser.add_argument("--config", type=Path, default=REPO_ROOT / "config" / "profstack.yaml")
+    parser.add_argument("--job", default=DEMO_JOB, help=f"training job name (default {DEMO_JOB})")
+    parser.add_argument("--family", help="profstack:family tag of the job: runs of one family are compared")
+    parser.add_argument(
+        "--trace",
+        action="append",
+        metavar="REL",
+        help="trace file under --traces, one per rank (repeatable; default: the two hta/trace_filter ranks)",
+    )
     args = parser.parse_args(argv)
     try:
-        return run(args.traces, args.out, args.cdk_out, args.config)
+        return run(
+            args.traces,
+            args.out,
+            args.cdk_out,
+            args.config,
+            job=args.job,
+            family=args.family,
+            traces=tuple(args.trace) if args.trace else DEMO_TRACES,
+        )
     except DemoError as exc:
         print(f"profstack demo: error: {exc}", file=sys.stderr)
         return 1

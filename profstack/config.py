@@ -16,6 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from profstack.analysis.errors import AnalysisOptionsError
 from profstack.analysis.options import RuleThresholds
+from profstack.history.family import DEFAULT_NAME_PATTERNS, DEFAULT_TAG_KEY, FamilyRuleError, check_pattern
+from profstack.history.mlflow import MlflowTarget, MlflowTargetError
+from profstack.history.regression import RegressionThresholdError, RegressionThresholds
 from profstack.tensorboard.names import DOMAIN_ID_PATTERN
 
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
@@ -279,6 +282,106 @@ class Notifications(_Model):
         return checked
 
 
+#: JSON Schema of history.regression: every regression threshold by name, nothing else.
+_REGRESSION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Overrides of the regression thresholds (profstack.history.regression.RegressionThresholds): "
+    "step_time_pct, launch_delay_pct (relative %), gpu_idle_points, dataloader_points, kernel_share_points "
+    "(percentage points), new_kernel_min_pct, launch_delay_floor_us, baseline_jobs (N, the median of the last "
+    "N jobs), min_baseline_jobs, lookback_days.",
+    "properties": {name: {"type": "number", "minimum": 0} for name in RegressionThresholds.names()},
+    "additionalProperties": False,
+    "default": {},
+}
+
+
+class Family(_Model):
+    """How a job's family is found: its tag, else the first job-name rule that matches."""
+
+    tag_key: Annotated[str, Field(min_length=1, max_length=128)] = DEFAULT_TAG_KEY
+    name_patterns: Annotated[
+        list[str],
+        Field(
+            description="regular expressions over the job name; the family is the (?P<family>...) group, else "
+            "group 1, else the whole match. Default: SageMaker's <base>-YYYY-MM-DD-HH-MM-SS-mmm names."
+        ),
+    ] = list(DEFAULT_NAME_PATTERNS)
+
+    @field_validator("name_patterns")
+    @classmethod
+    def _valid_patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            try:
+                check_pattern(pattern)
+            except FamilyRuleError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+class Prices(_Model):
+    """Overrides of the pinned on-demand price table (profstack/history/prices.json)."""
+
+    usd_per_hour: Annotated[
+        dict[Annotated[str, Field(pattern=_INSTANCE_RE)], Annotated[float, Field(ge=0)]],
+        Field(description="instance type -> USD per instance-hour (e.g. your negotiated or regional price)"),
+    ] = {}
+    gpus: Annotated[
+        dict[Annotated[str, Field(pattern=_INSTANCE_RE)], Annotated[int, Field(ge=0, le=64)]],
+        Field(description="instance type -> GPUs per instance, for types the table lacks"),
+    ] = {}
+
+
+class Mlflow(_Model):
+    """Optional export of each job's summary metrics and report to MLflow."""
+
+    tracking: Annotated[
+        str | None,
+        Field(
+            description="a SageMaker managed MLflow tracking-server ARN (SigV4) or an http(s) URI (no auth); "
+            "unset: no export"
+        ),
+    ] = None
+    experiment: Annotated[str, Field(min_length=1, max_length=256)] = "profstack"
+    artifact_s3_uri: Annotated[
+        str | None,
+        Field(
+            pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$",
+            description="the tracking server's S3 artifact store (s3://bucket/prefix): the processor may write "
+            "the report there; unset for a server that proxies artifacts",
+        ),
+    ] = None
+
+    @field_validator("tracking")
+    @classmethod
+    def _valid_tracking(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                MlflowTarget.parse(value)
+            except MlflowTargetError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+class History(_Model):
+    """Across jobs: history rows for Athena, baselines and regressions, cost, MLflow (issue 16)."""
+
+    enabled: bool = True
+    family: Family = Family()
+    regression: Annotated[dict[str, float], WithJsonSchema(_REGRESSION_SCHEMA)] = {}
+    prices: Prices = Prices()
+    mlflow: Mlflow = Mlflow()
+
+    @field_validator("regression", mode="before")
+    @classmethod
+    def _known_regression_thresholds(cls, value: object) -> object:
+        if isinstance(value, Mapping):
+            try:
+                RegressionThresholds.from_overrides(value)
+            except RegressionThresholdError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
 class ProfStackConfig(_Model):
     prefix: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{1,20}$", description="name prefix for stacks and resources")]
     environment: Environment = Environment()
@@ -290,6 +393,7 @@ class ProfStackConfig(_Model):
     processing: Processing = Processing()
     alarms: Alarms = Alarms()
     notifications: Notifications = Notifications()
+    history: History = History()
 
     @field_validator("users")
     @classmethod

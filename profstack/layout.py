@@ -7,6 +7,8 @@
     reports/<user>/<job>/report.html                          self-contained HTML report
     reports/<user>/<job>/perfetto/rank-<r>.trace.json.gz      trimmed traces for Perfetto
     reports/<user>/<job>/partials/...                         fan-out partial results
+    history/<table>/dt=<date>/user=<user>/<job>.jsonl         history rows for Athena (profstack/history/rows.py)
+    athena-results/                                           Athena query results of the history workgroup
 
 `<user>` is the job's owner (the training-job tag named by tensorboard.user_tag_key),
 or `_unowned` when the job carries no such tag.
@@ -19,6 +21,8 @@ import re
 TRACES_PREFIX = "traces/"
 TENSORBOARD_PREFIX = "tensorboard/"
 REPORTS_PREFIX = "reports/"
+HISTORY_PREFIX = "history/"
+ATHENA_RESULTS_PREFIX = "athena-results/"
 UNOWNED_USER = "_unowned"
 
 TRACE_FILE_RE = re.compile(r"\.pt\.trace\.json(\.gz)?$")

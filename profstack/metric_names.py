@@ -19,6 +19,11 @@ JOBS_WITHOUT_TRACES = "JobsWithoutTraces"
 JOBS_REPORTED = "JobsReported"
 JOBS_FANNED_OUT = "JobsFannedOut"
 PROCESSING_FAILURES = "JobProcessingFailures"
+# Across jobs (issue 16): Regression findings against the job's family, and what the GPUs cost
+REGRESSIONS = "Regressions"
+GPU_HOURS = "GPUHours"
+GPU_COST_USD = "GPUCostUSD"
+LOST_GPU_COST_USD = "LostGPUCostUSD"
 FINDINGS_PREFIX = "Findings"  # + severity, e.g. FindingsHigh
 SEVERITIES = ("critical", "warning", "info")  # summary.schema.json findings[].severity
 

@@ -4,6 +4,7 @@ a training-jobs dashboard. Stateless: the bucket, keys and idempotency table com
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -12,10 +13,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from profstack.config import Alarms, Notifications, Processing
+from profstack.config import Alarms, History, Notifications, Processing
 from stacks.components.fanout_workflow import FanoutWorkflow
 from stacks.components.job_alarm_manager import JobAlarmManager
 from stacks.components.job_events import JobEventQueue
+from stacks.components.job_history import JobHistory
 from stacks.components.notification_topic import NotificationTopic
 from stacks.components.processing_alarms import ProcessingAlarms
 from stacks.components.python_function import log_retention
@@ -40,6 +42,8 @@ class ProcessingStack(cdk.Stack):
         user_tag_key: str,
         log_retention_days: int,
         name_prefix: str,
+        history: History | None = None,
+        history_users: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -114,6 +118,22 @@ class ProcessingStack(cdk.Stack):
             alarm_manager=self.job_alarm_manager.function.function if self.job_alarm_manager else None,
             processor_service=service,
         )
+        # --- across jobs (issue 16): history tables, Athena workgroup, the processor's history access ---
+        self.history = None
+        if history is not None and history.enabled:
+            self.history = JobHistory(
+                self,
+                "History",
+                bucket=trace_bucket,
+                key=data_key,
+                users=history_users,
+                history=history,
+                name_prefix=name_prefix,
+            )
+            self.history.grant_processor(self.functions.processor, construct_id="ProcessorAccess")
+            self.history.grant_processor(self.functions.aggregate, construct_id="AggregateAccess")
+            cdk.CfnOutput(self, "HistoryWorkGroup", value=self.history.workgroup_name)
+        # --- end across jobs ---
         cdk.CfnOutput(self, "QueueUrl", value=self.events.queue.queue_url)
         cdk.CfnOutput(self, "DeadLetterQueueUrl", value=self.events.dead_letter_queue.queue_url)
         cdk.CfnOutput(self, "TopicArn", value=self.notifications.topic.topic_arn)

@@ -76,6 +76,8 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         user_tag_key=config.tensorboard.user_tag_key,
         log_retention_days=config.retention.log_retention_days,
         name_prefix=prefix,
+        history=config.history,
+        history_users=[u.name for u in config.users],
         env=env,
         description="ProfStack trace processing: job events, processor Lambda, fan-out, notifications, alarms",
     )

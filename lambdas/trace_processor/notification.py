@@ -10,6 +10,7 @@ from lambdas.trace_processor.aws import Clients, put_bytes
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.summary_tools import findings
+from profstack.history.text import summary_lines
 
 TOP_FINDINGS_IN_NOTIFICATION = 5
 
@@ -31,6 +32,7 @@ def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) 
                     lines.append(f"      -> {f.get('recommendation')}")
         else:
             lines.append("No findings.")
+        lines += summary_lines(summary)  # regression against the family, GPU cost (profstack.history)
     lines += ["", f"Report: {report}", f"Summary: {ctx.reports.child('summary.json').uri}"]
     if ctx.region:
         lines.append(

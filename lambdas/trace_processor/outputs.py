@@ -24,6 +24,7 @@ from lambdas.trace_processor.aws import (
 )
 from lambdas.trace_processor.engine import Engine
 from lambdas.trace_processor.env import ProcessorEnv
+from lambdas.trace_processor.history import export_mlflow, record_history
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.notification import notify_once
 from lambdas.trace_processor.summary_tools import job_metrics, step_durations_ms
@@ -163,6 +164,7 @@ def publish_report(
     """summary.json, report.html, TensorBoard scalars, SNS. Shared by the one-Lambda path and the
     fan-out aggregate step, so both write the same outputs."""
     flagged = flag_unreadable(summary)
+    summary = record_history(clients, ctx, summary)  # cost, Regression finding, history/ rows (history.py)
     metrics = (
         job_metrics(summary, trace_bytes=trace_bytes)
         if not summary.get("no_traces")
@@ -179,5 +181,6 @@ def publish_report(
     write_tensorboard(clients.s3, ctx, metrics, summary)
     report_uri = reports.child("report.html").uri
     notified = notify_once(clients, env, ctx, summary, report_uri)
+    export_mlflow(clients, ctx, summary, page)  # optional MLflow run (history.py)
     action = "no_traces" if summary.get("no_traces") else "reported"
     return Outcome(ctx.job, ctx.status, action, report_uri, metrics, flagged, notified=notified)

@@ -15,6 +15,7 @@ from profstack import metric_names as m
 from profstack.analysis import merge
 from profstack.analysis.merge import CrossRank
 from profstack.analysis.summary import SEVERITY_ORDER, severity_rank
+from profstack.history.text import history_metrics
 
 __all__ = ["SEVERITY_ORDER", "CrossRank", "findings", "job_metrics", "merge_partials", "step_durations_ms"]
 
@@ -68,6 +69,7 @@ def job_metrics(summary: Mapping[str, Any], *, trace_bytes: int) -> dict[str, fl
     counts = Counter(str(f.get("severity")) for f in findings(summary))
     for severity in m.SEVERITIES:
         out[m.findings_metric(severity)] = float(counts.get(severity, 0))
+    out.update(history_metrics(summary))  # regressions and GPU cost (profstack.history)
     return out
 
 

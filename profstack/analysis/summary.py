@@ -421,6 +421,50 @@ class InputEntry(TypedDict):
     error: ErrorEntry | None
 
 
+CostCause = Literal["host", "input_pipeline", "exposed_communication", "other_idle"]
+
+
+class CostShare(TypedDict):
+    """One cause of lost GPU time, priced (``profstack.history.cost``)."""
+
+    cause: CostCause
+    label: str
+    #: share of the job's GPU time (mean over the profiled GPU ranks)
+    share_pct: float
+    gpu_hours: float | None
+    usd: float | None
+
+
+class CostPrice(TypedDict):
+    """Where the price came from: the pinned table (``profstack/history/prices.json``) or the config."""
+
+    region: str
+    as_of: str
+    source: str
+    verified: bool
+    overridden: bool
+
+
+class Cost(TypedDict):
+    """``cost`` (1.2): what the job's GPUs cost and what the idle causes cost, added by the processor."""
+
+    instance_type: str | None
+    instance_count: int | None
+    gpus_per_instance: int | None
+    gpu_count: int | None
+    duration_s: float | None
+    billable_s: float | None
+    gpu_hours: float | None
+    usd_per_instance_hour: float | None
+    total_usd: float | None
+    #: sum of ``attribution[].usd``: GPU time lost to the causes below
+    lost_usd: float | None
+    price: CostPrice
+    basis: str
+    attribution: list[CostShare]
+    notes: list[str]
+
+
 class Summary(TypedDict):
     """The whole ``summary.json`` (schema ``summary.schema.json``)."""
 
@@ -436,6 +480,7 @@ class Summary(TypedDict):
     ranks: list[RankSummary]
     cross_rank: CrossRank
     findings: list[Finding]
+    cost: NotRequired[Cost]
 
 
 # ------------------------------------------------------------------------------------------ assembly helpers

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from profstack.analysis.summary import SEVERITY_ORDER, severity_rank
+from profstack.report.cost import render_cost
 from profstack.report.format import (
     count,
     dur,
@@ -41,6 +42,7 @@ def render_html(summary: Mapping[str, Any], *, title: str | None = None) -> str:
         _header(summary, ranks, page_title),
         _findings(summary),
         _overview(summary, ranks),
+        render_cost(summary),  # summary 1.2 `cost` (the processor adds it), else nothing
         _cross_rank(summary, ranks),
     ]
     detailed = _ranks_to_detail(summary, ranks)

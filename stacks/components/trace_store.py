@@ -8,10 +8,19 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from profstack.config import Legacy, Retention
-from profstack.layout import LEGACY_RULE_OUTPUT_TAG, REPORTS_PREFIX, TENSORBOARD_PREFIX, TRACES_PREFIX
+from profstack.layout import (
+    ATHENA_RESULTS_PREFIX,
+    HISTORY_PREFIX,
+    LEGACY_RULE_OUTPUT_TAG,
+    REPORTS_PREFIX,
+    TENSORBOARD_PREFIX,
+    TRACES_PREFIX,
+)
 from stacks.components.nag import acknowledge
 
 ABORT_INCOMPLETE_UPLOADS_AFTER = cdk.Duration.days(7)
+#: Athena query results of the history workgroup are scratch output: kept a month
+ATHENA_RESULTS_EXPIRE_AFTER = cdk.Duration.days(30)
 
 
 def lifecycle_rules(retention: Retention, legacy: Legacy) -> list[s3.LifecycleRule]:
@@ -44,6 +53,13 @@ def lifecycle_rules(retention: Retention, legacy: Legacy) -> list[s3.LifecycleRu
             prefix=REPORTS_PREFIX,
             expiration=cdk.Duration.days(retention.reports_expire_after_days),
         ),
+        # history rows (issue 16) live as long as the reports they summarise
+        s3.LifecycleRule(
+            id="history",
+            prefix=HISTORY_PREFIX,
+            expiration=cdk.Duration.days(retention.reports_expire_after_days),
+        ),
+        s3.LifecycleRule(id="athena-results", prefix=ATHENA_RESULTS_PREFIX, expiration=ATHENA_RESULTS_EXPIRE_AFTER),
         # A prefix rule cannot match <output>/<job>/rule-output/ (no wildcards, facts A7): expire by tag.
         s3.LifecycleRule(
             id="legacy-rule-output",

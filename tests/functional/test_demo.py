@@ -12,6 +12,11 @@ from lambdas.trace_processor.tfevents import read_event_file
 
 
 @pytest.mark.slow
+def _job_dirs(out: Path) -> list[Path]:
+    """The per-job report folders (history/ next to them holds the history rows kept across runs)."""
+    return [p for p in out.iterdir() if p.name != "history"]
+
+
 def test_demo_runs_the_pipeline_and_copies_the_report(
     tmp_path: Path, traces_dir: Path, capsys: pytest.CaptureFixture[str], aws_credentials: None
 ) -> None:
@@ -23,7 +28,7 @@ def test_demo_runs_the_pipeline_and_copies_the_report(
     assert code == 0
     assert "deployed from the templates via CloudFormation" in out
     assert "EventBridge rule -> SQS delivered 1 message(s)" in out
-    (job_dir,) = list((tmp_path / "out").iterdir())
+    (job_dir,) = _job_dirs(tmp_path / "out")
     assert (job_dir / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
     summary = json.loads((job_dir / "summary.json").read_text())
     assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]
@@ -31,6 +36,9 @@ def test_demo_runs_the_pipeline_and_copies_the_report(
     assert "notification (SNS -> e-mail)" in out
     assert "legacy rule-output tagged for expiry: profstack:class=legacy-rule-output" in out
     assert "GPUIdlePercent" in out
+    # AND the job's cost is in the e-mail and its history rows are copied out next to the report
+    assert "GPU cost: about $" in out
+    assert len(list((tmp_path / "out" / "history").rglob("*.jsonl"))) == 3
     # AND the TensorBoard event file is copied next to the report, readable as scalars
     (event_file,) = list((job_dir / demo.TENSORBOARD_DIR).iterdir())
     assert event_file.name.startswith("events.out.tfevents.")
@@ -46,12 +54,14 @@ def test_demo_reuses_one_folder_per_job_across_runs(
     cdk_out = demo._synthesize()
     args = ["--cdk-out", str(cdk_out), "--traces", str(traces_dir), "--out", str(tmp_path / "out")]
     assert demo.main(args) == 0
-    (first,) = list((tmp_path / "out").iterdir())
+    (first,) = _job_dirs(tmp_path / "out")
     (first / "stale-file-from-an-older-run").write_text("x")
     # WHEN the demo runs again
     assert demo.main(args) == 0
     capsys.readouterr()
     # THEN the job's one folder was replaced, not joined by a second one
-    assert list((tmp_path / "out").iterdir()) == [first]
+    assert _job_dirs(tmp_path / "out") == [first]
+    # AND the history rows of both runs of the one job are one set (the job's rows are overwritten)
+    assert len(list((tmp_path / "out" / "history" / "jobs").rglob("*.jsonl"))) == 1
     assert not (first / "stale-file-from-an-older-run").exists()
     assert (first / "summary.json").is_file()

@@ -134,21 +134,22 @@ def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
         assert st["Effect"] == "Allow"
         for action in _actions(st):
             by_action.setdefault(action, []).extend(_resources(st))
-    # GIVEN the processor's role THEN writes go only to reports/ and tensorboard/
-    assert sorted(r.rsplit("/", 1)[-1] for r in by_action["s3:PutObject"]) == ["*", "*"]
-    assert {r.split(">", 1)[-1] for r in by_action["s3:PutObject"]} == {"/reports/*", "/tensorboard/*"}
-    # AND reads only the trace prefixes
+    # GIVEN the processor's role THEN writes go only to reports/, tensorboard/ and history/ (issue 16 rows)
+    assert sorted(r.rsplit("/", 1)[-1] for r in by_action["s3:PutObject"]) == ["*", "*", "*"]
+    assert {r.split(">", 1)[-1] for r in by_action["s3:PutObject"]} == {"/reports/*", "/tensorboard/*", "/history/*"}
+    # AND reads only the trace prefixes (and history/: its family's baseline rows)
     assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {
         "/traces/*",
         "/tensorboard/*",
         "/reports/*/.notified-*",  # only its own e-mail markers under reports/
+        "/history/*",
     }
     # AND deletes nothing but its e-mail markers
     assert {r.split(">", 1)[-1] for r in by_action["s3:DeleteObject"]} == {"/reports/*/.notified-*"}
-    # AND SageMaker: DescribeTrainingJob only, on training-job ARNs
+    # AND SageMaker: DescribeTrainingJob and ListTags (the job family, issue 16) only, on training-job ARNs
     sagemaker = {a for a in by_action if a.startswith("sagemaker:")}
-    assert sagemaker == {"sagemaker:DescribeTrainingJob"}
-    assert all(":training-job/*" in r for r in by_action["sagemaker:DescribeTrainingJob"])
+    assert sagemaker == {"sagemaker:DescribeTrainingJob", "sagemaker:ListTags"}
+    assert all(":training-job/*" in r for a in sagemaker for r in by_action[a])
     # AND PutMetricData only into ProfStack's namespace, by condition
     (metric_statement,) = [st for st in statements if "cloudwatch:PutMetricData" in _actions(st)]
     assert metric_statement["Resource"] == "*"
