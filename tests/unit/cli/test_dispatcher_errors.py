@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 import pytest
 
 from profstack import cli
+from tests.conftest import REPO_ROOT
 
 
 def test_missing_region_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,23 +77,31 @@ def test_a_bug_is_one_line_with_a_debug_switch(
         cli.main(["migrate", "smprof", "x.py"])
 
 
-def test_without_the_aws_extra_local_commands_work_and_aws_ones_say_what_to_install(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # GIVEN a Python without boto3/botocore (a plain `pip install profstack`) and CLI modules imported afresh
-    import sys
+def _cli_without_boto3(*argv: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI in a fresh interpreter where boto3/botocore cannot be imported (a plain `pip install`)."""
+    code = (
+        "import sys\n"
+        "for m in ('boto3', 'botocore', 's3transfer'): sys.modules[m] = None\n"
+        "from profstack.cli import main\n"
+        f"sys.exit(main({list(argv)!r}))\n"
+    )
+    return subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, check=False)
 
-    for mod in ("boto3", "botocore", "botocore.exceptions", "s3transfer"):
-        monkeypatch.setitem(sys.modules, mod, None)  # `import botocore` now raises ModuleNotFoundError
-    for mod in [m for m in sys.modules if m.startswith("profstack.") and m != "profstack.cli"]:
-        monkeypatch.delitem(sys.modules, mod)
 
+def test_without_the_aws_extra_local_commands_work_and_aws_ones_say_what_to_install() -> None:
+    # GIVEN a Python without boto3/botocore (a plain `pip install profstack`)
     # WHEN a local command runs THEN it works
-    assert cli.main(["config", "check", "config/profstack.yaml"]) == 0
-    capsys.readouterr()
+    local = _cli_without_boto3("config", "check", "config/profstack.yaml")
+    assert local.returncode == 0, local.stderr
     # WHEN an AWS command runs, with its own options THEN one line names the extra, exit 2, no traceback
-    assert cli.main(["tensorboard", "start", "--user", "alice", "--apply"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == [
+    aws = _cli_without_boto3("tensorboard", "start", "--user", "alice", "--apply")
+    assert aws.returncode == 2
+    assert aws.stderr.strip().splitlines() == [
         "profstack: error: `profstack tensorboard` talks to AWS and needs boto3: pip install 'profstack[aws]'"
+    ]
+    # AND a command whose boto3 import is deep inside it says the same kind of line
+    deep = _cli_without_boto3("legacy", "audit", "--days", "1")
+    assert deep.returncode == 2
+    assert deep.stderr.strip().splitlines() == [
+        "profstack: error: this command talks to AWS and needs boto3: pip install 'profstack[aws]'"
     ]
