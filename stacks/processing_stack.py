@@ -4,6 +4,7 @@ a training-jobs dashboard. Stateless: the bucket, keys and idempotency table com
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -38,6 +39,7 @@ class ProcessingStack(cdk.Stack):
         alarms: Alarms,
         notifications: Notifications,
         user_tag_key: str,
+        users: Sequence[str],
         log_retention_days: int,
         name_prefix: str,
         **kwargs: Any,
@@ -64,6 +66,7 @@ class ProcessingStack(cdk.Stack):
             topic=self.notifications.topic,
             processing=processing,
             user_tag_key=user_tag_key,
+            users=users,
             log_retention_days=log_retention_days,
             service=service,
         )

@@ -31,6 +31,8 @@ def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) 
                     lines.append(f"      -> {f.get('recommendation')}")
         else:
             lines.append("No findings.")
+    if ctx.warnings:
+        lines += ["", "Warnings:", *[f"  {w.get('message')}" for w in ctx.warnings]]
     lines += ["", f"Report: {report}", f"Summary: {ctx.reports.child('summary.json').uri}"]
     if ctx.region:
         lines.append(

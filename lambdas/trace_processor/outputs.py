@@ -26,6 +26,7 @@ from lambdas.trace_processor.engine import Engine
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.notification import notify_once
+from lambdas.trace_processor.scope import as_folder
 from lambdas.trace_processor.summary_tools import job_metrics, step_durations_ms
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
@@ -84,9 +85,17 @@ def _rank_names(summary: Mapping[str, Any]) -> dict[str, str]:
 
 
 def write_perfetto(
-    s3: S3Client, engine: Engine, ctx: JobContext, objects: Sequence[S3Object], summary: Mapping[str, Any]
+    s3: S3Client,
+    engine: Engine,
+    ctx: JobContext,
+    objects: Sequence[S3Object],
+    summary: Mapping[str, Any],
+    *,
+    source_s3: S3Client | None = None,
 ) -> list[str]:
-    """Trimmed per-rank traces (gzip) under reports/.../perfetto/. Spooled to /tmp, never held whole."""
+    """Trimmed per-rank traces (gzip) under reports/.../perfetto/. Spooled to /tmp, never held whole.
+    The traces are read with `source_s3` (the job's trace reader; default `s3`), written with `s3`."""
+    reader = source_s3 if source_s3 is not None else s3
     names = _rank_names(summary)
     written: list[str] = []
     for obj in objects:
@@ -95,7 +104,7 @@ def write_perfetto(
             continue  # unreadable file: nothing to trim
         target = ctx.reports.child("perfetto", f"{stem}.trace.json.gz")
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-            if not engine.trim(S3TraceSource(s3, obj), cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS):
+            if not engine.trim(S3TraceSource(reader, obj), cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS):
                 continue
             spool.seek(0)
             upload_fileobj(s3, target, cast(BinaryIO, spool), content_type="application/json", content_encoding="gzip")
@@ -105,10 +114,16 @@ def write_perfetto(
 
 def tensorboard_location(ctx: JobContext) -> S3Location | None:
     """Event file in the job's TensorBoard folder, named after the job's end time so a re-run
-    overwrites it. Only inside the trace bucket's tensorboard/ prefix: the role may write nowhere else."""
+    overwrites it. Only inside the owner's tensorboard/<user>/ in the trace bucket (checked again here:
+    the fan-out aggregate gets the context from the execution input)."""
     if ctx.tensorboard is None:
         return None
-    if ctx.tensorboard.bucket != ctx.trace_bucket or not ctx.tensorboard.key.startswith(layout.TENSORBOARD_PREFIX):
+    tb = as_folder(ctx.tensorboard)
+    if (
+        tb.bucket != ctx.trace_bucket
+        or not layout.is_plain_prefix(tb.key)
+        or not tb.key.startswith(layout.user_tensorboard_prefix(ctx.user))
+    ):
         return None
     return ctx.tensorboard.child("profstack", f"events.out.tfevents.{int(ctx.end_time_s)}.profstack")
 
@@ -129,7 +144,8 @@ def write_tensorboard(
 def no_traces_summary(ctx: JobContext, searched: Sequence[S3Location]) -> dict[str, Any]:
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
-        "complete": True,
+        # nothing found is a complete answer, unless a place the job named was left out (ctx.warnings)
+        "complete": not ctx.warnings,
         "no_traces": True,
         "message": f"No PyTorch profiler traces (*.pt.trace.json[.gz]) were found for job {ctx.job}.",
         "searched": [loc.uri for loc in searched],
@@ -139,6 +155,7 @@ def no_traces_summary(ctx: JobContext, searched: Sequence[S3Location]) -> dict[s
         "inputs": [],
         "ranks": [],
         "findings": [],
+        "warnings": [],
     }
 
 
@@ -161,7 +178,11 @@ def publish_report(
     trace_bytes: int,
 ) -> Outcome:
     """summary.json, report.html, TensorBoard scalars, SNS. Shared by the one-Lambda path and the
-    fan-out aggregate step, so both write the same outputs."""
+    fan-out aggregate step, so both write the same outputs. The job's own warnings (ctx.warnings, e.g.
+    an ignored TensorBoard output) are added to the summary's `warnings`."""
+    job_warnings = [dict(w) for w in ctx.warnings]
+    if job_warnings:
+        summary["warnings"] = [*job_warnings, *[w for w in summary.get("warnings") or [] if w not in job_warnings]]
     flagged = flag_unreadable(summary)
     metrics = (
         job_metrics(summary, trace_bytes=trace_bytes)
