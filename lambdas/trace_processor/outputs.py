@@ -22,7 +22,7 @@ from lambdas.trace_processor.aws import (
     put_json,
     upload_fileobj,
 )
-from lambdas.trace_processor.engine import Engine
+from lambdas.trace_processor.engine import Engine, raise_read_failures
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.notification import notify_once
@@ -103,8 +103,11 @@ def write_perfetto(
         if stem is None:
             continue  # unreadable file: nothing to trim
         target = ctx.reports.child("perfetto", f"{stem}.trace.json.gz")
+        source = S3TraceSource(reader, obj)
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-            if not engine.trim(S3TraceSource(reader, obj), cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS):
+            trimmed = engine.trim(source, cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS)
+            raise_read_failures([source])  # a failed read is retried, never a silently missing trace
+            if not trimmed:
                 continue
             spool.seek(0)
             upload_fileobj(s3, target, cast(BinaryIO, spool), content_type="application/json", content_encoding="gzip")
