@@ -5,7 +5,7 @@
                                                               S3OutputPath = s3://<bucket>/tensorboard/<user>/)
     reports/<user>/<job>/summary.json                         analysis summary (schema-versioned)
     reports/<user>/<job>/report.html                          self-contained HTML report
-    reports/<user>/<job>/perfetto/rank-<r>.trace.json.gz      trimmed traces for Perfetto
+    reports/<user>/<job>/perfetto/rank-<r>[.<i>].trace.json.gz trimmed traces for Perfetto (perfetto_plan)
     reports/<user>/<job>/partials/...                         fan-out partial results
 
 `<user>` is the job's owner: the training-job tag named by tensorboard.user_tag_key, as SageMaker's

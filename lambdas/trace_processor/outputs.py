@@ -2,7 +2,7 @@
 JobContext.reports, so a re-delivery overwrites with identical content instead of adding a report):
 
     summary.json, report.html            publish_report()
-    perfetto/rank-<r>[-<n>].trace.json.gz write_perfetto()
+    perfetto/rank-<r>[.<i>].trace.json.gz write_perfetto(): profstack.analysis.perfetto_plan's names
     <TensorBoard folder>/profstack/...   write_tensorboard()
     the e-mail                           notification.notify_once()
 """
@@ -32,7 +32,7 @@ from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
 from profstack import metric_names as m
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
-from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
+from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS, perfetto_plan
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -40,48 +40,11 @@ if TYPE_CHECKING:
 _SPOOL_BYTES = 64 << 20
 
 
-def flag_unreadable(summary: dict[str, Any]) -> list[str]:
-    """Files the engine could not read (failed) or read only in part (partial). Adds a finding so
-    the report says so up front. (To be produced by the engine itself, so `profstack analyze` reports
-    it too; this function then goes.)"""
+def unreadable_files(summary: Mapping[str, Any]) -> list[str]:
+    """Inputs the engine could not read (failed) or read only in part (partial). The engine (and the
+    fan-out merge) already put the UnreadableTraceFiles finding first; this only lists them."""
     inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
-    bad = [str(i.get("name")) for i in inputs if i.get("status") in {"failed", "partial"}]
-    existing = {f.get("rule_id") for f in summary.get("findings") or [] if isinstance(f, Mapping)}
-    if bad and "UnreadableTraceFiles" not in existing:
-        reasons = {
-            str(i.get("name")): str((i.get("error") or {}).get("message", i.get("status")))
-            for i in inputs
-            if i.get("status") in {"failed", "partial"}
-        }
-        summary.setdefault("findings", []).insert(
-            0,
-            {
-                "rule_id": "UnreadableTraceFiles",
-                "severity": "warning",
-                "message": f"{len(bad)} of {len(inputs)} trace files could not be read completely; "
-                "the report covers what could be read",
-                "evidence": {"files": reasons},
-                "recommendation": "Check that the profiler finished writing these files (a job stopped "
-                "mid-write leaves truncated JSON), then re-run `profstack analyze` on them.",
-                "ranks": [],
-            },
-        )
-    return bad
-
-
-def _rank_names(summary: Mapping[str, Any]) -> dict[str, str]:
-    """Source name -> perfetto file stem (rank-<r>, or rank-<r>-<n> when a rank has several files)."""
-    names: dict[str, str] = {}
-    seen: dict[str, int] = {}
-    for item in summary.get("inputs") or []:
-        if not isinstance(item, Mapping) or item.get("status") in {"failed", "partial"}:
-            continue
-        rank = item.get("rank")
-        stem = f"rank-{rank}" if isinstance(rank, int) else "rank-unknown"
-        count = seen.get(stem, 0)
-        seen[stem] = count + 1
-        names[str(item.get("name"))] = stem if count == 0 else f"{stem}-{count}"
-    return names
+    return [str(i.get("name")) for i in inputs if i.get("status") in {"failed", "partial"}]
 
 
 def write_perfetto(
@@ -96,19 +59,19 @@ def write_perfetto(
     """Trimmed per-rank traces (gzip) under reports/.../perfetto/. Spooled to /tmp, never held whole.
     The traces are read with `source_s3` (the job's trace reader; default `s3`), written with `s3`."""
     reader = source_s3 if source_s3 is not None else s3
-    names = _rank_names(summary)
-    written: list[str] = []
+    by_name: dict[str, S3Object] = {}
     for obj in objects:
-        stem = names.get(obj.uri) or names.get(obj.key.rsplit("/", 1)[-1])
-        if stem is None:
-            continue  # unreadable file: nothing to trim
-        target = ctx.reports.child("perfetto", f"{stem}.trace.json.gz")
-        source = S3TraceSource(reader, obj)
+        by_name.setdefault(obj.uri, obj)  # the engine names an S3 input by its URI (S3TraceSource.name)
+    plan = perfetto_plan(summary, by_name)
+    written: list[str] = []
+    for out in plan.outputs:
+        target = ctx.reports.child("perfetto", out.file_name)
+        source = S3TraceSource(reader, by_name[out.source])
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
             trimmed = engine.trim(source, cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS)
             raise_read_failures([source])  # a failed read is retried, never a silently missing trace
             if not trimmed:
-                continue
+                continue  # a partial file whose readable part cannot be trimmed: the summary flags it
             spool.seek(0)
             upload_fileobj(s3, target, cast(BinaryIO, spool), content_type="application/json", content_encoding="gzip")
         written.append(target.uri)
@@ -186,7 +149,7 @@ def publish_report(
     job_warnings = [dict(w) for w in ctx.warnings]
     if job_warnings:
         summary["warnings"] = [*job_warnings, *[w for w in summary.get("warnings") or [] if w not in job_warnings]]
-    flagged = flag_unreadable(summary)
+    flagged = unreadable_files(summary)
     metrics = (
         job_metrics(summary, trace_bytes=trace_bytes)
         if not summary.get("no_traces")
