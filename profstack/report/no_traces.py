@@ -6,6 +6,8 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from profstack.report.html import CSP
+
 
 def render_no_traces_html(summary: Mapping[str, Any]) -> str:
     """A minimal page for a no-traces summary (`no_traces: true`, with `message`, `searched`, `hint`, and
@@ -15,7 +17,10 @@ def render_no_traces_html(summary: Mapping[str, Any]) -> str:
     notes = "".join(f"<li>{html.escape(str(w.get('message', '')))}</li>" for w in warnings)
     warned = f"<p>Not searched:</p><ul>{notes}</ul>" if notes else ""
     return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>ProfStack: no traces</title></head>"
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="referrer" content="no-referrer">'
+        "<title>ProfStack: no traces</title></head>"
         f"<body><h1>No traces</h1><p>{html.escape(str(summary['message']))}</p>"
         f"<p>Searched:</p><ul>{items}</ul>{warned}<p>{html.escape(str(summary['hint']))}</p></body></html>"
     )
