@@ -17,6 +17,7 @@ from profstack.config import Alarms, Notifications, Processing
 from stacks.components.fanout_workflow import FanoutWorkflow
 from stacks.components.job_events import JobEventQueue
 from stacks.components.notification_topic import NotificationTopic
+from stacks.components.owner_tag_guard import OwnerTagGuard
 from stacks.components.processing_alarms import ProcessingAlarms
 from stacks.components.python_function import log_retention
 from stacks.components.trace_access import TraceAccess
@@ -103,6 +104,10 @@ class ProcessingStack(cdk.Stack):
             processor=self.functions.processor.function,
             state_machine=self.fanout.state_machine,
         )
+        if processing.owner_tag_guard.enabled:
+            self.owner_tag_guard = OwnerTagGuard(
+                self, "OwnerTagGuard", user_tag_key=user_tag_key, role_names=processing.owner_tag_guard.role_names
+            )
         cdk.CfnOutput(self, "QueueUrl", value=self.events.queue.queue_url)
         cdk.CfnOutput(self, "DeadLetterQueueUrl", value=self.events.dead_letter_queue.queue_url)
         cdk.CfnOutput(self, "TopicArn", value=self.notifications.topic.topic_arn)
