@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, TextIO
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator, model_validator
 
+from profstack import layout
 from profstack.analysis.errors import AnalysisOptionsError
 from profstack.analysis.options import RuleThresholds
 from profstack.history.family import DEFAULT_NAME_PATTERNS, DEFAULT_TAG_KEY, FamilyRuleError, check_pattern
@@ -52,8 +53,10 @@ LOG_RETENTION_DAYS = (
     3653,
 )
 
+# Field(pattern=...) runs pydantic's Rust regex engine, where `$` is the end of the text; a Python `re`
+# check must use fullmatch (Python's `$` also matches before a trailing newline: "bob\n").
 _NAME_RE = r"^[a-z][a-z0-9-]{0,62}$"
-_EMAIL_RE = re.compile(r"^[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}$")
+_EMAIL_RE = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")
 _INSTANCE_RE = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
 
 #: JSON Schema of processing.rule_thresholds: every rule threshold by name, nothing else.
@@ -77,7 +80,7 @@ class _Model(BaseModel):
 
 
 def _check_email(value: str) -> str:
-    if not _EMAIL_RE.match(value):
+    if not _EMAIL_RE.fullmatch(value):
         raise ValueError(f"'{value}' is not a valid e-mail address")
     return value.lower()
 
@@ -202,9 +205,23 @@ class JobTagFilter(_Model):
     value: Annotated[str, Field(min_length=1, max_length=256)]
 
 
+class OwnerTagGuard(_Model):
+    """Opt-in IAM guardrail (stacks/components/owner_tag_guard.py, docs/security.md): CreateTrainingJob and
+    CreateHyperParameterTuningJob must carry <tensorboard.user_tag_key> equal to the caller's own principal
+    tag of that key, and the tag cannot be added, changed or removed on an existing job."""
+
+    enabled: bool = False
+    #: IAM role names (in this account) the guardrail policy is attached to; empty: attach it yourself.
+    role_names: list[Annotated[str, Field(pattern=r"^[\w+=,.@-]{1,64}$")]] = []
+
+
 class Processing(_Model):
     job_tag_filter: JobTagFilter | None = None
-    extra_trace_prefixes: list[Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")]] = []
+    #: templates, `{user}` and `{job}` as whole segments: s3://team-bucket/profiles/{user}/{job}/
+    extra_trace_prefixes: list[
+        Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.*\{user\}.*\{job\}.*$")]
+    ] = []
+    owner_tag_guard: OwnerTagGuard = OwnerTagGuard()
     lambda_memory_mb: Annotated[int, Field(ge=512, le=10240)] = 3008
     lambda_timeout_seconds: Annotated[int, Field(ge=60, le=900)] = 900
     reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 5
@@ -216,6 +233,17 @@ class Processing(_Model):
     top_k_kernels: Annotated[int, Field(ge=1, le=100)] = 10
     #: overrides of the analysis engine's rule thresholds (profstack.analysis.options.RuleThresholds)
     rule_thresholds: Annotated[dict[str, float], WithJsonSchema(_RULE_THRESHOLDS_SCHEMA)] = {}
+
+    @field_validator("extra_trace_prefixes")
+    @classmethod
+    def _prefix_templates(cls, value: list[str]) -> list[str]:
+        try:
+            checked = [layout.check_prefix_template(v) for v in value]
+        except layout.LayoutError as exc:
+            raise ValueError(str(exc)) from None
+        if len(set(checked)) != len(checked):
+            raise ValueError("extra trace prefixes must be unique")
+        return checked
 
     @field_validator("rule_thresholds", mode="before")
     @classmethod

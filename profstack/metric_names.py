@@ -6,6 +6,9 @@ from __future__ import annotations
 # CloudWatch namespace of every ProfStack metric; IAM limits PutMetricData to it (condition key).
 NAMESPACE = "ProfStack"
 JOB_DIMENSION = "TrainingJobName"
+# JobProcessingFailures is also published per failure reason: the failure log's `reason` code
+# (lambdas/trace_processor/errors.py).
+REASON_DIMENSION = "FailureReason"
 
 GPU_IDLE_PERCENT = "GPUIdlePercent"
 LAUNCH_DELAY_P95_US = "LaunchDelayP95Micros"

@@ -19,6 +19,7 @@ from stacks.components.job_alarm_manager import JobAlarmManager
 from stacks.components.job_events import JobEventQueue
 from stacks.components.job_history import JobHistory
 from stacks.components.notification_topic import NotificationTopic
+from stacks.components.owner_tag_guard import OwnerTagGuard
 from stacks.components.processing_alarms import ProcessingAlarms
 from stacks.components.python_function import log_retention
 from stacks.components.trace_access import TraceAccess
@@ -40,6 +41,7 @@ class ProcessingStack(cdk.Stack):
         alarms: Alarms,
         notifications: Notifications,
         user_tag_key: str,
+        users: Sequence[str],
         log_retention_days: int,
         name_prefix: str,
         history: History | None = None,
@@ -68,6 +70,7 @@ class ProcessingStack(cdk.Stack):
             topic=self.notifications.topic,
             processing=processing,
             user_tag_key=user_tag_key,
+            users=users,
             log_retention_days=log_retention_days,
             service=service,
         )
@@ -134,6 +137,10 @@ class ProcessingStack(cdk.Stack):
             self.history.grant_processor(self.functions.aggregate, construct_id="AggregateAccess")
             cdk.CfnOutput(self, "HistoryWorkGroup", value=self.history.workgroup_name)
         # --- end across jobs ---
+        if processing.owner_tag_guard.enabled:
+            self.owner_tag_guard = OwnerTagGuard(
+                self, "OwnerTagGuard", user_tag_key=user_tag_key, role_names=processing.owner_tag_guard.role_names
+            )
         cdk.CfnOutput(self, "QueueUrl", value=self.events.queue.queue_url)
         cdk.CfnOutput(self, "DeadLetterQueueUrl", value=self.events.dead_letter_queue.queue_url)
         cdk.CfnOutput(self, "TopicArn", value=self.notifications.topic.topic_arn)

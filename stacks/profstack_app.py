@@ -74,6 +74,7 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         alarms=config.alarms,
         notifications=config.notifications,
         user_tag_key=config.tensorboard.user_tag_key,
+        users=[user.name for user in config.users],
         log_retention_days=config.retention.log_retention_days,
         name_prefix=prefix,
         history=config.history,

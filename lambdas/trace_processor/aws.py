@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
+import boto3
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from profstack.migrate.rule_output import merge_object_tag
@@ -18,13 +20,20 @@ if TYPE_CHECKING:
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sns import SNSClient
     from mypy_boto3_stepfunctions import SFNClient
+    from mypy_boto3_sts import STSClient
 
 # Errors worth naming in the structured failure log; every one of them is retried, then DLQ'd.
 THROTTLING_CODES = frozenset(
     {"SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded"}
 )
 ACCESS_CODES = frozenset({"AccessDenied", "AccessDeniedException", "KMS.AccessDeniedException"})
-_MAX_RESUMES = 5
+# Answers to a (resumed) GetObject worth another try within the resume budget; botocore's own retries
+# have already backed off on these by the time they reach us.
+_TRANSIENT_CODES = THROTTLING_CODES | {"InternalError", "ServiceUnavailable", "RequestTimeout", "500", "503"}
+# Standard retry mode backs off on S3 SlowDown / API throttling before the record fails.
+BOTO_CONFIG = Config(retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=120)
+#: Reconnects in a row without a byte of progress before a read gives up (reset by progress).
+MAX_RESUMES = 5
 
 
 class S3UriError(ValueError):
@@ -43,6 +52,7 @@ class Clients:
     sagemaker: SageMakerClient
     sns: SNSClient
     sfn: SFNClient | None = None
+    sts: STSClient | None = None  # assumes the trace-reader role (READER_ROLE_ARN)
 
 
 @dataclass(frozen=True)
@@ -92,28 +102,67 @@ def list_objects(s3: S3Client, bucket: str, prefix: str) -> Iterator[S3Object]:
             yield S3Object(bucket, item["Key"], int(item.get("Size", 0)))
 
 
-class _ResumableS3Reader(io.RawIOBase):
-    """Raw stream over GetObject's body. A dropped connection resumes with a Range request,
-    so a multi-GB trace is read once, in chunks, never held whole."""
+class TraceReadError(OSError):
+    """A trace object could not be read (throttled, reset past the resume budget, replaced (412),
+    416, access denied). Transient or not, the job's record is retried: never a partial report."""
 
-    def __init__(self, s3: S3Client, obj: S3Object) -> None:
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _ResumableS3Reader(io.RawIOBase):
+    """Raw stream over GetObject's body. A dropped connection resumes with a Range request (IfMatch the
+    first answer's ETag), so a multi-GB trace is read once, in chunks, never held whole. Resuming at the
+    end of the object is the end of the object (no `Range: bytes=<size>-`, which S3 answers with 416).
+    MAX_RESUMES reconnects in a row without progress give up; a chunk read resets the count."""
+
+    def __init__(self, s3: S3Client, obj: S3Object, on_failure: Callable[[TraceReadError], None]) -> None:
         super().__init__()
         self._s3 = s3
         self._obj = obj
+        self._on_failure = on_failure
         self._pos = 0
         self._resumes = 0
         self._etag: str | None = None
-        self._body: Any = self._open()
+        self._size: int | None = None
+        self._body: Any = None
+        self._body = self._open()
+
+    def _fail(self, message: str, code: str, cause: BaseException | None = None) -> TraceReadError:
+        error = TraceReadError(f"{self._obj.uri}: {message}", code=code)
+        error.__cause__ = cause
+        self._on_failure(error)
+        return error
 
     def _open(self) -> Any:
-        kwargs: dict[str, Any] = {"Bucket": self._obj.bucket, "Key": self._obj.key}
-        if self._pos:
-            kwargs["Range"] = f"bytes={self._pos}-"
-            if self._etag:
-                kwargs["IfMatch"] = self._etag  # the object must not change under us
-        response = self._s3.get_object(**kwargs)
-        self._etag = response.get("ETag")
-        return response["Body"]
+        while True:
+            kwargs: dict[str, Any] = {"Bucket": self._obj.bucket, "Key": self._obj.key}
+            if self._pos:
+                kwargs["Range"] = f"bytes={self._pos}-"
+                if self._etag:
+                    kwargs["IfMatch"] = self._etag  # the object must not change under us
+            try:
+                response = self._s3.get_object(**kwargs)
+            except ClientError as exc:
+                code = error_code(exc)
+                if code in _TRANSIENT_CODES and self._count_resume():
+                    continue
+                raise self._fail(f"GetObject failed ({code})", code, exc) from exc
+            except (OSError, BotoCoreError) as exc:
+                if self._count_resume():
+                    continue
+                raise self._fail(f"GetObject failed ({type(exc).__name__})", type(exc).__name__, exc) from exc
+            self._etag = self._etag or response.get("ETag")
+            if self._size is None:
+                length = response.get("ContentLength")
+                self._size = int(length) + self._pos if isinstance(length, int) else None
+            return response["Body"]
+
+    def _count_resume(self) -> bool:
+        """One more reconnect without progress; False when the budget is spent."""
+        self._resumes += 1
+        return self._resumes <= MAX_RESUMES
 
     def readable(self) -> bool:
         return True
@@ -121,30 +170,41 @@ class _ResumableS3Reader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         view = memoryview(buffer).cast("B")
         while True:
+            if self._body is None:
+                return 0  # resumed at the end of the object
             try:
                 chunk = self._body.read(len(view))
                 break
             # botocore wraps dropped streams as ResponseStreamingError / ReadTimeoutError (BotoCoreError);
             # raw socket errors surface as OSError.
             except (OSError, BotoCoreError) as exc:
-                self._resumes += 1
-                if self._resumes > _MAX_RESUMES:
-                    raise OSError(f"{self._obj.uri}: stream failed after {_MAX_RESUMES} resumes") from exc
+                if not self._count_resume():
+                    raise self._fail(
+                        f"stream failed {MAX_RESUMES + 1} times in a row at byte {self._pos}", "StreamReset", exc
+                    ) from exc
                 self._body.close()
+                if self._size is not None and self._pos >= self._size:
+                    self._body = None
+                    return 0
                 self._body = self._open()
         n = len(chunk)
         view[:n] = chunk
         self._pos += n
+        if n:
+            self._resumes = 0  # progress: the budget is for reconnects in a row
         return n
 
     def close(self) -> None:
-        if not self.closed:
+        if not self.closed and self._body is not None:
             self._body.close()
         super().close()
 
 
 class S3TraceSource:
-    """`profstack.analysis.TraceSource` over an S3 object: streamed, gzip detected by the engine."""
+    """`profstack.analysis.TraceSource` over an S3 object: streamed, gzip detected by the engine.
+
+    `failure` is the first read failure of any open() (the engine records a failed read as a bad file;
+    the processor must instead retry the job, so it checks this after the engine is done)."""
 
     def __init__(self, s3: S3Client, obj: S3Object, *, buffer_size: int = 1 << 20) -> None:
         self._s3 = s3
@@ -152,9 +212,14 @@ class S3TraceSource:
         self.name = obj.uri
         self.size_hint: int | None = obj.size
         self._buffer_size = buffer_size
+        self.failure: TraceReadError | None = None
+
+    def _record(self, error: TraceReadError) -> None:
+        if self.failure is None:
+            self.failure = error
 
     def open(self) -> BinaryIO:
-        reader = io.BufferedReader(_ResumableS3Reader(self._s3, self.obj), buffer_size=self._buffer_size)
+        reader = io.BufferedReader(_ResumableS3Reader(self._s3, self.obj, self._record), buffer_size=self._buffer_size)
         return cast(BinaryIO, reader)
 
 
@@ -250,6 +315,36 @@ def describe_training_job(sagemaker: SageMakerClient, job: str) -> dict[str, Any
         ):
             raise NotFoundError(message) from exc
         raise
+
+
+def list_tags(sagemaker: SageMakerClient, arn: str) -> dict[str, str]:
+    """Every tag of a SageMaker resource (ListTags, all pages)."""
+    tags: dict[str, str] = {}
+    kwargs: dict[str, Any] = {"ResourceArn": arn, "MaxResults": 100}
+    while True:
+        page = sagemaker.list_tags(**kwargs)
+        for tag in page.get("Tags", []):
+            tags[str(tag["Key"])] = str(tag.get("Value", ""))
+        token = page.get("NextToken")
+        if not token:
+            return tags
+        kwargs["NextToken"] = token
+
+
+def assumed_s3_client(
+    sts: STSClient, *, role_arn: str, session_name: str, policy: str, config: Config = BOTO_CONFIG
+) -> S3Client:
+    """An S3 client whose credentials are an AssumeRole session of `role_arn` limited by the inline
+    session `policy` (effective permissions: the role's policies AND the session policy)."""
+    credentials = sts.assume_role(RoleArn=role_arn, RoleSessionName=session_name, Policy=policy)["Credentials"]
+    client: S3Client = boto3.client(
+        "s3",
+        aws_access_key_id=credentials["AccessKeyId"],
+        aws_secret_access_key=credentials["SecretAccessKey"],
+        aws_session_token=credentials["SessionToken"],
+        config=config,
+    )
+    return client
 
 
 def start_execution(sfn: SFNClient, *, state_machine_arn: str, name: str, payload: Any) -> bool:

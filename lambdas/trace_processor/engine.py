@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 from lambdas.trace_processor.aws import S3Object, S3TraceSource
 from lambdas.trace_processor.env import ProcessorEnv
-from lambdas.trace_processor.errors import CorruptTracesError
+from lambdas.trace_processor.errors import CorruptTracesError, TraceIOError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -67,11 +67,25 @@ class ProfStackEngine:
         return str(render_html(dict(summary)))
 
 
+def raise_read_failures(sources: Sequence[S3TraceSource]) -> None:
+    """A read that failed (throttled, reset past the budget, 412, 416, denied) is not a bad file: the
+    engine recorded it as one, so the job is retried instead (TraceIOError), never reported partial."""
+    failed = [s.failure for s in sources if s.failure is not None]
+    if failed:
+        first = failed[0]
+        raise TraceIOError(
+            f"{len(failed)} of {len(sources)} trace files could not be read ({first.code}): {first}"[:1000],
+            code=first.code,
+        )
+
+
 def analyze_objects(s3: S3Client, engine: Engine, env: ProcessorEnv, objects: Sequence[S3Object]) -> dict[str, Any]:
-    """The job's summary over its trace files, streamed from S3. A file the engine cannot read is an
-    input with status failed/partial; when no file at all can be read, CorruptTracesError (retried)."""
+    """The job's summary over its trace files, streamed from S3. An S3 read failure fails the job for a
+    retry (TraceIOError); a file the engine cannot parse is an input with status failed/partial; when no
+    file at all can be parsed, CorruptTracesError (retried, then dead-lettered)."""
     sources = [S3TraceSource(s3, o) for o in objects]
     summary = engine.analyze(sources, top_k=env.top_k, rule_thresholds=env.rule_thresholds)
+    raise_read_failures(sources)
     inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
     if inputs and all(i.get("status") == "failed" for i in inputs):
         reasons = "; ".join(str((i.get("error") or {}).get("message", i.get("name"))) for i in inputs)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from lambdas.common.env import EnvError, FunctionEnv
+from profstack import layout
 
 __all__ = ["EnvError", "ProcessorEnv"]
 
@@ -28,15 +29,42 @@ class ProcessorEnv(FunctionEnv):
     rule_thresholds: Annotated[dict[str, float], Field(alias="RULE_THRESHOLDS", default_factory=dict)]
     legacy_tagging: Annotated[bool, Field(alias="LEGACY_TAGGING")] = True
     idempotency_ttl_seconds: Annotated[int, Field(ge=60, alias="IDEMPOTENCY_TTL_SECONDS")] = 7 * 86400
+    #: the configured users: a job's owner tag must name one of them (empty: only untagged jobs pass)
+    users: Annotated[frozenset[str], Field(alias="USERS", default_factory=frozenset)]
+    #: the trace-reader role: every trace read runs under it, with a session policy naming only the
+    #: job owner's folders (scope.py). Unset (local runs, the demo): reads use the function's own role.
+    reader_role_arn: Annotated[
+        str | None, Field(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/", alias="READER_ROLE_ARN")
+    ] = None
+    trace_key_arn: Annotated[str | None, Field(pattern=r"^arn:aws[a-z-]*:kms:", alias="TRACE_KEY_ARN")] = None
 
-    @field_validator("extra_trace_prefixes", "rule_thresholds", mode="before")
+    @field_validator("extra_trace_prefixes", "rule_thresholds", "users", mode="before")
     @classmethod
     def _json(cls, value: Any) -> Any:
         if isinstance(value, str):
             return json.loads(value) if value.strip() else None
         return value
 
-    @field_validator("state_machine_arn", mode="before")
+    @field_validator("extra_trace_prefixes")
+    @classmethod
+    def _templates(cls, value: list[str]) -> list[str]:
+        return [layout.check_prefix_template(v) for v in value]  # LayoutError is a ValueError
+
+    @field_validator("users")
+    @classmethod
+    def _segments(cls, value: frozenset[str]) -> frozenset[str]:
+        bad = sorted(u for u in value if not layout.is_segment(u) or u == layout.UNOWNED_USER)
+        if bad:
+            raise ValueError(f"not a user name: {bad[0]!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _reader_needs_key(self) -> ProcessorEnv:
+        if self.reader_role_arn and not self.trace_key_arn:
+            raise ValueError("READER_ROLE_ARN needs TRACE_KEY_ARN (the session policy names the key it decrypts with)")
+        return self
+
+    @field_validator("state_machine_arn", "reader_role_arn", "trace_key_arn", mode="before")
     @classmethod
     def _empty_is_none(cls, value: Any) -> Any:
         return value or None

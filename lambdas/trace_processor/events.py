@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from profstack.sagemaker_events import TERMINAL_STATUSES
+from profstack.tensorboard.names import TRAINING_JOB_NAME_RE
 
 
 class EventError(ValueError):
@@ -33,6 +34,15 @@ class TrainingJobDetail(_Loose):
     output_data_config: Annotated[OutputDataConfig | None, Field(alias="OutputDataConfig")] = None
     tags: Annotated[dict[str, str], Field(alias="Tags")] = {}
     training_end_time: Annotated[int | None, Field(alias="TrainingEndTime")] = None
+
+    @field_validator("training_job_name")
+    @classmethod
+    def _sagemaker_name(cls, value: str) -> str:
+        # What SageMaker accepts (full match: "job\n", "../bob", "a.b" are not job names). The name goes
+        # into S3 keys and API calls; anything else is a forged message.
+        if not TRAINING_JOB_NAME_RE.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is not a SageMaker training job name")
+        return value
 
     @field_validator("tags", mode="before")
     @classmethod

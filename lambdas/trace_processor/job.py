@@ -1,5 +1,9 @@
 """What a job is to the processor: its name, owner, status and where its outputs go (`JobContext`),
-built from the event and DescribeTrainingJob; and what happened to it (`Outcome`)."""
+built from the event, DescribeTrainingJob and the job's own tags (ListTags); and what happened to it
+(`Outcome`).
+
+The owner is the job's `<user_tag_key>` tag as SageMaker returns it, never the message: it must name a
+configured user, and a message that claims another owner is rejected (NotOwnedError)."""
 
 from __future__ import annotations
 
@@ -12,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import S3Location, S3UriError, parse_s3_uri
 from lambdas.trace_processor.env import ProcessorEnv
-from lambdas.trace_processor.errors import JobNotFoundError
+from lambdas.trace_processor.errors import JobNotFoundError, NotOwnedError
 from lambdas.trace_processor.events import TrainingJobStateChange
+from lambdas.trace_processor.scope import owned_tensorboard
 from profstack import layout
 
 if TYPE_CHECKING:
@@ -27,8 +32,10 @@ class JobContext:
     user: str
     trace_bucket: str
     end_time_s: float
-    tensorboard: S3Location | None  # <TensorBoardOutputConfig.S3OutputPath>/<job>/
+    tensorboard: S3Location | None  # <TensorBoardOutputConfig.S3OutputPath>/<job>/, only inside the owner's space
     region: str = ""
+    #: summary `warnings[]` entries about the job itself (e.g. a TensorBoard output that was ignored)
+    warnings: tuple[Mapping[str, Any], ...] = ()
 
     @property
     def reports(self) -> S3Location:
@@ -44,6 +51,7 @@ class JobContext:
             "end_time_s": self.end_time_s,
             "tensorboard": self.tensorboard.uri if self.tensorboard else None,
             "region": self.region,
+            "warnings": [dict(w) for w in self.warnings],
         }
 
     @classmethod
@@ -57,6 +65,7 @@ class JobContext:
             end_time_s=float(data["end_time_s"]),
             tensorboard=parse_s3_uri(tb) if tb else None,
             region=str(data.get("region") or ""),
+            warnings=tuple(dict(w) for w in data.get("warnings") or [] if isinstance(w, Mapping)),
         )
 
 
@@ -93,15 +102,36 @@ def describe_job(sagemaker: SageMakerClient, job: str) -> dict[str, Any]:
         raise JobNotFoundError(f"training job {job!r} not found: {exc}") from exc
 
 
-def resolve_user(tags: Mapping[str, str], tag_key: str) -> str:
+def job_tags(sagemaker: SageMakerClient, describe: Mapping[str, Any]) -> dict[str, str]:
+    """The job's tags as SageMaker holds them (ListTags on its ARN)."""
+    arn = describe.get("TrainingJobArn")
+    if not isinstance(arn, str) or not arn:
+        raise JobNotFoundError(
+            f"DescribeTrainingJob returned no TrainingJobArn for {describe.get('TrainingJobName')!r}"
+        )
+    return aws.list_tags(sagemaker, arn)
+
+
+def resolve_user(tags: Mapping[str, str], tag_key: str, users: frozenset[str]) -> str:
+    """The owner named by the job's own tag: a configured user (full match), or `_unowned` when the
+    job has no such tag. A tag naming anyone else is refused (NotOwnedError)."""
     user = tags.get(tag_key)
-    if not user:
+    if user is None or user == "":
         return layout.UNOWNED_USER
-    try:
-        layout.user_reports_prefix(user)
-    except layout.LayoutError:
-        return layout.UNOWNED_USER  # an unusable tag value must not break the report
+    if user not in users or not layout.is_segment(user):
+        raise NotOwnedError(f"the job's {tag_key} tag names {user[:80]!r}, which is not a configured user")
     return user
+
+
+def check_claimed_owner(event: TrainingJobStateChange, owner: str, tag_key: str) -> None:
+    """A message that names an owner must name the job's real one (a rule with an input transformer
+    could otherwise claim another user's job)."""
+    claimed = event.detail.tags.get(tag_key)
+    real = "" if owner == layout.UNOWNED_USER else owner
+    if claimed is not None and claimed != real:
+        raise NotOwnedError(
+            f"the message says {tag_key}={claimed[:80]!r} but the job's own tag says {real or '(none)'!r}; rejected"
+        )
 
 
 def s3_path(describe: Mapping[str, Any], *config: str) -> S3Location | None:
@@ -117,9 +147,17 @@ def s3_path(describe: Mapping[str, Any], *config: str) -> S3Location | None:
         return None
 
 
-def job_context(event: TrainingJobStateChange, describe: Mapping[str, Any], env: ProcessorEnv) -> JobContext:
+def job_context(
+    event: TrainingJobStateChange, describe: Mapping[str, Any], tags: Mapping[str, str], env: ProcessorEnv
+) -> JobContext:
+    """The job as the processor sees it. The TensorBoard folder is kept only inside the owner's space
+    (scope.owned_tensorboard); otherwise it is dropped and a warning says so."""
     job = event.job_name
-    tb_root = s3_path(describe, "TensorBoardOutputConfig", "S3OutputPath")
+    user = resolve_user(tags, env.user_tag_key, env.users)
+    check_claimed_owner(event, user, env.user_tag_key)
+    raw_tb = describe.get("TensorBoardOutputConfig")
+    raw_path = raw_tb.get("S3OutputPath") if isinstance(raw_tb, Mapping) else None
+    tensorboard, warnings = owned_tensorboard(raw_path if isinstance(raw_path, str) else None, user, job, env)
     end = describe.get("TrainingEndTime") or describe.get("LastModifiedTime")
     if isinstance(end, datetime):
         end_s = end.timestamp()
@@ -130,9 +168,10 @@ def job_context(event: TrainingJobStateChange, describe: Mapping[str, Any], env:
     return JobContext(
         job=job,
         status=event.status,
-        user=resolve_user(event.detail.tags, env.user_tag_key),
+        user=user,
         trace_bucket=env.trace_bucket,
         end_time_s=end_s,
-        tensorboard=tb_root.child(job) if tb_root else None,
+        tensorboard=tensorboard,
         region=event.region,
+        warnings=tuple(warnings),
     )

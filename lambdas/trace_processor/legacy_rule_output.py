@@ -29,6 +29,23 @@ def rule_output_prefixes(describe: Mapping[str, Any], job: str) -> list[S3Locati
     return list(unique.values())
 
 
+def owned_rule_output(prefixes: Sequence[S3Location], user: str, env: ProcessorEnv) -> list[S3Location]:
+    """Only rule-output folders that cannot be another user's: plain keys (no `..`, `%`, empty
+    segments), and in the trace bucket not under the per-user layout (traces/, tensorboard/, reports/)
+    unless under this owner's own folders. The expiry tag deletes objects, so a job must not be able to
+    point it at someone else's."""
+    owned = (layout.user_traces_prefix(user), layout.user_tensorboard_prefix(user))
+    per_user = (layout.TRACES_PREFIX, layout.TENSORBOARD_PREFIX, layout.REPORTS_PREFIX)
+    kept: list[S3Location] = []
+    for prefix in prefixes:
+        if not layout.is_plain_prefix(prefix.key):
+            continue
+        if prefix.bucket == env.trace_bucket and prefix.key.startswith(per_user) and not prefix.key.startswith(owned):
+            continue
+        kept.append(prefix)
+    return kept
+
+
 def tag_rule_output(s3: S3Client, prefixes: Sequence[S3Location], allowed_buckets: set[str]) -> int:
     """Tag legacy rule-output objects so the StorageStack's tag-based expiry applies.
     Buckets outside ProfStack's grant are skipped (the role may not touch them)."""

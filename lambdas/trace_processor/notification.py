@@ -13,6 +13,7 @@ from lambdas.trace_processor.summary_tools import findings
 from profstack.history.text import summary_lines
 
 TOP_FINDINGS_IN_NOTIFICATION = 5
+TOP_UNREADABLE_IN_NOTIFICATION = 10
 
 
 def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) -> tuple[str, str]:
@@ -22,8 +23,18 @@ def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) 
         subject = f"ProfStack: {ctx.job} {ctx.status}, no traces found"
         lines = [str(summary.get("message", "")), "", "Searched:", *[f"  {u}" for u in summary.get("searched", [])]]
     else:
-        subject = f"ProfStack: {ctx.job} {ctx.status}, {len(findings(summary))} findings"
+        unreadable = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping) and i.get("status") != "ok"]
+        partial = ", partial report" if unreadable else ""
+        subject = f"ProfStack: {ctx.job} {ctx.status}, {len(findings(summary))} findings{partial}"
         lines = [f"Training job {ctx.job} ended with status {ctx.status}.", ""]
+        if unreadable:
+            lines.append(f"Incomplete: {len(unreadable)} trace file(s) could not be read completely:")
+            for item in unreadable[:TOP_UNREADABLE_IN_NOTIFICATION]:
+                reason = (item.get("error") or {}).get("message") or item.get("status")
+                lines.append(f"  {item.get('name')} ({item.get('status')}): {str(reason)[:200]}")
+            if len(unreadable) > TOP_UNREADABLE_IN_NOTIFICATION:
+                lines.append(f"  ... and {len(unreadable) - TOP_UNREADABLE_IN_NOTIFICATION} more (see summary.json)")
+            lines.append("")
         if top:
             lines.append("Top findings:")
             for f in top:
@@ -33,6 +44,8 @@ def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) 
         else:
             lines.append("No findings.")
         lines += summary_lines(summary)  # regression against the family, GPU cost (profstack.history)
+    if ctx.warnings:
+        lines += ["", "Warnings:", *[f"  {w.get('message')}" for w in ctx.warnings]]
     lines += ["", f"Report: {report}", f"Summary: {ctx.reports.child('summary.json').uri}"]
     if ctx.region:
         lines.append(

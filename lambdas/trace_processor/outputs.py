@@ -2,7 +2,7 @@
 JobContext.reports, so a re-delivery overwrites with identical content instead of adding a report):
 
     summary.json, report.html            publish_report()
-    perfetto/rank-<r>[-<n>].trace.json.gz write_perfetto()
+    perfetto/rank-<r>[.<i>].trace.json.gz write_perfetto(): profstack.analysis.perfetto_plan's names
     <TensorBoard folder>/profstack/...   write_tensorboard()
     the e-mail                           notification.notify_once()
 """
@@ -22,17 +22,18 @@ from lambdas.trace_processor.aws import (
     put_json,
     upload_fileobj,
 )
-from lambdas.trace_processor.engine import Engine
+from lambdas.trace_processor.engine import Engine, raise_read_failures
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.history import export_mlflow, record_history
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.notification import notify_once
+from lambdas.trace_processor.scope import as_folder
 from lambdas.trace_processor.summary_tools import job_metrics, step_durations_ms
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
 from profstack import metric_names as m
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
-from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
+from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS, perfetto_plan
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -40,64 +41,38 @@ if TYPE_CHECKING:
 _SPOOL_BYTES = 64 << 20
 
 
-def flag_unreadable(summary: dict[str, Any]) -> list[str]:
-    """Files the engine could not read (failed) or read only in part (partial). Adds a finding so
-    the report says so up front. (To be produced by the engine itself, so `profstack analyze` reports
-    it too; this function then goes.)"""
+def unreadable_files(summary: Mapping[str, Any]) -> list[str]:
+    """Inputs the engine could not read (failed) or read only in part (partial). The engine (and the
+    fan-out merge) already put the UnreadableTraceFiles finding first; this only lists them."""
     inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
-    bad = [str(i.get("name")) for i in inputs if i.get("status") in {"failed", "partial"}]
-    existing = {f.get("rule_id") for f in summary.get("findings") or [] if isinstance(f, Mapping)}
-    if bad and "UnreadableTraceFiles" not in existing:
-        reasons = {
-            str(i.get("name")): str((i.get("error") or {}).get("message", i.get("status")))
-            for i in inputs
-            if i.get("status") in {"failed", "partial"}
-        }
-        summary.setdefault("findings", []).insert(
-            0,
-            {
-                "rule_id": "UnreadableTraceFiles",
-                "severity": "warning",
-                "message": f"{len(bad)} of {len(inputs)} trace files could not be read completely; "
-                "the report covers what could be read",
-                "evidence": {"files": reasons},
-                "recommendation": "Check that the profiler finished writing these files (a job stopped "
-                "mid-write leaves truncated JSON), then re-run `profstack analyze` on them.",
-                "ranks": [],
-            },
-        )
-    return bad
-
-
-def _rank_names(summary: Mapping[str, Any]) -> dict[str, str]:
-    """Source name -> perfetto file stem (rank-<r>, or rank-<r>-<n> when a rank has several files)."""
-    names: dict[str, str] = {}
-    seen: dict[str, int] = {}
-    for item in summary.get("inputs") or []:
-        if not isinstance(item, Mapping) or item.get("status") in {"failed", "partial"}:
-            continue
-        rank = item.get("rank")
-        stem = f"rank-{rank}" if isinstance(rank, int) else "rank-unknown"
-        count = seen.get(stem, 0)
-        seen[stem] = count + 1
-        names[str(item.get("name"))] = stem if count == 0 else f"{stem}-{count}"
-    return names
+    return [str(i.get("name")) for i in inputs if i.get("status") in {"failed", "partial"}]
 
 
 def write_perfetto(
-    s3: S3Client, engine: Engine, ctx: JobContext, objects: Sequence[S3Object], summary: Mapping[str, Any]
+    s3: S3Client,
+    engine: Engine,
+    ctx: JobContext,
+    objects: Sequence[S3Object],
+    summary: Mapping[str, Any],
+    *,
+    source_s3: S3Client | None = None,
 ) -> list[str]:
-    """Trimmed per-rank traces (gzip) under reports/.../perfetto/. Spooled to /tmp, never held whole."""
-    names = _rank_names(summary)
-    written: list[str] = []
+    """Trimmed per-rank traces (gzip) under reports/.../perfetto/. Spooled to /tmp, never held whole.
+    The traces are read with `source_s3` (the job's trace reader; default `s3`), written with `s3`."""
+    reader = source_s3 if source_s3 is not None else s3
+    by_name: dict[str, S3Object] = {}
     for obj in objects:
-        stem = names.get(obj.uri) or names.get(obj.key.rsplit("/", 1)[-1])
-        if stem is None:
-            continue  # unreadable file: nothing to trim
-        target = ctx.reports.child("perfetto", f"{stem}.trace.json.gz")
+        by_name.setdefault(obj.uri, obj)  # the engine names an S3 input by its URI (S3TraceSource.name)
+    plan = perfetto_plan(summary, by_name)
+    written: list[str] = []
+    for out in plan.outputs:
+        target = ctx.reports.child("perfetto", out.file_name)
+        source = S3TraceSource(reader, by_name[out.source])
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
-            if not engine.trim(S3TraceSource(s3, obj), cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS):
-                continue
+            trimmed = engine.trim(source, cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS)
+            raise_read_failures([source])  # a failed read is retried, never a silently missing trace
+            if not trimmed:
+                continue  # a partial file whose readable part cannot be trimmed: the summary flags it
             spool.seek(0)
             upload_fileobj(s3, target, cast(BinaryIO, spool), content_type="application/json", content_encoding="gzip")
         written.append(target.uri)
@@ -106,10 +81,16 @@ def write_perfetto(
 
 def tensorboard_location(ctx: JobContext) -> S3Location | None:
     """Event file in the job's TensorBoard folder, named after the job's end time so a re-run
-    overwrites it. Only inside the trace bucket's tensorboard/ prefix: the role may write nowhere else."""
+    overwrites it. Only inside the owner's tensorboard/<user>/ in the trace bucket (checked again here:
+    the fan-out aggregate gets the context from the execution input)."""
     if ctx.tensorboard is None:
         return None
-    if ctx.tensorboard.bucket != ctx.trace_bucket or not ctx.tensorboard.key.startswith(layout.TENSORBOARD_PREFIX):
+    tb = as_folder(ctx.tensorboard)
+    if (
+        tb.bucket != ctx.trace_bucket
+        or not layout.is_plain_prefix(tb.key)
+        or not tb.key.startswith(layout.user_tensorboard_prefix(ctx.user))
+    ):
         return None
     return ctx.tensorboard.child("profstack", f"events.out.tfevents.{int(ctx.end_time_s)}.profstack")
 
@@ -130,7 +111,8 @@ def write_tensorboard(
 def no_traces_summary(ctx: JobContext, searched: Sequence[S3Location]) -> dict[str, Any]:
     return {
         "schema_version": SUMMARY_SCHEMA_VERSION,
-        "complete": True,
+        # nothing found is a complete answer, unless a place the job named was left out (ctx.warnings)
+        "complete": not ctx.warnings,
         "no_traces": True,
         "message": f"No PyTorch profiler traces (*.pt.trace.json[.gz]) were found for job {ctx.job}.",
         "searched": [loc.uri for loc in searched],
@@ -140,6 +122,7 @@ def no_traces_summary(ctx: JobContext, searched: Sequence[S3Location]) -> dict[s
         "inputs": [],
         "ranks": [],
         "findings": [],
+        "warnings": [],
     }
 
 
@@ -162,8 +145,12 @@ def publish_report(
     trace_bytes: int,
 ) -> Outcome:
     """summary.json, report.html, TensorBoard scalars, SNS. Shared by the one-Lambda path and the
-    fan-out aggregate step, so both write the same outputs."""
-    flagged = flag_unreadable(summary)
+    fan-out aggregate step, so both write the same outputs. The job's own warnings (ctx.warnings, e.g.
+    an ignored TensorBoard output) are added to the summary's `warnings`."""
+    job_warnings = [dict(w) for w in ctx.warnings]
+    if job_warnings:
+        summary["warnings"] = [*job_warnings, *[w for w in summary.get("warnings") or [] if w not in job_warnings]]
+    flagged = unreadable_files(summary)
     summary = record_history(clients, ctx, summary)  # cost, Regression finding, history/ rows (history.py)
     metrics = (
         job_metrics(summary, trace_bytes=trace_bytes)

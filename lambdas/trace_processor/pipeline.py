@@ -1,34 +1,69 @@
 """What the processor does for one finished training job:
 
-DescribeTrainingJob (job.py) -> tag legacy rule output (legacy_rule_output.py)
+DescribeTrainingJob + ListTags: the owner (job.py) -> tag legacy rule output (legacy_rule_output.py)
+-> the owner's folders (scope.py) -> the trace reader: the reader role, its session limited to them
 -> find traces (discovery.py) -> fan out (routing.py) | analyse here (engine.py)
 -> publish the report (outputs.py, notification.py)
 """
 
 from __future__ import annotations
 
-from lambdas.trace_processor.aws import Clients
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from lambdas.trace_processor import aws
+from lambdas.trace_processor.aws import Clients, S3Location
 from lambdas.trace_processor.discovery import find_traces, trace_prefixes
 from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.events import TrainingJobStateChange
-from lambdas.trace_processor.job import Outcome, describe_job, job_context
-from lambdas.trace_processor.legacy_rule_output import allowed_buckets, rule_output_prefixes, tag_rule_output
+from lambdas.trace_processor.job import JobContext, Outcome, describe_job, job_context, job_tags
+from lambdas.trace_processor.legacy_rule_output import (
+    allowed_buckets,
+    owned_rule_output,
+    rule_output_prefixes,
+    tag_rule_output,
+)
 from lambdas.trace_processor.outputs import no_traces_summary, publish_report, write_perfetto
 from lambdas.trace_processor.routing import needs_fanout, start_fanout
+from lambdas.trace_processor.scope import owner_read_spaces, session_name, session_policy
 from profstack import metric_names as m
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
+
+def trace_reader(clients: Clients, env: ProcessorEnv, ctx: JobContext, prefixes: Sequence[S3Location]) -> S3Client:
+    """The S3 client every trace read of this job goes through: an AssumeRole session of the reader
+    role whose session policy names only `prefixes` (the owner's folders). Without a reader role (local
+    runs, the demo) the function's own client."""
+    if not env.reader_role_arn:
+        return clients.s3
+    if clients.sts is None:
+        raise RuntimeError("READER_ROLE_ARN is set but no STS client was created")
+    partition = env.reader_role_arn.split(":", 2)[1]
+    return aws.assumed_s3_client(
+        clients.sts,
+        role_arn=env.reader_role_arn,
+        session_name=session_name(ctx.job),
+        policy=session_policy(
+            prefixes, partition=partition, key_arn=env.trace_key_arn, owner_spaces=owner_read_spaces(ctx.user, env)
+        ),
+    )
 
 
 def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Clients, engine: Engine) -> Outcome:
     if not event.is_terminal:
         return Outcome(event.job_name, event.status, "ignored")
     describe = describe_job(clients.sagemaker, event.job_name)
-    ctx = job_context(event, describe, env)
+    ctx = job_context(event, describe, job_tags(clients.sagemaker, describe), env)
     tagged = 0
     if env.legacy_tagging:
-        tagged = tag_rule_output(clients.s3, rule_output_prefixes(describe, ctx.job), allowed_buckets(env))
+        prefixes = owned_rule_output(rule_output_prefixes(describe, ctx.job), ctx.user, env)
+        tagged = tag_rule_output(clients.s3, prefixes, allowed_buckets(env))
     prefixes = trace_prefixes(ctx, env)
-    objects = find_traces(clients.s3, prefixes)
+    reader = trace_reader(clients, env, ctx, prefixes)
+    objects = find_traces(reader, prefixes)
     if not objects:
         outcome = publish_report(
             clients, env, ctx, no_traces_summary(ctx, prefixes), render_html=engine.render_html, trace_bytes=0
@@ -43,8 +78,8 @@ def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Cl
             {m.JOBS_FANNED_OUT: 1.0, m.TRACE_FILES: float(len(objects))},
         )
     else:
-        summary = analyze_objects(clients.s3, engine, env, objects)
-        write_perfetto(clients.s3, engine, ctx, objects, summary)
+        summary = analyze_objects(reader, engine, env, objects)
+        write_perfetto(clients.s3, engine, ctx, objects, summary, source_s3=reader)
         outcome = publish_report(
             clients,
             env,

@@ -9,14 +9,12 @@ from functools import lru_cache
 
 import boto3
 from aws_lambda_powertools.utilities.idempotency import DynamoDBPersistenceLayer, IdempotencyConfig
-from botocore.config import Config
 
-from lambdas.trace_processor.aws import Clients
+from lambdas.trace_processor.aws import BOTO_CONFIG, Clients
 from lambdas.trace_processor.engine import Engine, ProfStackEngine
 from lambdas.trace_processor.env import ProcessorEnv
 
-# Standard retry mode backs off on S3 SlowDown / API throttling before the record fails.
-_BOTO = Config(retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=120)
+_BOTO = BOTO_CONFIG
 
 
 @lru_cache(maxsize=1)
@@ -32,6 +30,7 @@ def clients() -> Clients:
         sagemaker=boto3.client("sagemaker", config=_BOTO),
         sns=boto3.client("sns", config=_BOTO),
         sfn=boto3.client("stepfunctions", config=_BOTO) if current.state_machine_arn else None,
+        sts=boto3.client("sts", config=_BOTO) if current.reader_role_arn else None,
     )
 
 

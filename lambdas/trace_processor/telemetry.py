@@ -8,7 +8,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-from lambdas.trace_processor.errors import failure_reason
+from lambdas.trace_processor.aws import TraceReadError, error_code
+from lambdas.trace_processor.errors import TraceIOError, failure_reason
 from lambdas.trace_processor.job import Outcome
 from profstack import metric_names as m
 
@@ -40,12 +41,18 @@ def publish_metrics(outcome: Outcome) -> None:
 
 
 def record_failure(exc: BaseException, record: SQSRecord) -> None:
-    """Count the failure and log why, with the message id and how often SQS has delivered it."""
+    """Count the failure (also per `reason`, a metric dimension) and log why, with the message id and how
+    often SQS has delivered it."""
+    reason = failure_reason(exc)
     metrics.add_metric(name=m.PROCESSING_FAILURES, unit=MetricUnit.Count, value=1)
+    with single_metric(name=m.PROCESSING_FAILURES, unit=MetricUnit.Count, value=1, namespace=m.NAMESPACE) as metric:
+        metric.add_dimension(name=m.REASON_DIMENSION, value=reason)
+    code = exc.code if isinstance(exc, TraceIOError | TraceReadError) else error_code(exc)
     logger.error(
         "job processing failed; SQS will retry, then dead-letter",
         extra={
-            "reason": failure_reason(exc),
+            "reason": reason,
+            "error_code": code,
             "error": str(exc)[:2000],
             "error_type": type(exc).__name__,
             "message_id": record.message_id,

@@ -76,6 +76,9 @@ def discover_sources(paths: Sequence[str | Path]) -> list[TraceSource]:
             candidates = sorted(p for p in path.rglob("*") if _is_trace_file(p))
         elif path.is_file():
             candidates = [path]
+        elif path.exists():
+            # a FIFO, socket or device: reading it could block or never end
+            raise TraceSourceError(f"not a regular file (a FIFO, socket or device?): {path}")
         else:
             raise TraceSourceError(f"no such file or directory: {path}")
         for cand in candidates:

@@ -6,12 +6,21 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from profstack.report.html import CSP
+
 
 def render_no_traces_html(summary: Mapping[str, Any]) -> str:
-    """A minimal page for a no-traces summary (`no_traces: true`, with `message`, `searched`, `hint`)."""
+    """A minimal page for a no-traces summary (`no_traces: true`, with `message`, `searched`, `hint`, and
+    `warnings`: places the job named that were left out, e.g. a TensorBoard output outside its owner's space)."""
     items = "".join(f"<li><code>{html.escape(str(u))}</code></li>" for u in summary.get("searched", []))
+    warnings = [w for w in summary.get("warnings") or [] if isinstance(w, Mapping)]
+    notes = "".join(f"<li>{html.escape(str(w.get('message', '')))}</li>" for w in warnings)
+    warned = f"<p>Not searched:</p><ul>{notes}</ul>" if notes else ""
     return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>ProfStack: no traces</title></head>"
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="referrer" content="no-referrer">'
+        "<title>ProfStack: no traces</title></head>"
         f"<body><h1>No traces</h1><p>{html.escape(str(summary['message']))}</p>"
-        f"<p>Searched:</p><ul>{items}</ul><p>{html.escape(str(summary['hint']))}</p></body></html>"
+        f"<p>Searched:</p><ul>{items}</ul>{warned}<p>{html.escape(str(summary['hint']))}</p></body></html>"
     )

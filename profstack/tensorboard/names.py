@@ -39,8 +39,9 @@ def app_arn_patterns(partition: str, region: str, account: str, domain_id: str, 
     return [f"{base}/tensorboard/{APP_NAME}", f"{base}/TensorBoard/{APP_NAME}"]
 
 
-# SageMaker training-job names; checked before a name goes into a URL.
-TRAINING_JOB_NAME_RE = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+# SageMaker training-job names; checked (full match: "job\n" is not a name) before a name goes into a URL
+# and before the trace processor uses one from an event.
+TRAINING_JOB_NAME_RE = re.compile(r"[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}")
 
 
 class StudioNameError(ValueError):
@@ -49,7 +50,7 @@ class StudioNameError(ValueError):
 
 def job_state(job_name: str) -> str:
     """The `state` parameter that opens a training job in the TensorBoard data manager (A3)."""
-    if not TRAINING_JOB_NAME_RE.match(job_name):
+    if not TRAINING_JOB_NAME_RE.fullmatch(job_name):
         raise StudioNameError(f"'{job_name}' is not a valid training job name")
     path = f"/tensorboard/default/data/plugin/sagemaker_data_manager/add_folder_or_job?Redirect=True&Name={job_name}"
     return base64.b64encode(path.encode()).decode()

@@ -1,6 +1,8 @@
 """Least-privilege S3/KMS grants over the ProfStack layout: read trace prefixes, write reports.
 
-Prefixes come from profstack.layout; extra trace prefixes (config) are granted read-only.
+Prefixes come from profstack.layout; extra trace prefixes (config templates, `{user}`/`{job}` as whole
+segments) are granted read-only up to their first placeholder. The per-owner, per-job narrowing is the
+session policy the processor passes when it assumes the trace-reader role (lambdas/trace_processor/scope.py).
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ READ_PREFIXES = (layout.TRACES_PREFIX, layout.TENSORBOARD_PREFIX)
 
 
 def _split(uri: str) -> tuple[str, str]:
+    """(bucket, static prefix): a template's key up to its first placeholder."""
     bucket, _, prefix = uri.removeprefix("s3://").partition("/")
-    return bucket, prefix
+    return bucket, prefix.split("{", 1)[0]
 
 
 @dataclass(frozen=True, kw_only=True)

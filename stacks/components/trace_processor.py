@@ -1,9 +1,11 @@
-"""The trace-processor functions: the SQS consumer and the two fan-out steps, each with its own role."""
+"""The trace-processor functions: the SQS consumer and the two fan-out steps, each with its own role;
+and the trace-reader role, the only way the processor reads traces (it assumes it per job with a
+session policy naming that job owner's folders: lambdas/trace_processor/scope.py)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
@@ -26,6 +28,8 @@ from stacks.components.trace_access import TraceAccess
 # SQS visibility must cover the whole batch's processing plus retries (AWS guidance: 6x timeout).
 VISIBILITY_TIMEOUT_FACTOR = 6
 SQS_BATCH_SIZE = 1  # one job per invocation: a job may take the whole Lambda timeout
+# Lambda's environment holds 4 KB in all; the user list must leave room for the rest.
+MAX_USERS_ENV_CHARS = 2048
 
 
 WILDCARD_REASONS = {
@@ -36,8 +40,8 @@ WILDCARD_REASONS = {
     r"AwsSolutions-IAM5\[Resource::.*/\*/rule-output/\*\]": "Legacy Debugger/Profiler output sits at "
     "<output>/<job>/rule-output/ (docs/platform-facts.md A6); only objects under a rule-output segment can be tagged.",
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/\*\]": (
-        "DescribeTrainingJob must work for any job that finishes in this account and region; it is the "
-        "only SageMaker action granted."
+        "DescribeTrainingJob and ListTags (the owner tag) must work for any job that finishes in this account "
+        "and region; they are the only SageMaker actions granted."
     ),
     r"AwsSolutions-IAM5\[Action::kms:GenerateDataKey\*\]": "Added by topic.grant_publish for the "
     "KMS-encrypted notification topic; the statement names only the messaging key.",
@@ -53,13 +57,22 @@ def processor_environment(
     topic: sns.ITopic,
     processing: Processing,
     user_tag_key: str,
+    users: Sequence[str],
 ) -> dict[str, str]:
-    """Everything lambdas.trace_processor.env.ProcessorEnv validates at cold start."""
+    """Everything lambdas.trace_processor.env.ProcessorEnv validates at cold start (the processor adds
+    READER_ROLE_ARN and TRACE_KEY_ARN)."""
+    users_json = json.dumps(sorted(users), separators=(",", ":"))
+    if len(users_json) > MAX_USERS_ENV_CHARS:
+        raise ValueError(
+            f"{len(users)} users ({len(users_json)} characters) do not fit the processor's environment "
+            f"(at most {MAX_USERS_ENV_CHARS} characters)"
+        )
     return {
         "TRACE_BUCKET": access.bucket.bucket_name,
         "IDEMPOTENCY_TABLE": table.table_name,
         "TOPIC_ARN": topic.topic_arn,
         "USER_TAG_KEY": user_tag_key,
+        "USERS": users_json,
         "EXTRA_TRACE_PREFIXES": json.dumps(list(access.extra_prefixes)),
         "FANOUT_FILE_THRESHOLD": str(processing.fanout_file_threshold),
         "FANOUT_BYTES_THRESHOLD": str(processing.fanout_bytes_threshold_mb * 2**20),
@@ -81,11 +94,12 @@ def grant_put_metric_data(role: iam.IRole) -> None:
 
 
 def grant_describe_training_jobs(role: iam.IRole, scope: Construct) -> None:
+    """DescribeTrainingJob and ListTags: the job's configuration and its owner tag, from SageMaker."""
     stack = cdk.Stack.of(scope)
     role.add_to_principal_policy(
         iam.PolicyStatement(
             sid="DescribeTrainingJobs",
-            actions=["sagemaker:DescribeTrainingJob"],
+            actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"],
             resources=[stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")],
         )
     )
@@ -116,12 +130,13 @@ class TraceProcessorFunctions(Construct):
         topic: sns.ITopic,
         processing: Processing,
         user_tag_key: str,
+        users: Sequence[str],
         log_retention_days: int,
         service: str,
     ) -> None:
         super().__init__(scope, construct_id)
         env = processor_environment(
-            access=access, table=table, topic=topic, processing=processing, user_tag_key=user_tag_key
+            access=access, table=table, topic=topic, processing=processing, user_tag_key=user_tag_key, users=users
         )
         retention = log_retention(log_retention_days)
         # One service name for the processor and the aggregate step: alarms watch one metric stream.
@@ -165,9 +180,24 @@ class TraceProcessorFunctions(Construct):
             memory_size=1024,
         )
 
-        # processor: everything a single-Lambda job needs, plus starting the fan-out.
+        # trace reader: reads traces/ and tensorboard/ (and extra prefixes), nothing else; only the
+        # processor may assume it, and it does so per job with a session policy naming the owner's folders.
         role = self.processor.role
-        access.grant_trace_read(role)
+        self.trace_reader = iam.Role(
+            self,
+            "TraceReaderRole",
+            assumed_by=iam.ArnPrincipal(role.role_arn),
+            description="ProfStack: reads one job's traces, assumed by the trace processor with a session "
+            "policy that names only the job owner's folders",
+            max_session_duration=cdk.Duration.hours(1),
+        )
+        access.grant_trace_read(self.trace_reader)
+        self.trace_reader.grant_assume_role(role)
+        self.processor.function.add_environment("READER_ROLE_ARN", self.trace_reader.role_arn)
+        self.processor.function.add_environment("TRACE_KEY_ARN", access.key.key_arn)
+        acknowledge_wildcards(default_policy(self.trace_reader), WILDCARD_REASONS)
+        # processor: everything a single-Lambda job needs (trace reads through the reader), plus starting
+        # the fan-out.
         access.grant_report_write(role, tensorboard=True)
         access.grant_rule_output_tagging(role)
         grant_describe_training_jobs(role, self)

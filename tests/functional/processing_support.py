@@ -61,6 +61,7 @@ def processor_environ(topic_arn: str, **overrides: str) -> dict[str, str]:
         "IDEMPOTENCY_TABLE": TABLE,
         "TOPIC_ARN": topic_arn,
         "USER_TAG_KEY": "profstack:user",
+        "USERS": '["alice", "bob"]',
         "EXTRA_TRACE_PREFIXES": "[]",
         "FANOUT_FILE_THRESHOLD": "8",
         "FANOUT_BYTES_THRESHOLD": str(2048 * 2**20),

@@ -505,3 +505,30 @@ def test_duplicate_arriving_while_the_first_runs_is_retried_later(
     docs = structured(log_lines(capsys))
     assert any(d.get("reason") == "duplicate_in_progress" for d in docs)
     assert not any(d.get("message") == "job processed" for d in docs)
+
+
+def test_perfetto_keys_follow_the_one_naming_plan(plane: DataPlane, traces_dir: Path) -> None:
+    # GIVEN a job with two files of rank 0 (a re-run: they overlap, so they are analysed apart) and rank 1
+    from lambdas.trace_processor import handler
+
+    job = "two-of-rank0"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_1.1.pt.trace.json.gz"))
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_2.2.pt.trace.json.gz"))
+    upload(plane, traces_dir, RANK1, _tb_key(job, "algo-2_3.3.pt.trace.json.gz"))
+    # WHEN processed
+    assert handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())["batchItemFailures"] == []
+    # THEN the Perfetto keys are profstack.analysis.perfetto_plan's names, as `profstack analyze` writes them
+    from profstack.analysis.perfetto_plan import perfetto_plan
+
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    expected = sorted(f"{reports}perfetto/{o.file_name}" for o in perfetto_plan(summary).outputs)
+    assert expected == [
+        f"{reports}perfetto/rank-0.0.trace.json.gz",
+        f"{reports}perfetto/rank-0.1.trace.json.gz",
+        f"{reports}perfetto/rank-1.trace.json.gz",
+    ]
+    assert plane.list_keys(f"{reports}perfetto/") == expected
+    # AND the unreadable-files finding is the engine's alone (none invented here)
+    assert [f["rule_id"] for f in summary["findings"]].count("UnreadableTraceFiles") == 0

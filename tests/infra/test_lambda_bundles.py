@@ -28,6 +28,8 @@ _TOKEN_VALUES = {
     "DOMAIN_ID": "d-000000000000",
     "TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:placeholder",
     "STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:placeholder",
+    "READER_ROLE_ARN": "arn:aws:iam::123456789012:role/placeholder",
+    "TRACE_KEY_ARN": "arn:aws:kms:us-east-1:123456789012:key/placeholder",
 }
 
 

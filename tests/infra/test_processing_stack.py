@@ -137,16 +137,15 @@ def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
     # GIVEN the processor's role THEN writes go only to reports/, tensorboard/ and history/ (issue 16 rows)
     assert sorted(r.rsplit("/", 1)[-1] for r in by_action["s3:PutObject"]) == ["*", "*", "*"]
     assert {r.split(">", 1)[-1] for r in by_action["s3:PutObject"]} == {"/reports/*", "/tensorboard/*", "/history/*"}
-    # AND reads only the trace prefixes (and history/: its family's baseline rows)
-    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {
-        "/traces/*",
-        "/tensorboard/*",
-        "/reports/*/.notified-*",  # only its own e-mail markers under reports/
-        "/history/*",
-    }
+    # AND reads no trace itself (that is the trace reader's, under a per-job session policy), only its
+    # e-mail markers under reports/ and history/ (its family's baseline rows)
+    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {"/reports/*/.notified-*", "/history/*"}
+    # AND may assume the trace-reader role and no other
+    (reader_id,) = [k for k in _of_type(template, "AWS::IAM::Role") if k.startswith("TraceProcessorTraceReaderRole")]
+    assert by_action["sts:AssumeRole"] == [f"<{json.dumps({'Fn::GetAtt': [reader_id, 'Arn']})}>"]
     # AND deletes nothing but its e-mail markers
     assert {r.split(">", 1)[-1] for r in by_action["s3:DeleteObject"]} == {"/reports/*/.notified-*"}
-    # AND SageMaker: DescribeTrainingJob and ListTags (the job family, issue 16) only, on training-job ARNs
+    # AND SageMaker: DescribeTrainingJob and ListTags (the owner tag and the job family) only, on training-job ARNs
     sagemaker = {a for a in by_action if a.startswith("sagemaker:")}
     assert sagemaker == {"sagemaker:DescribeTrainingJob", "sagemaker:ListTags"}
     assert all(":training-job/*" in r for a in sagemaker for r in by_action[a])
@@ -159,6 +158,37 @@ def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
     # AND no action wildcard except what grants add for KMS with SNS
     assert not [a for a in by_action if a.endswith(":*") or a == "*"]
     del fn_id
+
+
+def test_trace_reader_role_is_assumable_only_by_the_processor_and_only_reads_traces(
+    template: dict[str, Any], example_config: Any
+) -> None:
+    roles = _of_type(template, "AWS::IAM::Role")
+    (reader_id,) = [k for k in roles if k.startswith("TraceProcessorTraceReaderRole")]
+    _, fn = _function(template, "lambdas.trace_processor.handler.handler")
+    processor_role = fn["Role"]["Fn::GetAtt"][0]
+    # GIVEN the reader role THEN its trust policy names exactly the processor's role
+    (trust,) = roles[reader_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRole"
+    assert trust["Principal"] == {"AWS": {"Fn::GetAtt": [processor_role, "Arn"]}}
+    assert "Condition" not in trust
+    # AND no other role may assume it
+    for role_id in roles:
+        if role_id != processor_role:
+            assert reader_id not in json.dumps(_policy_statements(template, role_id))
+    # AND it can only read traces/ and tensorboard/ (plus the extra prefixes) and decrypt with the data key
+    statements = _policy_statements(template, reader_id)
+    actions = {a for st in statements for a in _actions(st)}
+    assert actions == {"s3:GetObject", "s3:ListBucket", "kms:Decrypt"}
+    gets = {r.split(">", 1)[-1] for st in statements if "s3:GetObject" in _actions(st) for r in _resources(st)}
+    assert gets == {"/traces/*", "/tensorboard/*"}
+    (listing,) = [st for st in statements if "s3:ListBucket" in _actions(st)]
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["traces/*", "tensorboard/*"]}}
+    # AND the processor is told the reader role, the data key and the configured users
+    env = fn["Environment"]["Variables"]
+    assert env["READER_ROLE_ARN"] == {"Fn::GetAtt": [reader_id, "Arn"]}
+    assert "DataKey" in json.dumps(env["TRACE_KEY_ARN"])
+    assert json.loads(env["USERS"]) == sorted(u.name for u in example_config.users)
 
 
 def test_each_function_has_its_own_role(template: dict[str, Any]) -> None:

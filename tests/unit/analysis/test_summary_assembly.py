@@ -54,13 +54,14 @@ def test_engine_adds_no_unreadable_finding_when_every_file_is_read() -> None:
 
 
 def test_lambda_flagging_adds_nothing_to_an_engine_summary(tmp_path: Path) -> None:
-    # GIVEN the engine's summary of unreadable inputs WHEN the Lambda's publish step flags unreadable files
+    # GIVEN the engine's summary of unreadable inputs WHEN the Lambda's publish step lists unreadable files
+    # (lambdas.trace_processor.outputs; was logic._flag_unreadable, whose own finding is deleted)
     from lambdas.trace_processor import outputs
 
     summary = dict(analyze(discover_sources([_mixed(tmp_path)])).summary)
     before = [dict(f) for f in summary["findings"]]
-    flagged = outputs.flag_unreadable(summary)
-    # THEN it finds the same files and adds no second finding (its own insertion is now dead code)
+    flagged = outputs.unreadable_files(summary)
+    # THEN it finds the same files and adds no second finding
     assert sorted(flagged) == ["not_kineto.json", "truncated_rank1.pt.trace.json"]
     assert summary["findings"] == before
 

@@ -12,9 +12,11 @@ from lambdas.trace_processor.aws import S3Location, S3Object, parse_s3_uri
 from lambdas.trace_processor.discovery import trace_prefixes
 from lambdas.trace_processor.engine import ProfStackEngine
 from lambdas.trace_processor.env import ProcessorEnv
+from lambdas.trace_processor.errors import NotOwnedError
 from lambdas.trace_processor.job import JobContext, resolve_user
 from lambdas.trace_processor.legacy_rule_output import rule_output_prefixes
 from lambdas.trace_processor.routing import execution_name, needs_fanout, route_for
+from lambdas.trace_processor.scope import owned_tensorboard
 from lambdas.trace_processor.summary_tools import job_metrics, merge_partials
 from profstack import metric_names as m
 from tests.conftest import REPO_ROOT
@@ -27,7 +29,8 @@ def _env(**overrides: Any) -> ProcessorEnv:
         "TRACE_BUCKET": BUCKET,
         "IDEMPOTENCY_TABLE": "t",
         "TOPIC_ARN": "arn:aws:sns:us-east-1:123456789012:t",
-        "EXTRA_TRACE_PREFIXES": '["s3://team-bucket/profiles"]',
+        "EXTRA_TRACE_PREFIXES": '["s3://team-bucket/profiles/{user}/{job}/"]',
+        "USERS": '["alice", "bob"]',
         "FANOUT_FILE_THRESHOLD": "3",
         "FANOUT_BYTES_THRESHOLD": "1000",
         "SINGLE_LAMBDA_MAX_FILE_BYTES": "600",
@@ -50,27 +53,36 @@ def _ctx(tensorboard: str | None) -> JobContext:
 def test_env_is_validated_with_a_readable_error() -> None:
     with pytest.raises(EnvError, match="TOPIC_ARN"):
         ProcessorEnv.from_environ({"TRACE_BUCKET": BUCKET, "IDEMPOTENCY_TABLE": "t", "TOPIC_ARN": "nope"})
-    assert _env().extra_trace_prefixes == ["s3://team-bucket/profiles"]
+    assert _env().extra_trace_prefixes == ["s3://team-bucket/profiles/{user}/{job}/"]
+    # AND an extra prefix that is not a per-owner template is refused at cold start
+    with pytest.raises(EnvError, match=r"\{user\}"):
+        _env(EXTRA_TRACE_PREFIXES='["s3://team-bucket/profiles"]')
 
 
 def test_trace_prefixes_cover_tensorboard_layout_and_extra_prefixes() -> None:
     # GIVEN a job whose TensorBoard output is in the trace bucket
     prefixes = [p.uri for p in trace_prefixes(_ctx(f"s3://{BUCKET}/tensorboard/alice/"), _env())]
-    # THEN its TensorBoard folder, the layout's traces folder and the extra prefix's job folder are searched
+    # THEN its TensorBoard folder, the layout's traces folder and the extra prefix's folder of this owner
+    # and job are searched
     assert prefixes == [
         f"s3://{BUCKET}/tensorboard/alice/j1/",
         f"s3://{BUCKET}/traces/alice/j1/",
-        "s3://team-bucket/profiles/j1/",
+        "s3://team-bucket/profiles/alice/j1/",
     ]
 
 
-def test_tensorboard_output_outside_the_grant_is_not_searched() -> None:
-    # GIVEN a TensorBoard output in a bucket the role cannot read WHEN searching THEN it is left out
-    prefixes = [p.uri for p in trace_prefixes(_ctx("s3://somewhere-else/tb/"), _env())]
-    assert "s3://somewhere-else/tb/j1/" not in prefixes
-    # AND under an extra prefix it is searched
-    inside = [p.uri for p in trace_prefixes(_ctx("s3://team-bucket/profiles/tb/"), _env())]
-    assert "s3://team-bucket/profiles/tb/j1/" in inside
+def test_tensorboard_output_outside_the_owners_space_is_not_searched() -> None:
+    # GIVEN a TensorBoard output in a bucket that is none of the owner's WHEN checked THEN it is left out
+    folder, warnings = owned_tensorboard("s3://somewhere-else/tb/", "alice", "j1", _env())
+    assert folder is None
+    assert [w["error_type"] for w in warnings] == ["TensorBoardOutputOutsideOwner"]
+    # AND under the owner's part of an extra prefix it is searched
+    inside, warnings = owned_tensorboard("s3://team-bucket/profiles/alice/tb/", "alice", "j1", _env())
+    assert inside is not None
+    assert inside.uri == "s3://team-bucket/profiles/alice/tb/j1/"
+    assert warnings == []
+    # AND not under another owner's part
+    assert owned_tensorboard("s3://team-bucket/profiles/bob/", "alice", "j1", _env())[0] is None
 
 
 @pytest.mark.parametrize(
@@ -101,12 +113,16 @@ def test_execution_name_is_deterministic_and_valid() -> None:
     assert set(name) <= set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 
 
-@pytest.mark.parametrize(
-    ("tags", "user"),
-    [({"profstack:user": "bob"}, "bob"), ({}, "_unowned"), ({"profstack:user": "../etc"}, "_unowned")],
-)
+@pytest.mark.parametrize(("tags", "user"), [({"profstack:user": "bob"}, "bob"), ({}, "_unowned")])
 def test_owner_comes_from_the_tag_or_is_unowned(tags: dict[str, str], user: str) -> None:
-    assert resolve_user(tags, "profstack:user") == user
+    assert resolve_user(tags, "profstack:user", frozenset({"alice", "bob"})) == user
+
+
+@pytest.mark.parametrize("value", ["../etc", "mallory", "bob\n", "Bob", "_unowned", "bob/x"])
+def test_an_owner_tag_naming_no_configured_user_is_refused(value: str) -> None:
+    # (was: an unusable value became _unowned; now anything but a configured user is refused)
+    with pytest.raises(NotOwnedError):
+        resolve_user({"profstack:user": value}, "profstack:user", frozenset({"alice", "bob"}))
 
 
 def test_rule_output_prefixes_are_under_each_output_path() -> None:
