@@ -455,13 +455,6 @@ class ProfStackConfig(_Model):
             )
         if not self.notifications.emails:
             found.append("notifications.emails: empty; findings and alarms will reach no one by e-mail")
-        if self.processing.include_last_step:
-            # the processing stack does not pass it to the Lambda yet (INCLUDE_LAST_STEP): say so, never ignore it
-            found.append(
-                "processing.include_last_step: true is not yet passed to the processing Lambda, which analyses "
-                "with the default (last ProfilerStep dropped, like HTA); `profstack analyze --include-last-step` "
-                "applies it locally"
-            )
         return found
 
 

@@ -18,7 +18,12 @@ class Engine(Protocol):
     """The slice of profstack.analysis / profstack.report the processor uses (injected for tests)."""
 
     def analyze(
-        self, sources: Sequence[S3TraceSource], *, top_k: int, rule_thresholds: Mapping[str, float]
+        self,
+        sources: Sequence[S3TraceSource],
+        *,
+        top_k: int,
+        rule_thresholds: Mapping[str, float],
+        include_last_step: bool,
     ) -> dict[str, Any]: ...
 
     def trim(self, source: S3TraceSource, out: BinaryIO, *, max_events: int) -> bool:
@@ -36,11 +41,19 @@ class ProfStackEngine:
     """The real engine. Imported lazily: the analysis package is heavy and only needed here."""
 
     def analyze(
-        self, sources: Sequence[S3TraceSource], *, top_k: int, rule_thresholds: Mapping[str, float]
+        self,
+        sources: Sequence[S3TraceSource],
+        *,
+        top_k: int,
+        rule_thresholds: Mapping[str, float],
+        include_last_step: bool,
     ) -> dict[str, Any]:
         from profstack.analysis import AnalysisOptions, analyze
 
-        result = analyze(list(sources), AnalysisOptions(top_k=top_k, rule_thresholds=dict(rule_thresholds)))
+        options = AnalysisOptions(
+            top_k=top_k, rule_thresholds=dict(rule_thresholds), include_last_step=include_last_step
+        )
+        result = analyze(list(sources), options)
         return dict(result.summary)
 
     def cross_rank(
@@ -84,7 +97,9 @@ def analyze_objects(s3: S3Client, engine: Engine, env: ProcessorEnv, objects: Se
     retry (TraceIOError); a file the engine cannot parse is an input with status failed/partial; when no
     file at all can be parsed, CorruptTracesError (retried, then dead-lettered)."""
     sources = [S3TraceSource(s3, o) for o in objects]
-    summary = engine.analyze(sources, top_k=env.top_k, rule_thresholds=env.rule_thresholds)
+    summary = engine.analyze(
+        sources, top_k=env.top_k, rule_thresholds=env.rule_thresholds, include_last_step=env.include_last_step
+    )
     raise_read_failures(sources)
     inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
     if inputs and all(i.get("status") == "failed" for i in inputs):

@@ -27,6 +27,8 @@ class ProcessorEnv(FunctionEnv):
     state_machine_arn: Annotated[str | None, Field(alias="STATE_MACHINE_ARN")] = None
     top_k: Annotated[int, Field(ge=1, le=100, alias="TOP_K")] = 10
     rule_thresholds: Annotated[dict[str, float], Field(alias="RULE_THRESHOLDS", default_factory=dict)]
+    #: keep the last ProfilerStep (config processing.include_last_step; default: dropped, like HTA)
+    include_last_step: Annotated[bool, Field(alias="INCLUDE_LAST_STEP")] = False
     legacy_tagging: Annotated[bool, Field(alias="LEGACY_TAGGING")] = True
     idempotency_ttl_seconds: Annotated[int, Field(ge=60, alias="IDEMPOTENCY_TTL_SECONDS")] = 7 * 86400
     #: the configured users: a job's owner tag must name one of them (empty: only untagged jobs pass)

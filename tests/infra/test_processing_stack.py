@@ -112,6 +112,7 @@ def test_processor_function_settings_come_from_config(template: dict[str, Any], 
     assert env["USER_TAG_KEY"] == example_config.tensorboard.user_tag_key
     assert "FanoutStateMachine" in json.dumps(env["STATE_MACHINE_ARN"])
     assert env["POWERTOOLS_METRICS_NAMESPACE"] == m.NAMESPACE
+    assert env["INCLUDE_LAST_STEP"] == ("true" if processing.include_last_step else "false")
     # AND its log group has the configured retention
     groups = [g["Properties"] for g in _of_type(template, "AWS::Logs::LogGroup").values()]
     assert groups

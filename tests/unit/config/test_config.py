@@ -255,14 +255,17 @@ def test_app_rejects_a_bad_rule_threshold_value_in_one_line(tmp_path: Path) -> N
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_include_last_step_defaults_to_hta_and_is_never_silently_ignored() -> None:
+def test_include_last_step_defaults_to_hta_and_reaches_the_processor() -> None:
     # GIVEN the shipped config WHEN parsed THEN the last ProfilerStep is dropped by default, like HTA and the engine
+    from lambdas.trace_processor.env import ProcessorEnv
     from profstack.analysis.options import DEFAULT_INCLUDE_LAST_STEP
 
     config = parse_config(_with("processing", {}))
     assert config.processing.include_last_step is DEFAULT_INCLUDE_LAST_STEP is False
     assert not any("include_last_step" in w for w in config.warnings())
-    # WHEN set to true THEN the admin is told the processing Lambda does not apply it yet
     config = parse_config(_with("processing", {"include_last_step": True}))
     assert config.processing.include_last_step is True
-    assert any("processing.include_last_step" in w for w in config.warnings())
+    # AND the processor's environment model reads the variable the stack sets from it (template: infra tests)
+    fields = ProcessorEnv.model_fields["include_last_step"]
+    assert fields.alias == "INCLUDE_LAST_STEP"
+    assert fields.default is DEFAULT_INCLUDE_LAST_STEP
