@@ -27,6 +27,9 @@ class RuleThresholds:
     #: CPUBound: host_wait share of GPU idle time above this, while GPU idle above min_idle_pct
     cpu_bound_host_wait_pct: float = 50.0
     cpu_bound_min_idle_pct: float = 20.0
+    #: CommunicationBound: exposed communication (no computation kernel running) above this share of step
+    #: time (of the GPU span without steps); it then takes precedence over CPUBound for the rank
+    comm_bound_exposed_pct: float = 20.0
     #: DataloaderBottleneck: DataLoader share of step time above this
     dataloader_share_pct: float = 10.0
     #: StepOutlier: step longer than mean + k * sigma (Debugger: 3)
@@ -100,7 +103,7 @@ class AnalysisOptions:
     max_event_bytes: largest single JSON value accepted (one event, or one top-level value).
     """
 
-    top_k: int = 10
+    top_k: int = 15
     steps: tuple[int, int] | None = None
     rule_thresholds: Mapping[str, float] = field(default_factory=dict)
     merge_rank_files: bool = True

@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, NotRequired, TypedDict
 
-SUMMARY_SCHEMA_VERSION = "1.1"
+SUMMARY_SCHEMA_VERSION = "1.2"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -180,6 +180,15 @@ class PrecisionShare(TypedDict):
     pct: float
 
 
+class ConversionKernels(TypedDict):
+    """Schema 1.2: quantise / dequantise / cast / convert kernels, kept out of ``precision`` (math)."""
+
+    count: int
+    time_us: float
+    pct_of_computation: float | None  # of all computation-kernel time
+    by_precision: list[PrecisionShare]  # the precision named in the kernel (e.g. fp8 for an FP8 cast)
+
+
 class CutoffCount(TypedDict):
     cutoff_us: float
     count: int
@@ -272,6 +281,11 @@ class Communication(TypedDict):
     overlap_time_us: float
     overlap_pct_of_comm: float | None
     comm_pct_of_span: float | None
+    #: schema 1.2: communication during which no computation kernel runs (comm_time_us - overlap_time_us)
+    exposed_time_us: NotRequired[float]
+    exposed_pct_of_span: NotRequired[float | None]
+    step_time_us: NotRequired[float | None]  # the analysed steps' total (ProfilerStep durations)
+    exposed_pct_of_step: NotRequired[float | None]
 
 
 class Occupancy(TypedDict):
@@ -307,6 +321,7 @@ class RankSummary(TypedDict):
     top_kernels_by_count: list[KernelStat]
     distinct_kernels: int
     precision: list[PrecisionShare]
+    conversion_kernels: NotRequired[ConversionKernels]
     launch_delay: LaunchDelay
     sync: Sync
     memory_ops: MemoryOps
@@ -391,6 +406,20 @@ class InputEntry(TypedDict):
     error: ErrorEntry | None
 
 
+class TimelineFile(TypedDict):
+    """One trimmed timeline (Perfetto / HTA) written next to the summary (``profstack analyze``)."""
+
+    file: str  # relative to the summary's folder, e.g. perfetto/rank-0.trace.json.gz
+    source: str
+    rank: int
+    window: str  # median | slowest | all | A:B
+    steps: list[int]
+    events: int
+    max_events: int | None
+    dropped: dict[str, int]  # tier -> events the cap dropped (profstack.analysis.trim.TIERS)
+    moved_to_overlap_tracks: int
+
+
 class Summary(TypedDict):
     """The whole ``summary.json`` (schema ``summary.schema.json``)."""
 
@@ -405,6 +434,8 @@ class Summary(TypedDict):
     ranks: list[RankSummary]
     cross_rank: CrossRank
     findings: list[Finding]
+    #: schema 1.2: the trimmed timelines written with this summary (absent: the writer did not say)
+    timelines: NotRequired[list[TimelineFile]]
 
 
 # ------------------------------------------------------------------------------------------ assembly helpers
