@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -50,6 +51,9 @@ class RuleThresholds:
     fp32_share_pct: float = 80.0
     #: BatchSize: GPU busy below this while the host is not the bottleneck
     batch_size_busy_pct: float = 50.0
+    #: GPUMemoryIncrease: a GPU's peak allocated memory rises by more than this from the first analysed step
+    #: to the last (Debugger: a moving-average rise of 5-10 %)
+    gpu_memory_increase_pct: float = 5.0
     #: HTA idle breakdown: gaps shorter than this (µs) with the launch already queued are kernel_wait
     consecutive_kernel_delay_us: float = 30.0
 
@@ -66,9 +70,10 @@ class RuleThresholds:
         valid = cls.names()
         unknown = sorted(set(overrides) - set(valid))
         if unknown:
-            raise UnknownThresholdError(
-                f"unknown rule threshold(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}"
-            )
+            # the closest names first: a one-line message may be cut before the end of the list
+            close = [m for u in unknown for m in difflib.get_close_matches(u, valid, n=3, cutoff=0.5)]
+            ordered = [*dict.fromkeys(close), *sorted(set(valid) - set(close))]
+            raise UnknownThresholdError(f"unknown rule threshold(s) {', '.join(unknown)}; valid: {', '.join(ordered)}")
         values: dict[str, float] = {}
         for key, value in overrides.items():
             if not isinstance(value, int | float) or isinstance(value, bool):

@@ -207,6 +207,7 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                 rank,
             )
         )
+    out.extend(gpu_memory_increase(r, th))
     if (
         busy is not None
         and busy < th.batch_size_busy_pct
@@ -222,6 +223,39 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                 "The GPU is under-used: increase the batch size (scale the learning rate accordingly) or use a "
                 "smaller instance.",
                 rank,
+            )
+        )
+    return out
+
+
+def gpu_memory_increase(r: RankSummary, th: RuleThresholds) -> list[Finding]:
+    """GPUMemoryIncrease (SageMaker Debugger's rule): a GPU's peak allocated memory per step rises by more
+    than ``gpu_memory_increase_pct`` from the first analysed step to the last (profile_memory traces)."""
+    out: list[Finding] = []
+    mem = r.get("memory")
+    for dev in mem["devices"] if mem is not None else []:
+        rise = dev["increase_pct"]
+        peaks = dev["step_peaks"]
+        if not dev["device"].startswith("cuda") or rise is None or rise <= th.gpu_memory_increase_pct:
+            continue
+        out.append(
+            _f(
+                "GPUMemoryIncrease",
+                "warning",
+                f"rank {r['label']}: peak allocated memory on {dev['device']} rises {rise:.1f}% from step "
+                f"#{peaks[0]['step']} to #{peaks[-1]['step']}",
+                {
+                    "device": dev["device"],
+                    "increase_pct": rise,
+                    "first_step_peak_bytes": peaks[0]["peak_allocated_bytes"],
+                    "last_step_peak_bytes": peaks[-1]["peak_allocated_bytes"],
+                    "peak_reserved_bytes": dev["peak_reserved_bytes"],
+                    "threshold_pct": th.gpu_memory_increase_pct,
+                },
+                "Memory that grows step after step runs out eventually: look for tensors kept across steps (a loss "
+                "summed without .item() or .detach(), lists of outputs, caches keyed by input), the operators at "
+                "the top of the memory panel, and fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).",
+                [int(r["rank"])],
             )
         )
     return out
