@@ -107,8 +107,26 @@ class TimeBins:
         s[j] += hi - (o + j * w)
 
     def add_intervals(self, k: int, spans: Iterable[tuple[float, float]]) -> None:
-        for lo, hi in spans:
-            self.add_interval(k, lo, hi)
+        """``add_interval`` for many: the grid grows once, then one tight loop."""
+        pairs = [(lo, hi) for lo, hi in spans if hi > lo]
+        if not pairs:
+            return
+        self._cover(min(p[0] for p in pairs), max(p[1] for p in pairs))
+        s, w, f = self.series[k], self.width, self.first
+        last = len(s) - 1
+        floor = math.floor
+        for lo, hi in pairs:
+            i = floor(lo / w) - f
+            j = floor(hi / w) - f
+            i = 0 if i < 0 else last if i > last else i
+            j = 0 if j < 0 else last if j > last else j
+            if i == j:
+                s[i] += hi - lo
+                continue
+            s[i] += (f + i + 1) * w - lo
+            for b in range(i + 1, j):
+                s[b] += w
+            s[j] += hi - (f + j) * w
 
     def add_points(self, k: int, points: Sequence[float], weight: float = 1.0) -> None:
         if not points:
