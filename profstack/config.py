@@ -230,7 +230,16 @@ class Processing(_Model):
     fanout_bytes_threshold_mb: Annotated[int, Field(ge=1)] = 2048
     single_lambda_max_file_mb: Annotated[int, Field(ge=1)] = 4096
     processing_job_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] = "ml.m5.4xlarge"
-    top_k_kernels: Annotated[int, Field(ge=1, le=100)] = 10
+    top_k_kernels: Annotated[int, Field(ge=1, le=100)] = 15
+    #: time window of the trimmed Perfetto timelines (profstack.analysis.trim): median (the median step
+    #: with its neighbours, plus the slowest step), slowest, all, or A:B (ProfilerStep#A..#B)
+    timeline_window: Annotated[
+        str,
+        Field(
+            pattern=r"^(median|slowest|all|\d+(:\d+)?)$",
+            description="Window of the trimmed Perfetto timelines: median, slowest, all or A:B (step numbers).",
+        ),
+    ] = "median"
     #: overrides of the analysis engine's rule thresholds (profstack.analysis.options.RuleThresholds)
     rule_thresholds: Annotated[dict[str, float], WithJsonSchema(_RULE_THRESHOLDS_SCHEMA)] = {}
 

@@ -38,7 +38,13 @@ class Engine(Protocol):
 
 
 class ProfStackEngine:
-    """The real engine. Imported lazily: the analysis package is heavy and only needed here."""
+    """The real engine. Imported lazily: the analysis package is heavy and only needed here.
+
+    ``timeline_window``: the trimmed timelines' window (profstack.analysis.trim: median, slowest, all, A:B;
+    config ``processing.timeline_window``)."""
+
+    def __init__(self, *, timeline_window: str = "median") -> None:
+        self.timeline_window = timeline_window
 
     def analyze(
         self,
@@ -66,10 +72,11 @@ class ProfStackEngine:
         return dict(cross), [dict(f) for f in found]
 
     def trim(self, source: S3TraceSource, out: BinaryIO, *, max_events: int) -> bool:
-        from profstack.analysis import TraceError, trim_trace
+        from profstack.analysis import TraceError
+        from profstack.analysis.trim import trim_timeline
 
         try:
-            trim_trace(source, out, steps=None, max_events=max_events, compress=True)
+            trim_timeline(source, out, window=self.timeline_window, max_events=max_events, compress=True)
         except TraceError:
             return False  # a truncated/corrupt file: already flagged by the analysis
         return True

@@ -25,7 +25,11 @@ class ProcessorEnv(FunctionEnv):
     fanout_bytes_threshold: Annotated[int, Field(ge=1, alias="FANOUT_BYTES_THRESHOLD")] = 2048 * 2**20
     single_lambda_max_file_bytes: Annotated[int, Field(ge=1, alias="SINGLE_LAMBDA_MAX_FILE_BYTES")] = 4096 * 2**20
     state_machine_arn: Annotated[str | None, Field(alias="STATE_MACHINE_ARN")] = None
-    top_k: Annotated[int, Field(ge=1, le=100, alias="TOP_K")] = 10
+    top_k: Annotated[int, Field(ge=1, le=100, alias="TOP_K")] = 15
+    #: profstack.analysis.trim window of the trimmed timelines: median | slowest | all | A:B
+    timeline_window: Annotated[str, Field(pattern=r"^(median|slowest|all|\d+(:\d+)?)$", alias="TIMELINE_WINDOW")] = (
+        "median"
+    )
     rule_thresholds: Annotated[dict[str, float], Field(alias="RULE_THRESHOLDS", default_factory=dict)]
     #: keep the last ProfilerStep (config processing.include_last_step; default: dropped, like HTA)
     include_last_step: Annotated[bool, Field(alias="INCLUDE_LAST_STEP")] = False

@@ -28,7 +28,8 @@ from lambdas.trace_processor.history import export_mlflow, record_history
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.notification import notify_once
 from lambdas.trace_processor.scope import as_folder
-from lambdas.trace_processor.summary_tools import job_metrics, step_durations_ms
+from lambdas.trace_processor.summary_tools import job_metrics
+from lambdas.trace_processor.tb_scalars import summary_scalars
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
 from profstack import metric_names as m
@@ -101,8 +102,7 @@ def write_tensorboard(
     target = tensorboard_location(ctx)
     if target is None:
         return None
-    scalars = {f"profstack/{name}": value for name, value in sorted(metrics.items())}
-    steps = {step: {"profstack/step_time_ms": ms} for step, ms in step_durations_ms(summary).items()}
+    scalars, steps = summary_scalars(summary, metrics)  # one tag style: profstack/<metric>[/rank_<r>]
     data = scalar_event_file(steps, wall_time=ctx.end_time_s, scalars=scalars)
     put_bytes(s3, target, data, content_type="application/octet-stream")
     return target.uri

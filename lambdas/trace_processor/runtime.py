@@ -36,7 +36,7 @@ def clients() -> Clients:
 
 @lru_cache(maxsize=1)
 def engine() -> Engine:
-    return ProfStackEngine()
+    return ProfStackEngine(timeline_window=env().timeline_window)
 
 
 @lru_cache(maxsize=1)

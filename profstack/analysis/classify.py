@@ -97,3 +97,15 @@ def memcpy_direction(name: str) -> str:
         if direction in name:
             return direction
     return "other"
+
+
+# Kernels that change a tensor's precision rather than compute in it (FP8 quantise/dequantise, casts,
+# dtype conversions): counted apart from math precision, or an FP8 recipe's casts read as FP8 math.
+_WORD_RE = re.compile(r"[a-z0-9]+")
+_CONVERSION_WORDS = ("quant", "dequant", "cast", "convert", "conversion")
+
+
+def is_conversion(name: str) -> bool:
+    """Quantise / dequantise / cast / convert kernels (``cast_transpose_fp8``, ``scaled_fp8_quant``): a word
+    of the name starts with one of ``_CONVERSION_WORDS`` (so ``broadcast`` is not a cast)."""
+    return any(w.startswith(_CONVERSION_WORDS) for w in _WORD_RE.findall(name.lower()))

@@ -29,6 +29,10 @@ from profstack.analysis import classify, intervals
 from profstack.analysis.errors import StepWindowError
 from profstack.analysis.options import LAUNCH_DELAY_CUTOFFS_US, AnalysisOptions
 from profstack.analysis.sketch import DelayDistribution
+from profstack.analysis.timebins import TimeBins
+
+#: series of ``GpuAccumulator.timeline`` (busy time per bin; launches: calls per bin, and their CPU time)
+GPU_SERIES = ("busy", *classify.KERNEL_TYPES, "launch_calls", "launch_time")
 
 _NAN = math.nan
 _INF = math.inf
@@ -186,6 +190,11 @@ class GpuAccumulator:
         self.parts: dict[int, float] = {}
         self.stream_state: dict[int, list[float]] = {}  # stream -> [prev_end, host_wait, kernel_wait, other]
         self.finished = False
+        self.timeline = TimeBins(GPU_SERIES)  # busy time over time, from the folded intervals
+        # CUDA graph launches: correlation -> [ops, GPU time, signature of the op names, first op's name id]
+        self.graphs: dict[int, list[float]] = {}
+        self.graphs_untracked = 0  # graph launches beyond MAX_GRAPH_LAUNCHES
+        self.graph_first_unseen = 0  # graph launches whose first op was not next to the second
 
     def add(
         self,
@@ -235,6 +244,9 @@ class GpuAccumulator:
         state_get = stream_state.get
         delays = array("d")
         add_delay = delays.append
+        launch_s, launch_e = array("d"), array("d")
+        ff_c, ff_n, ff_d = -1, -1, 0.0
+        add_launch, add_launch_end = launch_s.append, launch_e.append
         n_closed = self.n_closed
         cpu_sum = 0.0
         cpu_n = n_sel = n_kern = tiny = n_occ = 0
@@ -338,6 +350,11 @@ class GpuAccumulator:
                         add_delay(delay)
                         cpu_sum += rdur
                         cpu_n += 1
+                        add_launch(rts)
+                        add_launch_end(rts + rdur)
+                    ff_c, ff_n, ff_d = corr, nid, rd_us  # a CUDA graph's first op, should more follow
+                elif has_launch:  # one launch, several GPU ops: a CUDA graph
+                    self._graph_op(corr, nid, rd_us, (ff_n, ff_d) if ff_c == corr else None)
             # ---- sweep: unions per kernel type and overall ----
             if e > s:
                 if kt == n_types:
@@ -397,6 +414,8 @@ class GpuAccumulator:
         self.sync_us += sync_us
         if delays:
             self.delays.extend(delays)
+        if launch_s:
+            self._add_launches(launch_s, launch_e)
         self.n_closed = n_closed
         if n_closed >= self.FLUSH_INTERVALS:
             self._flush()
@@ -430,8 +449,41 @@ class GpuAccumulator:
             prefix.append(pre)
             self.closed[t] = rest
             kept += len(rest)
+        self._add_timeline(prefix)
         self._add_parts(intervals.partition_by_set(prefix))
         self.n_closed = kept
+
+    MAX_GRAPH_LAUNCHES = 100_000
+
+    def _graph_op(self, corr: int, nid: int, dur: float, first: tuple[int, float] | None) -> None:
+        g = self.graphs.get(corr)
+        if g is None:
+            if len(self.graphs) >= self.MAX_GRAPH_LAUNCHES:
+                self.graphs_untracked += 1
+                return
+            if first is None:
+                self.graph_first_unseen += 1
+                g = self.graphs[corr] = [1.0, 0.0, 0.0, -1.0]
+            else:
+                g = self.graphs[corr] = [1.0, first[1], float(first[0] % 1000003), float(first[0])]
+        g[0] += 1
+        g[1] += dur
+        g[2] = float((int(g[2]) * 1000003 + nid) % 2305843009213693951)
+
+    def _add_launches(self, starts: array[float], ends: array[float]) -> None:
+        tl = self.timeline
+        tl.add_points(GPU_SERIES.index("launch_calls"), starts)
+        tl.add_intervals(GPU_SERIES.index("launch_time"), zip(starts, ends, strict=True))
+
+    def _add_timeline(self, sets: Sequence[intervals.Merged]) -> None:
+        """Busy time per kernel type and overall (the union of the types) into ``timeline``."""
+        tl = self.timeline
+        spans: list[tuple[float, float]] = []
+        for t, m in enumerate(sets):
+            pairs = list(zip(m.starts, m.ends, strict=True))
+            tl.add_intervals(1 + t, pairs)
+            spans.extend(pairs)
+        tl.add_intervals(0, intervals.merge(spans))
 
     def _add_parts(self, parts: dict[int, float]) -> None:
         for mask, t_us in parts.items():
@@ -455,6 +507,7 @@ class GpuAccumulator:
             if self.gpu_lo != self.gpu_lo:
                 self.gpu_lo = all_s
             self.gpu_hi = all_e
+        self._add_timeline(self.closed)
         self._add_parts(intervals.partition_by_set(self.closed))
         self.closed = [intervals.Merged() for _ in range(n_types)]
 

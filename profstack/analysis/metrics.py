@@ -9,10 +9,13 @@ from typing import Any
 
 from profstack.analysis.analyzers import kernels, rank_info, synchronisation, time_breakdown
 from profstack.analysis.analyzers import steps as steps_analyzer
+from profstack.analysis.analyzers.activity import activity
 from profstack.analysis.analyzers.annotations import annotation_stats
 from profstack.analysis.analyzers.communication import communication
+from profstack.analysis.analyzers.cuda_graphs import cuda_graphs
 from profstack.analysis.analyzers.data_loading import dataloader
 from profstack.analysis.analyzers.launch_delay import launch_delay
+from profstack.analysis.analyzers.memory import memory
 from profstack.analysis.analyzers.memory_ops import memory_ops
 from profstack.analysis.analyzers.view import rank_view, window
 from profstack.analysis.gpu import GpuFeed, StepFrontier, dedupe_steps, select
@@ -109,6 +112,11 @@ def merge_files(
             prev = out.launch_span
             out.launch_span = (min(prev[0], lo), max(prev[1], hi)) if prev is not None else (lo, hi)
         out.devices |= f.devices
+        out.cpu_timeline.merge(f.cpu_timeline, shift)
+        tid_offset = len(out.memory.tids)
+        out.memory.tids.update({(f.name, t): i + tid_offset for t, i in f.memory.tids.items()})
+        out.memory.extend(f.memory, shift, tid_offset)
+        out.memory_attributed = out.memory_attributed and f.memory_attributed
     return RankData(rank, label, list(files), out)
 
 
@@ -163,15 +171,19 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "top_kernels_by_count": kernels.top_kernels_by_count(v, opts.top_k),
         "distinct_kernels": len(v.acc.kstats),
         "precision": ck.precision,
+        "conversion_kernels": ck.conversions,
         "launch_delay": launch_delay(v),
         "sync": sync,
         "memory_ops": memory_ops(v),
         "steps": steps_analyzer.steps(v, th),
         "dataloader": dataloader(v, step_total),
         "annotations": annotation_stats(v, opts.top_k),
-        "communication": communication(v),
+        "communication": communication(v, step_total),
         "occupancy": kernels.occupancy(v, ck),
         "top_cpu_ops": rank_info.top_cpu_ops(v, opts.top_k),
+        "timeline": activity(v),
+        "memory": memory(v),
+        "cuda_graphs": cuda_graphs(v),
     }
     internal = RankInternal(tiny_kernels=v.acc.tiny, kernels_selected=v.acc.n_kern_sel, step_total_us=step_total)
     return RankAnalysis(summary, internal)

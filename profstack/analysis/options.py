@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -27,6 +28,9 @@ class RuleThresholds:
     #: CPUBound: host_wait share of GPU idle time above this, while GPU idle above min_idle_pct
     cpu_bound_host_wait_pct: float = 50.0
     cpu_bound_min_idle_pct: float = 20.0
+    #: CommunicationBound: exposed communication (no computation kernel running) above this share of step
+    #: time (of the GPU span without steps); it then takes precedence over CPUBound for the rank
+    comm_bound_exposed_pct: float = 20.0
     #: DataloaderBottleneck: DataLoader share of step time above this
     dataloader_share_pct: float = 10.0
     #: StepOutlier: step longer than mean + k * sigma (Debugger: 3)
@@ -47,6 +51,9 @@ class RuleThresholds:
     fp32_share_pct: float = 80.0
     #: BatchSize: GPU busy below this while the host is not the bottleneck
     batch_size_busy_pct: float = 50.0
+    #: GPUMemoryIncrease: a GPU's peak allocated memory rises by more than this from the first analysed step
+    #: to the last (Debugger: a moving-average rise of 5-10 %)
+    gpu_memory_increase_pct: float = 5.0
     #: HTA idle breakdown: gaps shorter than this (µs) with the launch already queued are kernel_wait
     consecutive_kernel_delay_us: float = 30.0
 
@@ -63,9 +70,10 @@ class RuleThresholds:
         valid = cls.names()
         unknown = sorted(set(overrides) - set(valid))
         if unknown:
-            raise UnknownThresholdError(
-                f"unknown rule threshold(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}"
-            )
+            # the closest names first: a one-line message may be cut before the end of the list
+            close = [m for u in unknown for m in difflib.get_close_matches(u, valid, n=3, cutoff=0.5)]
+            ordered = [*dict.fromkeys(close), *sorted(set(valid) - set(close))]
+            raise UnknownThresholdError(f"unknown rule threshold(s) {', '.join(unknown)}; valid: {', '.join(ordered)}")
         values: dict[str, float] = {}
         for key, value in overrides.items():
             if not isinstance(value, int | float) or isinstance(value, bool):
@@ -114,7 +122,7 @@ class AnalysisOptions:
     max_cycle_gap_s: largest gap between two files of one rank that are merged as schedule cycles of one run.
     """
 
-    top_k: int = 10
+    top_k: int = 15
     steps: tuple[int, int] | None = None
     rule_thresholds: Mapping[str, float] = field(default_factory=dict)
     merge_rank_files: bool = True

@@ -39,9 +39,11 @@ from profstack.analysis.gpu import (
     select,
 )
 from profstack.analysis.jsonstream import EventStream
+from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, attribute
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
+from profstack.analysis.timebins import TimeBins
 
 NAN = math.nan
 
@@ -57,6 +59,12 @@ class Args(msgspec.Struct, gc=False):
     bytes: I64 | Annotated[float, msgspec.Meta(ge=0, le=2.0**62)] | None = None
     occupancy: float | None = msgspec.field(default=None, name="est. achieved occupancy %")
     device: int | None = None
+    # profile_memory's [memory] instant events (profstack.analysis.memory)
+    mem_bytes: I64 | None = msgspec.field(default=None, name="Bytes")
+    mem_allocated: I64 | None = msgspec.field(default=None, name="Total Allocated")
+    mem_reserved: I64 | None = msgspec.field(default=None, name="Total Reserved")
+    mem_device_type: I32 | None = msgspec.field(default=None, name="Device Type")
+    mem_device_id: I32 | None = msgspec.field(default=None, name="Device Id")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -68,6 +76,7 @@ class Event(msgspec.Struct, gc=False):
     ts: float = NAN
     dur: float = 0.0
     args: Args | None = None
+    tid: int | float | str | None = None  # read for [memory] events only (the thread whose op allocated)
 
 
 class BareEvent(msgspec.Struct, gc=False):
@@ -80,6 +89,7 @@ class BareEvent(msgspec.Struct, gc=False):
     dur: float = 0.0
     # never decoded (the JSON key is renamed away) so the hot loop can read e.args on either type
     args: None = msgspec.field(default=None, name="profstack: args not decoded")
+    tid: None = msgspec.field(default=None, name="profstack: tid not decoded")
 
 
 MAX_TIME_US = float(2**53)  # ~285 years in µs: a GPU op beyond it is corrupt (and would overflow int64)
@@ -293,6 +303,10 @@ class FileData:
     repaired: int = 0  # events whose invalid UTF-8 / raw control characters were replaced (U+FFFD / space)
     # things worth knowing that lost no number (a byte-order mark, repaired names): never make a file partial
     notices: list[TraceError] = field(default_factory=list)
+    # profile_memory events, and CPU ops started over time (profstack.analysis.memory / timebins)
+    memory: MemoryEvents = field(default_factory=MemoryEvents)
+    memory_attributed: bool = True
+    cpu_timeline: TimeBins = field(default_factory=lambda: TimeBins(("cpu_ops",)))
 
     @property
     def complete(self) -> bool:
@@ -413,6 +427,8 @@ class _Parser:
         r_corr, r_ts, r_dur = l_corr.append, l_ts.append, l_dur.append
         ceil = math.ceil
         time_limit = MAX_TIME_US
+        cpu_starts: array[float] = array("d")
+        cpu_start = cpu_starts.append
         n_launch = 0
         n_x = 0
         n_cpu = 0
@@ -426,6 +442,8 @@ class _Parser:
                     a = e.args
                     if a is not None and (a.stream is not None or a.device is not None):
                         self._unknown(e.cat)
+                elif e.ph == "i" and e.name == MEMORY_EVENT:
+                    self.memory_event(e)
                 continue
             ts = e.ts
             dur = e.dur
@@ -439,6 +457,7 @@ class _Parser:
             n_x += 1
             if kind == K_CPU:
                 n_cpu += 1
+                cpu_start(ts)
                 name = e.name
                 rec = cpu_get(name)
                 if rec is None:
@@ -558,11 +577,26 @@ class _Parser:
                     g_bytes(0)
                     g_occ(-1.0)
         feed.join.add(l_corr, l_ts, l_dur)
+        if cpu_starts:
+            fd.cpu_timeline.add_points(0, cpu_starts)
         feed.after_batch(self.selection_now)
         fd.x_events += n_x
         fd.n_launch_records += n_launch
         fd.cpu_ops += n_cpu
         fd.runtime_calls += n_rt
+
+    def memory_event(self, e: Event | BareEvent) -> None:
+        a = e.args
+        if a is not None and a.mem_bytes is not None:
+            self.fd.memory.add(
+                e.ts,
+                e.tid,
+                dtype=a.mem_device_type,
+                did=a.mem_device_id,
+                nbytes=a.mem_bytes,
+                alloc=a.mem_allocated,
+                reserved=a.mem_reserved,
+            )
 
     def decode_one(self, raw: bytes) -> Event | BareEvent | None:
         try:
@@ -765,6 +799,10 @@ def _parse(
         )
     if stream is not None and stream.had_bom:
         fd.notices.append(TraceError("file starts with a UTF-8 byte-order mark; ignored", source=src.name))
+    if len(fd.memory):  # the allocating op of each [memory] event: one more read, only for these traces
+        fd.memory_attributed = attribute(
+            src, fd.memory, symbols.intern, max_decompressed=max_decompressed_bytes, max_event=max_event_bytes
+        )
     if bounded:
         fd.gpu = feed.finish(selection_now(feed.join.count))
         fd.gpu_feed = None

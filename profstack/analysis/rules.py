@@ -59,8 +59,12 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                 rank,
             )
         )
+    comm = communication_bound(r, th)
+    if comm is not None:
+        out.append(comm)
     if (
-        busy is not None
+        comm is None
+        and busy is not None
         and tb["idle_pct"] >= th.cpu_bound_min_idle_pct
         and idle["host_wait_pct"] > th.cpu_bound_host_wait_pct
     ):
@@ -208,6 +212,7 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                 rank,
             )
         )
+    out.extend(gpu_memory_increase(r, th))
     if (
         busy is not None
         and busy < th.batch_size_busy_pct
@@ -226,6 +231,87 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
             )
         )
     return out
+
+
+def gpu_memory_increase(r: RankSummary, th: RuleThresholds) -> list[Finding]:
+    """GPUMemoryIncrease (SageMaker Debugger's rule): a GPU's peak allocated memory per step rises by more
+    than ``gpu_memory_increase_pct`` from the first analysed step to the last (profile_memory traces)."""
+    out: list[Finding] = []
+    mem = r.get("memory")
+    for dev in mem["devices"] if mem is not None else []:
+        rise = dev["increase_pct"]
+        peaks = dev["step_peaks"]
+        if not dev["device"].startswith("cuda") or rise is None or rise <= th.gpu_memory_increase_pct:
+            continue
+        out.append(
+            _f(
+                "GPUMemoryIncrease",
+                "warning",
+                f"rank {r['label']}: peak allocated memory on {dev['device']} rises {rise:.1f}% from step "
+                f"#{peaks[0]['step']} to #{peaks[-1]['step']}",
+                {
+                    "device": dev["device"],
+                    "increase_pct": rise,
+                    "first_step_peak_bytes": peaks[0]["peak_allocated_bytes"],
+                    "last_step_peak_bytes": peaks[-1]["peak_allocated_bytes"],
+                    "peak_reserved_bytes": dev["peak_reserved_bytes"],
+                    "threshold_pct": th.gpu_memory_increase_pct,
+                },
+                "Memory that grows step after step runs out eventually: look for tensors kept across steps (a loss "
+                "summed without .item() or .detach(), lists of outputs, caches keyed by input), the operators at "
+                "the top of the memory panel, and fragmentation (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).",
+                [int(r["rank"])],
+            )
+        )
+    return out
+
+
+COMM_RECOMMENDATION = (
+    "The step waits for communication. Overlap it with compute: with DDP, tune bucket_cap_mb (default 25 MB; "
+    "larger buckets for many small gradients, smaller ones to start all-reduce earlier) and set "
+    "gradient_as_bucket_view=True; with FSDP, use backward_prefetch=BACKWARD_PRE and forward_prefetch=True; "
+    "for SendRecv / all-to-all (pipeline stages, sharded embeddings) pipeline the exchanges across micro-batches. "
+    "Send fewer bytes: a bf16/fp16 compression hook or PowerSGD (torch.distributed.algorithms.ddp_comm_hooks), "
+    "gradient accumulation with no_sync() between all-reduces. Check the topology: NCCL_DEBUG=INFO shows the "
+    "transport and algorithm; keep tensor-parallel groups inside a node (NVLink), use EFA across nodes "
+    "(FI_PROVIDER=efa with the aws-ofi-nccl plugin on p4d/p5), and look for a straggler rank holding the "
+    "collective."
+)
+
+
+def communication_bound(r: RankSummary, th: RuleThresholds) -> Finding | None:
+    """CommunicationBound: exposed communication (no computation kernel running) above
+    ``comm_bound_exposed_pct`` of step time (GPU span without steps). Where it fires, the GPU waits on the
+    collectives, so the host's late launches (CPUBound) are a consequence and that rule stays silent."""
+    cm = r["communication"]
+    exposed = cm.get("exposed_time_us")
+    if not cm["kernel_count"] or exposed is None:
+        return None
+    share = cm.get("exposed_pct_of_step")
+    basis = "step time"
+    if share is None:
+        share = cm.get("exposed_pct_of_span")
+        basis = "GPU span"
+    if share is None or share <= th.comm_bound_exposed_pct:
+        return None
+    label = r["label"]
+    return _f(
+        "CommunicationBound",
+        "warning",
+        f"rank {label}: exposed communication (no computation running) takes {share:.1f}% of {basis} "
+        f"({exposed / 1000:.1f} ms of {cm['comm_time_us'] / 1000:.1f} ms communication; "
+        f"{cm['overlap_pct_of_comm'] or 0:.1f}% overlapped with compute)",
+        {
+            "exposed_time_us": exposed,
+            "comm_time_us": cm["comm_time_us"],
+            "overlap_pct_of_comm": cm["overlap_pct_of_comm"],
+            f"exposed_pct_of_{'step' if basis == 'step time' else 'span'}": share,
+            "host_wait_pct": r["idle_breakdown"]["host_wait_pct"],
+            "threshold_pct": th.comm_bound_exposed_pct,
+        },
+        COMM_RECOMMENDATION,
+        [int(r["rank"])],
+    )
 
 
 def _metric(row: CrossRankRow | Mapping[str, Any], use_steps: bool) -> float:

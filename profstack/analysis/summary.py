@@ -63,6 +63,8 @@ class AnnotationStat(TypedDict):
     mean_us: float
     max_us: float
     histogram: Histogram
+    #: schema 1.2: equal-width bins from this annotation's shortest to its longest duration (n + 1 edges)
+    durations_histogram: NotRequired[Histogram]
 
 
 class KernelStat(TypedDict):
@@ -180,6 +182,15 @@ class PrecisionShare(TypedDict):
     pct: float
 
 
+class ConversionKernels(TypedDict):
+    """Schema 1.2: quantise / dequantise / cast / convert kernels, kept out of ``precision`` (math)."""
+
+    count: int
+    time_us: float
+    pct_of_computation: float | None  # of all computation-kernel time
+    by_precision: list[PrecisionShare]  # the precision named in the kernel (e.g. fp8 for an FP8 cast)
+
+
 class CutoffCount(TypedDict):
     cutoff_us: float
     count: int
@@ -275,6 +286,11 @@ class Communication(TypedDict):
     overlap_time_us: float
     overlap_pct_of_comm: float | None
     comm_pct_of_span: float | None
+    #: schema 1.2: communication during which no computation kernel runs (comm_time_us - overlap_time_us)
+    exposed_time_us: NotRequired[float]
+    exposed_pct_of_span: NotRequired[float | None]
+    step_time_us: NotRequired[float | None]  # the analysed steps' total (ProfilerStep durations)
+    exposed_pct_of_step: NotRequired[float | None]
 
 
 class Occupancy(TypedDict):
@@ -282,6 +298,88 @@ class Occupancy(TypedDict):
     weighted_mean_occupancy_pct: float | None
     tensor_core_time_us: float
     tensor_core_pct_of_compute: float | None
+
+
+class ActivityTimeline(TypedDict):
+    """Schema 1.2: activity over the analysed window in ``bins`` equal time bins from ``start_us``."""
+
+    start_us: float
+    bin_us: float
+    bins: int
+    gpu_busy_pct: list[float]  # share of the bin during which any GPU op runs
+    computation_pct: list[float]  # ... a computation kernel runs
+    communication_pct: list[float]
+    memory_pct: list[float]
+    launches_per_ms: list[float]  # kernel launches (runtime calls joined to GPU ops) per ms
+    launch_time_pct: list[float]  # share of the bin the host spends in those launch calls
+    cpu_ops_per_ms: list[float]  # CPU operators started per ms (whole trace, not only the window's steps)
+    dataloader_pct: list[float]
+    sync_pct: list[float]  # host synchronisation calls
+
+
+class CudaGraph(TypedDict):
+    graph: str  # "graph 1", ... by GPU time
+    launches: int
+    kernels_per_launch: int
+    gpu_time_us: float
+    mean_launch_us: float
+    first_kernel: str | None
+
+
+class CudaGraphs(TypedDict):
+    """Schema 1.2: launches that ran several GPU ops (CUDA graphs), grouped by their sequence of ops."""
+
+    launch_apis: list[str]  # e.g. cudaGraphLaunch
+    graph_launches: int
+    kernels: int
+    gpu_time_us: float
+    distinct_graphs: int
+    graphs: list[CudaGraph]
+    complete: bool  # false: some launch's first op or launches beyond the bound were not tracked
+
+
+class MemoryTimeline(TypedDict):
+    start_us: float
+    bin_us: float
+    max_allocated_bytes: list[int]
+    max_reserved_bytes: list[int]
+
+
+class StepPeak(TypedDict):
+    step: int
+    peak_allocated_bytes: int
+
+
+class MemoryDevice(TypedDict):
+    device: str  # cuda:0, cpu
+    events: int
+    allocations: int
+    frees: int
+    allocated_bytes: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int | None
+    start_allocated_bytes: int
+    end_allocated_bytes: int
+    step_peaks: list[StepPeak]
+    increase_pct: float | None  # last analysed step's peak over the first's (GPUMemoryIncrease)
+    timeline: MemoryTimeline
+
+
+class MemoryOperator(TypedDict):
+    name: str
+    device: str
+    allocations: int
+    bytes: int
+
+
+class MemorySection(TypedDict):
+    """Schema 1.2: profile_memory's [memory] events in the analysed window (events 0: none recorded)."""
+
+    events: int
+    complete: bool
+    attributed: bool
+    devices: list[MemoryDevice]
+    top_operators: list[MemoryOperator]
 
 
 class GpuAnalysis(TypedDict):
@@ -311,6 +409,7 @@ class RankSummary(TypedDict):
     top_kernels_by_count: list[KernelStat]
     distinct_kernels: int
     precision: list[PrecisionShare]
+    conversion_kernels: NotRequired[ConversionKernels]
     launch_delay: LaunchDelay
     sync: Sync
     memory_ops: MemoryOps
@@ -320,6 +419,9 @@ class RankSummary(TypedDict):
     communication: Communication
     occupancy: Occupancy
     top_cpu_ops: list[NameStat]
+    timeline: NotRequired[ActivityTimeline | None]
+    memory: NotRequired[MemorySection]
+    cuda_graphs: NotRequired[CudaGraphs | None]
 
 
 # ------------------------------------------------------------------------------------------ across ranks
@@ -335,6 +437,7 @@ class CrossRankRow(TypedDict):
     compute_time_us: float
     comm_time_us: float
     gpu_span_us: float
+    exposed_comm_pct_of_step: NotRequired[float | None]  # schema 1.2
 
 
 class Straggler(TypedDict):
@@ -465,6 +568,20 @@ class Cost(TypedDict):
     notes: list[str]
 
 
+class TimelineFile(TypedDict):
+    """One trimmed timeline (Perfetto / HTA) written next to the summary (``profstack analyze``)."""
+
+    file: str  # relative to the summary's folder, e.g. perfetto/rank-0.trace.json.gz
+    source: str
+    rank: int
+    window: str  # median | slowest | all | A:B
+    steps: list[int]
+    events: int
+    max_events: int | None
+    dropped: dict[str, int]  # tier -> events the cap dropped (profstack.analysis.trim.TIERS)
+    moved_to_overlap_tracks: int
+
+
 class Summary(TypedDict):
     """The whole ``summary.json`` (schema ``summary.schema.json``)."""
 
@@ -481,6 +598,8 @@ class Summary(TypedDict):
     cross_rank: CrossRank
     findings: list[Finding]
     cost: NotRequired[Cost]
+    #: schema 1.2: the trimmed timelines written with this summary (absent: the writer did not say)
+    timelines: NotRequired[list[TimelineFile]]
 
 
 # ------------------------------------------------------------------------------------------ assembly helpers
@@ -499,6 +618,7 @@ def cross_rank_row(r: RankSummary, run_id: str) -> CrossRankRow:
         "compute_time_us": tb["compute_time_us"],
         "comm_time_us": r["communication"]["comm_time_us"],
         "gpu_span_us": tb["gpu_span_us"],
+        "exposed_comm_pct_of_step": r["communication"].get("exposed_pct_of_step"),
     }
 
 

@@ -1,8 +1,8 @@
 """`profstack analyze`: analyse PyTorch profiler traces locally; write summary.json, report.html, Perfetto traces.
 
     profstack analyze PATH... --out DIR [--format json,html,perfetto] [--steps A:B] [--top K]
-                      [--include-last-step | --exclude-last-step] [--no-merge-ranks]
-                      [--threshold NAME=VALUE ...]
+                      [--include-last-step | --exclude-last-step] [--timeline-window median|slowest|all|A:B]
+                      [--no-merge-ranks] [--threshold NAME=VALUE ...]
 
 Exit status: 0 complete, 1 outputs written but some input could not be fully read (summary says
 `complete: false`), 2 bad arguments or nothing could be analysed (one `profstack: error:` line).
@@ -27,8 +27,11 @@ from profstack.cli.progress import Phase, Progress
 
 if TYPE_CHECKING:
     from profstack.analysis import TraceSource
+    from profstack.analysis.summary import TimelineFile
+    from profstack.analysis.trim import TrimReport
 
 FORMATS = ("json", "html", "perfetto")
+DEFAULT_TOP_K = 15
 DEFAULT_PERFETTO_MAX_EVENTS = PERFETTO_MAX_EVENTS  # why a million: profstack/analysis/perfetto_plan.py
 MB = 1_000_000
 
@@ -53,7 +56,9 @@ def register(subparsers: Any) -> None:
         help="comma-separated outputs among json,html,perfetto (default: all)",
     )
     parser.add_argument("--steps", metavar="A:B", help="analyse only ProfilerStep#A..#B (inclusive)")
-    parser.add_argument("--top", type=int, default=10, metavar="K", help="top-K kernels (default 10)")
+    parser.add_argument(
+        "--top", type=int, default=DEFAULT_TOP_K, metavar="K", help=f"top-K kernels (default {DEFAULT_TOP_K})"
+    )
     from profstack.analysis.options import DEFAULT_INCLUDE_LAST_STEP
 
     last = parser.add_mutually_exclusive_group()
@@ -93,6 +98,13 @@ def register(subparsers: Any) -> None:
         default=1800.0,
         metavar="SECONDS",
         help="largest gap between two files of one rank merged as cycles of one run (default 1800)",
+    )
+    parser.add_argument(
+        "--timeline-window",
+        metavar="WINDOW",
+        help="time window of the trimmed Perfetto traces: median (default: the median step with its "
+        "neighbours, plus the slowest step), slowest (the slowest step with its neighbours), all, or A:B "
+        "(ProfilerStep#A..#B; the default when --steps is given)",
     )
     parser.add_argument(
         "--no-merge-ranks",
@@ -145,6 +157,19 @@ def parse_steps(text: str | None) -> tuple[int, int] | None:
     return a, b
 
 
+def parse_timeline_window(text: str | None, steps: tuple[int, int] | None) -> str | tuple[int, int]:
+    """--timeline-window: median | slowest | all | A:B; without it, --steps (when given) or median."""
+    from profstack.analysis.errors import AnalysisOptionsError
+    from profstack.analysis.trim import DEFAULT_WINDOW, parse_window
+
+    if text is None:
+        return steps if steps is not None else DEFAULT_WINDOW
+    try:
+        return parse_window(text)
+    except AnalysisOptionsError as exc:
+        raise CliError(f"--timeline-window: {exc}") from None
+
+
 def parse_thresholds(items: Sequence[str]) -> dict[str, float]:
     out: dict[str, float] = {}
     for item in items:
@@ -169,29 +194,39 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 def _perfetto_outputs(
     summary: Mapping[str, Any], sources: Sequence[TraceSource], out_dir: Path
-) -> list[tuple[TraceSource, Path]]:
+) -> list[tuple[TraceSource, Path, int | None]]:
     """One trimmed trace per rank file, named by profstack.analysis.perfetto_plan (rank-<r>[.<i>])."""
     from profstack.analysis.perfetto_plan import perfetto_plan
 
     by_name = {s.name: s for s in sources}
     plan = perfetto_plan(summary, available=by_name.keys())
-    return [(by_name[out.source], out_dir / out.file_name) for out in plan.outputs]
+    ranks = {str(i.get("name")): i.get("rank") for i in summary.get("inputs") or [] if isinstance(i, Mapping)}
+    return [(by_name[out.source], out_dir / out.file_name, _int_or_none(ranks.get(out.source))) for out in plan.outputs]
+
+
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def _write_perfetto(
-    plan: Sequence[tuple[TraceSource, Path]], steps: tuple[int, int] | None, max_events: int, done: Phase
-) -> tuple[list[Path], list[str]]:
+    plan: Sequence[tuple[TraceSource, Path, int | None]],
+    window: str | tuple[int, int],
+    max_events: int,
+    done: Phase,
+) -> tuple[list[Path], list[str], list[TrimReport]]:
     """Trimmed traces; a file that cannot be trimmed (e.g. truncated) is skipped and reported, not fatal."""
-    from profstack.analysis import TraceError, trim_trace
+    from profstack.analysis import TraceError
+    from profstack.analysis.trim import trim_timeline
 
     written: list[Path] = []
     skipped: list[str] = []
-    for src, path in plan:
+    reports: list[TrimReport] = []
+    for src, path, rank in plan:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.tmp")
         try:
             with tmp.open("wb") as fh:
-                trim_trace(src, fh, steps=steps, max_events=max_events, compress=True)
+                report = trim_timeline(src, fh, window=window, max_events=max_events, rank=rank, compress=True)
         except TraceError as exc:
             tmp.unlink(missing_ok=True)
             skipped.append(str(exc.with_source(src.name)))
@@ -199,8 +234,29 @@ def _write_perfetto(
             continue
         os.replace(tmp, path)
         written.append(path)
+        reports.append(report)
         done(1)
-    return written, skipped
+    return written, skipped, reports
+
+
+def timeline_entries(paths: Sequence[Path], reports: Sequence[TrimReport], out_dir: Path) -> list[TimelineFile]:
+    """The summary's ``timelines[]``: each trimmed trace, relative to the output directory, and its window."""
+    entries: list[TimelineFile] = []
+    for path, rep in zip(paths, reports, strict=True):
+        entries.append(
+            {
+                "file": path.relative_to(out_dir).as_posix(),
+                "source": rep.source,
+                "rank": rep.rank,
+                "window": rep.mode,
+                "steps": list(rep.steps),
+                "events": rep.written,
+                "max_events": rep.max_events,
+                "dropped": {k: v for k, v in rep.dropped.items() if v},
+                "moved_to_overlap_tracks": rep.moved_to_overlap_tracks,
+            }
+        )
+    return entries
 
 
 def _inside(path: object, folder: Path) -> bool:
@@ -307,6 +363,7 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
 def run(args: argparse.Namespace) -> int:
     formats = parse_formats(args.format)
     steps = parse_steps(args.steps)
+    window = parse_timeline_window(args.timeline_window, steps)
     thresholds = parse_thresholds(args.threshold)
     if args.top < 1:
         raise CliError(f"--top must be at least 1, got {args.top}")
@@ -349,6 +406,17 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(f"{errors[0]}{more}")
         out_dir.mkdir(parents=True, exist_ok=True)
         outputs: list[Path] = []
+        skipped: list[str] = []
+        trims: list[TrimReport] = []
+        if "perfetto" in formats:
+            # first, so summary.json and the report can name the timeline files and what they hold
+            plan = _perfetto_outputs(summary, sources, out_dir / "perfetto")
+            with progress.phase("writing Perfetto traces", len(plan)) as phase:
+                written, skipped, trims = _write_perfetto(plan, window, args.perfetto_max_events, phase)
+            summary["timelines"] = timeline_entries(written, trims, out_dir)
+        else:
+            written = []
+            summary["timelines"] = []
         if "json" in formats:
             path = out_dir / "summary.json"
             _write_atomic(path, (json.dumps(summary, indent=2, allow_nan=False) + "\n").encode())
@@ -361,12 +429,7 @@ def run(args: argparse.Namespace) -> int:
                 _write_atomic(path, render_html(summary).encode("utf-8"))
                 phase(1)
             outputs.append(path)
-        skipped: list[str] = []
-        if "perfetto" in formats:
-            plan = _perfetto_outputs(summary, sources, out_dir / "perfetto")
-            with progress.phase("writing Perfetto traces", len(plan)) as phase:
-                written, skipped = _write_perfetto(plan, steps, args.perfetto_max_events, phase)
-            outputs.extend(written)
+        outputs.extend(written)
     except TraceError as exc:
         raise CliError(str(exc)) from None
     except OSError as exc:
@@ -383,6 +446,10 @@ def run(args: argparse.Namespace) -> int:
             f"internal error ({type(exc).__name__}: {detail}); rerun with PROFSTACK_DEBUG=1 and report it"
         ) from None
     print(text_summary(summary, outputs, time.monotonic() - start, total))
+    for rep in trims:
+        print(f"Timeline of {rep.source} (rank {rep.rank}): {rep.describe()}")
+    if trims:
+        print("Open a timeline: https://ui.perfetto.dev, then drag the .trace.json.gz file onto the page.")
     for w in summary.get("warnings") or []:
         print(f"profstack: warning: {w.get('message')}", file=sys.stderr)
     problems = []

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from profstack.analysis.summary import SEVERITY_ORDER, severity_rank
+from profstack.report import panels
 from profstack.report.cost import render_cost
 from profstack.report.format import (
     count,
@@ -44,6 +45,8 @@ def render_html(summary: Mapping[str, Any], *, title: str | None = None) -> str:
         _overview(summary, ranks),
         render_cost(summary),  # summary 1.2 `cost` (the processor adds it), else nothing
         _cross_rank(summary, ranks),
+        panels.utilisation_overview(ranks),
+        panels.timelines_section(summary),
     ]
     detailed = _ranks_to_detail(summary, ranks)
     if len(detailed) < len(ranks):
@@ -326,9 +329,9 @@ def _ranks_to_detail(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]])
 # ------------------------------------------------------------------------------------------- rank pages
 
 
-def _card(title: str, body: str, *, full: bool = False, hint: str = "") -> str:
+def _card(title: str, body: str, *, full: bool = False, hint: str = "", cls: str = "") -> str:
     h = f"<h3>{esc(title)}{f' <span class=muted>· {esc(hint)}</span>' if hint else ''}</h3>"
-    return f'<div class="card{" full" if full else ""}">{h}{body}</div>'
+    return f'<div class="card{" full" if full else ""}{" " + cls if cls else ""}">{h}{body}</div>'
 
 
 def _legend(items: Sequence[tuple[str, str, str]]) -> str:
@@ -380,9 +383,10 @@ def _rank_section(rank: Mapping[str, Any]) -> str:
         f'<div class="src">{esc(", ".join(str(s) for s in sources))}</div>'
         f'<p class="muted" style="margin:4px 0 12px">{" · ".join(esc(f) for f in facts)}</p>'
     )
-    panels: list[str] = []
+    cards: list[str] = []
     if has_gpu:
-        panels += [
+        cards += [
+            panels.panel_gpu_over_time(rank),
             _panel_active(rank),
             _panel_activity(rank),
             _panel_top_kernels(rank, "top_kernels_by_time", "Top kernels by total time"),
@@ -395,12 +399,12 @@ def _rank_section(rank: Mapping[str, Any]) -> str:
             '<div class="notice">This rank recorded no GPU activity (CPU-only trace), so the GPU panels '
             "(active share, kernels, precision, launch delay, memcpy, NCCL) are not shown.</div>"
         )
-    panels += [_panel_steps(rank), _panel_dataloader(rank)]
+    cards += [panels.panel_cpu_over_time(rank), _panel_steps(rank), _panel_dataloader(rank)]
     if has_gpu:
-        panels += [_panel_idle_streams(rank), _panel_memory(rank), _panel_sync(rank), _panel_comm(rank)]
-        panels.append(_panel_occupancy(rank))
-    panels += [_panel_annotations(rank), _panel_cpu_ops(rank)]
-    return head + '<div class="grid wide">' + "".join(p for p in panels if p) + "</div></section>"
+        cards += [_panel_idle_streams(rank), _panel_memory(rank), _panel_sync(rank), _panel_comm(rank)]
+        cards += [_panel_occupancy(rank), panels.panel_cuda_graphs(rank)]
+    cards += [panels.panel_memory(rank), _panel_annotations(rank), _panel_cpu_ops(rank)]
+    return head + '<div class="grid wide">' + "".join(p for p in cards if p) + "</div></section>"
 
 
 def _panel_active(rank: Mapping[str, Any]) -> str:
@@ -409,23 +413,28 @@ def _panel_active(rank: Mapping[str, Any]) -> str:
         return ""
     idle_pct = num(get(tb, "idle_pct"))
     busy = None if idle_pct is None else 100 - idle_pct
+    span = num(get(tb, "gpu_span_us")) or 0.0
+    _, exposed, memory_only = panels.comm_breakdown(rank)
+
+    def share(us: float) -> str:
+        return pct(100.0 * us / span) if span else "—"
+
     parts = [
-        Slice("compute", num(get(tb, "compute_time_us")) or 0, COLORS["compute"]),
-        Slice("non-compute", num(get(tb, "non_compute_time_us")) or 0, COLORS["non_compute"]),
+        Slice("computation", num(get(tb, "compute_time_us")) or 0, COLORS["compute"]),
+        Slice("communication, not overlapped with computation", exposed, COLORS["exposed_comm"]),
+        Slice("memcpy / memset only", memory_only, COLORS["memory_only"]),
         Slice("idle", num(get(tb, "idle_time_us")) or 0, COLORS["idle"]),
     ]
     ring = donut(parts, center=pct(busy, 1) if busy is not None else "—", caption="GPU active")
-    legend = _legend(
-        [
-            (COLORS["compute"], "compute", f"{pct(get(tb, 'compute_pct'))} · {dur(get(tb, 'compute_time_us'))}"),
-            (
-                COLORS["non_compute"],
-                "non-compute",
-                f"{pct(get(tb, 'non_compute_pct'))} · {dur(get(tb, 'non_compute_time_us'))}",
-            ),
-            (COLORS["idle"], "idle", f"{pct(get(tb, 'idle_pct'))} · {dur(get(tb, 'idle_time_us'))}"),
-        ]
-    )
+    rows = [
+        (COLORS["compute"], "computation", f"{pct(get(tb, 'compute_pct'))} · {dur(get(tb, 'compute_time_us'))}"),
+    ]
+    if exposed:
+        rows.append((COLORS["exposed_comm"], "exposed communication", f"{share(exposed)} · {dur(exposed)}"))
+    if memory_only or not exposed:
+        rows.append((COLORS["memory_only"], "memcpy / memset only", f"{share(memory_only)} · {dur(memory_only)}"))
+    rows.append((COLORS["idle"], "idle", f"{pct(get(tb, 'idle_pct'))} · {dur(get(tb, 'idle_time_us'))}"))
+    legend = _legend(rows)
     ib = get(rank, "idle_breakdown")
     idle_html = ""
     if isinstance(ib, Mapping):
@@ -464,24 +473,27 @@ def _panel_activity(rank: Mapping[str, Any]) -> str:
         )
     types = [t for t in (get(rank, "kernel_types") or []) if isinstance(t, Mapping)]
     if types:
-        tslices = [
-            Slice(
-                str(get(t, "kernel_type")),
-                num(get(t, "time_us")) or 0,
-                COLORS.get(str(get(t, "kernel_type")), COLORS["other"]),
-            )
-            for t in types
-        ]
-        body += '<h3 style="margin-top:16px">Kernel type mix</h3>' + stacked_bar(tslices)
-        body += _legend(
-            [
-                (
-                    COLORS.get(str(get(t, "kernel_type")), COLORS["other"]),
-                    str(get(t, "kernel_type")).lower(),
-                    f"{pct(get(t, 'pct'))} · {dur(get(t, 'time_us'))}",
-                )
-                for t in types
-            ]
+        # per type, the time during which it runs (overlaps included): the summary's definition of
+        # communication time, the same number the communication panel and the per-rank table show
+        per_type: dict[str, float] = {}
+        for t in types:
+            for name in str(get(t, "kernel_type")).split(" overlapping "):
+                per_type[name] = per_type.get(name, 0.0) + (num(get(t, "time_us")) or 0.0)
+        busy_union = sum(num(get(t, "time_us")) or 0.0 for t in types) or 1.0
+        names_ = {"COMPUTATION": "computation", "COMMUNICATION": "communication", "MEMORY": "memcpy / memset"}
+        rows = "".join(
+            f"<tr><td>{esc(names_.get(k, k.lower()))}</td><td class='n'>{dur(v)}</td>"
+            f"<td class='n'>{pct(100.0 * v / busy_union)}<div style='height:4px;border-radius:2px;"
+            f"background:{COLORS.get(k, COLORS['other'])};margin-left:auto;width:{min(v / busy_union, 1) * 100:.1f}%'>"
+            f"</div></td></tr>"
+            for k, v in sorted(per_type.items(), key=lambda kv: -kv[1])
+        )
+        body += (
+            '<h3 style="margin-top:16px">Kernel type mix</h3><table><thead><tr><th>Type</th><th class="n">Time running'
+            '</th><th class="n">of GPU busy time</th></tr></thead>'
+            f"<tbody>{rows}</tbody></table>"
+            '<p class="muted" style="font-size:12px">Types overlap (communication while computing), so the shares '
+            "can add up to more than 100%.</p>"
         )
     if not body:
         return ""
@@ -548,6 +560,19 @@ def _panel_precision(rank: Mapping[str, Any]) -> str:
         '<p class="muted" style="font-size:12px">Share of computation-kernel time (NCCL and memory kernels '
         'excluded). "Reduced" = tf32, fp16, bf16, fp8 and int8; precision is inferred from kernel names.</p>'
     )
+    conv = get(rank, "conversion_kernels")
+    if num(get(conv, "count")):
+        by = ", ".join(
+            f"{esc(get(c, 'precision'))} {dur(get(c, 'time_us'))}"
+            for c in (get(conv, "by_precision") or [])
+            if isinstance(c, Mapping)
+        )
+        note += (
+            f'<p class="muted" style="font-size:12px">Not counted above: {count(get(conv, "count"))} '
+            f"quantise / cast / convert kernel launches ({dur(get(conv, 'time_us'))}, "
+            f"{pct(get(conv, 'pct_of_computation'))} of computation time; {by}), which change a tensor's "
+            "precision rather than compute in it.</p>"
+        )
     return _card(
         "Kernel precision", f'<div class="split"><div>{ring}</div><div class="grow">{legend}{note}</div></div>'
     )
@@ -569,8 +594,9 @@ def _histogram(hist: object, *, color: str = COLORS["bar"], height: int = 140, m
     n = hi - lo
     if n < min_bins:
         return ""
-    labels = [f"{dur(edges[i])} – {dur(edges[i + 1])}" for i in range(n)]
+    labels = [_bin_label(edges[i], edges[i + 1]) for i in range(n)]
     hints = [f"{labels[i]}: {int(vals[i]):,}" for i in range(n)]
+    # each bar carries its own range (a label per bar, the first one included), not boundary ticks
     return columns(
         vals,
         labels,
@@ -578,8 +604,19 @@ def _histogram(hist: object, *, color: str = COLORS["bar"], height: int = 140, m
         hints=hints,
         height=height,
         y_label=lambda v: f"{v:,.0f}",
-        ticks=[dur_tick(e) for e in edges],
+        label_every=1,
+        max_slot=140.0,
     )
+
+
+def _bin_label(lo: object, hi: object) -> str:
+    """`< 1 µs` for the first bin, `1–10 µs` (one unit when both ends share it), `100 µs–1 ms`."""
+    a, b = dur_tick(lo), dur_tick(hi)
+    if not num(lo):
+        return f"< {b}"
+    a_num, _, a_unit = a.partition(" ")
+    b_unit = b.partition(" ")[2]
+    return f"{a_num}–{b}" if a_unit == b_unit else f"{a}–{b}"
 
 
 def _panel_launch_delay(rank: Mapping[str, Any]) -> str:
@@ -629,6 +666,10 @@ def _panel_steps(rank: Mapping[str, Any]) -> str:
     outliers = {get(o, "step") for o in (get(st, "outliers") or [])}
     bars = ""
     note = ""
+    few = panels.step_strip(rank)
+    if few:
+        bars = few
+        durations = []  # a handful of steps: the strip says it all (bars and a histogram would not)
     if durations:
         shown = durations[-MAX_STEP_BARS:]
         if len(shown) < len(durations):
@@ -653,7 +694,7 @@ def _panel_steps(rank: Mapping[str, Any]) -> str:
             height=130,
             y_label=dur,
         )
-    hist = _histogram(get(st, "histogram"), height=110, min_bins=3)  # one or two bins say nothing
+    hist = "" if few else _histogram(get(st, "histogram"), height=110, min_bins=3)  # 1-2 bins say nothing
     if hist:
         bars += '<h3 style="margin-top:10px">Distribution</h3>' + hist
     out_txt = ""
@@ -662,7 +703,7 @@ def _panel_steps(rank: Mapping[str, Any]) -> str:
             ", ".join(f"#{s}" for s in sorted(o for o in outliers if o is not None)[:20])
         )
         out_txt += "</p>"
-    return _card("Step time", stats + out_txt + bars + note)
+    return _card("Step time", stats + out_txt + bars + note, cls="p-steps")
 
 
 def _panel_dataloader(rank: Mapping[str, Any]) -> str:
@@ -780,28 +821,34 @@ def _panel_comm(rank: Mapping[str, Any]) -> str:
             "NCCL communication",
             '<p class="empty">No communication kernels (single process, or no collectives in the window).</p>',
         )
-    comm = num(get(cm, "comm_time_us")) or 0
-    overlap = num(get(cm, "overlap_time_us")) or 0
+    comm, exposed, _ = panels.comm_breakdown(rank)
+    overlap = max(comm - exposed, 0.0)
     slices = [
-        Slice("overlapped with compute", overlap, COLORS["compute"]),
-        Slice("exposed (not overlapped)", max(comm - overlap, 0), COLORS["COMMUNICATION"]),
+        Slice("overlapped with computation", overlap, COLORS["compute"]),
+        Slice("exposed (no computation running)", exposed, COLORS["exposed_comm"]),
     ]
+    stats = [
+        ("NCCL kernels", count(get(cm, "kernel_count"))),
+        ("communication time", dur(comm)),
+        ("exposed", dur(exposed)),
+        ("overlapped", pct(get(cm, "overlap_pct_of_comm"))),
+    ]
+    if num(get(cm, "exposed_pct_of_step")) is not None:
+        stats.append(("exposed share of step time", pct(get(cm, "exposed_pct_of_step"))))
+    else:
+        stats.append(("share of GPU span", pct(get(cm, "comm_pct_of_span"))))
     body = (
-        _stats(
-            [
-                ("NCCL kernels", count(get(cm, "kernel_count"))),
-                ("comm time", dur(comm)),
-                ("overlapped", pct(get(cm, "overlap_pct_of_comm"))),
-                ("comm share of span", pct(get(cm, "comm_pct_of_span"))),
-            ]
-        )
+        _stats(stats)
         + stacked_bar(slices)
         + _legend(
             [
-                (COLORS["compute"], "overlapped with compute", dur(overlap)),
-                (COLORS["COMMUNICATION"], "exposed", dur(max(comm - overlap, 0))),
+                (COLORS["compute"], "overlapped with computation", dur(overlap)),
+                (COLORS["exposed_comm"], "exposed", dur(exposed)),
             ]
         )
+        + '<p class="muted" style="font-size:12px">Communication time = time during which any communication '
+        "kernel runs; exposed = the part of it with no computation kernel running (the same numbers everywhere "
+        "in this report).</p>"
     )
     return _card("NCCL communication & overlap", body)
 
@@ -840,6 +887,14 @@ def _spark(hist: object) -> str:
     return f'<svg width="{len(vals) * w}" height="18" viewBox="0 0 {len(vals) * w} 18" aria-hidden="true">{bars}</svg>'
 
 
+def _durations_cell(a: Mapping[str, Any]) -> str:
+    """A spark of the duration histogram for a frequent annotation; for a rare one, its mean-to-max range
+    (a histogram of two values says nothing)."""
+    if (num(get(a, "count")) or 0) >= panels.MIN_HIST_COUNT:
+        return _spark(get(a, "durations_histogram") or get(a, "histogram"))
+    return f'<span class="muted" style="font-size:12px">{count(get(a, "count"))} × up to {dur(get(a, "max_us"))}</span>'
+
+
 def _panel_annotations(rank: Mapping[str, Any]) -> str:
     ann = get(rank, "annotations")
     if not isinstance(ann, Mapping):
@@ -853,18 +908,18 @@ def _panel_annotations(rank: Mapping[str, Any]) -> str:
             f'<tr><td class="name"><span class="k" title="{esc(get(a, "name"))}">{esc(get(a, "name"))}</span></td>'
             f"<td class='n'>{count(get(a, 'count'))}</td><td class='n'>{dur(get(a, 'total_us'))}</td>"
             f"<td class='n'>{dur(get(a, 'mean_us'))}</td><td class='n'>{dur(get(a, 'max_us'))}</td>"
-            f"<td>{_spark(get(a, 'histogram'))}</td></tr>"
+            f"<td>{_durations_cell(a)}</td></tr>"
             for a in items[:25]
         )
         more = f'<p class="muted">{len(items) - 25} more in summary.json</p>' if len(items) > 25 else ""
         blocks.append(
             f'<h3 style="margin-top:8px">{esc(title)}</h3><table><thead><tr><th>Annotation</th>'
             '<th class="n">Count</th><th class="n">Total</th><th class="n">Mean</th><th class="n">Max</th>'
-            f"<th>Histogram</th></tr></thead><tbody>{rows}</tbody></table>{more}"
+            f"<th>Durations</th></tr></thead><tbody>{rows}</tbody></table>{more}" + panels.annotation_histograms(items)
         )
     if not blocks:
         return ""
-    return _card("User annotations", "".join(blocks), full=True)
+    return _card("User annotations", "".join(blocks), full=True, cls="p-annotations")
 
 
 def _panel_cpu_ops(rank: Mapping[str, Any]) -> str:
@@ -883,4 +938,6 @@ def _panel_cpu_ops(rank: Mapping[str, Any]) -> str:
         "Top CPU operators",
         '<table><thead><tr><th>Operator</th><th class="n">Calls</th><th class="n">Total</th></tr></thead>'
         f"<tbody>{rows}</tbody></table>",
+        full=True,  # the last card: alone in a half row it would leave the other half empty
+        cls="p-cpu-ops",
     )

@@ -30,6 +30,13 @@ COLORS = {
     "int8": "#ec4899",
     "bar": "#3b6fd8",
     "outlier": "#ef4444",
+    "exposed_comm": "#d946ef",
+    "memory_only": "#0ea5a4",
+    "cpu_ops": "#64748b",
+    "launches": "#f59e0b",
+    "dataloader": "#22c55e",
+    "reserved": "#94a3b8",
+    "allocated": "#3b6fd8",
 }
 
 CSS = """
@@ -61,7 +68,7 @@ h2 .hint { font-weight: 400; color: var(--muted); font-size: 13px; margin-left: 
 h3 { font-size: 13px; margin: 0 0 10px; font-weight: 650; color: var(--muted);
   text-transform: uppercase; letter-spacing: 0.05em; }
 .grid { display: grid; gap: 14px; grid-template-columns: repeat(auto-fit, minmax(300px, 1fr)); }
-.grid.wide { grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); }
+.grid.wide { grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); grid-auto-flow: row dense; }
 .card { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 16px 18px;
   min-width: 0; break-inside: avoid; }
 .card.full { grid-column: 1 / -1; }
@@ -127,6 +134,24 @@ td.name .bar { height: 4px; border-radius: 2px; background: var(--accent); margi
 .threshold { position: absolute; left: 0; right: 0; border-top: 1.5px dashed var(--crit); }
 .threshold span { position: absolute; right: 0; top: -17px; font-size: 11px; color: var(--crit);
   background: rgba(255,255,255,0.85); padding: 0 4px; }
+.timechart .grid { stroke: #e3e7ee; stroke-width: 1; vector-effect: non-scaling-stroke; }
+.heatrows { display: grid; grid-template-columns: minmax(60px, max-content) 1fr; gap: 3px 10px;
+  align-items: center; font-size: 12px; }
+.heatrows svg { display: block; border-radius: 3px; }
+.strip { font-size: 12px; }
+.strip-row { display: flex; align-items: center; gap: 10px; height: 24px; }
+.strip-label { width: 70px; flex: none; color: var(--muted); font-variant-numeric: tabular-nums; }
+.strip-track { position: relative; flex: 1; height: 24px; border-bottom: 1px solid var(--line); }
+.strip-track i { position: absolute; top: 7px; width: 10px; height: 10px; border-radius: 50%;
+  transform: translateX(-50%); }
+.strip-track em { position: absolute; top: 4px; font-style: normal;
+  font-variant-numeric: tabular-nums; white-space: nowrap; }
+.strip-axis { flex: 1; display: flex; justify-content: space-between; color: var(--faint); font-size: 11px; }
+.minihist { display: grid; gap: 10px 16px; grid-template-columns: repeat(auto-fill, minmax(230px, 1fr)); }
+.minihist .k { font-family: var(--mono); font-size: 12px; overflow: hidden; text-overflow: ellipsis;
+  white-space: nowrap; display: block; }
+.howto { background: #f6f8fb; border-radius: 6px; padding: 8px 10px; margin: 8px 0 0; font-size: 13px; }
+code { font-family: var(--mono); font-size: 12px; }
 section.rank { margin-top: 34px; padding-top: 6px; border-top: 2px solid var(--line); }
 section.rank > h2 { margin-top: 14px; }
 .src { font-family: var(--mono); font-size: 12px; color: var(--muted); word-break: break-all; }

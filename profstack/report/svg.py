@@ -83,6 +83,7 @@ def columns(
     label_every: int | None = None,
     y_label: Callable[[float], str] | None = None,
     ticks: Sequence[str] | None = None,
+    max_slot: float = 90.0,
 ) -> str:
     """Vertical bars (histograms, per-step times) with x labels under some bars."""
     n = len(values)
@@ -91,7 +92,7 @@ def columns(
     width, top, bottom, left = 1000.0, 12.0, 26.0, 6.0
     plot_h = height - top - bottom
     vmax = max([*values, threshold or 0.0, 1e-12])
-    slot = min((width - left * 2) / n, 90.0)  # a handful of bars should not become slabs
+    slot = min((width - left * 2) / n, max_slot)  # a handful of bars should not become slabs
     left = max(left, (width - slot * n) / 2)  # ...and sit centred
     gap = min(slot * 0.18, 6.0)
     every = label_every or max(1, math.ceil(n / 14))
@@ -138,3 +139,122 @@ def columns(
         f'<div class="colchart" style="height:{height + 18}px"><div class="colplot" style="height:{height}px">'
         f'{"".join(parts)}{thr}{scale}</div><div class="xlabels">{"".join(label_html)}</div></div>'
     )
+
+
+@dataclass(frozen=True)
+class Series:
+    label: str
+    values: Sequence[float]
+    color: str
+    fill: bool = False  # an area from the axis instead of a line
+
+
+def time_chart(
+    series: Sequence[Series],
+    *,
+    x_ticks: Sequence[tuple[float, str]],
+    y_max: float | None = None,
+    y_label: Callable[[float], str] | None = None,
+    height: int = 120,
+    hint: Callable[[int], str] | None = None,
+) -> str:
+    """Series over time bins (all of one length): areas and lines on a shared y scale. ``x_ticks`` are
+    (fraction of the width, label) pairs; ``hint(i)`` is the tooltip of bin i (one title per bin)."""
+    n = max((len(s.values) for s in series), default=0)
+    if n == 0:
+        return ""
+    width, top, bottom = 1000.0, 8.0, 2.0
+    plot_h = height - top - bottom
+    vmax = y_max if y_max is not None else max([max(s.values, default=0.0) for s in series] + [1e-12])
+    vmax = vmax or 1.0
+    step = width / n
+    parts = [
+        f'<svg class="timechart" viewBox="0 0 {width:.0f} {height}" width="100%" height="{height}" '
+        f'preserveAspectRatio="none" role="img">',
+        f'<rect x="0" y="{top}" width="{width:.0f}" height="{plot_h:.1f}" fill="#f7f9fc"/>',
+    ]
+    for frac in (0.25, 0.5, 0.75):
+        y = top + plot_h * (1 - frac)
+        parts.append(f'<line x1="0" y1="{y:.1f}" x2="{width:.0f}" y2="{y:.1f}" class="grid"/>')
+
+    def y_of(v: float) -> float:
+        return top + plot_h - max(min(v, vmax), 0.0) / vmax * plot_h
+
+    for s in series:
+        pts = [(i * step + step / 2, y_of(v)) for i, v in enumerate(s.values)]
+        if not pts:
+            continue
+        line = " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+        if s.fill:
+            base = top + plot_h
+            parts.append(
+                f'<polygon points="{pts[0][0]:.1f},{base:.1f} {line} {pts[-1][0]:.1f},{base:.1f}" '
+                f'fill="{s.color}" fill-opacity="0.35" stroke="{s.color}" stroke-width="1.5" '
+                f'vector-effect="non-scaling-stroke"><title>{esc(s.label)}</title></polygon>'
+            )
+        else:
+            parts.append(
+                f'<polyline points="{line}" fill="none" stroke="{s.color}" stroke-width="1.8" '
+                f'vector-effect="non-scaling-stroke"><title>{esc(s.label)}</title></polyline>'
+            )
+    if hint is not None:
+        for i in range(n):
+            parts.append(
+                f'<rect x="{i * step:.2f}" y="{top}" width="{step:.2f}" height="{plot_h:.1f}" fill="transparent">'
+                f"<title>{esc(hint(i))}</title></rect>"
+            )
+    parts.append("</svg>")
+    labels = []
+    for frac, lab in x_ticks:
+        pos = frac * 100
+        shift = "0" if pos < 4 else "-100%" if pos > 96 else "-50%"
+        labels.append(f'<span style="left:{pos:.2f}%;transform:translateX({shift})">{esc(lab)}</span>')
+    scale = f'<span class="ymax">{esc(y_label(vmax))}</span>' if y_label else ""
+    return (
+        f'<div class="colchart" style="height:{height + 18}px"><div class="colplot" style="height:{height}px">'
+        f'{"".join(parts)}{scale}</div><div class="xlabels">{"".join(labels)}</div></div>'
+    )
+
+
+def heat_row(values: Sequence[float], *, color: str, hint: Callable[[int], str], height: int = 16) -> str:
+    """One row of cells shaded by value (0-100): e.g. a rank's GPU busy share over time."""
+    n = len(values)
+    if n == 0:
+        return ""
+    w = 1000.0 / n
+    cells = "".join(
+        f'<rect x="{i * w:.2f}" y="0" width="{w + 0.3:.2f}" height="{height}" fill="{color}" '
+        f'fill-opacity="{max(min(v, 100.0), 0.0) / 100:.2f}"><title>{esc(hint(i))}</title></rect>'
+        for i, v in enumerate(values)
+    )
+    return (
+        f'<svg class="heat" viewBox="0 0 1000 {height}" preserveAspectRatio="none" width="100%" height="{height}" '
+        f'role="img"><rect x="0" y="0" width="1000" height="{height}" fill="#eef1f5"/>{cells}</svg>'
+    )
+
+
+def strip(values: Sequence[float], labels: Sequence[str], *, fmt: Callable[[float], str], colors: Sequence[str]) -> str:
+    """A dot per value on one horizontal axis, each labelled (for a handful of values, e.g. < 10 steps)."""
+    if not values:
+        return ""
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.08 or max(abs(hi) * 0.05, 1.0)
+    lo, hi = max(lo - pad, 0.0), hi + pad
+    rows = []
+    for i, (v, lab) in enumerate(zip(values, labels, strict=True)):
+        pos = (v - lo) / (hi - lo) * 100
+        rows.append(
+            f'<div class="strip-row"><span class="strip-label">{esc(lab)}</span><span class="strip-track">'
+            f'<i style="left:{pos:.2f}%;background:{colors[i]}" title="{esc(lab)}: {esc(fmt(v))}"></i>'
+            + (
+                f'<em style="right:{100 - pos:.2f}%;margin-right:9px">{esc(fmt(v))}</em>'
+                if pos > 70
+                else f'<em style="left:{pos:.2f}%;margin-left:9px">{esc(fmt(v))}</em>'
+            )
+            + "</span></div>"
+        )
+    axis = (
+        f'<div class="strip-row"><span class="strip-label"></span><span class="strip-axis">'
+        f"<span>{esc(fmt(lo))}</span><span>{esc(fmt(hi))}</span></span></div>"
+    )
+    return f'<div class="strip">{"".join(rows)}{axis}</div>'

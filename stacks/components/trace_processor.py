@@ -78,6 +78,7 @@ def processor_environment(
         "FANOUT_BYTES_THRESHOLD": str(processing.fanout_bytes_threshold_mb * 2**20),
         "SINGLE_LAMBDA_MAX_FILE_BYTES": str(processing.single_lambda_max_file_mb * 2**20),
         "TOP_K": str(processing.top_k_kernels),
+        "TIMELINE_WINDOW": processing.timeline_window,
         "RULE_THRESHOLDS": json.dumps(processing.rule_thresholds, sort_keys=True),
         "INCLUDE_LAST_STEP": "true" if processing.include_last_step else "false",
     }

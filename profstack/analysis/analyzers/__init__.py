@@ -23,5 +23,8 @@ annotations            record_function annotations (CPU / GPU)     annotations
 communication          communication kernels, overlap              communication
 rank_info              device, distributed, counts, top CPU ops    device, distributed, counts,
                                                                    top_cpu_ops
+activity               GPU busy / CPU side per time bin (1.2)      timeline
+memory                 profile_memory events per device (1.2)      memory
+cuda_graphs            launches running several GPU ops (1.2)      cuda_graphs
 =====================  ==========================================  ===========================
 """

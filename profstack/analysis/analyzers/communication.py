@@ -8,10 +8,15 @@ from profstack.analysis.stats import pct_or_none, r2
 from profstack.analysis.summary import Communication
 
 
-def communication(v: RankView) -> Communication:
+def communication(v: RankView, step_total: float = 0.0) -> Communication:
+    """The one definition of communication time every panel uses: ``comm_time_us`` is the time during
+    which at least one communication kernel runs (the union of their intervals); ``exposed_time_us`` is
+    the part of it during which no computation kernel runs (``comm_time_us - overlap_time_us``), the
+    communication the step waits for."""
     acc = v.acc
     comm_t = acc.type_total[COMM_IDX]
     overlap = acc.overlap_us(COMM_IDX, COMP_IDX)
+    exposed = max(comm_t - overlap, 0.0)
     n_comm = sum(int(st[0]) for nid, st in acc.kstats.items() if acc.type_cache.get(nid) == COMM_IDX)
     span = v.span
     return {
@@ -21,4 +26,8 @@ def communication(v: RankView) -> Communication:
         "overlap_time_us": r2(overlap),
         "overlap_pct_of_comm": pct_or_none(overlap, comm_t),
         "comm_pct_of_span": pct_or_none(comm_t, span),
+        "exposed_time_us": r2(exposed),
+        "exposed_pct_of_span": pct_or_none(exposed, span),
+        "step_time_us": r2(step_total) if step_total > 0 else None,
+        "exposed_pct_of_step": pct_or_none(exposed, step_total) if n_comm else None,
     }

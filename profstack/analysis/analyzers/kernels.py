@@ -9,7 +9,7 @@ from profstack.analysis import classify
 from profstack.analysis.analyzers.time_breakdown import COMP_IDX
 from profstack.analysis.analyzers.view import RankView
 from profstack.analysis.stats import pct, pct_or_none, r2
-from profstack.analysis.summary import KernelStat, Occupancy, PrecisionShare
+from profstack.analysis.summary import ConversionKernels, KernelStat, Occupancy, PrecisionShare
 
 
 def _kstat(v: RankView, nid: int, st: list[float]) -> KernelStat:
@@ -21,8 +21,13 @@ def _kstat(v: RankView, nid: int, st: list[float]) -> KernelStat:
     return {
         "name": name,
         "kernel_type": ktype,
-        # Precision describes math; a NCCL int8 reduction or a memcpy has none worth reporting.
-        "precision": classify.precision_of(name) if ktype == classify.COMPUTATION else "n/a",
+        # Precision describes math; a NCCL int8 reduction or a memcpy has none worth reporting, and a cast
+        # to fp8 is a conversion, not fp8 math.
+        "precision": (
+            ("conversion" if classify.is_conversion(name) else classify.precision_of(name))
+            if ktype == classify.COMPUTATION
+            else "n/a"
+        ),
         "count": n,
         "total_us": r2(st[1]),
         "mean_us": r2(mean),
@@ -52,19 +57,30 @@ class ComputeKernels:
     precision: list[PrecisionShare]
     tensor_core_time_us: float
     kernel_time_us: float
+    conversions: ConversionKernels
 
 
 def compute_kernels(v: RankView) -> ComputeKernels:
     acc, names = v.acc, v.names
     kstats, type_cache, kernel_ids = acc.kstats, acc.type_cache, acc.kernel_ids
     prec: dict[str, list[float]] = {p: [0, 0.0] for p in classify.PRECISIONS}
+    conv: dict[str, list[float]] = {}
     tc_time = 0.0
     comp_kernel_time = 0.0
+    all_comp_time = 0.0
     for nid, st in kstats.items():
         # Precision and Tensor Core use are properties of computation kernels only (not NCCL or memory).
         if nid not in kernel_ids or type_cache.get(nid) != COMP_IDX:
             continue
         name = names[nid]
+        all_comp_time += st[1]
+        if classify.is_conversion(name):
+            c = conv.setdefault(classify.precision_of(name), [0, 0.0])
+            c[0] += st[0]
+            c[1] += st[1]
+            if classify.uses_tensor_cores(name):
+                tc_time += st[1]
+            continue
         p = prec[classify.precision_of(name)]
         p[0] += st[0]
         p[1] += st[1]
@@ -76,7 +92,17 @@ def compute_kernels(v: RankView) -> ComputeKernels:
         for p, val in prec.items()
         if val[0]
     ]
-    return ComputeKernels(precision, tc_time, comp_kernel_time)
+    conv_time = sum(c[1] for c in conv.values())
+    conversions: ConversionKernels = {
+        "count": int(sum(c[0] for c in conv.values())),
+        "time_us": r2(conv_time),
+        "pct_of_computation": pct_or_none(conv_time, all_comp_time),
+        "by_precision": [
+            {"precision": p, "count": int(c[0]), "time_us": r2(c[1]), "pct": pct(c[1], conv_time)}
+            for p, c in sorted(conv.items(), key=lambda kv: -kv[1][1])
+        ],
+    }
+    return ComputeKernels(precision, tc_time, all_comp_time, conversions)
 
 
 def occupancy(v: RankView, ck: ComputeKernels) -> Occupancy:

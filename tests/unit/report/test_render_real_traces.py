@@ -30,6 +30,19 @@ def test_real_trace_renders_with_a_section_per_rank_and_no_placeholder_leaks(nam
     gpu_ranks = sum(1 for r in summary["ranks"] if r["has_gpu"])
     assert page.count("<h3>GPU active share") == gpu_ranks
     assert page.count("CPU-only trace") == len(summary["ranks"]) - gpu_ranks
+    # AND the panels over time, memory and timelines (summary 1.2) are there for every rank that has data
+    busy_ranks = sum(
+        1 for r in summary["ranks"] if r["has_gpu"] and any((r.get("timeline") or {"gpu_busy_pct": []})["gpu_busy_pct"])
+    )
+    assert page.count("<h3>GPU utilisation over time") == busy_ranks
+    assert page.count("<h3>Memory") == len(summary["ranks"])
+    for rank in summary["ranks"]:
+        if not rank.get("memory", {"events": 0})["events"]:
+            assert "This trace has no memory events" in page
+    assert "<h2>Timeline</h2>" in page
+    assert "ui.perfetto.dev" in page
+    if any(r.get("cuda_graphs") for r in summary["ranks"]):
+        assert "<h3>CUDA graphs" in page
     # AND every formatted value (table numbers, KPIs, stats, legend and chip values) is a real value
     values = re.findall(r'<td class="n">([^<]*)', page)
     values += re.findall(r'<div class="v">([^<]*)', page)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from profstack.report import render_html
-from scripts.screenshot_report import find_chromium, screenshot
+from scripts.screenshot_report import CHROMIUM_ARGS, find_chromium, screenshot
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "summary_example.json"
 BROWSER = find_chromium()
@@ -91,3 +91,70 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
             dark += sum(px) < 200
     assert len(colours) > 50
     assert dark > 100
+
+
+#: the panels of summary schema 1.2 (class on the card -> what must be drawn in it)
+NEW_PANELS = {
+    "p-util-ranks": "svg.heat rect",
+    "p-timelines": "a[href$='.trace.json.gz']",
+    "p-gpu-time": "svg.timechart polygon",
+    "p-cpu-time": "svg.timechart polygon",
+    "p-steps": ".strip .strip-track i",
+    "p-memory": "svg.timechart polygon",
+    "p-graphs": "table tbody tr",
+    "p-annotations": ".minihist svg rect",
+    "p-cpu-ops": "table tbody tr",
+}
+
+
+@pytest.mark.slow
+def test_every_new_panel_is_drawn_in_the_browser(tmp_path: Path) -> None:
+    # GIVEN one report over real traces that exercise every new panel: NCCL ranks, a CUDA-graph trace, a
+    # GPU profile_memory trace and a CPU trace with few steps (summary.timelines as the CLI writes it)
+    from playwright.sync_api import sync_playwright
+
+    from profstack.analysis import AnalysisOptions, FileTraceSource, analyze
+    from tests.conftest import TRACES_DIR
+
+    files = [
+        "hta/trace_filter/sampled_rank-0.json.gz",
+        "hta/trace_diff/test/test.json.gz",
+        "hta/df_index_resolver/df_index_resolver.json.gz",
+    ]
+    summary = dict(
+        analyze([FileTraceSource(TRACES_DIR / f) for f in files], AnalysisOptions(merge_rank_files=False)).summary
+    )
+    summary["timelines"] = [
+        {"file": "perfetto/rank-0.trace.json.gz", "source": files[0], "rank": 0, "window": "median", "steps": [551],
+         "events": 10, "max_events": 1000, "dropped": {"cpu": 5}, "moved_to_overlap_tracks": 0}
+    ]  # fmt: skip
+    report = tmp_path / "report.html"
+    report.write_text(render_html(summary), encoding="utf-8")
+    errors: list[str] = []
+    # WHEN Chromium loads it
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=BROWSER, args=list(CHROMIUM_ARGS))
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(report.resolve().as_uri(), wait_until="load")
+            found = {
+                cls: page.evaluate(
+                    """([cls, sel]) => [...document.querySelectorAll('.' + cls)].map(card => {
+                        const head = card.querySelector('h3, h2') || card.previousElementSibling;
+                        const drawn = [...card.querySelectorAll(sel)].filter(e => {
+                            const b = e.getBoundingClientRect(); return b.width > 0 && b.height > 0; });
+                        return {title: head ? head.textContent.trim() : '', drawn: drawn.length};
+                    })""",
+                    [cls, sel],
+                )
+                for cls, sel in NEW_PANELS.items()
+            }
+        finally:
+            browser.close()
+    # THEN no console error, and every new panel has a heading and something visibly drawn in it
+    assert errors == []
+    for cls, cards in found.items():
+        assert cards, f"no {cls} panel"
+        assert any(c["title"] and c["drawn"] > 0 for c in cards), (cls, cards)

@@ -1,0 +1,186 @@
+"""Activity over time in bounded memory: series of time bins whose width doubles as the covered span grows.
+
+``TimeBins`` holds ``MAX_BINS`` bins per series, all series sharing one grid (origin, width). Values are
+added as intervals (busy time, split over the bins they cover) or points (counts). When an addition falls
+outside the grid, bins are added on that side; when the grid would exceed ``MAX_BINS``, neighbouring bins
+are summed pairwise and the width doubles, so memory is fixed and the resolution is at least
+span / ``MAX_BINS``. ``resample`` maps the bins onto an output grid (e.g. the analysed window in 100 bins),
+splitting a bin's value by overlap: exact for interval series, proportional for counts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+MAX_BINS = 1024
+_START_WIDTH_US = 1.0
+
+
+class TimeBins:
+    """Named series of time bins on one shared, growing grid (µs).
+
+    The grid is a lattice: bin ``k`` covers ``[k * width, (k + 1) * width)`` and ``width`` is a power of two
+    (µs); the series hold lattice bins ``first .. first + n - 1``, exactly those the data's extent touches,
+    and ``width`` is the smallest that fits the extent in ``MAX_BINS``. So the grid depends only on the data
+    added, never on the order or the batches it came in (the streaming and buffered passes agree)."""
+
+    __slots__ = ("first", "hi", "lo", "names", "series", "width")
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names)
+        self.width = _START_WIDTH_US
+        self.first = 0  # lattice index of series[k][0]
+        self.lo = math.inf  # extent of the data added
+        self.hi = -math.inf
+        self.series: list[list[float]] = [[] for _ in self.names]
+
+    @property
+    def origin(self) -> float | None:
+        return self.first * self.width if self.lo <= self.hi else None
+
+    @property
+    def n(self) -> int:
+        return len(self.series[0]) if self.series else 0
+
+    @property
+    def empty(self) -> bool:
+        return self.origin is None
+
+    def _span(self, w: float) -> tuple[int, int]:
+        return math.floor(self.lo / w), math.floor(self.hi / w)
+
+    def _cover(self, lo: float, hi: float) -> None:
+        """Grow the grid (left, right, coarser) until [lo, hi] fits."""
+        if lo >= self.lo and hi <= self.hi:
+            return
+        self.lo, self.hi = min(self.lo, lo), max(self.hi, hi)
+        a, b = self._span(self.width)
+        while b - a + 1 > MAX_BINS:
+            self._coarsen()
+            a, b = self._span(self.width)
+        if not self.n:
+            self.first = a
+            for s in self.series:
+                s.extend([0.0] * (b - a + 1))
+            return
+        left = self.first - a
+        right = b - (self.first + self.n - 1)
+        for s in self.series:
+            if left > 0:
+                s[:0] = [0.0] * left
+            if right > 0:
+                s.extend([0.0] * right)
+        if left > 0:
+            self.first = a
+
+    def _coarsen(self) -> None:
+        """Double the width: lattice bins 2k and 2k + 1 become bin k."""
+        new_first = self.first // 2
+        for k, s in enumerate(self.series):
+            out: list[float] = []
+            for i, v in enumerate(s):
+                j = (self.first + i) // 2 - new_first
+                if j == len(out):
+                    out.append(v)
+                else:
+                    out[j] += v
+            self.series[k] = out
+        self.first = new_first
+        self.width *= 2
+
+    def add_interval(self, k: int, lo: float, hi: float) -> None:
+        """Add the busy time of [lo, hi] to series ``k``, split over the bins it covers."""
+        if not hi > lo:
+            return
+        self._cover(lo, hi)
+        s, w, f = self.series[k], self.width, self.first
+        o = f * w
+        i = min(max(math.floor(lo / w) - f, 0), len(s) - 1)
+        j = min(max(math.floor(hi / w) - f, 0), len(s) - 1)
+        if i == j:
+            s[i] += hi - lo
+            return
+        s[i] += o + (i + 1) * w - lo
+        for b in range(i + 1, j):
+            s[b] += w
+        s[j] += hi - (o + j * w)
+
+    def add_intervals(self, k: int, spans: Iterable[tuple[float, float]]) -> None:
+        """``add_interval`` for many: the grid grows once, then one tight loop."""
+        pairs = [(lo, hi) for lo, hi in spans if hi > lo]
+        if not pairs:
+            return
+        self._cover(min(p[0] for p in pairs), max(p[1] for p in pairs))
+        s, w, f = self.series[k], self.width, self.first
+        last = len(s) - 1
+        floor = math.floor
+        for lo, hi in pairs:
+            i = floor(lo / w) - f
+            j = floor(hi / w) - f
+            i = 0 if i < 0 else last if i > last else i
+            j = 0 if j < 0 else last if j > last else j
+            if i == j:
+                s[i] += hi - lo
+                continue
+            s[i] += (f + i + 1) * w - lo
+            for b in range(i + 1, j):
+                s[b] += w
+            s[j] += hi - (f + j) * w
+
+    def add_points(self, k: int, points: Sequence[float], weight: float = 1.0) -> None:
+        if not points:
+            return
+        self._cover(min(points), max(points))
+        s, w, f = self.series[k], self.width, self.first
+        last = len(s) - 1
+        floor = math.floor
+        for t in points:
+            b = floor(t / w) - f
+            s[0 if b < 0 else b if b <= last else last] += weight
+
+    def merge(self, other: TimeBins, shift: float = 0.0) -> None:
+        """Add another grid's series (same names), its clock moved by ``shift`` µs."""
+        base = other.origin
+        if base is None:
+            return
+        for k in range(len(self.names)):
+            for b, v in enumerate(other.series[k]):
+                if v:
+                    lo = base + shift + b * other.width
+                    self._add_spread(k, lo, lo + other.width, v)
+
+    def _add_spread(self, k: int, lo: float, hi: float, value: float) -> None:
+        """Add ``value`` spread evenly over [lo, hi]."""
+        self._cover(lo, hi)
+        s, w, f = self.series[k], self.width, self.first
+        o = f * w
+        span = hi - lo
+        i = min(max(math.floor(lo / w) - f, 0), len(s) - 1)
+        j = min(max(math.floor(hi / w) - f, 0), len(s) - 1)
+        for b in range(i, j + 1):
+            a, z = max(lo, o + b * w), min(hi, o + (b + 1) * w)
+            if z > a:
+                s[b] += value * (z - a) / span
+
+    def resample(self, k: int, lo: float, hi: float, n: int) -> list[float]:
+        """Series ``k`` on ``n`` equal bins over [lo, hi] (each source bin split by overlap)."""
+        out = [0.0] * n
+        o = self.origin
+        if o is None or not hi > lo or n <= 0:
+            return out
+        ow = (hi - lo) / n
+        w = self.width
+        for b, v in enumerate(self.series[k]):
+            if not v:
+                continue
+            a0, a1 = o + b * w, o + (b + 1) * w
+            if a1 <= lo or a0 >= hi:
+                continue
+            i = max(int((a0 - lo) / ow), 0)
+            j = min(int((a1 - lo) / ow), n - 1)
+            for c in range(i, j + 1):
+                x0, x1 = max(a0, lo + c * ow), min(a1, lo + (c + 1) * ow)
+                if x1 > x0:
+                    out[c] += v * (x1 - x0) / w
+        return out
