@@ -51,7 +51,7 @@ def test_diff_of_summary_files_and_report_folders_matches_the_pure_diff(
     diff = diff_summaries(a, b)
     p50 = next(d for d in diff.steps if d.name == "step p50")
     assert p50.change == pytest.approx(b["ranks"][0]["steps"]["p50_us"] - a["ranks"][0]["steps"]["p50_us"])
-    assert "top 10; others show as absent" in out  # analyze's default top-K, said so
+    assert "top 15; others show as absent" in out  # analyze's default top-K (15, issue #13), said so
 
 
 def test_kernel_names_from_traces_are_escaped_in_the_page() -> None:

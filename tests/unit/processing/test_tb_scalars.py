@@ -12,7 +12,7 @@ import pytest
 from lambdas.trace_processor.summary_tools import job_metrics
 from lambdas.trace_processor.tb_scalars import snake, summary_scalars
 from lambdas.trace_processor.tfevents import scalar_event_file
-from profstack.analysis import FileTraceSource, analyze
+from profstack.analysis import AnalysisOptions, FileTraceSource, analyze
 from tests.conftest import TRACES_DIR
 
 TAG = re.compile(r"^profstack/[a-z0-9_]+(/rank_[A-Za-z0-9_.-]+)?$")
@@ -21,7 +21,9 @@ TAG = re.compile(r"^profstack/[a-z0-9_]+(/rank_[A-Za-z0-9_.-]+)?$")
 @pytest.fixture(scope="module")
 def two_rank_summary() -> dict[str, Any]:
     files = ["hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz"]
-    return dict(analyze([FileTraceSource(TRACES_DIR / f) for f in files]).summary)
+    # every recorded step (the default drops the last one, like HTA): the two-step ranks then draw curves
+    options = AnalysisOptions(include_last_step=True)
+    return dict(analyze([FileTraceSource(TRACES_DIR / f) for f in files], options).summary)
 
 
 def _accumulator(tmp_path: Path, data: bytes) -> Any:
