@@ -279,3 +279,85 @@ def test_live_training_job_alarms_use_config_thresholds_per_gpu(
         assert props["TreatMissingData"] == "notBreaching"
         assert props["AlarmActions"]
         assert props["AlarmActions"] == props["OKActions"]
+
+
+RULE_ARN = "arn:aws:events:us-east-1:123456789012:rule/profstack-processing-JobEventsTrainingJobFinished"
+OTHER_RULE_ARN = "arn:aws:events:us-east-1:123456789012:rule/someone-elses-rule"
+QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:profstack-processing-JobEventsQueue"
+
+
+def _queue_policy(template: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    from tests.infra.iam_eval import Resolver
+
+    (queue_id,) = [k for k in _of_type(template, "AWS::SQS::Queue") if k.startswith("JobEventsQueue")]
+    (rule_id,) = _of_type(template, "AWS::Events::Rule")
+    (policy,) = [
+        p["Properties"]
+        for p in _of_type(template, "AWS::SQS::QueuePolicy").values()
+        if p["Properties"]["Queues"] == [{"Ref": queue_id}]
+    ]
+    resolve = Resolver(get_att={f"{rule_id}.Arn": RULE_ARN, f"{queue_id}.Arn": QUEUE_ARN})
+    return resolve(policy["PolicyDocument"])["Statement"], rule_id
+
+
+def test_job_queue_accepts_only_profstacks_own_rule(template: dict[str, Any]) -> None:
+    # GIVEN the job queue's policy WHEN synthesized THEN EventBridge may only SendMessage, and only for our rule
+    statements, rule_id = _queue_policy(template)
+    (allow,) = [s for s in statements if s["Effect"] == "Allow"]
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"]["ArnEquals"] == {"aws:SourceArn": RULE_ARN}
+    assert allow["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+    # AND the condition names the rule of this template (resolved from its Fn::GetAtt above)
+    assert rule_id.startswith("JobEventsTrainingJobFinished")
+
+
+def test_another_rule_in_the_same_account_cannot_feed_the_processor(template: dict[str, Any]) -> None:
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    statements, _ = _queue_policy(template)
+    events = Principal(service="events.amazonaws.com")
+
+    def send(source_arn: str, *, secure: bool = True) -> bool:
+        context = {
+            "aws:SourceArn": source_arn,
+            "aws:SourceAccount": "123456789012",
+            "aws:SecureTransport": "true" if secure else "false",
+        }
+        return same_account_decision([], statements, events, Request("sqs:SendMessage", QUEUE_ARN, context))
+
+    # GIVEN EventBridge delivering for ProfStack's rule THEN allowed
+    assert send(RULE_ARN)
+    # WHEN another rule of the same account (e.g. with an input transformer claiming bob's job) delivers
+    # THEN denied: today's CDK default (aws:SourceAccount only) would have allowed it
+    assert not send(OTHER_RULE_ARN)
+    assert not send(RULE_ARN, secure=False)
+    # AND EventBridge may not read queue attributes or receive
+    for action in ("sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:PurgeQueue"):
+        context = {"aws:SourceArn": RULE_ARN, "aws:SourceAccount": "123456789012", "aws:SecureTransport": "true"}
+        assert not same_account_decision([], statements, events, Request(action, QUEUE_ARN, context))
+    # AND a role of the account without an identity grant cannot send either
+    someone = Principal(arn="arn:aws:iam::123456789012:role/someone")
+    assert not same_account_decision(
+        [], statements, someone, Request("sqs:SendMessage", QUEUE_ARN, {"aws:SecureTransport": "true"})
+    )
+
+
+def test_cdk_default_queue_policy_would_have_let_any_rule_in() -> None:
+    # GIVEN the statement CDK's SqsQueue target writes for a KMS queue (aws:SourceAccount only)
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    cdk_default = [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"},
+            "Action": ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
+            "Resource": QUEUE_ARN,
+            "Condition": {"StringEquals": {"aws:SourceAccount": "123456789012"}},
+        }
+    ]
+    context = {"aws:SourceArn": OTHER_RULE_ARN, "aws:SourceAccount": "123456789012"}
+    # THEN the evaluator shows the attack the fix closes (so the test above can fail)
+    assert same_account_decision(
+        [], cdk_default, Principal(service="events.amazonaws.com"), Request("sqs:SendMessage", QUEUE_ARN, context)
+    )
