@@ -17,6 +17,7 @@ from stacks.components.fanout_workflow import FanoutWorkflow
 from stacks.components.job_events import JobEventQueue
 from stacks.components.notification_topic import NotificationTopic
 from stacks.components.processing_alarms import ProcessingAlarms
+from stacks.components.role_paths import processing_role_path
 from stacks.components.trace_access import TraceAccess
 from stacks.components.trace_processor import (
     VISIBILITY_TIMEOUT_FACTOR,
@@ -47,6 +48,9 @@ class ProcessingStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         service = f"{name_prefix}-trace-processor"
+        # Every role that reads or writes users' data sits on this path: the trace bucket's policy lets
+        # exactly these (and the users' own roles, break-glass) in (stacks/components/role_paths.py).
+        role_path = processing_role_path(name_prefix)
         access = TraceAccess(bucket=trace_bucket, key=data_key, extra_prefixes=processing.extra_trace_prefixes)
 
         self.notifications = NotificationTopic(self, "Notifications", key=messaging_key, emails=notifications.emails)
@@ -69,6 +73,7 @@ class ProcessingStack(cdk.Stack):
             user_tag_key=user_tag_key,
             log_retention_days=log_retention_days,
             service=service,
+            role_path=role_path,
         )
         self.fanout = FanoutWorkflow(
             self,
@@ -78,6 +83,7 @@ class ProcessingStack(cdk.Stack):
             aggregate=self.functions.aggregate,
             processing=processing,
             log_retention=retention_days(log_retention_days),
+            role_path=role_path,
         )
         self.functions.use_state_machine(self.fanout.state_machine)
         self.alarms = ProcessingAlarms(

@@ -78,6 +78,7 @@ class FanoutWorkflow(Construct):
         aggregate: ProfStackFunction,
         processing: Processing,
         log_retention: logs.RetentionDays,
+        role_path: str,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -89,6 +90,7 @@ class FanoutWorkflow(Construct):
             "ProcessingJobRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="ProfStack processing job: analyse one oversized trace file",
+            path=role_path,
         )
         access.grant_trace_read(self.processing_role)
         self.processing_role.add_to_principal_policy(
@@ -213,9 +215,17 @@ class FanoutWorkflow(Construct):
         aggregate_step.add_retry(errors=["States.TaskFailed"], max_attempts=3, interval=cdk.Duration.seconds(30))
 
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
+        machine_role = iam.Role(
+            self,
+            "StateMachineRole",
+            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            description="ProfStack fan-out state machine: read the item manifest, run the map and aggregate",
+            path=role_path,
+        )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
+            role=machine_role,
             definition_body=sfn.DefinitionBody.from_chainable(self.map.next(aggregate_step)),
             timeout=cdk.Duration.hours(8),
             tracing_enabled=True,

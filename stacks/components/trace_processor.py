@@ -124,6 +124,7 @@ class TraceProcessorFunctions(Construct):
         user_tag_key: str,
         log_retention_days: int,
         service: str,
+        role_path: str,
     ) -> None:
         super().__init__(scope, construct_id)
         env = processor_environment(
@@ -146,6 +147,7 @@ class TraceProcessorFunctions(Construct):
             memory_size=processing.lambda_memory_mb,
             reserved_concurrency=processing.reserved_concurrency,
             ephemeral_storage_mib=2048,  # spooled Perfetto traces
+            role_path=role_path,
         )
         self.analyze_file = ProfStackFunction(
             self,
@@ -158,6 +160,7 @@ class TraceProcessorFunctions(Construct):
             timeout=timeout,
             memory_size=processing.lambda_memory_mb,
             ephemeral_storage_mib=2048,
+            role_path=role_path,
         )
         self.aggregate = ProfStackFunction(
             self,
@@ -169,6 +172,7 @@ class TraceProcessorFunctions(Construct):
             environment=env,
             timeout=cdk.Duration.minutes(5),
             memory_size=1024,
+            role_path=role_path,
         )
 
         # processor: everything a single-Lambda job needs, plus starting the fan-out.

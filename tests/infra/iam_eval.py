@@ -130,14 +130,47 @@ class Request:
     context: Mapping[str, str] = field(default_factory=dict)
 
 
+_VARIABLE = re.compile(r"\$\{\s*([^},']+?)\s*(?:,\s*'([^']*)'\s*)?\}")
+
+
+def substitute(text: str, context: Mapping[str, str]) -> str:
+    """IAM policy variables: `${key}` or `${key, 'default'}` replaced from the request context.
+    A missing key without a default may invalidate the whole statement in IAM: refused here."""
+
+    def value(match: re.Match[str]) -> str:
+        key, default = match.group(1), match.group(2)
+        if key in context:
+            return context[key]
+        if default is None:
+            raise UnsupportedPolicyError(f"policy variable {key} is not in the request and has no default")
+        return default
+
+    return _VARIABLE.sub(value, text)
+
+
+def _substituted(values: Any, context: Mapping[str, str]) -> list[str]:
+    return [substitute(str(v), context) for v in _as_list(values)]
+
+
 def _statement_applies(statement: Mapping[str, Any], request: Request) -> bool:
-    if "NotAction" in statement or "NotResource" in statement or "NotPrincipal" in statement:
-        raise UnsupportedPolicyError("NotAction/NotResource are not modelled")
+    if "NotAction" in statement or "NotPrincipal" in statement:
+        raise UnsupportedPolicyError("NotAction/NotPrincipal are not modelled")
+    if ("Resource" in statement) == ("NotResource" in statement):
+        raise UnsupportedPolicyError("a statement needs exactly one of Resource and NotResource")
     if not any(_action_matches(a, request.action) for a in _as_list(statement["Action"])):
         return False
-    if not any(_resource_matches(r, request.resource) for r in _as_list(statement["Resource"])):
+    if "Resource" in statement:
+        if not any(
+            _resource_matches(r, request.resource) for r in _substituted(statement["Resource"], request.context)
+        ):
+            return False
+    elif any(_resource_matches(r, request.resource) for r in _substituted(statement["NotResource"], request.context)):
         return False
-    return _condition_holds(statement.get("Condition", {}), request.context)
+    conditions = {
+        operator: {key: _substituted(values, request.context) for key, values in clauses.items()}
+        for operator, clauses in statement.get("Condition", {}).items()
+    }
+    return _condition_holds(conditions, request.context)
 
 
 def is_allowed(statements: Iterable[Mapping[str, Any]], request: Request) -> bool:
