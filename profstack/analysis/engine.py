@@ -226,6 +226,7 @@ def analyze(
             fd.gpu_mode_reason = "several input files may belong to this rank"
         files[idx] = fd
         errors.extend(_file_errors(fd))
+        warnings.extend(FileError(fd.name, n, fatal=False) for n in fd.notices)  # bounded names (parse.py)
         if guess is None:
             unknown_left -= 1
         else:
@@ -277,7 +278,9 @@ def analyze(
     sev_order = {"critical": 0, "warning": 1, "info": 2}
     findings.sort(key=lambda f: (sev_order[f["severity"]], f["rule_id"], f["ranks"]))
 
-    complete = bool(ranks) and not errors and all(r["complete"] for r in ranks)
+    # folded names leave per-name tables incomplete (parse.MAX_NAMES_PER_FILE)
+    folded = any(f is not None and f.names_folded_events for f in files)
+    complete = bool(ranks) and not errors and not folded and all(r["complete"] for r in ranks)
     summary: dict[str, Any] = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "generator": {"name": "profstack", "version": __version__},
