@@ -12,10 +12,12 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
+from lambdas.trace_processor.logic import PROCESSING_INPUT_MANIFEST
 from profstack import layout
 from profstack.config import Processing
 from stacks.components.iam import no_resource_type_statement
@@ -28,9 +30,11 @@ PROCESSING_OUTPUT = "/opt/ml/processing/output"
 PROCESSING_MAX_RUNTIME_S = 4 * 3600
 MAP_MAX_CONCURRENCY = 20
 # `profstack analyze` exits 1 when it wrote partial results (some input unreadable): still a result
-# the aggregate step should see, so only exit codes above 1 fail the job (and skip the upload).
+# the aggregate step should see, so only exit codes above 1 fail the job (and skip the upload). Python
+# also exits 1 on an uncaught error, so the job succeeds only if a summary was written.
 PROCESSING_COMMAND = (
-    f'profstack analyze {PROCESSING_INPUT} --out {PROCESSING_OUTPUT} --format json,perfetto; rc=$?; [ "$rc" -le 1 ]'
+    f"profstack analyze {PROCESSING_INPUT} --out {PROCESSING_OUTPUT} --format json,perfetto; rc=$?; "
+    f'[ "$rc" -le 1 ] && [ -s {PROCESSING_OUTPUT}/summary.json ]'
 )
 
 
@@ -67,6 +71,30 @@ class ProcessingJobImage(Construct):
         )
 
 
+MANIFEST_KEY_PATTERN = f"{layout.REPORTS_PREFIX}*/partials/manifest.json"
+
+
+class ManifestItemReader(sfn.S3JsonItemReader):
+    """The Distributed Map's S3 item reader, granting GetObject on the fan-out manifests only.
+
+    CDK's S3JsonItemReader grants `s3:GetObject` on `<bucket>/*` when the key is a JSON path (it cannot
+    know the key); every manifest is `reports/<user>/<job>/partials/manifest.json`
+    (lambdas/trace_processor/logic.py, manifest_location), so that is all the state machine may read."""
+
+    def __init__(self, *, bucket: s3.IBucket, key: str) -> None:
+        super().__init__(bucket=bucket, key=key)
+        self._manifests = bucket
+
+    def provide_policy_statements(self) -> list[iam.PolicyStatement]:
+        return [
+            iam.PolicyStatement(
+                sid="ReadFanoutManifest",
+                actions=["s3:GetObject"],
+                resources=[self._manifests.arn_for_objects(MANIFEST_KEY_PATTERN)],
+            )
+        ]
+
+
 class FanoutWorkflow(Construct):
     def __init__(
         self,
@@ -93,6 +121,15 @@ class FanoutWorkflow(Construct):
             path=role_path,
         )
         access.grant_trace_read(self.processing_role)
+        self.processing_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadInputManifest",  # SageMaker reads the job's ManifestFile input with this role
+                actions=["s3:GetObject"],
+                resources=[
+                    access.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/*/{PROCESSING_INPUT_MANIFEST}")
+                ],
+            )
+        )
         self.processing_role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="WritePartials",
@@ -158,10 +195,13 @@ class FanoutWorkflow(Construct):
                     "ProcessingInputs": [
                         {
                             "InputName": "trace",
+                            # A manifest naming the one trace object (logic.processing_input_manifest): an
+                            # S3Prefix input of its key would also pull x.pt.trace.json.gz for x.pt.trace.json.
                             "S3Input": {
-                                "S3Uri.$": "States.Format('s3://{}/{}', $.item.bucket, $.item.key)",
+                                "S3Uri.$": f"States.Format('s3://{{}}/{{}}{PROCESSING_INPUT_MANIFEST}', "
+                                "$.partials.bucket, $.item.partial_prefix)",
                                 "LocalPath": PROCESSING_INPUT,
-                                "S3DataType": "S3Prefix",
+                                "S3DataType": "ManifestFile",
                                 "S3InputMode": "File",
                             },
                         }
@@ -194,7 +234,7 @@ class FanoutWorkflow(Construct):
         self.map = sfn.DistributedMap(
             self,
             "AnalyzeEachFile",
-            item_reader=sfn.S3JsonItemReader(bucket=access.bucket, key=sfn.JsonPath.string_at("$.manifest.key")),
+            item_reader=ManifestItemReader(bucket=access.bucket, key=sfn.JsonPath.string_at("$.manifest.key")),
             item_selector={
                 "item.$": "$$.Map.Item.Value",
                 "context.$": "$.context",
@@ -232,14 +272,7 @@ class FanoutWorkflow(Construct):
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
         role = self.state_machine.role
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ReadFanoutManifest",  # the Distributed Map's S3 item reader
-                actions=["s3:GetObject"],
-                resources=[access.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/manifest.json")],
-            )
-        )
-        access.key.grant(role, "kms:Decrypt")
+        access.key.grant(role, "kms:Decrypt")  # the manifest is SSE-KMS; ManifestItemReader grants the read
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="RunProcessingJobs",
@@ -282,10 +315,6 @@ class FanoutWorkflow(Construct):
                 r"AwsSolutions-IAM5\[Resource::<TraceProcessor(AnalyzeFile|Aggregate)Function[0-9A-F]+\.Arn>:\*\]": (
                     "LambdaInvoke may call any version/alias of the two fan-out functions it names."
                 ),
-                r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:s3:::[^/]+/\*\]": (
-                    "Granted by CDK's S3JsonItemReader (GetObject on the manifest bucket); the state machine "
-                    "itself only reads the manifest key it is given, and runs no user code."
-                ),
                 r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/manifest\.json\]": (
                     "The Distributed Map reads each job's item manifest; jobs are keyed per user and job."
                 ),
@@ -319,6 +348,9 @@ class FanoutWorkflow(Construct):
                 ),
                 r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/\*\]": (
                     "Writes only partial results, under each job's reports/<user>/<job>/partials/."
+                ),
+                r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/\*/input\.manifest\]": (
+                    "Reads only the per-item input manifests the processor writes for Processing jobs."
                 ),
                 r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>"
                 r":log-group:/aws/sagemaker/ProcessingJobs:\*\]": (

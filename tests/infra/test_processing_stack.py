@@ -361,3 +361,22 @@ def test_cdk_default_queue_policy_would_have_let_any_rule_in() -> None:
     assert same_account_decision(
         [], cdk_default, Principal(service="events.amazonaws.com"), Request("sqs:SendMessage", QUEUE_ARN, context)
     )
+
+
+def test_fanout_state_machine_reads_only_the_manifests(template: dict[str, Any]) -> None:
+    # GIVEN the fan-out state machine's role WHEN synthesized THEN its only S3 access is GetObject on the
+    # manifests (CDK's item reader would have granted GetObject on bucket/*)
+    roles = _of_type(template, "AWS::IAM::Role")
+    machine_role = next(k for k in roles if k.startswith("FanoutStateMachineRole"))
+    s3_statements = [
+        st for st in _policy_statements(template, machine_role) if any(a.startswith("s3:") for a in _actions(st))
+    ]
+    assert s3_statements
+    for st in s3_statements:
+        assert _actions(st) == ["s3:GetObject"]
+        assert [r.split(">", 1)[-1] for r in _resources(st)] == ["/reports/*/partials/manifest.json"]
+    # AND nowhere in the stack does any policy grant s3 on a bare bucket/* pattern
+    for policy in _of_type(template, "AWS::IAM::Policy").values():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if any(a.startswith("s3:") for a in _actions(st)):
+                assert not [r for r in _resources(st) if r.endswith(">/*")], st
