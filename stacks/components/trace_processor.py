@@ -28,6 +28,11 @@ _RETENTION = dict(zip(LOG_RETENTION_DAYS, [r for r in logs.RetentionDays if r.na
 # SQS visibility must cover the whole batch's processing plus retries (AWS guidance: 6x timeout).
 VISIBILITY_TIMEOUT_FACTOR = 6
 SQS_BATCH_SIZE = 1  # one job per invocation: a job may take the whole Lambda timeout
+# The fan-out aggregate step, sized from bench/aggregate_partials.py (docs/processing.md): its memory and
+# time grow with the merged summary (~340 KB of Python objects and ~47 KB of JSON per partial), about
+# 3.4 GB and 3-6 minutes at 10,000 partials; 6 GB and the Lambda maximum of 900 s leave headroom.
+AGGREGATE_MEMORY_MB = 6144
+AGGREGATE_TIMEOUT_S = 900
 
 
 WILDCARD_REASONS = {
@@ -170,8 +175,8 @@ class TraceProcessorFunctions(Construct):
             log_retention=retention,
             powertools=powertools,
             environment=env,
-            timeout=cdk.Duration.minutes(5),
-            memory_size=1024,
+            timeout=cdk.Duration.seconds(AGGREGATE_TIMEOUT_S),
+            memory_size=AGGREGATE_MEMORY_MB,
             role_path=role_path,
         )
 

@@ -144,6 +144,7 @@ def _wait(sfn: Any, execution_arn: str, timeout_s: float = 60) -> dict[str, Any]
         time.sleep(0.2)
 
 
+@pytest.mark.slow  # one synth (~30 s) and a real execution
 def test_the_synthesized_fanout_runs_end_to_end(machine: tuple[DataPlane, Any, list[str]], traces_dir: Path) -> None:
     from lambdas.trace_processor import handler
 

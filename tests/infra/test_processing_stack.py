@@ -380,3 +380,13 @@ def test_fanout_state_machine_reads_only_the_manifests(template: dict[str, Any])
         for st in policy["Properties"]["PolicyDocument"]["Statement"]:
             if any(a.startswith("s3:") for a in _actions(st)):
                 assert not [r for r in _resources(st) if r.endswith(">/*")], st
+
+
+def test_aggregate_function_is_sized_for_ten_thousand_partials(template: dict[str, Any]) -> None:
+    # GIVEN the measured growth of the aggregate step (bench/aggregate_partials.py, docs/processing.md)
+    from stacks.components.trace_processor import AGGREGATE_MEMORY_MB, AGGREGATE_TIMEOUT_S
+
+    _, fn = _function(template, "lambdas.trace_processor.aggregate.handler")
+    # THEN the function gets that memory and the longest Lambda timeout, not the old 1024 MB / 300 s
+    assert fn["MemorySize"] == AGGREGATE_MEMORY_MB >= 6144
+    assert fn["Timeout"] == AGGREGATE_TIMEOUT_S == 900
