@@ -141,6 +141,40 @@ class Retention(_Model):
         return self
 
 
+# An IAM role or user ARN, exact (no wildcards): the bucket policy names these principals.
+_PRINCIPAL_ARN_RE = r"^arn:aws(-cn|-us-gov)?:iam::\d{12}:(role|user)/[A-Za-z0-9+=,.@_/-]{1,512}$"
+PrincipalArn = Annotated[str, Field(pattern=_PRINCIPAL_ARN_RE)]
+
+
+class Storage(_Model):
+    """The trace bucket's resource-policy backstop (stacks/components/trace_store.py, bucket_boundary)."""
+
+    break_glass_principal_arns: Annotated[
+        list[PrincipalArn],
+        Field(
+            max_length=10,
+            description="IAM roles/users (exact ARNs) that may read and write every user's traces/, "
+            "tensorboard/ and reports/ prefixes besides the processing roles, e.g. an incident-response role",
+        ),
+    ] = []
+    trace_writer_principal_arns: Annotated[
+        list[PrincipalArn],
+        Field(
+            max_length=20,
+            description="When set, only these principals (e.g. the training jobs' execution roles), the "
+            "processing roles and break-glass may write under traces/ and tensorboard/; empty: writes there "
+            "are left to identity policies",
+        ),
+    ] = []
+
+    @field_validator("break_glass_principal_arns", "trace_writer_principal_arns")
+    @classmethod
+    def _unique_arns(cls, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise ValueError("principal ARNs must be unique")
+        return value
+
+
 class Legacy(_Model):
     rule_output_expire_after_days: PositiveDays = 30
 
@@ -424,6 +458,7 @@ class ProfStackConfig(_Model):
     environment: Environment = Environment()
     retention: Retention = Retention()
     legacy: Legacy = Legacy()
+    storage: Storage = Storage()
     domain: Annotated[CreateDomain | ImportDomain, Field(discriminator="mode")]
     tensorboard: TensorBoard = TensorBoard()
     users: list[User] = []

@@ -119,3 +119,8 @@ def expand_prefix_template(template: str, *, user: str, job: str | None) -> str:
     if job is None:
         return owner
     return checked.replace(USER_PLACEHOLDER, _segment(user, "user")).replace(JOB_PLACEHOLDER, _segment(job, "job"))
+
+
+#: Name of the SageMaker Processing `ManifestFile` input written next to a fan-out partial: it names exactly
+#: one trace object (an `S3Prefix` input would also pull every key that starts with it).
+PROCESSING_INPUT_MANIFEST = "input.manifest"

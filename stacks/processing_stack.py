@@ -22,6 +22,7 @@ from stacks.components.notification_topic import NotificationTopic
 from stacks.components.owner_tag_guard import OwnerTagGuard
 from stacks.components.processing_alarms import ProcessingAlarms
 from stacks.components.python_function import log_retention
+from stacks.components.role_paths import processing_role_path
 from stacks.components.trace_access import TraceAccess
 from stacks.components.trace_processor import VISIBILITY_TIMEOUT_FACTOR, TraceProcessorFunctions
 from stacks.components.training_dashboard import TrainingJobsDashboard
@@ -50,6 +51,9 @@ class ProcessingStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         service = f"{name_prefix}-trace-processor"
+        # Every role that reads or writes users' data sits on this path: the trace bucket's policy lets
+        # exactly these (and the users' own roles, break-glass) in (stacks/components/role_paths.py).
+        role_path = processing_role_path(name_prefix)
         access = TraceAccess(bucket=trace_bucket, key=data_key, extra_prefixes=processing.extra_trace_prefixes)
 
         self.notifications = NotificationTopic(self, "Notifications", key=messaging_key, emails=notifications.emails)
@@ -73,6 +77,7 @@ class ProcessingStack(cdk.Stack):
             users=users,
             log_retention_days=log_retention_days,
             service=service,
+            role_path=role_path,
         )
         self.fanout = FanoutWorkflow(
             self,
@@ -82,6 +87,7 @@ class ProcessingStack(cdk.Stack):
             aggregate=self.functions.aggregate,
             processing=processing,
             log_retention=log_retention(log_retention_days),
+            role_path=role_path,
         )
         self.functions.use_state_machine(self.fanout.state_machine)
         self.alarms = ProcessingAlarms(

@@ -44,6 +44,9 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         f"{prefix}-storage",
         retention=config.retention,
         legacy=config.legacy,
+        storage=config.storage,
+        name_prefix=prefix,
+        user_tag_key=config.tensorboard.user_tag_key,
         env=env,
         description="ProfStack stateful resources: KMS keys, trace bucket, idempotency table",
     )
@@ -58,6 +61,7 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         data_key=storage.data_key,
         log_retention=log_retention(config.retention.log_retention_days),
         domain_name=f"{prefix}-tensorboard",
+        name_prefix=prefix,
         env=env,
         description="ProfStack managed TensorBoard: SageMaker domain, user profiles and roles, apps, idle reaper",
     )

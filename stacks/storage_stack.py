@@ -10,8 +10,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from profstack.config import Legacy, Retention
-from stacks.components.trace_store import TraceStore
+from profstack.config import Legacy, Retention, Storage
+from stacks.components.trace_store import BucketBoundary, TraceStore
 
 # Logical IDs of stateful resources. Changing one replaces (and orphans) data: tests pin them.
 STATEFUL_IDS = ("DataKey", "MessagingKey", "TraceStore", "IdempotencyTable")
@@ -25,6 +25,9 @@ class StorageStack(cdk.Stack):
         *,
         retention: Retention,
         legacy: Legacy,
+        storage: Storage,
+        name_prefix: str,
+        user_tag_key: str,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, termination_protection=True, **kwargs)
@@ -53,7 +56,11 @@ class StorageStack(cdk.Stack):
                     conditions={"StringEquals": {"aws:SourceAccount": self.account}},
                 )
             )
-        self.trace_store = TraceStore(self, "TraceStore", key=self.data_key, retention=retention, legacy=legacy)
+        # The bucket-policy backstop needs the deployment prefix (role paths) and the user tag key.
+        boundary = BucketBoundary(prefix=name_prefix, user_tag_key=user_tag_key, storage=storage)
+        self.trace_store = TraceStore(
+            self, "TraceStore", key=self.data_key, retention=retention, legacy=legacy, boundary=boundary
+        )
         self.trace_bucket = self.trace_store.bucket
         self.idempotency_table = dynamodb.Table(
             self,

@@ -20,6 +20,7 @@ from constructs import Construct
 from profstack.config import CreateDomain, ImportDomain, TensorBoard, User
 from profstack.tensorboard.names import DOMAIN_ID_OUTPUT
 from stacks.components.idle_reaper import IdleReaper
+from stacks.components.role_paths import user_role_path
 from stacks.components.sagemaker_domain import StudioDomain
 from stacks.components.tensorboard_app import TensorBoardApp, TensorBoardAppProvider
 from stacks.components.user_workspace import UserWorkspace
@@ -38,6 +39,7 @@ class TensorBoardStack(cdk.Stack):
         data_key: kms.IKey,
         log_retention: logs.RetentionDays,
         domain_name: str,
+        name_prefix: str,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -63,6 +65,7 @@ class TensorBoardStack(cdk.Stack):
                 trace_bucket=trace_bucket,
                 data_key=data_key,
                 user_tag_key=tensorboard.user_tag_key,
+                role_path=user_role_path(name_prefix, user.name),
                 security_group_ids=self.domain.security_group_ids,
             )
             self.workspaces[user.name] = workspace

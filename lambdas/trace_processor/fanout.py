@@ -7,8 +7,10 @@ and, for one map item, "item": {"index", "bucket", "key", "size", "route"}.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -44,28 +46,72 @@ def analyze_one(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clien
     return {"index": index, "partial": target.uri, "complete": bool(summary.get("complete", False))}
 
 
+# Partials are read this many at a time (boto3 clients are thread-safe; each read is one small GetObject).
+AGGREGATE_READERS = 32
+# Keys of a partial summary the merge uses; the rest (options, generator, per-file cross-rank) is dropped
+# as soon as a partial is read, so the step holds one slim copy of each partial, not the whole document.
+_KEPT_KEYS = ("schema_version", "generator", "options", "rank_files_merged", "complete", "inputs", "errors",
+              "warnings", "ranks", "findings")  # fmt: skip
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def bounded_map(fn: Callable[[T], R], items: Iterable[T], *, workers: int) -> Iterator[R]:
+    """`map(fn, items)` on a thread pool, in order, with at most `2 * workers` calls in flight or waiting
+    to be consumed (memory stays bounded however many items there are)."""
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="partials") as pool:
+        pending: deque[Future[R]] = deque()
+        for item in items:
+            pending.append(pool.submit(fn, item))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+def _slim(partial: Mapping[str, Any]) -> dict[str, Any]:
+    slim = {k: partial[k] for k in _KEPT_KEYS if k in partial}
+    table = (partial.get("cross_rank") or {}).get("table") if isinstance(partial.get("cross_rank"), Mapping) else None
+    slim["cross_rank"] = {"table": table or []}
+    return slim
+
+
+def _missing_reason(item: Mapping[str, Any]) -> str:
+    return (
+        "too large for Lambda and the SageMaker Processing job did not finish"
+        if item.get("route") == "processing"
+        else "analysis of this file failed (see the state machine execution)"
+    )
+
+
 def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, engine: Engine) -> Outcome:
-    """Merge every partial into the job summary; a file without a partial is flagged, not fatal."""
+    """Merge every partial into the job summary; a file without a partial is flagged, not fatal.
+
+    Partials are read in parallel (AGGREGATE_READERS) and slimmed as they arrive; measured sizing of the
+    Lambda (memory, timeout) in docs/processing.md."""
     ctx = JobContext.from_json(payload["context"])
     manifest = payload["manifest"]
     items = get_json(clients.s3, S3Location(str(manifest["bucket"]), str(manifest["key"])))
     if not isinstance(items, list):
         raise FanoutInputError("manifest is not a JSON array")
-    partials: list[Mapping[str, Any]] = []
-    missing: list[Mapping[str, Any]] = []
-    for item in items:
-        name = f"s3://{item['bucket']}/{item['key']}"
+
+    def read(item: Mapping[str, Any]) -> dict[str, Any] | None:
         try:
-            partials.append(get_json(clients.s3, partial_location(ctx, int(item["index"]))))
+            return _slim(get_json(clients.s3, partial_location(ctx, int(item["index"]))))
         except ClientError as exc:
             if error_code(exc) not in {"NoSuchKey", "404"}:
                 raise
-            reason = (
-                "too large for Lambda and the SageMaker Processing job did not finish"
-                if item.get("route") == "processing"
-                else "analysis of this file failed (see the state machine execution)"
-            )
-            missing.append({"name": name, "size": item.get("size"), "reason": reason})
+            return None
+
+    partials: list[Mapping[str, Any]] = []
+    missing: list[Mapping[str, Any]] = []
+    for item, partial in zip(items, bounded_map(read, items, workers=AGGREGATE_READERS), strict=True):
+        if partial is not None:
+            partials.append(partial)
+        else:
+            name = f"s3://{item['bucket']}/{item['key']}"
+            missing.append({"name": name, "size": item.get("size"), "reason": _missing_reason(item)})
     summary = merge_partials(partials, missing, cross_rank=lambda table: engine.cross_rank(table, env.rule_thresholds))
     return publish_report(
         clients,

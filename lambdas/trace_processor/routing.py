@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_json
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.errors import ProcessingError
 from lambdas.trace_processor.job import JobContext
+from profstack.layout import PROCESSING_INPUT_MANIFEST
 
 # Uncompressed/compressed size of Kineto traces: 13.2:1 on bench/generate.py traces, 14.5:1 on the
 # hta/trace_filter ranks (docs/processing.md). Thresholds are in uncompressed bytes.
@@ -49,6 +51,13 @@ def partial_location(ctx: JobContext, index: int) -> S3Location:
     return ctx.reports.child("partials", f"{index:05d}", "summary.json")
 
 
+def processing_input_manifest(obj: S3Object) -> list[Any]:
+    """A SageMaker Processing `ManifestFile` input naming exactly `obj`: an `S3Prefix` input would also pull
+    every key that starts with it (`x.pt.trace.json` would bring `x.pt.trace.json.gz` along)."""
+    directory, _, name = obj.key.rpartition("/")
+    return [{"prefix": f"s3://{obj.bucket}/{directory}/" if directory else f"s3://{obj.bucket}/"}, name]
+
+
 def start_fanout(clients: Clients, env: ProcessorEnv, ctx: JobContext, objects: Sequence[S3Object]) -> bool:
     """Write the item manifest (a JSON array the Distributed Map reads) and start the execution.
     Returns False when an execution for this job and status already exists."""
@@ -66,6 +75,10 @@ def start_fanout(clients: Clients, env: ProcessorEnv, ctx: JobContext, objects: 
         }
         for i, o in enumerate(objects)
     ]
+    for item, obj in zip(items, objects, strict=True):
+        if item["route"] == "processing":  # the Processing job's exact input (fanout_workflow.py)
+            target = S3Location(ctx.trace_bucket, str(item["partial_prefix"]) + PROCESSING_INPUT_MANIFEST)
+            put_json(clients.s3, target, processing_input_manifest(obj))
     manifest = manifest_location(ctx)
     put_json(clients.s3, manifest, items)
     payload = {

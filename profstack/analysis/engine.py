@@ -325,7 +325,9 @@ def analyze(
         findings.insert(0, unreadable)  # up front: the report covers only what could be read
 
     implausible = any(w.error_type == "ImplausibleResultError" for w in warnings)
-    complete = bool(ranks) and not errors and not implausible and all(r["complete"] for r in ranks)
+    # folded names leave per-name tables incomplete (parse.MAX_NAMES_PER_FILE)
+    folded = any(f is not None and f.names_folded_events for f in files)
+    complete = bool(ranks) and not errors and not implausible and not folded and all(r["complete"] for r in ranks)
     summary: Summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
         "generator": {"name": "profstack", "version": __version__},

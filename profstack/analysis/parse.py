@@ -6,15 +6,17 @@ bytes per GPU op / launch / step / annotation held in ``array.array`` columns.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from array import array
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import msgspec
 
+from profstack.analysis import classify
 from profstack.analysis.errors import (
     EmptyTraceError,
     InvalidEventError,
@@ -224,20 +226,229 @@ def is_dataloader_name(name: str) -> bool:
     return "DataLoader" in name and ("enumerate(" in name or "__next__" in name or "_next_data" in name)
 
 
+# ---- bounded names (issue 11): hostile traces must not grow memory, summary or report with their names ----
+#: A name longer than this (characters) is cut, and a hash of the whole name appended, so distinct long
+#: names stay distinct.
+MAX_NAME_CHARS = 4096  # real kernel names reach ~2,000 (samples/traces/hta/trace_filter)
+_NAME_HASH_CHARS = 12
+#: Distinct names one file may add to each per-name table (symbols, CPU ops, runtime calls, annotations);
+#: the rest are folded into one "other" row per table (per kernel class for GPU ops), counted and warned about.
+MAX_NAMES_PER_FILE = 16_384
+#: Distinct names in one analysis (all files): a second bound when many files each bring their own.
+MAX_NAMES_TOTAL = 131_072
+_FOLDED_DISTINCT_CAP = 100_000  # distinct folded names are counted exactly up to this many
+#: A JSON string longer than this (bytes) is cut in the decompressed byte stream, before the JSON splitter
+#: buffers it: one 200 MB name would otherwise be held several times over. Above any real Kineto name
+#: seen (long C++ template kernel names reach a few KB); a cut string is then bounded like any long name.
+MAX_STRING_BYTES = 16 << 10
+OTHER_NAME = "[other: names beyond ProfStack's per-file limit]"
+# folded GPU ops keep their kernel class (classify.kernel_type reads the name): comm / memory / compute
+_OTHER_GPU_NAMES = {
+    "comm": "ncclKernel [other communication kernels beyond ProfStack's per-file name limit]",
+    "memcpy": "Memcpy [other copies beyond ProfStack's per-file name limit]",
+    "memset": "Memset [other sets beyond ProfStack's per-file name limit]",
+    "compute": "[other kernels beyond ProfStack's per-file name limit]",
+}
+_COMM_NAME = re.compile(r"^nccl.*Kernel|ncclKernel|^hccl|^rccl")  # classify.kernel_type's communication class
+
+
+def name_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=_NAME_HASH_CHARS // 2).hexdigest()
+
+
+def bounded_name(name: str) -> str:
+    """``name``, or its first characters plus ``…#<hash of the whole name>`` when it is too long."""
+    if len(name) <= MAX_NAME_CHARS:
+        return name
+    digest = name_hash(name.encode("utf-8", "surrogatepass"))
+    return f"{name[: MAX_NAME_CHARS - _NAME_HASH_CHARS - 2]}…#{digest}"
+
+
+class NamesFoldedError(TraceError):
+    """A file had more distinct names than ProfStack keeps: the rest are one "other" row (recorded, not fatal)."""
+
+    partial_ok = True
+
+
+class LongNamesError(TraceError):
+    """Names longer than ProfStack keeps were shortened (distinct names stay distinct; recorded, not fatal)."""
+
+    partial_ok = True
+
+
 class SymbolTable:
-    """Interned names shared by every file of one analysis, so per-file arrays merge by id."""
+    """Interned names shared by every file of one analysis, so per-file arrays merge by id.
+
+    Names are bounded (``bounded_name``); at most ``MAX_NAMES_TOTAL`` are kept, then ``intern_new``
+    refuses (the caller folds the name into an "other" row)."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
         self.ids: dict[str, int] = {}
 
     def intern(self, name: str) -> int:
+        name = bounded_name(name)
         nid = self.ids.get(name)
         if nid is None:
             nid = len(self.names)
             self.ids[name] = nid
             self.names.append(name)
         return nid
+
+    def full(self) -> bool:
+        return len(self.names) >= MAX_NAMES_TOTAL
+
+
+class _NameBudget:
+    """How many distinct names one file has added to one table, and what was folded beyond the limit."""
+
+    __slots__ = ("events", "hashes", "limit", "used")
+
+    def __init__(self) -> None:
+        self.limit = MAX_NAMES_PER_FILE
+        self.used = 0
+        self.events = 0  # events whose name was folded
+        self.hashes: set[int] = set()  # distinct folded names (up to _FOLDED_DISTINCT_CAP)
+
+    def take(self) -> bool:
+        if self.used >= self.limit:
+            return False
+        self.used += 1
+        return True
+
+    def fold(self, name: str) -> None:
+        self.events += 1
+        if len(self.hashes) < _FOLDED_DISTINCT_CAP:
+            self.hashes.add(hash(name))
+
+
+class _LongStrings:
+    """Cut JSON strings longer than ``MAX_STRING_BYTES`` out of the decompressed bytes, before the JSON
+    splitter buffers them. A cut string keeps its first ``MAX_STRING_BYTES`` and ends in
+    `` [cut: +N bytes #<hash of the cut part>]``, so distinct long strings stay distinct.
+
+    Exact about JSON strings (quotes and backslash escapes, across chunk boundaries). Chunks without a
+    backslash whose strings are all provably short (every ``MAX_STRING_BYTES / 2`` window holds a quote)
+    pass unchanged after two memchr passes; only other chunks are scanned byte-exactly."""
+
+    _WINDOW = MAX_STRING_BYTES // 2
+    _QUOTE_OR_BACKSLASH = re.compile(rb'["\\]')
+
+    def __init__(self) -> None:
+        self.in_string = False
+        self.open_len = 0  # content bytes of the open string so far
+        self.escaped = False  # the next byte is escaped (a chunk ended inside an escape)
+        self.cutting: Any = None  # the hasher of the string being cut
+        self.dropped = 0  # bytes cut from the current string
+        self.strings_cut = 0
+
+    def filter(self, chunks: Iterator[bytes]) -> Iterator[bytes]:
+        for chunk in chunks:
+            if self._fast(chunk):
+                yield chunk
+            else:
+                out = self._exact(chunk)
+                if out:
+                    yield out
+
+    def _fast(self, chunk: bytes) -> bool:
+        """True (state updated) when ``chunk`` needs no cut; False leaves the state for ``_exact``."""
+        if self.cutting is not None or self.escaped or b"\\" in chunk:
+            return False
+        n = len(chunk)
+        first = chunk.find(b'"')
+        if self.in_string and self.open_len + (first if first >= 0 else n) >= MAX_STRING_BYTES:
+            return False
+        w = self._WINDOW
+        find = chunk.find
+        for start in range(0, n - w + 1, w):
+            if find(b'"', start, start + w) < 0:
+                return False  # a long quote-free run: maybe a long string
+        quotes = chunk.count(b'"')
+        in_string = self.in_string != bool(quotes & 1)
+        if in_string:
+            last = chunk.rfind(b'"')
+            open_len = (self.open_len + n) if last < 0 else n - last - 1
+            if open_len >= MAX_STRING_BYTES:
+                return False
+            self.open_len = open_len
+        self.in_string = in_string
+        return True
+
+    def _content(self, chunk: bytes, a: int, b: int, out: list[bytes], start: int) -> int:
+        """Account string content ``chunk[a:b]``; returns where the emitted region now starts (-1: cutting)."""
+        if self.cutting is not None:
+            self.cutting.update(chunk[a:b])
+            self.dropped += b - a
+            return -1
+        if self.open_len + (b - a) < MAX_STRING_BYTES:
+            self.open_len += b - a
+            return start
+        c = max(a + (MAX_STRING_BYTES - self.open_len), start)
+        # never split an escape sequence or a UTF-8 character at the cut
+        tail = chunk.find(b"\\", max(start, c - 6), c)
+        if tail >= 0:
+            c = tail
+            run = 0
+            while c - run - 1 >= start and chunk[c - run - 1] == 0x5C:
+                run += 1
+            if run & 1:
+                c -= 1
+        while c > start and chunk[c - 1] & 0xC0 == 0x80:
+            c -= 1
+        if c > start and chunk[c - 1] >= 0xC0:
+            c -= 1
+        out.append(chunk[start:c])
+        self.cutting = hashlib.blake2b(chunk[c:b], digest_size=_NAME_HASH_CHARS // 2)
+        self.dropped = b - c
+        self.open_len = MAX_STRING_BYTES
+        return -1
+
+    def _exact(self, chunk: bytes) -> bytes:
+        out: list[bytes] = []
+        n = len(chunk)
+        start = -1 if self.cutting is not None else 0  # where the region still to emit begins
+        i = 0
+        while i < n:
+            if not self.in_string:
+                q = chunk.find(b'"', i)
+                if q < 0:
+                    break
+                self.in_string = True
+                self.open_len = 0
+                i = q + 1
+                continue
+            if self.escaped:
+                self.escaped = False
+                start = self._content(chunk, i, i + 1, out, start)
+                i += 1
+                continue
+            m = self._QUOTE_OR_BACKSLASH.search(chunk, i)
+            end = m.start() if m is not None else n
+            if end > i:
+                start = self._content(chunk, i, end, out, start)
+            if m is None:
+                break
+            if chunk[end] == 0x5C:  # backslash: it and the byte it escapes are content
+                start = self._content(chunk, end, end + 1, out, start)
+                if end + 1 < n:
+                    start = self._content(chunk, end + 1, end + 2, out, start)
+                    i = end + 2
+                else:
+                    self.escaped = True
+                    i = n
+                continue
+            # the closing quote
+            if self.cutting is not None:
+                out.append(f" [cut: +{self.dropped} bytes #{self.cutting.hexdigest()}]".encode())
+                self.cutting = None
+                self.strings_cut += 1
+                start = end
+            self.in_string = False
+            i = end + 1
+        if start >= 0:
+            out.append(chunk[start:])
+        return b"".join(out)
 
 
 @dataclass
@@ -307,6 +518,11 @@ class FileData:
     memory: MemoryEvents = field(default_factory=MemoryEvents)
     memory_attributed: bool = True
     cpu_timeline: TimeBins = field(default_factory=lambda: TimeBins(("cpu_ops",)))
+    # bounded names: what was folded or shortened (engine puts these notices in the summary's warnings)
+    names_folded_events: int = 0
+    names_folded_distinct: int = 0
+    names_folded_distinct_exact: bool = True
+    long_names: int = 0
 
     @property
     def complete(self) -> bool:
@@ -333,6 +549,46 @@ class _Parser:
         self.selection_now = selection_now
         self.stream_ids: dict[str, int] = {}
         self.annot_class: dict[str, tuple[int, int]] = {}
+        # one budget per per-name table this file fills; beyond it, names fold into an "other" row
+        self.symbol_budget = _NameBudget()
+        self.cpu_budget = _NameBudget()
+        self.runtime_budget = _NameBudget()
+        self.annot_budget = _NameBudget()
+        self.long_names = 0
+
+    def _bounded(self, name: str) -> str:
+        self.long_names += 1
+        return bounded_name(name)
+
+    def _new_symbol(self, name: str, other: str) -> int:
+        """Intern a name this file has not seen; beyond the budget, fold it into ``other``."""
+        if name in self.symbols.ids or (not self.symbols.full() and self.symbol_budget.take()):
+            return self.symbols.intern(name)
+        self.symbol_budget.fold(name)
+        return self.symbols.intern(other)
+
+    def _gpu_name_id(self, name: str, kind: int) -> int:
+        if kind == K_MEMCPY:
+            other = _OTHER_GPU_NAMES["memcpy"]
+        elif kind == K_MEMSET:
+            other = _OTHER_GPU_NAMES["memset"]
+        else:
+            ktype = classify.kernel_type(name)
+            other = _OTHER_GPU_NAMES[
+                "comm" if ktype == classify.COMMUNICATION else "memcpy" if ktype == classify.MEMORY else "compute"
+            ]
+        nid = self._new_symbol(name, other)
+        return nid
+
+    def _new_runtime(self, name: str) -> tuple[bool, int, int]:
+        rrec = (name in SYNC_CALLS, 0, _join_class(name))
+        if self.runtime_budget.take():
+            rrec = (rrec[0], self._new_symbol(name, OTHER_NAME), rrec[2])
+            self.fd.rt_agg[name] = rrec
+            return rrec
+        # folded: not cached (its sync/launch class still counts), named "other"
+        self.runtime_budget.fold(name)
+        return (rrec[0], self.symbols.intern(OTHER_NAME), rrec[2])
 
     def _unknown(self, cat: str) -> None:
         cats = self.fd.unknown_device_cats
@@ -368,8 +624,17 @@ class _Parser:
         elif is_dataloader_name(name):
             flag = F_DATALOADER
         rec = [flag, 0, 0.0]
-        self.fd.cpu_agg[name] = rec
-        return rec
+        if flag == F_STEP or self.cpu_budget.take():
+            # steps are per-step names that never reach the CPU-op table: not counted against the budget
+            self.fd.cpu_agg[name] = rec
+            return rec
+        self.cpu_budget.fold(name)
+        if flag != F_PLAIN:
+            return rec  # a folded DataLoader name still marks its interval (not kept in the table)
+        other = self.fd.cpu_agg.get(OTHER_NAME)
+        if other is None:
+            other = self.fd.cpu_agg[OTHER_NAME] = [F_PLAIN, 0, 0.0]
+        return other
 
     def _step(self, name: str, ts: float, dur: float) -> None:
         m = _STEP_RE.match(name)
@@ -385,14 +650,42 @@ class _Parser:
         cls = self.annot_class.get(name)
         if cls is None:
             if name.startswith(STEP_PREFIX):
-                flag = F_STEP
-            elif is_dataloader_name(name):
-                flag = F_DATALOADER
-            else:
-                flag = F_PLAIN
-            cls = (flag, self.symbols.intern(name))
+                return (F_STEP, -1)  # one name per step, never a table row: not interned, not cached
+            flag = F_DATALOADER if is_dataloader_name(name) else F_PLAIN
+            if not self.annot_budget.take():
+                self.annot_budget.fold(name)
+                return (flag, self.symbols.intern(OTHER_NAME))
+            cls = (flag, self._new_symbol(name, OTHER_NAME))
             self.annot_class[name] = cls
         return cls
+
+    def name_notices(self) -> None:
+        """Record what the name bounds changed on the file (summary warnings; folding marks it incomplete)."""
+        fd = self.fd
+        budgets = (self.symbol_budget, self.cpu_budget, self.runtime_budget, self.annot_budget)
+        fd.names_folded_events = sum(b.events for b in budgets)
+        distinct = set().union(*(b.hashes for b in budgets))
+        fd.names_folded_distinct = len(distinct)
+        fd.names_folded_distinct_exact = len(distinct) < _FOLDED_DISTINCT_CAP
+        if fd.names_folded_events:
+            more = "" if fd.names_folded_distinct_exact else " or more"
+            fd.notices.append(
+                NamesFoldedError(
+                    f"{fd.names_folded_distinct}{more} distinct names beyond the first {MAX_NAMES_PER_FILE} per "
+                    f"table were folded into one 'other' row ({fd.names_folded_events} events); per-name tables "
+                    "(kernels, CPU ops, annotations) are incomplete, totals are not",
+                    source=fd.name,
+                )
+            )
+        fd.long_names = self.long_names
+        if fd.long_names:
+            fd.notices.append(
+                LongNamesError(
+                    f"{fd.long_names} events had names longer than {MAX_NAME_CHARS} characters (or strings longer "
+                    f"than {MAX_STRING_BYTES} bytes): shown shortened, with a hash that keeps distinct names apart",
+                    source=fd.name,
+                )
+            )
 
     def invalid(self, message: str, negative: bool = False) -> None:
         fd = self.fd
@@ -407,8 +700,8 @@ class _Parser:
         cat_kind = CAT_KIND.get
         cpu_get = fd.cpu_agg.get
         rt_get = fd.rt_agg.get
-        intern = self.symbols.intern
         ids_get = self.symbols.ids.get
+        max_name = MAX_NAME_CHARS
         feed = self.feed
         ops = feed.ops
         g_s = ops.s.append
@@ -459,6 +752,8 @@ class _Parser:
                 n_cpu += 1
                 cpu_start(ts)
                 name = e.name
+                if len(name) > max_name:
+                    name = self._bounded(name)
                 rec = cpu_get(name)
                 if rec is None:
                     rec = self._new_cpu_rec(name)
@@ -473,10 +768,11 @@ class _Parser:
             elif kind == K_RUNTIME:
                 n_rt += 1
                 name = e.name
+                if len(name) > max_name:
+                    name = self._bounded(name)
                 rrec = rt_get(name)
                 if rrec is None:
-                    rrec = (name in SYNC_CALLS, intern(name), _join_class(name))
-                    fd.rt_agg[name] = rrec
+                    rrec = self._new_runtime(name)
                 a = e.args
                 klass = rrec[2]
                 if klass >= 0 and a is not None and a.correlation is not None:
@@ -500,9 +796,11 @@ class _Parser:
                     self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}")
                     continue
                 name = e.name
+                if len(name) > max_name:
+                    name = self._bounded(name)
                 nid = ids_get(name)
                 if nid is None:
-                    nid = intern(name)
+                    nid = self._gpu_name_id(name, kind)
                 a = e.args
                 if a is not None:
                     st = a.stream
@@ -542,7 +840,10 @@ class _Parser:
                 g_bytes(nbytes)
                 g_occ(occ)
             elif kind in (K_ANNOT, K_GPU_ANNOT):
-                flag, nid = self._annot_class(e.name)
+                name = e.name
+                if len(name) > max_name:
+                    name = self._bounded(name)
+                flag, nid = self._annot_class(name)
                 if flag == F_STEP:
                     if kind == K_ANNOT:
                         self._step(e.name, ts, dur)
@@ -566,7 +867,7 @@ class _Parser:
                     c = a.correlation
                     nid = ids_get(e.name)
                     if nid is None:
-                        nid = intern(e.name)
+                        nid = self._new_symbol(e.name, OTHER_NAME)
                     g_s(ceil(ts))
                     g_ts(ts)
                     g_dur(dur)
@@ -725,11 +1026,12 @@ def _parse(
     )
     fd.gpu_feed = feed
     parser = _Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
+    long_strings = _LongStrings()
     stream: EventStream | None = None
     try:
         with src.open() as fh:
             stream = EventStream(
-                iter_chunks(fh, max_decompressed=max_decompressed_bytes, progress=progress),
+                long_strings.filter(iter_chunks(fh, max_decompressed=max_decompressed_bytes, progress=progress)),
                 max_value_bytes=max_event_bytes,
                 read_size_hint=BATCH_BYTES,
             )
@@ -816,6 +1118,8 @@ def _parse(
                 source=src.name,
             )
         )
+    parser.long_names += long_strings.strings_cut
+    parser.name_notices()
     if fd.invalid_events:
         cls = NegativeDurationError if fd.negative_durations == fd.invalid_events else InvalidEventError
         fd.warnings.append(

@@ -281,6 +281,16 @@ def _fmt_us(us: Any) -> str:
     return f"{us:.0f} µs"
 
 
+# C0 controls but newline, DEL, C1 controls (ESC/CSI start terminal sequences) and bidirectional overrides
+_UNPRINTABLE = dict.fromkeys([*range(0x00, 0x0A), *range(0x0B, 0x20), *range(0x7F, 0xA0)], "?")
+_UNPRINTABLE.update(dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)], "?"))
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (except newline) and bidi override replaced by ``?``."""
+    return text.translate(_UNPRINTABLE)
+
+
 def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, total_bytes: int) -> str:
     ranks = [r for r in summary.get("ranks") or [] if isinstance(r, Mapping)]
     gpu = [r for r in ranks if r.get("has_gpu")]
@@ -445,13 +455,14 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(
             f"internal error ({type(exc).__name__}: {detail}); rerun with PROFSTACK_DEBUG=1 and report it"
         ) from None
-    print(text_summary(summary, outputs, time.monotonic() - start, total))
+    # names and messages come from the trace: no terminal escape codes or control characters reach the tty
+    print(printable(text_summary(summary, outputs, time.monotonic() - start, total)))
     for rep in trims:
-        print(f"Timeline of {rep.source} (rank {rep.rank}): {rep.describe()}")
+        print(printable(f"Timeline of {rep.source} (rank {rep.rank}): {rep.describe()}"))
     if trims:
         print("Open a timeline: https://ui.perfetto.dev, then drag the .trace.json.gz file onto the page.")
     for w in summary.get("warnings") or []:
-        print(f"profstack: warning: {w.get('message')}", file=sys.stderr)
+        print(printable(f"profstack: warning: {w.get('message')}"), file=sys.stderr)
     problems = []
     if not result.complete:
         problems.append("partial results; some input could not be fully read (see summary.json errors)")

@@ -12,12 +12,14 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
 from constructs import Construct
 
 from profstack import layout
 from profstack.config import Processing
+from profstack.layout import PROCESSING_INPUT_MANIFEST
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag_wildcards import acknowledge_wildcards, default_policy
 from stacks.components.python_function import ProfStackFunction
@@ -28,9 +30,11 @@ PROCESSING_OUTPUT = "/opt/ml/processing/output"
 PROCESSING_MAX_RUNTIME_S = 4 * 3600
 MAP_MAX_CONCURRENCY = 20
 # `profstack analyze` exits 1 when it wrote partial results (some input unreadable): still a result
-# the aggregate step should see, so only exit codes above 1 fail the job (and skip the upload).
+# the aggregate step should see, so only exit codes above 1 fail the job (and skip the upload). Python
+# also exits 1 on an uncaught error, so the job succeeds only if a summary was written.
 PROCESSING_COMMAND = (
-    f'profstack analyze {PROCESSING_INPUT} --out {PROCESSING_OUTPUT} --format json,perfetto; rc=$?; [ "$rc" -le 1 ]'
+    f"profstack analyze {PROCESSING_INPUT} --out {PROCESSING_OUTPUT} --format json,perfetto; rc=$?; "
+    f'[ "$rc" -le 1 ] && [ -s {PROCESSING_OUTPUT}/summary.json ]'
 )
 
 
@@ -67,6 +71,30 @@ class ProcessingJobImage(Construct):
         )
 
 
+MANIFEST_KEY_PATTERN = f"{layout.REPORTS_PREFIX}*/partials/manifest.json"
+
+
+class ManifestItemReader(sfn.S3JsonItemReader):
+    """The Distributed Map's S3 item reader, granting GetObject on the fan-out manifests only.
+
+    CDK's S3JsonItemReader grants `s3:GetObject` on `<bucket>/*` when the key is a JSON path (it cannot
+    know the key); every manifest is `reports/<user>/<job>/partials/manifest.json`
+    (lambdas/trace_processor/routing.py, manifest_location), so that is all the state machine may read."""
+
+    def __init__(self, *, bucket: s3.IBucket, key: str) -> None:
+        super().__init__(bucket=bucket, key=key)
+        self._manifests = bucket
+
+    def provide_policy_statements(self) -> list[iam.PolicyStatement]:
+        return [
+            iam.PolicyStatement(
+                sid="ReadFanoutManifest",
+                actions=["s3:GetObject"],
+                resources=[self._manifests.arn_for_objects(MANIFEST_KEY_PATTERN)],
+            )
+        ]
+
+
 class FanoutWorkflow(Construct):
     def __init__(
         self,
@@ -78,6 +106,7 @@ class FanoutWorkflow(Construct):
         aggregate: ProfStackFunction,
         processing: Processing,
         log_retention: logs.RetentionDays,
+        role_path: str,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -89,8 +118,18 @@ class FanoutWorkflow(Construct):
             "ProcessingJobRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="ProfStack processing job: analyse one oversized trace file",
+            path=role_path,
         )
         access.grant_trace_read(self.processing_role)
+        self.processing_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadInputManifest",  # SageMaker reads the job's ManifestFile input with this role
+                actions=["s3:GetObject"],
+                resources=[
+                    access.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/*/{PROCESSING_INPUT_MANIFEST}")
+                ],
+            )
+        )
         self.processing_role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="WritePartials",
@@ -156,10 +195,13 @@ class FanoutWorkflow(Construct):
                     "ProcessingInputs": [
                         {
                             "InputName": "trace",
+                            # A manifest naming the one trace object (routing.processing_input_manifest): an
+                            # S3Prefix input of its key would also pull x.pt.trace.json.gz for x.pt.trace.json.
                             "S3Input": {
-                                "S3Uri.$": "States.Format('s3://{}/{}', $.item.bucket, $.item.key)",
+                                "S3Uri.$": f"States.Format('s3://{{}}/{{}}{PROCESSING_INPUT_MANIFEST}', "
+                                "$.partials.bucket, $.item.partial_prefix)",
                                 "LocalPath": PROCESSING_INPUT,
-                                "S3DataType": "S3Prefix",
+                                "S3DataType": "ManifestFile",
                                 "S3InputMode": "File",
                             },
                         }
@@ -192,7 +234,7 @@ class FanoutWorkflow(Construct):
         self.map = sfn.DistributedMap(
             self,
             "AnalyzeEachFile",
-            item_reader=sfn.S3JsonItemReader(bucket=access.bucket, key=sfn.JsonPath.string_at("$.manifest.key")),
+            item_reader=ManifestItemReader(bucket=access.bucket, key=sfn.JsonPath.string_at("$.manifest.key")),
             item_selector={
                 "item.$": "$$.Map.Item.Value",
                 "context.$": "$.context",
@@ -213,23 +255,24 @@ class FanoutWorkflow(Construct):
         aggregate_step.add_retry(errors=["States.TaskFailed"], max_attempts=3, interval=cdk.Duration.seconds(30))
 
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
+        machine_role = iam.Role(
+            self,
+            "StateMachineRole",
+            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            description="ProfStack fan-out state machine: read the item manifest, run the map and aggregate",
+            path=role_path,
+        )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
+            role=machine_role,
             definition_body=sfn.DefinitionBody.from_chainable(self.map.next(aggregate_step)),
             timeout=cdk.Duration.hours(8),
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
         role = self.state_machine.role
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ReadFanoutManifest",  # the Distributed Map's S3 item reader
-                actions=["s3:GetObject"],
-                resources=[access.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/manifest.json")],
-            )
-        )
-        access.key.grant(role, "kms:Decrypt")
+        access.key.grant(role, "kms:Decrypt")  # the manifest is SSE-KMS; ManifestItemReader grants the read
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="RunProcessingJobs",
@@ -272,10 +315,6 @@ class FanoutWorkflow(Construct):
                 r"AwsSolutions-IAM5\[Resource::<TraceProcessor(AnalyzeFile|Aggregate)Function[0-9A-F]+\.Arn>:\*\]": (
                     "LambdaInvoke may call any version/alias of the two fan-out functions it names."
                 ),
-                r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:s3:::[^/]+/\*\]": (
-                    "Granted by CDK's S3JsonItemReader (GetObject on the manifest bucket); the state machine "
-                    "itself only reads the manifest key it is given, and runs no user code."
-                ),
                 r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/manifest\.json\]": (
                     "The Distributed Map reads each job's item manifest; jobs are keyed per user and job."
                 ),
@@ -309,6 +348,9 @@ class FanoutWorkflow(Construct):
                 ),
                 r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/\*\]": (
                     "Writes only partial results, under each job's reports/<user>/<job>/partials/."
+                ),
+                r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/\*/input\.manifest\]": (
+                    "Reads only the per-item input manifests the processor writes for Processing jobs."
                 ),
                 r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:logs:<AWS::Region>:<AWS::AccountId>"
                 r":log-group:/aws/sagemaker/ProcessingJobs:\*\]": (

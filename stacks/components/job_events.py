@@ -80,3 +80,37 @@ class JobEventQueue(Construct):
                 max_event_age=cdk.Duration.hours(24),
             )
         )
+        restrict_to_rule(self.queue, self.rule)
+
+
+def restrict_to_rule(queue: sqs.Queue, rule: events.Rule) -> None:
+    """Let EventBridge send to `queue` only on behalf of `rule` (`aws:SourceArn`), nothing else.
+
+    On a KMS-encrypted queue CDK's SqsQueue target grants events.amazonaws.com
+    SendMessage/GetQueueAttributes/GetQueueUrl with only `aws:SourceAccount`, so any rule in the account
+    (say one with an input transformer that rewrites the job's owner) could feed the processor. CDK does
+    that to avoid a dependency cycle through the key policy (aws-cdk #11158); here the key lives in the
+    storage stack and its policy names no rule, so the rule's ARN can be named without a cycle. The
+    statement CDK added is replaced in place; synthesis fails if it is not found exactly once."""
+    policy = queue.node.try_find_child("Policy")
+    if not isinstance(policy, sqs.QueuePolicy):
+        raise TypeError("the queue has no resource policy to restrict")
+    stack = cdk.Stack.of(queue)
+    document = stack.resolve(policy.document.to_json())
+    indexes = [
+        i
+        for i, statement in enumerate(document.get("Statement", []))
+        if statement.get("Effect") == "Allow" and statement.get("Principal") == {"Service": "events.amazonaws.com"}
+    ]
+    if len(indexes) != 1:
+        raise ValueError(f"expected one EventBridge statement in the queue policy, found {len(indexes)}")
+    cfn = policy.node.default_child
+    if not isinstance(cfn, cdk.CfnResource):
+        raise TypeError("the queue policy has no CloudFormation resource")
+    path = f"PolicyDocument.Statement.{indexes[0]}"
+    cfn.add_property_override(f"{path}.Sid", "OnlyProfStackJobEventRule")
+    cfn.add_property_override(f"{path}.Action", "sqs:SendMessage")
+    cfn.add_property_override(
+        f"{path}.Condition",
+        {"ArnEquals": {"aws:SourceArn": rule.rule_arn}, "StringEquals": {"aws:SourceAccount": stack.account}},
+    )

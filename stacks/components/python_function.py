@@ -237,6 +237,7 @@ class ProfStackFunction(Construct):
         memory_size: int = 512,
         reserved_concurrency: int | None = None,
         ephemeral_storage_mib: int | None = None,
+        role_path: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -250,6 +251,7 @@ class ProfStackFunction(Construct):
             "Role",
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Execution role of {construct_id}: {description}"[:1000],
+            path=role_path,
         )
         self.log_group.grant_write(self.role)
         env = {

@@ -30,6 +30,11 @@ VISIBILITY_TIMEOUT_FACTOR = 6
 SQS_BATCH_SIZE = 1  # one job per invocation: a job may take the whole Lambda timeout
 # Lambda's environment holds 4 KB in all; the user list must leave room for the rest.
 MAX_USERS_ENV_CHARS = 2048
+# The fan-out aggregate step, sized from bench/aggregate_partials.py (docs/processing.md): its memory and
+# time grow with the merged summary (~340 KB of Python objects and ~47 KB of JSON per partial), about
+# 3.4 GB and 3-6 minutes at 10,000 partials; 6 GB and the Lambda maximum of 900 s leave headroom.
+AGGREGATE_MEMORY_MB = 6144
+AGGREGATE_TIMEOUT_S = 900
 
 
 WILDCARD_REASONS = {
@@ -135,6 +140,7 @@ class TraceProcessorFunctions(Construct):
         users: Sequence[str],
         log_retention_days: int,
         service: str,
+        role_path: str,
     ) -> None:
         super().__init__(scope, construct_id)
         env = processor_environment(
@@ -157,6 +163,7 @@ class TraceProcessorFunctions(Construct):
             memory_size=processing.lambda_memory_mb,
             reserved_concurrency=processing.reserved_concurrency,
             ephemeral_storage_mib=2048,  # spooled Perfetto traces
+            role_path=role_path,
         )
         self.analyze_file = ProfStackFunction(
             self,
@@ -169,6 +176,7 @@ class TraceProcessorFunctions(Construct):
             timeout=timeout,
             memory_size=processing.lambda_memory_mb,
             ephemeral_storage_mib=2048,
+            role_path=role_path,
         )
         self.aggregate = ProfStackFunction(
             self,
@@ -178,8 +186,9 @@ class TraceProcessorFunctions(Construct):
             log_retention=retention,
             powertools=powertools,
             environment=env,
-            timeout=cdk.Duration.minutes(5),
-            memory_size=1024,
+            timeout=cdk.Duration.seconds(AGGREGATE_TIMEOUT_S),
+            memory_size=AGGREGATE_MEMORY_MB,
+            role_path=role_path,
         )
 
         # trace reader: reads traces/ and tensorboard/ (and extra prefixes), nothing else; only the

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from profstack.config import Legacy, Retention
+from profstack.config import Legacy, Retention, Storage
 from profstack.layout import (
     ATHENA_RESULTS_PREFIX,
     HISTORY_PREFIX,
@@ -17,6 +20,7 @@ from profstack.layout import (
     TRACES_PREFIX,
 )
 from stacks.components.nag import acknowledge
+from stacks.components.role_paths import processing_role_path, role_arn_pattern, users_role_path_root
 
 ABORT_INCOMPLETE_UPLOADS_AFTER = cdk.Duration.days(7)
 #: Athena query results of the history workgroup are scratch output: kept a month
@@ -78,11 +82,91 @@ def lifecycle_rules(retention: Retention, legacy: Legacy) -> list[s3.LifecycleRu
     ]
 
 
+# Object reads and writes the backstop governs. ACL actions are moot (BucketOwnerEnforced).
+READ_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectAttributes", "s3:GetObjectVersionAttributes")
+WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:RestoreObject")
+USER_DATA_PREFIXES = (TRACES_PREFIX, TENSORBOARD_PREFIX, REPORTS_PREFIX)
+# A tag value no user can have (user names start with a letter): the policy variable's default.
+_UNTAGGED = "_untagged"
+
+
+@dataclass(frozen=True, kw_only=True)
+class BucketBoundary:
+    """Who may touch users' data, independent of identity policies (issue 11, item 2).
+
+    `prefix` is the deployment prefix (role paths, stacks/components/role_paths.py); `user_tag_key` the tag
+    each user's execution role carries with the user's name (the same key as on training jobs)."""
+
+    prefix: str
+    user_tag_key: str
+    storage: Storage
+
+    def _tag_variable(self) -> str:
+        return f"${{aws:PrincipalTag/{self.user_tag_key}, '{_UNTAGGED}'}}"
+
+    def statements(self, bucket: s3.IBucket) -> list[iam.PolicyStatement]:
+        processing = role_arn_pattern(processing_role_path(self.prefix))
+        break_glass = list(self.storage.break_glass_principal_arns)
+        privileged = [processing, *break_glass]
+        # the caller's own user path, from its tag: a changed or missing tag can only narrow access
+        own_user_role = role_arn_pattern(f"{users_role_path_root(self.prefix)}{self._tag_variable()}/")
+        user_roles = role_arn_pattern(users_role_path_root(self.prefix))
+        user_data = [bucket.arn_for_objects(f"{p}*") for p in USER_DATA_PREFIXES]
+        own_data = [bucket.arn_for_objects(f"{p}{self._tag_variable()}/*") for p in USER_DATA_PREFIXES]
+        anyone = [iam.AnyPrincipal()]
+        found = [
+            iam.PolicyStatement(
+                sid="UserDataReadOnlyByOwnerProcessingBreakGlass",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=list(READ_ACTIONS),
+                resources=user_data,
+                conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, own_user_role]}},
+            ),
+            iam.PolicyStatement(
+                sid="UserRolesOnlyTheirOwnPrefixes",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=[*READ_ACTIONS, *WRITE_ACTIONS],
+                not_resources=own_data,
+                conditions={"ArnLike": {"aws:PrincipalArn": user_roles}},
+            ),
+            iam.PolicyStatement(
+                sid="ReportsWrittenOnlyByProcessingBreakGlass",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=list(WRITE_ACTIONS),
+                resources=[bucket.arn_for_objects(f"{REPORTS_PREFIX}*")],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
+            ),
+        ]
+        writers = list(self.storage.trace_writer_principal_arns)
+        if writers:
+            found.append(
+                iam.PolicyStatement(
+                    sid="TracesWrittenOnlyByConfiguredWriters",
+                    effect=iam.Effect.DENY,
+                    principals=anyone,
+                    actions=list(WRITE_ACTIONS),
+                    resources=[bucket.arn_for_objects(f"{p}*") for p in (TRACES_PREFIX, TENSORBOARD_PREFIX)],
+                    conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, *writers]}},
+                )
+            )
+        return found
+
+
 class TraceStore(Construct):
     """KMS-encrypted, versioned trace bucket with server access logs to a separate bucket."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, key: kms.IKey, retention: Retention, legacy: Legacy
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        key: kms.IKey,
+        retention: Retention,
+        legacy: Legacy,
+        boundary: BucketBoundary | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.access_log_bucket = s3.Bucket(
@@ -124,3 +208,6 @@ class TraceStore(Construct):
             removal_policy=cdk.RemovalPolicy.RETAIN,
             lifecycle_rules=lifecycle_rules(retention, legacy),
         )
+        if boundary is not None:
+            for statement in boundary.statements(self.bucket):
+                self.bucket.add_to_resource_policy(statement)

@@ -6,6 +6,10 @@ The execution role (what the user's TensorBoard app runs as) can only:
 - decrypt with the trace (data) key;
 - DescribeTrainingJob on jobs tagged `<user_tag_key>=<user>`.
 
+The role sits on the IAM path `/<prefix>/users/<user>/` and carries the tag `<user_tag_key>=<user>`;
+the trace bucket's policy lets such a role touch only the prefixes of the user its path names
+(stacks/components/trace_store.py, BucketBoundary), whatever its identity policy says.
+
 `access_policy` is a customer-managed policy for the *person*: attach it to their IAM identity
 (or SSO permission set) so that `profstack tensorboard url|start|stop --user <them>` works for
 their own profile and app and for no one else's. No AWS managed policy is used.
@@ -45,6 +49,7 @@ class UserWorkspace(Construct):
         trace_bucket: s3.IBucket,
         data_key: kms.IKey,
         user_tag_key: str,
+        role_path: str,
         security_group_ids: list[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -58,7 +63,10 @@ class UserWorkspace(Construct):
             "ExecutionRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"ProfStack SageMaker execution role of user {user.name}: own prefixes, read only",
+            # The path and the tag are what the trace bucket's policy checks (stacks/components/role_paths.py).
+            path=role_path,
         )
+        cdk.Tags.of(self.role).add(user_tag_key, user.name)
         # Not bucket.grant_read: it allows s3:List* on the whole bucket, i.e. other users' key names.
         bucket_arn = cross_stack(self, trace_bucket, trace_bucket.bucket_arn)
         object_arns = [f"{bucket_arn}/{p}*" for p in prefixes]

@@ -1,10 +1,16 @@
-"""A small IAM policy evaluator for synthesized templates (identity policies only).
+"""A small IAM policy evaluator for synthesized templates (identity and resource policies).
 
 Enough of IAM's logic to prove isolation between users: explicit Deny wins, then any
 Allow; `Action` with `*`/`?` wildcards (case-insensitive), `Resource` ARNs with wildcards
 (case-sensitive), `NotAction`/`NotResource` refused, and the condition operators ProfStack
-uses (StringEquals, StringLike, their ...IfExists forms are refused). An operator it does not
-know raises, so a policy it cannot judge never passes silently.
+uses (StringEquals, StringLike, StringNotEquals, StringNotLike, ArnEquals, ArnLike, ArnNotEquals,
+ArnNotLike, Bool; the ...IfExists forms are refused). A negated operator holds when its key is
+absent, as in IAM. An operator it does not know raises, so a policy it cannot judge never passes
+silently.
+
+Resource policies (bucket and queue policies): `same_account_decision` combines a principal's
+identity statements with a resource policy the way IAM does inside one account: an explicit Deny
+in either wins, otherwise an Allow in either suffices.
 
 Intrinsics are resolved to concrete text first: pseudo parameters, `Fn::Join`, `Fn::GetAtt`
 and `Fn::ImportValue` are replaced by the values the test supplies (an unlisted same-template
@@ -81,17 +87,37 @@ def _resource_matches(pattern: str, resource: str) -> bool:
     return re.fullmatch(regex, resource) is not None
 
 
+def _positive(operator: str, actual: str, values: list[str]) -> bool:
+    if operator in {"StringEquals", "ArnEquals"}:
+        return actual in values
+    if operator in {"StringLike", "ArnLike"}:
+        return any(_resource_matches(v, actual) for v in values)
+    if operator == "Bool":
+        return actual.lower() in {v.lower() for v in values}
+    raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
+
+
+_KNOWN = frozenset({"StringEquals", "StringLike", "ArnEquals", "ArnLike", "Bool"})
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotLike": "StringLike",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
+}
+
+
 def _condition_holds(conditions: Mapping[str, Any], context: Mapping[str, str]) -> bool:
     for operator, clauses in conditions.items():
         for key, expected in clauses.items():
             values = [str(v) for v in _as_list(expected)]
             actual = context.get(key)
-            if operator == "StringEquals":
-                ok = actual is not None and actual in values
-            elif operator == "StringLike":
-                ok = actual is not None and any(_resource_matches(v, actual) for v in values)
-            else:
+            if _NEGATED.get(operator, operator) not in _KNOWN:
                 raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
+            if operator in _NEGATED:
+                # IAM: a negated operator matches when the key is missing from the request
+                ok = actual is None or not _positive(_NEGATED[operator], actual, values)
+            else:
+                ok = actual is not None and _positive(operator, actual, values)
             if not ok:
                 return False
     return True
@@ -104,14 +130,47 @@ class Request:
     context: Mapping[str, str] = field(default_factory=dict)
 
 
+_VARIABLE = re.compile(r"\$\{\s*([^},']+?)\s*(?:,\s*'([^']*)'\s*)?\}")
+
+
+def substitute(text: str, context: Mapping[str, str]) -> str:
+    """IAM policy variables: `${key}` or `${key, 'default'}` replaced from the request context.
+    A missing key without a default may invalidate the whole statement in IAM: refused here."""
+
+    def value(match: re.Match[str]) -> str:
+        key, default = match.group(1), match.group(2)
+        if key in context:
+            return context[key]
+        if default is None:
+            raise UnsupportedPolicyError(f"policy variable {key} is not in the request and has no default")
+        return default
+
+    return _VARIABLE.sub(value, text)
+
+
+def _substituted(values: Any, context: Mapping[str, str]) -> list[str]:
+    return [substitute(str(v), context) for v in _as_list(values)]
+
+
 def _statement_applies(statement: Mapping[str, Any], request: Request) -> bool:
-    if "NotAction" in statement or "NotResource" in statement or "NotPrincipal" in statement:
-        raise UnsupportedPolicyError("NotAction/NotResource are not modelled")
+    if "NotAction" in statement or "NotPrincipal" in statement:
+        raise UnsupportedPolicyError("NotAction/NotPrincipal are not modelled")
+    if ("Resource" in statement) == ("NotResource" in statement):
+        raise UnsupportedPolicyError("a statement needs exactly one of Resource and NotResource")
     if not any(_action_matches(a, request.action) for a in _as_list(statement["Action"])):
         return False
-    if not any(_resource_matches(r, request.resource) for r in _as_list(statement["Resource"])):
+    if "Resource" in statement:
+        if not any(
+            _resource_matches(r, request.resource) for r in _substituted(statement["Resource"], request.context)
+        ):
+            return False
+    elif any(_resource_matches(r, request.resource) for r in _substituted(statement["NotResource"], request.context)):
         return False
-    return _condition_holds(statement.get("Condition", {}), request.context)
+    conditions = {
+        operator: {key: _substituted(values, request.context) for key, values in clauses.items()}
+        for operator, clauses in statement.get("Condition", {}).items()
+    }
+    return _condition_holds(conditions, request.context)
 
 
 def is_allowed(statements: Iterable[Mapping[str, Any]], request: Request) -> bool:
@@ -124,6 +183,76 @@ def is_allowed(statements: Iterable[Mapping[str, Any]], request: Request) -> boo
             return False
         allowed = True
     return allowed
+
+
+def _principal_matches(principal: Any, caller: Principal) -> bool:
+    if principal == "*":
+        return True
+    if not isinstance(principal, Mapping):
+        raise UnsupportedPolicyError(f"principal {principal!r} is not modelled")
+    for kind, values in principal.items():
+        for value in _as_list(values):
+            if kind == "AWS" and (value == "*" or value in {caller.arn, caller.account_root}):
+                return True
+            if kind == "Service" and value == caller.service:
+                return True
+            if kind not in {"AWS", "Service"}:
+                raise UnsupportedPolicyError(f"principal type {kind} is not modelled")
+    return False
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who calls: an IAM role/user ARN (`aws:PrincipalArn` is set from it) or an AWS service."""
+
+    arn: str = ""
+    service: str = ""
+    account: str = PSEUDO["AWS::AccountId"]
+
+    @property
+    def account_root(self) -> str:
+        return f"arn:aws:iam::{self.account}:root"
+
+
+def resource_policy_decision(
+    statements: Iterable[Mapping[str, Any]], caller: Principal, request: Request
+) -> str | None:
+    """ "Deny", "Allow" or None (no statement applies) for `caller` under a resource policy."""
+    context = dict(request.context)
+    if caller.arn:
+        context.setdefault("aws:PrincipalArn", caller.arn)
+        context.setdefault("aws:PrincipalAccount", caller.account)
+    scoped = Request(request.action, request.resource, context)
+    decision: str | None = None
+    for statement in statements:
+        if "Principal" not in statement or not _principal_matches(statement["Principal"], caller):
+            continue
+        if not _statement_applies(statement, scoped):
+            continue
+        if statement["Effect"] == "Deny":
+            return "Deny"
+        decision = "Allow"
+    return decision
+
+
+def same_account_decision(
+    identity: Iterable[Mapping[str, Any]],
+    resource_policy: Iterable[Mapping[str, Any]],
+    caller: Principal,
+    request: Request,
+) -> bool:
+    """IAM inside one account: an explicit Deny anywhere wins; else an Allow in either policy."""
+    context = dict(request.context)
+    if caller.arn:
+        context.setdefault("aws:PrincipalArn", caller.arn)
+    scoped = Request(request.action, request.resource, context)
+    identity = list(identity)
+    if any(s["Effect"] == "Deny" and _statement_applies(s, scoped) for s in identity):
+        return False
+    resource = resource_policy_decision(resource_policy, caller, scoped)
+    if resource == "Deny":
+        return False
+    return resource == "Allow" or is_allowed(identity, scoped)
 
 
 def principal_statements(template: Mapping[str, Any], resolve: Resolver) -> dict[str, list[dict[str, Any]]]:

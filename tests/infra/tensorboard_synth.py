@@ -45,7 +45,15 @@ def synth_tensorboard(config: ProfStackConfig) -> Synth:
 
     app = cdk.App(context=NO_BUNDLING_CONTEXT)
     add_security_checks(app)
-    storage = StorageStack(app, "storage", retention=config.retention, legacy=config.legacy)
+    storage = StorageStack(
+        app,
+        "storage",
+        retention=config.retention,
+        legacy=config.legacy,
+        storage=config.storage,
+        name_prefix=config.prefix,
+        user_tag_key=config.tensorboard.user_tag_key,
+    )
     stack = TensorBoardStack(
         app,
         "tensorboard",
@@ -56,6 +64,7 @@ def synth_tensorboard(config: ProfStackConfig) -> Synth:
         data_key=storage.data_key,
         log_retention=log_retention(config.retention.log_retention_days),
         domain_name="profstack-tensorboard",
+        name_prefix=config.prefix,
     )
     app.synth()
     return Synth(stack=stack, template=Template.from_stack(stack))

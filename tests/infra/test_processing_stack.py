@@ -303,3 +303,114 @@ def test_no_fleet_alarm_multiplies_a_fixed_gpu_count(synthesized: SynthesizedApp
     alarms = [v["Properties"] for v in template["Resources"].values() if v["Type"] == "AWS::CloudWatch::Alarm"]
     # THEN no static alarm reads SageMaker's per-host GPU sums any more
     assert not [a for a in alarms if "/aws/sagemaker/TrainingJobs" in json.dumps(a)]
+
+
+RULE_ARN = "arn:aws:events:us-east-1:123456789012:rule/profstack-processing-JobEventsTrainingJobFinished"
+OTHER_RULE_ARN = "arn:aws:events:us-east-1:123456789012:rule/someone-elses-rule"
+QUEUE_ARN = "arn:aws:sqs:us-east-1:123456789012:profstack-processing-JobEventsQueue"
+
+
+def _queue_policy(template: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
+    from tests.infra.iam_eval import Resolver
+
+    (queue_id,) = [k for k in _of_type(template, "AWS::SQS::Queue") if k.startswith("JobEventsQueue")]
+    (rule_id,) = _of_type(template, "AWS::Events::Rule")
+    (policy,) = [
+        p["Properties"]
+        for p in _of_type(template, "AWS::SQS::QueuePolicy").values()
+        if p["Properties"]["Queues"] == [{"Ref": queue_id}]
+    ]
+    resolve = Resolver(get_att={f"{rule_id}.Arn": RULE_ARN, f"{queue_id}.Arn": QUEUE_ARN})
+    return resolve(policy["PolicyDocument"])["Statement"], rule_id
+
+
+def test_job_queue_accepts_only_profstacks_own_rule(template: dict[str, Any]) -> None:
+    # GIVEN the job queue's policy WHEN synthesized THEN EventBridge may only SendMessage, and only for our rule
+    statements, rule_id = _queue_policy(template)
+    (allow,) = [s for s in statements if s["Effect"] == "Allow"]
+    assert allow["Principal"] == {"Service": "events.amazonaws.com"}
+    assert allow["Action"] == "sqs:SendMessage"
+    assert allow["Condition"]["ArnEquals"] == {"aws:SourceArn": RULE_ARN}
+    assert allow["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+    # AND the condition names the rule of this template (resolved from its Fn::GetAtt above)
+    assert rule_id.startswith("JobEventsTrainingJobFinished")
+
+
+def test_another_rule_in_the_same_account_cannot_feed_the_processor(template: dict[str, Any]) -> None:
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    statements, _ = _queue_policy(template)
+    events = Principal(service="events.amazonaws.com")
+
+    def send(source_arn: str, *, secure: bool = True) -> bool:
+        context = {
+            "aws:SourceArn": source_arn,
+            "aws:SourceAccount": "123456789012",
+            "aws:SecureTransport": "true" if secure else "false",
+        }
+        return same_account_decision([], statements, events, Request("sqs:SendMessage", QUEUE_ARN, context))
+
+    # GIVEN EventBridge delivering for ProfStack's rule THEN allowed
+    assert send(RULE_ARN)
+    # WHEN another rule of the same account (e.g. with an input transformer claiming bob's job) delivers
+    # THEN denied: today's CDK default (aws:SourceAccount only) would have allowed it
+    assert not send(OTHER_RULE_ARN)
+    assert not send(RULE_ARN, secure=False)
+    # AND EventBridge may not read queue attributes or receive
+    for action in ("sqs:GetQueueAttributes", "sqs:ReceiveMessage", "sqs:PurgeQueue"):
+        context = {"aws:SourceArn": RULE_ARN, "aws:SourceAccount": "123456789012", "aws:SecureTransport": "true"}
+        assert not same_account_decision([], statements, events, Request(action, QUEUE_ARN, context))
+    # AND a role of the account without an identity grant cannot send either
+    someone = Principal(arn="arn:aws:iam::123456789012:role/someone")
+    assert not same_account_decision(
+        [], statements, someone, Request("sqs:SendMessage", QUEUE_ARN, {"aws:SecureTransport": "true"})
+    )
+
+
+def test_cdk_default_queue_policy_would_have_let_any_rule_in() -> None:
+    # GIVEN the statement CDK's SqsQueue target writes for a KMS queue (aws:SourceAccount only)
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    cdk_default = [
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "events.amazonaws.com"},
+            "Action": ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
+            "Resource": QUEUE_ARN,
+            "Condition": {"StringEquals": {"aws:SourceAccount": "123456789012"}},
+        }
+    ]
+    context = {"aws:SourceArn": OTHER_RULE_ARN, "aws:SourceAccount": "123456789012"}
+    # THEN the evaluator shows the attack the fix closes (so the test above can fail)
+    assert same_account_decision(
+        [], cdk_default, Principal(service="events.amazonaws.com"), Request("sqs:SendMessage", QUEUE_ARN, context)
+    )
+
+
+def test_fanout_state_machine_reads_only_the_manifests(template: dict[str, Any]) -> None:
+    # GIVEN the fan-out state machine's role WHEN synthesized THEN its only S3 access is GetObject on the
+    # manifests (CDK's item reader would have granted GetObject on bucket/*)
+    roles = _of_type(template, "AWS::IAM::Role")
+    machine_role = next(k for k in roles if k.startswith("FanoutStateMachineRole"))
+    s3_statements = [
+        st for st in _policy_statements(template, machine_role) if any(a.startswith("s3:") for a in _actions(st))
+    ]
+    assert s3_statements
+    for st in s3_statements:
+        assert _actions(st) == ["s3:GetObject"]
+        assert [r.split(">", 1)[-1] for r in _resources(st)] == ["/reports/*/partials/manifest.json"]
+    # AND nowhere in the stack does any policy grant s3 on a bare bucket/* pattern
+    for policy in _of_type(template, "AWS::IAM::Policy").values():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if any(a.startswith("s3:") for a in _actions(st)):
+                assert not [r for r in _resources(st) if r.endswith(">/*")], st
+
+
+def test_aggregate_function_is_sized_for_ten_thousand_partials(template: dict[str, Any]) -> None:
+    # GIVEN the measured growth of the aggregate step (bench/aggregate_partials.py, docs/processing.md)
+    from stacks.components.trace_processor import AGGREGATE_MEMORY_MB, AGGREGATE_TIMEOUT_S
+
+    _, fn = _function(template, "lambdas.trace_processor.aggregate.handler")
+    # THEN the function gets that memory and the longest Lambda timeout, not the old 1024 MB / 300 s
+    assert fn["MemorySize"] == AGGREGATE_MEMORY_MB >= 6144
+    assert fn["Timeout"] == AGGREGATE_TIMEOUT_S == 900

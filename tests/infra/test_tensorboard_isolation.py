@@ -143,6 +143,6 @@ def test_evaluator_explicit_deny_wins_and_conditions_must_hold() -> None:
     assert not is_allowed([allow], Request("s3:PutObject", "arn:aws:s3:::b/x"))
     conditional = {**allow, "Condition": {"StringEquals": {"aws:ResourceTag/team": "a"}}}
     assert not is_allowed([conditional], Request("s3:GetObject", "arn:aws:s3:::b/x", {"aws:ResourceTag/team": "b"}))
-    unknown = {**allow, "Condition": {"ArnLike": {"aws:SourceArn": "x"}}}
+    unknown = {**allow, "Condition": {"DateGreaterThan": {"aws:CurrentTime": "2030-01-01T00:00:00Z"}}}
     with pytest.raises(UnsupportedPolicyError):
         is_allowed([unknown], Request("s3:GetObject", "arn:aws:s3:::b/x"))

@@ -432,3 +432,29 @@ def test_help_states_the_last_step_default(capsys: pytest.CaptureFixture[str]) -
     assert (
         "--exclude-last-step drop the last ProfilerStep, like HTA's include_last_profiler_step=False (default)" in text
     )
+
+
+def test_kernel_names_with_terminal_escapes_are_printed_inert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a trace whose top kernel's name carries an ANSI escape (clear screen, retitle window), a bell,
+    # a C1 CSI and a bidi override
+    evil = "\x1b[2J\x1b]0;pwned\x07evil\x9b31m\u202ekernel\r"
+    events = [
+        {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "ts": 0, "dur": 1000},
+        {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 1, "dur": 1, "args": {"correlation": 1}},
+        {"ph": "X", "cat": "kernel", "name": evil, "ts": 5, "dur": 500, "args": {"stream": 7, "correlation": 1}},
+    ]
+    path = tmp_path / "evil.pt.trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    # WHEN analysed from the command line
+    code = main(["analyze", str(path), "--out", str(tmp_path / "out"), "--format", "json"])
+    captured = capsys.readouterr()
+    # THEN the name is printed with every control character replaced, and nothing else is lost
+    assert code == 0, captured.err
+    assert "?[2J?]0;pwned?evil?31m?kernel?" in captured.out
+    for text in (captured.out, captured.err):
+        assert not [c for c in text if c != "\n" and (ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0 or c == "\u202e")]
+    # AND summary.json keeps the name exactly as the trace wrote it
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["ranks"][0]["top_kernels_by_time"][0]["name"] == evil

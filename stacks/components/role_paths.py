@@ -1,0 +1,42 @@
+"""IAM role paths that say, in the role's own ARN, whose data a ProfStack role may touch.
+
+    arn:<partition>:iam::<account>:role/<prefix>/users/<user>/<generated name>   a user's execution role
+    arn:<partition>:iam::<account>:role/<prefix>/processing/<generated name>     the trace-processing roles
+
+The trace bucket's policy (stacks/components/trace_store.py) matches `aws:PrincipalArn` against these
+patterns instead of naming the roles: the roles live in the TensorBoard and processing stacks, which
+depend on the storage stack, so naming their ARNs there would be a dependency cycle (and CloudFormation
+names them only at deploy time). A path is fixed when a role is created and appears in the ARN IAM puts in
+`aws:PrincipalArn` for the role's sessions.
+"""
+
+from __future__ import annotations
+
+import re
+
+import aws_cdk as cdk
+
+_PATH_SEGMENT = re.compile(r"^[a-z][a-z0-9-]{0,62}$")  # config's prefix and user-name rules
+
+
+def _segment(value: str, what: str) -> str:
+    if not _PATH_SEGMENT.match(value):
+        raise ValueError(f"{what} {value!r} cannot be an IAM path segment")
+    return value
+
+
+def processing_role_path(prefix: str) -> str:
+    return f"/{_segment(prefix, 'prefix')}/processing/"
+
+
+def user_role_path(prefix: str, user: str) -> str:
+    return f"/{_segment(prefix, 'prefix')}/users/{_segment(user, 'user')}/"
+
+
+def users_role_path_root(prefix: str) -> str:
+    return f"/{_segment(prefix, 'prefix')}/users/"
+
+
+def role_arn_pattern(path: str) -> str:
+    """Every role under `path` in this stack's account (for ArnLike on aws:PrincipalArn)."""
+    return f"arn:{cdk.Aws.PARTITION}:iam::{cdk.Aws.ACCOUNT_ID}:role{path}*"

@@ -1,0 +1,218 @@
+"""The trace bucket's policy backstops the per-user boundary (issue 11, item 2), proven on the synthesized
+templates with the isolation evaluator (tests/infra/iam_eval.py).
+
+Each user's traces/, tensorboard/ and reports/ prefixes are readable only by that user's execution role,
+the processing roles and the configured break-glass principal, whatever identity policies say; reports are
+written only by the processing roles and break-glass. Users alice, bob, al (a prefix of alice) and a-l.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.infra.conftest import SynthesizedApp, synthesize
+from tests.infra.iam_eval import Principal, Request, Resolver, principal_statements, same_account_decision
+from tests.infra.tensorboard_synth import config_with
+
+ACCOUNT = "123456789012"
+BUCKET_ARN = "arn:aws:s3:::profstack-traces"
+KEY_ARN = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/data-key"
+USERS = ("alice", "bob", "al", "a-l")
+BREAK_GLASS = f"arn:aws:iam::{ACCOUNT}:role/security/IncidentResponse"
+WRITER = f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole"
+ADMIN = f"arn:aws:iam::{ACCOUNT}:role/Admin"
+TAG = "aws:PrincipalTag/profstack:user"
+S3_EVERYTHING = [{"Effect": "Allow", "Action": "s3:*", "Resource": ["*"]}]
+PREFIXES = ("traces", "tensorboard", "reports")
+
+
+@dataclass(frozen=True)
+class Role:
+    arn: str
+    tags: dict[str, str]
+    statements: list[dict[str, Any]]
+
+    def principal(self) -> Principal:
+        return Principal(arn=self.arn)
+
+
+@dataclass(frozen=True)
+class World:
+    bucket_policy: list[dict[str, Any]]
+    roles: dict[str, Role]  # logical id -> role
+
+
+def _world(app: SynthesizedApp, prefix: str = "profstack") -> World:
+    storage = app.templates[f"{prefix}-storage"]
+    (bucket_id,) = [
+        k
+        for k, r in storage["Resources"].items()
+        if r["Type"] == "AWS::S3::Bucket" and k.startswith("TraceStoreTraces")
+    ]
+    (policy,) = [
+        r["Properties"]
+        for r in storage["Resources"].values()
+        if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
+    bucket_policy = Resolver(get_att={f"{bucket_id}.Arn": BUCKET_ARN})(policy["PolicyDocument"])["Statement"]
+    imports = {r"TraceStoreTraces.*Arn": BUCKET_ARN, r"TraceStoreTraces": "profstack-traces", r"DataKey.*Arn": KEY_ARN}
+    imports[r"."] = "arn:aws:other:::unrelated"  # queues, topics, the table: not what this test is about
+    roles: dict[str, Role] = {}
+    for name in (f"{prefix}-tensorboard", f"{prefix}-processing"):
+        template = app.templates[name]
+        statements = principal_statements(template, Resolver(imports=imports, get_att={}))
+        for logical_id, resource in template["Resources"].items():
+            if resource["Type"] != "AWS::IAM::Role":
+                continue
+            props = resource["Properties"]
+            path = props.get("Path", "/")
+            tags = {t["Key"]: t["Value"] for t in props.get("Tags", [])}
+            roles[logical_id] = Role(f"arn:aws:iam::{ACCOUNT}:role{path}{logical_id}", tags, statements[logical_id])
+    return World(bucket_policy, roles)
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    config = config_with(
+        users=[{"name": u, "email": f"{u}@example.com"} for u in USERS],
+        storage={"break_glass_principal_arns": [BREAK_GLASS], "trace_writer_principal_arns": [WRITER]},
+    )
+    return _world(synthesize(config))  # cdk-nag on: synth fails on any unacknowledged finding
+
+
+def _can(world: World, who: Principal, identity: list[dict[str, Any]], action: str, key: str, **tags: str) -> bool:
+    context = {"aws:SecureTransport": "true", **{f"aws:PrincipalTag/{k}": v for k, v in tags.items()}}
+    return same_account_decision(identity, world.bucket_policy, who, Request(action, f"{BUCKET_ARN}/{key}", context))
+
+
+def _user_role(world: World, user: str) -> Role:
+    (role,) = [r for r in world.roles.values() if r.tags.get("profstack:user") == user]
+    return role
+
+
+def _key(prefix: str, user: str) -> str:
+    return f"{prefix}/{user}/job-1/algo-1_1.1.pt.trace.json.gz"
+
+
+def _processing_roles(world: World) -> dict[str, Role]:
+    return {k: r for k, r in world.roles.items() if "/profstack/processing/" in r.arn}
+
+
+@pytest.mark.parametrize("owner", USERS)
+def test_a_users_role_reads_only_its_own_prefixes_even_with_s3_star(world: World, owner: str) -> None:
+    # GIVEN a user's execution role WHEN an identity policy were to allow s3:* on everything
+    role = _user_role(world, owner)
+    identity = [*role.statements, *S3_EVERYTHING]
+    for prefix in PREFIXES:
+        for other in USERS:
+            # THEN it reads its own prefixes and no one else's (al vs alice, a-l vs al included)
+            assert _can(world, role.principal(), identity, "s3:GetObject", _key(prefix, other), **role.tags) is (
+                other == owner
+            ), (owner, prefix, other)
+            assert not (
+                other != owner
+                and _can(world, role.principal(), identity, "s3:PutObject", _key(prefix, other), **role.tags)
+            )
+    # AND it writes no report, not even its own, and touches nothing outside its prefixes
+    assert not _can(world, role.principal(), identity, "s3:PutObject", _key("reports", owner), **role.tags)
+    assert not _can(world, role.principal(), identity, "s3:GetObject", "output/job-1/output/model.tar.gz", **role.tags)
+
+
+def test_with_its_own_identity_policy_a_users_role_reads_its_data(world: World) -> None:
+    # GIVEN alice's role as deployed (no s3:*) THEN the backstop does not get in the way of its own reads
+    role = _user_role(world, "alice")
+    for prefix in PREFIXES:
+        assert _can(world, role.principal(), role.statements, "s3:GetObject", _key(prefix, "alice"), **role.tags)
+        assert not _can(world, role.principal(), role.statements, "s3:GetObject", _key(prefix, "bob"), **role.tags)
+
+
+def test_retagging_a_users_role_only_narrows_it(world: World) -> None:
+    # GIVEN alice's role re-tagged as bob (or with the tag removed) WHEN it reads with s3:*
+    role = _user_role(world, "alice")
+    identity = [*role.statements, *S3_EVERYTHING]
+    for tags in ({"profstack:user": "bob"}, {}):
+        for owner in ("alice", "bob"):
+            # THEN neither alice's nor bob's data: the path (alice) and the tag must agree
+            assert not _can(world, role.principal(), identity, "s3:GetObject", _key("traces", owner), **tags)
+
+
+def test_processing_roles_read_every_users_traces_and_write_their_reports(world: World) -> None:
+    roles = _processing_roles(world)
+    assert len(roles) == 5  # processor, analyze-file, aggregate, fan-out state machine, Processing job
+    processor = next(r for k, r in roles.items() if k.startswith("TraceProcessorRole"))
+    for user in USERS:
+        # GIVEN the processor's own identity policy THEN it reads any user's traces and writes their report
+        assert _can(world, processor.principal(), processor.statements, "s3:GetObject", _key("traces", user))
+        assert _can(world, processor.principal(), processor.statements, "s3:GetObject", _key("tensorboard", user))
+        report = f"reports/{user}/job-1/summary.json"
+        assert _can(world, processor.principal(), processor.statements, "s3:PutObject", report)
+        # AND so does every processing role that an identity policy allows it (the backstop does not deny them)
+        for role in roles.values():
+            for prefix in PREFIXES:
+                assert _can(world, role.principal(), S3_EVERYTHING, "s3:GetObject", _key(prefix, user))
+            assert _can(world, role.principal(), S3_EVERYTHING, "s3:PutObject", report)
+
+
+def test_break_glass_reads_and_writes_everything(world: World) -> None:
+    who = Principal(arn=BREAK_GLASS)
+    for user in USERS:
+        for prefix in PREFIXES:
+            assert _can(world, who, S3_EVERYTHING, "s3:GetObject", _key(prefix, user))
+            assert _can(world, who, S3_EVERYTHING, "s3:PutObject", _key(prefix, user))
+            assert _can(world, who, S3_EVERYTHING, "s3:DeleteObject", _key(prefix, user))
+
+
+@pytest.mark.parametrize(
+    "arn",
+    [
+        ADMIN,  # an administrator with s3:* in the same account
+        f"arn:aws:iam::{ACCOUNT}:role/profstack/processing-evil/x",  # looks like the processing path
+        f"arn:aws:iam::{ACCOUNT}:role/profstack/users/alice/impostor",  # alice's path, but no tag
+        "arn:aws:iam::210987654321:role/profstack/processing/x",  # the processing path in another account
+        f"arn:aws:iam::{ACCOUNT}:user/alice",  # an IAM user named like a ProfStack user
+        f"arn:aws:iam::{ACCOUNT}:role/other/profstack/processing/x",  # path suffix, not prefix
+    ],
+)
+def test_everyone_else_is_denied_even_with_s3_star(world: World, arn: str) -> None:
+    who = Principal(arn=arn, account=arn.split(":")[4])
+    for user in USERS:
+        for prefix in PREFIXES:
+            assert not _can(world, who, S3_EVERYTHING, "s3:GetObject", _key(prefix, user)), (arn, prefix, user)
+            assert not _can(world, who, S3_EVERYTHING, "s3:GetObjectVersion", _key(prefix, user))
+        assert not _can(world, who, S3_EVERYTHING, "s3:PutObject", f"reports/{user}/job-1/report.html")
+        assert not _can(world, who, S3_EVERYTHING, "s3:DeleteObject", f"reports/{user}/job-1/report.html")
+
+
+def test_configured_trace_writers_alone_may_write_traces(world: World) -> None:
+    # GIVEN storage.trace_writer_principal_arns names the training role THEN it writes traces and TensorBoard logs
+    writer = Principal(arn=WRITER)
+    for prefix in ("traces", "tensorboard"):
+        assert _can(world, writer, S3_EVERYTHING, "s3:PutObject", _key(prefix, "alice"))
+        # AND it still cannot read them back, nor write reports
+        assert not _can(world, writer, S3_EVERYTHING, "s3:GetObject", _key(prefix, "alice"))
+        # AND an administrator cannot write them
+        assert not _can(world, Principal(arn=ADMIN), S3_EVERYTHING, "s3:PutObject", _key(prefix, "alice"))
+    assert not _can(world, writer, S3_EVERYTHING, "s3:PutObject", "reports/alice/job-1/report.html")
+    # AND data outside the user prefixes is not governed by the backstop
+    assert _can(world, Principal(arn=ADMIN), S3_EVERYTHING, "s3:GetObject", "output/job-1/output/model.tar.gz")
+
+
+def test_without_configured_writers_trace_writes_are_left_to_identity_policies(synthesized: SynthesizedApp) -> None:
+    # GIVEN the example config (no trace writers): training jobs' own roles keep writing traces
+    world = _world(synthesized)
+    assert _can(world, Principal(arn=WRITER), S3_EVERYTHING, "s3:PutObject", _key("traces", "alice"))
+    assert not _can(world, Principal(arn=WRITER), S3_EVERYTHING, "s3:GetObject", _key("traces", "alice"))
+    assert not any(s.get("Sid") == "TracesWrittenOnlyByConfiguredWriters" for s in world.bucket_policy)
+
+
+def test_without_the_backstop_an_identity_grant_would_cross_users(world: World) -> None:
+    # GIVEN only the SSL statement of the bucket policy (what was deployed before) THEN alice's role with s3:*
+    # reads bob's traces: the tests above can fail
+    role = _user_role(world, "alice")
+    ssl_only = [s for s in world.bucket_policy if "aws:SecureTransport" in str(s.get("Condition"))]
+    context = {"aws:SecureTransport": "true", TAG: "alice"}
+    request = Request("s3:GetObject", f"{BUCKET_ARN}/{_key('traces', 'bob')}", context)
+    assert same_account_decision([*role.statements, *S3_EVERYTHING], ssl_only, role.principal(), request)
