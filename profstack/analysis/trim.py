@@ -53,7 +53,7 @@ import msgspec
 from profstack.analysis.errors import AnalysisOptionsError, StepWindowError, TraceError
 from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.options import GIB
-from profstack.analysis.parse import STEP_PREFIX, enqueues_gpu_work
+from profstack.analysis.parse import STEP_PREFIX, _LongStrings, enqueues_gpu_work
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
 
@@ -300,7 +300,10 @@ def _events(
 ) -> Iterator[tuple[bytes, _TrimEvent | None, EventStream]]:
     """(raw, decoded or None when undecodable, stream) for every event; a truncated tail ends it."""
     with source.open() as fh:
-        stream = EventStream(iter_chunks(fh, max_decompressed=max_decompressed), max_value_bytes=max_event)
+        # hostile names: strings beyond parse.MAX_STRING_BYTES are cut before the splitter buffers them, as
+        # in the analysis pass, so a 200 MB kernel name costs neither memory nor output size here either
+        chunks = _LongStrings().filter(iter_chunks(fh, max_decompressed=max_decompressed))
+        stream = EventStream(chunks, max_value_bytes=max_event)
         try:
             for raw in _iter_raw(stream):
                 try:

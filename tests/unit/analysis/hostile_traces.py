@@ -77,6 +77,12 @@ elapsed = time.monotonic() - started
 summary = json.dumps(result.summary).encode()
 from profstack.report import render_html
 report = render_html(result.summary).encode()
+# the pipeline's second pass: the trimmed Perfetto timeline of the same file
+import tempfile
+from profstack.analysis import trim_trace
+with tempfile.TemporaryFile() as out:
+    trim_trace(FileTraceSource(sys.argv[1]), out, steps=None, max_events=1_000_000, compress=True)
+    timeline_bytes = out.tell()
 # VmHWM is this process's own high-water mark; ru_maxrss also carries the parent's (Linux keeps it across
 # exec), which inside a big pytest process can exceed what the analysis used
 hwm_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
@@ -86,6 +92,7 @@ print(json.dumps({
     "seconds": elapsed,
     "summary_bytes": len(summary),
     "report_bytes": len(report),
+    "timeline_bytes": timeline_bytes,
     "summary": result.summary,
 }))
 """

@@ -140,12 +140,13 @@ def test_one_200_mb_name_in_a_small_gzip_stays_bounded(tmp_path: Path) -> None:
     # GIVEN a ~0.2 MB .json.gz holding one 200 MB kernel name between ordinary kernels
     path = one_huge_name(tmp_path / "huge.pt.trace.json.gz", 200 << 20, after=1000)
     assert path.stat().st_size < 1 << 20
-    # WHEN analysed in a fresh process
+    # WHEN analysed and trimmed into a timeline in a fresh process (the pipeline's two passes)
     found = analyse_in_child(path)
-    # THEN memory, summary and report stay bounded
+    # THEN memory, summary, report and timeline stay bounded
     assert found["peak_rss_mb"] < PEAK_RSS_LIMIT_MB, found["peak_rss_mb"]
     assert found["summary_bytes"] < 1 << 20
     assert found["report_bytes"] < 2 << 20
+    assert found["timeline_bytes"] < 1 << 20
     summary = found["summary"]
     kernels = {k["name"]: k for k in summary["ranks"][0]["top_kernels_by_count"]}
     # AND the events after the huge one still count, and the huge name is kept shortened, hashed
