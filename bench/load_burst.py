@@ -63,15 +63,10 @@ class BurstResult:
 
 def run_burst(plane: Any, n: int, *, seed: int = 11, duplicate_share: float = 0.1) -> BurstResult:
     """Inside mock_aws, with the processor's environment set (see tests/functional/test_load_burst.py)."""
+    from demo.lambda_harness import LambdaContext, sqs_event
     from lambdas.trace_processor import handler
     from profstack import layout
-    from tests.functional.processing_support import (
-        TRACE_BUCKET,
-        FakeLambdaContext,
-        job_event,
-        register_training_job,
-        sqs_event,
-    )
+    from tests.functional.processing_support import TRACE_BUCKET, job_event, register_training_job
 
     rng = random.Random(seed)
     jobs = [f"burst-{i:05d}" for i in range(n)]
@@ -118,7 +113,7 @@ def run_burst(plane: Any, n: int, *, seed: int = 11, duplicate_share: float = 0.
             "awsRegion": "us-east-1",
         }
         invocations += 1
-        response = handler.handler(sqs_event(record), FakeLambdaContext())
+        response = handler.handler(sqs_event(record), LambdaContext())
         if response["batchItemFailures"]:
             failures += 1  # left on the queue: received again
         else:
@@ -156,7 +151,8 @@ def main(argv: list[str]) -> int:
     os.environ.update(AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x", AWS_DEFAULT_REGION="us-east-1")
     from moto import mock_aws
 
-    from tests.functional.processing_support import create_data_plane, patched_environ, processor_environ
+    from demo.lambda_harness import patched_environ
+    from tests.functional.processing_support import create_data_plane, processor_environ
 
     n = int(argv[0]) if argv else 1000
     with mock_aws():

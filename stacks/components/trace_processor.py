@@ -197,6 +197,8 @@ class TraceProcessorFunctions(Construct):
         self.trace_reader = iam.Role(
             self,
             "TraceReaderRole",
+            # the processing path: the trace bucket's policy lets only these roles (and the owners) read traces
+            path=role_path,
             assumed_by=iam.ArnPrincipal(role.role_arn),
             description="ProfStack: reads one job's traces, assumed by the trace processor with a session "
             "policy that names only the job owner's folders",

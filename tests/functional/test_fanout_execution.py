@@ -21,6 +21,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from demo.lambda_harness import LambdaContext, patched_environ, sqs_event, sqs_record
 from profstack import layout
 from tests.functional.processing_support import (
     ACCOUNT,
@@ -28,14 +29,10 @@ from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
     DataPlane,
-    FakeLambdaContext,
     create_data_plane,
     job_event,
-    patched_environ,
     processor_environ,
     register_training_job,
-    sqs_event,
-    sqs_record,
 )
 
 RANKS = ("hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz")
@@ -95,7 +92,7 @@ def _serve_lambda_in_process(monkeypatch: pytest.MonkeyPatch, calls: list[str]) 
         calls.append(name)
         event = json.loads(parameters.get("Payload") or b"{}")
         try:
-            return {"StatusCode": 200, "Payload": handler(event, FakeLambdaContext())}
+            return {"StatusCode": 200, "Payload": handler(event, LambdaContext())}
         except Exception as exc:  # what Lambda reports for an unhandled error
             return {
                 "StatusCode": 200,
@@ -125,14 +122,12 @@ def machine(
             STATE_MACHINE_ARN=arn,
         )
         with patched_environ(environ):
-            from lambdas.trace_processor import handler, runtime
+            from lambdas.trace_processor import runtime
 
             runtime.reset()
-            handler._idempotency.cache_clear()
             _serve_lambda_in_process(monkeypatch, calls)
             yield plane, sfn, calls
             runtime.reset()
-            handler._idempotency.cache_clear()
 
 
 def _wait(sfn: Any, execution_arn: str, timeout_s: float = 60) -> dict[str, Any]:
@@ -155,7 +150,7 @@ def test_the_synthesized_fanout_runs_end_to_end(machine: tuple[DataPlane, Any, l
         key = f"{layout.job_tensorboard_prefix(USER, job)}algo-{i + 1}_1.1.pt.trace.json.gz"
         plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
     # WHEN the job-completed event reaches the processor, which writes the manifest and starts the execution
-    response = handler.handler(sqs_event(sqs_record(job_event(job))), FakeLambdaContext())
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
     assert response["batchItemFailures"] == []
     (execution,) = sfn.list_executions(stateMachineArn=handler.runtime.env().state_machine_arn)["executions"]
     # THEN moto runs the synthesized definition to the end

@@ -11,7 +11,8 @@ import pytest
 from moto import mock_aws
 
 from bench.load_burst import run_burst
-from tests.functional.processing_support import DataPlane, create_data_plane, patched_environ, processor_environ
+from demo.lambda_harness import patched_environ
+from tests.functional.processing_support import DataPlane, create_data_plane, processor_environ
 
 
 @pytest.fixture
@@ -19,13 +20,11 @@ def plane(aws_credentials: None) -> Iterator[DataPlane]:
     with mock_aws():
         plane = create_data_plane(max_receive_count=5)
         with patched_environ(processor_environ(plane.topic_arn)):
-            from lambdas.trace_processor import handler, runtime
+            from lambdas.trace_processor import runtime
 
             runtime.reset()
-            handler._idempotency.cache_clear()
             yield plane
             runtime.reset()
-            handler._idempotency.cache_clear()
 
 
 @pytest.mark.slow

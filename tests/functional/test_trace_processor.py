@@ -22,6 +22,7 @@ from moto import mock_aws
 
 from demo.lambda_harness import LambdaContext, patched_environ, sqs_event, sqs_record
 from demo.local_emf import publish_emf
+from lambdas.trace_processor.tb_scalars import snake
 from lambdas.trace_processor.tfevents import read_event_file
 from profstack import layout
 from profstack import metric_names as m
@@ -169,8 +170,10 @@ def test_finished_job_yields_report_metrics_scalars_and_one_notification(
     tb_keys = [k for k in plane.list_keys(layout.job_tensorboard_prefix(USER, job)) if "tfevents" in k]
     assert len(tb_keys) == 1
     events = read_event_file(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=tb_keys[0])["Body"].read())
-    assert f"profstack/{m.TRACE_BYTES}" in events[1].scalars
-    assert any("profstack/step_time_ms" in e.scalars for e in events[2:])
+    # (one tag style, issue #13: profstack/<snake_case metric>[/rank_<r>])
+    assert f"profstack/{snake(m.TRACE_BYTES)}" in events[1].scalars
+    assert "profstack/trace_bytes" in events[1].scalars
+    assert any(tag.startswith("profstack/step_time_ms") for e in events[2:] for tag in e.scalars)
     # AND exactly one notification names the job and the report
     notes = plane.notifications()
     assert len(notes) == 1

@@ -141,12 +141,16 @@ def test_retagging_a_users_role_only_narrows_it(world: World) -> None:
 
 def test_processing_roles_read_every_users_traces_and_write_their_reports(world: World) -> None:
     roles = _processing_roles(world)
-    assert len(roles) == 5  # processor, analyze-file, aggregate, fan-out state machine, Processing job
+    # processor, analyze-file, aggregate, fan-out state machine, Processing job, and the trace reader the
+    # processor assumes per job (its path is the processing path, or the backstop would deny its reads)
+    assert len(roles) == 6
     processor = next(r for k, r in roles.items() if k.startswith("TraceProcessorRole"))
+    reader = next(r for k, r in roles.items() if k.startswith("TraceProcessorTraceReaderRole"))
     for user in USERS:
-        # GIVEN the processor's own identity policy THEN it reads any user's traces and writes their report
-        assert _can(world, processor.principal(), processor.statements, "s3:GetObject", _key("traces", user))
-        assert _can(world, processor.principal(), processor.statements, "s3:GetObject", _key("tensorboard", user))
+        # GIVEN the trace reader's identity policy THEN it reads any user's traces (the per-job session
+        # policy narrows it to the owner's folders) AND the processor writes their report
+        assert _can(world, reader.principal(), reader.statements, "s3:GetObject", _key("traces", user))
+        assert _can(world, reader.principal(), reader.statements, "s3:GetObject", _key("tensorboard", user))
         report = f"reports/{user}/job-1/summary.json"
         assert _can(world, processor.principal(), processor.statements, "s3:PutObject", report)
         # AND so does every processing role that an identity policy allows it (the backstop does not deny them)

@@ -314,7 +314,7 @@ def _queue_policy(template: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
     from tests.infra.iam_eval import Resolver
 
     (queue_id,) = [k for k in _of_type(template, "AWS::SQS::Queue") if k.startswith("JobEventsQueue")]
-    (rule_id,) = _of_type(template, "AWS::Events::Rule")
+    (rule_id,) = [k for k in _of_type(template, "AWS::Events::Rule") if k.startswith("JobEvents")]
     (policy,) = [
         p["Properties"]
         for p in _of_type(template, "AWS::SQS::QueuePolicy").values()
