@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 from collections.abc import Iterator
 from typing import BinaryIO
 
@@ -12,7 +11,7 @@ from profstack.analysis.errors import StepWindowError, TraceError
 from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.options import GIB
 from profstack.analysis.parse import STEP_PREFIX
-from profstack.analysis.reader import iter_chunks
+from profstack.analysis.reader import gzip_writer, iter_chunks
 from profstack.analysis.sources import TraceSource
 
 
@@ -88,7 +87,7 @@ def trim_trace(
     (still valid JSON) instead of failing; an unusable input or an unknown step window raises TraceError.
     """
     window = _step_window(source, steps, max_decompressed_bytes, max_event_bytes) if steps is not None else None
-    sink: BinaryIO = gzip.GzipFile(fileobj=out, mode="wb", compresslevel=6) if compress else out  # type: ignore[assignment]
+    sink: BinaryIO = gzip_writer(out) if compress else out
     written = 0
     kept = 0
     meta: dict[str, object] = {}

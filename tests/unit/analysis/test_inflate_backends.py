@@ -182,3 +182,15 @@ def test_trim_inflates_through_the_same_backend(backend: reader.Inflater) -> Non
     events = json.loads(out.getvalue())["traceEvents"]
     assert len(events) == 1000
     assert events[-1]["ts"] == 999
+
+
+def test_compressed_trim_is_plain_gzip_with_each_backend(backend: reader.Inflater) -> None:
+    # GIVEN a trace WHEN trimmed with compression (ISA-L level 1 with isal, zlib level 6 without)
+    from profstack.analysis import trim_trace
+
+    plain, packed = io.BytesIO(), io.BytesIO()
+    src = BytesTraceSource(PACKED, name="t.json.gz")
+    trim_trace(src, plain, steps=None, max_events=5000, compress=False)
+    trim_trace(src, packed, steps=None, max_events=5000, compress=True)
+    # THEN the standard library's gzip reads exactly the uncompressed trim back
+    assert gzip.decompress(packed.getvalue()) == plain.getvalue()
