@@ -407,10 +407,12 @@ def parallel_table(results: list[Measurement]) -> str:
     return "\n".join(rows)
 
 
-def write_outputs(results: list[Measurement], info: dict[str, Any], args: argparse.Namespace) -> None:
+def write_outputs(
+    results: list[Measurement], info: dict[str, Any], args: argparse.Namespace, date: str | None = None
+) -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     payload = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "date": date or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": info,
         "method": {
             "source_trace": str(Path(args.source).name),
@@ -432,11 +434,13 @@ def write_outputs(results: list[Measurement], info: dict[str, Any], args: argpar
     tmp.write_text(json.dumps(payload, indent=2) + "\n")
     tmp.replace(RESULTS)
     pk = info["packages"]
+    htas = sorted({v for m in results if m.tool in HTA_TOOLS for v in (m.extra.get("versions") or {}).values()})
     header = (
         f"Measured {payload['date']} on {info['cpu']} ({info['logical_cpus']} logical CPUs, "
-        f"{info['memory_gib']} GiB RAM, load average {info['load_average'][0]} at the start), "
-        f"Python {info['python']}, msgspec {pk['msgspec']}, isal {pk['isal']}, HTA {pk['HolisticTraceAnalysis']} "
-        f"and 0.6.1 (`traceinsight`), pandas {pk['pandas']}. Raw numbers: `bench/results/latest.json`."
+        f"{info['memory_gib']} GiB RAM, load average {info.get('load_average', ['?'])[0]} at the start), "
+        f"Python {info['python']}, msgspec {pk['msgspec']}, isal {pk.get('isal', '?')}, "
+        f"HTA {' and '.join(htas) or 'not run'} (0.6.1 is PyPI's `traceinsight`, in its own venv). "
+        "Raw numbers: `bench/results/latest.json`."
     )
     block = (
         f"{TABLE_START}\n{header}\n\n{markdown_table(results)}\n\n"
@@ -531,7 +535,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hta-repeat", type=int, default=1, help="runs per HTA cell (best kept)")
     parser.add_argument("--merge", action="store_true", help="keep cells of latest.json this run does not redo")
     parser.add_argument("--mem-cap-gb", type=float, default=18, help="kill a child above this RSS (GiB)")
+    parser.add_argument("--render", action="store_true", help="only rewrite the README table from latest.json")
     args = parser.parse_args(argv)
+    if args.render:
+        saved = json.loads(RESULTS.read_text())
+        rows = [Measurement(**row) for row in saved["results"]]
+        write_outputs(rows, saved["machine"], args, saved["date"])
+        print(markdown_table(rows))
+        return 0
     if args.quick:
         args.sizes, args.parallel_sizes, args.repeat = "50", "50", min(args.repeat, 2)
     sizes = [int(s) for s in args.sizes.split(",") if s]
