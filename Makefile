@@ -74,9 +74,10 @@ demo: synth  ## synthesize, show the deployment plan, then run the main job on a
 	@$(BIN)/python -m stacks.plan cdk.out --config $(CONFIG)
 	$(BIN)/python -m demo
 
-bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA and a bare msgspec decode
-	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/bench.txt -c requirements/constraints.txt
-	$(BIN)/python -m bench.run
+BENCH_ARGS ?=
+
+bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA 0.5.0 / 0.6.1 and a bare msgspec decode (BENCH_ARGS=--quick)
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 screenshot: demo  ## render the demo's whole HTML report in headless Chromium to demo-output/report.png
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }

@@ -42,6 +42,7 @@ def child(path: Path) -> dict[str, Any]:
     from profstack.report import render_html
 
     source = FileTraceSource(path)
+    usage0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     result = analyze([source], AnalysisOptions())
     t1 = time.perf_counter()
@@ -52,7 +53,10 @@ def child(path: Path) -> dict[str, Any]:
     html = render_html(result.summary)
     body = json.dumps(result.summary)
     t3 = time.perf_counter()
+    usage1 = resource.getrusage(resource.RUSAGE_SELF)
+    work_cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
     return {
+        "work_cpu_s": round(work_cpu, 2),
         "analyze_s": round(t1 - t0, 2),
         "trim_s": round(t2 - t1, 2),
         "report_s": round(t3 - t2, 2),

@@ -1,20 +1,25 @@
-"""ProfStack vs HTA 0.5.0 vs a bare msgspec decode, on generated 100 MB / 500 MB / 1 GB traces.
+"""ProfStack vs HTA 0.5.0 and 0.6.1 vs a bare msgspec decode, on generated 100 MB / 500 MB / 1 GB traces.
 
     python -m bench.run                       # the full run (make bench)
-    python -m bench.run --sizes 100           # quick run
+    python -m bench.run --quick               # small sizes, fewer repeats (a few minutes)
     python -m bench.run --tools profstack,msgspec --formats json
 
 Every measurement runs in a fresh child process pinned to CPU 0 with single-threaded math
-libraries. Time is measured inside the child around the work (imports excluded); peak RSS is the
-child's ru_maxrss from os.wait4 (imports included). Throughput is MB (10^6 bytes) of uncompressed
-JSON per second, for .json and .json.gz alike. Children that exceed the time or memory cap are
-killed and reported as not finished.
+libraries (the --jobs measurement: CPUs 0 and 1). Time is measured inside the child around the work
+(imports excluded), as wall time and as the child's CPU time; peak RSS is the child's ru_maxrss from
+os.wait4 (imports included). Throughput is MB (10^6 bytes) of uncompressed JSON per second, for .json
+and .json.gz alike. The tools of one cell run interleaved (one run of each, then the next round), so a
+change in the machine's load hits them alike. Children that exceed the time or memory cap are killed and
+reported as not finished. HTA 0.5.0 and HTA 0.6.1 (`traceinsight`, which also imports as `hta`) each run
+from a virtualenv of their own, build/bench-hta050 (requirements/bench.txt) and build/bench-hta061
+(requirements/hta061.txt), created on first use.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import hashlib
 import json
 import os
 import platform
@@ -36,6 +41,20 @@ DATA_DIR = BENCH_DIR / "data"
 RESULTS = BENCH_DIR / "results" / "latest.json"
 README = BENCH_DIR / "README.md"
 TABLE_START, TABLE_END = "<!-- bench-table:start -->", "<!-- bench-table:end -->"
+
+REQUIREMENTS = REPO_ROOT / "requirements"
+#: tool -> (its virtualenv, pinned requirements, constraints): both HTA releases are the `hta` package, so each
+#: gets a venv of its own (and the project's .venv none of HTA's jupyterlab closure)
+HTA_VENVS: dict[str, tuple[Path, Path, Path | None]] = {
+    "hta": (REPO_ROOT / "build" / "bench-hta050", REQUIREMENTS / "bench.txt", REQUIREMENTS / "constraints.txt"),
+    "hta061": (REPO_ROOT / "build" / "bench-hta061", REQUIREMENTS / "hta061.txt", None),
+}
+#: cheap tools, measured interleaved and best-of-N; HTA runs once per cell (minutes at 1 GB)
+FAST_TOOLS = ("profstack", "profstack-zlib", "decode", "inflate-isal", "inflate-zlib", "msgspec")
+GZ_ONLY = frozenset({"profstack-zlib", "inflate-isal", "inflate-zlib"})
+HTA_TOOLS = ("hta", "hta061")
+PARALLEL_TOOLS = ("profstack-jobs1", "profstack-jobs2")
+DEFAULT_TOOLS = "profstack,profstack-zlib,profstack-heap,decode,inflate-isal,inflate-zlib,msgspec,hta,hta061"
 
 SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
@@ -88,6 +107,49 @@ def ensure_traces(size_mb: int, source: Path) -> dict[str, Path]:
     return paths
 
 
+def ensure_hta_venv(tool: str) -> Path:
+    """The interpreter of the virtualenv that holds the HTA release `tool` measures (created on first use)."""
+    venv, requirements, constraints = HTA_VENVS[tool]
+    python = venv / "bin" / "python"
+    stamp = venv / ".requirements-sha256"
+    pins = requirements.read_bytes() + (constraints.read_bytes() if constraints else b"")
+    want = hashlib.sha256(pins).hexdigest()
+    if python.exists() and stamp.exists() and stamp.read_text() == want:
+        return python
+    log(f"creating {venv.relative_to(REPO_ROOT)} from {requirements.relative_to(REPO_ROOT)} (a few minutes, once)")
+    # the stamp is written last: an interrupted install is redone from scratch (--clear)
+    subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(requirements)]
+    subprocess.run([*pip, *(["-c", str(constraints)] if constraints else [])], check=True)
+    stamp.write_text(want)
+    return python
+
+
+def ensure_rank_traces(size_mb: int, source: Path, ranks: int = 2) -> Path:
+    """A folder of `ranks` files of `size_mb` each: the .json trace with distributedInfo.rank = 0..ranks-1."""
+    single = ensure_traces(size_mb, source)["json"]
+    folder = DATA_DIR / f"{size_mb}MB-{ranks}ranks"
+    stamp = folder / "generated.json"
+    want = {"from": str(single), "bytes": single.stat().st_size, "ranks": ranks}
+    if stamp.exists() and json.loads(stamp.read_text()) == want:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    head_len = 1 << 16
+    old = b'"rank": 0, "world_size": 1'
+    for rank in range(ranks):
+        out = folder / f"rank-{rank}.pt.trace.json"
+        with single.open("rb") as fin, out.open("wb") as fout:
+            head = fin.read(head_len)
+            if old not in head:
+                raise RuntimeError(f"{single}: no distributedInfo {old!r} in its header")
+            new = f'"rank": {rank}, "world_size": {ranks}'.encode()
+            fout.write(head.replace(old, new, 1))
+            while chunk := fin.read(1 << 22):
+                fout.write(chunk)
+    stamp.write_text(json.dumps(want))
+    return folder
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -109,12 +171,24 @@ def _session_rss_bytes(sid: int) -> int:
     return total
 
 
-def measure(tool: str, path: Path, size_mb: int, fmt: str, *, json_bytes: int, args: argparse.Namespace) -> Measurement:
-    cap_s = args.hta_timeout if tool == "hta" else args.timeout
+def measure(
+    tool: str,
+    path: Path,
+    size_mb: int,
+    fmt: str,
+    *,
+    json_bytes: int,
+    args: argparse.Namespace,
+    cpus: set[int] | None = None,
+) -> Measurement:
+    cap_s = args.hta_timeout if tool in HTA_TOOLS else args.timeout
     cap_bytes = int(args.mem_cap_gb * 1024**3)
     m = Measurement(tool, size_mb, fmt, str(path.relative_to(REPO_ROOT)), json_bytes, "failed")
     env = {**os.environ, **SINGLE_THREAD_ENV, "PYTHONPATH": str(REPO_ROOT)}
-    cmd = [sys.executable, "-m", "bench.workers", tool, str(path)]
+    env.pop("PROFSTACK_INFLATE", None)
+    python = str(ensure_hta_venv(tool)) if tool in HTA_VENVS else sys.executable
+    cmd = [python, "-m", "bench.workers", "hta" if tool in HTA_VENVS else tool, str(path)]
+    pinned = cpus if cpus is not None else {0}
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
@@ -123,7 +197,7 @@ def measure(tool: str, path: Path, size_mb: int, fmt: str, *, json_bytes: int, a
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
-        preexec_fn=lambda: os.sched_setaffinity(0, {0}),  # noqa: PLW1509 - single core, set before exec
+        preexec_fn=lambda: os.sched_setaffinity(0, pinned),  # noqa: PLW1509 - set before exec
     )
     out_chunks: list[bytes] = []
     err_chunks: list[bytes] = []
@@ -167,6 +241,8 @@ def measure(tool: str, path: Path, size_mb: int, fmt: str, *, json_bytes: int, a
     m.status = "ok"
     m.seconds = round(result.pop("seconds"), 3)
     m.mb_per_s = round(json_bytes / MB / m.seconds, 2)
+    if result.get("cpu_seconds"):
+        result["cpu_mb_per_s"] = round(json_bytes / MB / result["cpu_seconds"], 2)
     m.extra = result
     return m
 
@@ -180,6 +256,10 @@ def best_of(tries: list[Measurement]) -> Measurement:
     best = min(ok, key=lambda t: t.seconds or float("inf"))
     best.peak_rss_mb = max(t.peak_rss_mb or 0.0 for t in tries)
     best.extra = {**best.extra, "runs": len(tries), "all_mb_per_s": [t.mb_per_s for t in ok]}
+    cpu = [t.extra["cpu_seconds"] for t in ok if t.extra.get("cpu_seconds")]
+    if cpu:  # CPU time is far less disturbed by other jobs than wall time: its best is kept beside
+        best.extra["best_cpu_seconds"] = round(min(cpu), 3)
+        best.extra["cpu_mb_per_s"] = round(best.json_bytes / MB / min(cpu), 2)
     return best
 
 
@@ -206,7 +286,10 @@ def machine_info() -> dict[str, Any]:
         "memory_gib": round(mem_gib, 1),
         "os": platform.platform(),
         "python": platform.python_version(),
-        "packages": {d: version(d) for d in ("profstack", "msgspec", "HolisticTraceAnalysis", "pandas", "numpy")},
+        "packages": {
+            d: version(d) for d in ("profstack", "msgspec", "isal", "HolisticTraceAnalysis", "pandas", "numpy")
+        },
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 
@@ -214,53 +297,128 @@ def _fmt(value: float | None, spec: str) -> str:
     return "—" if value is None else format(value, spec)
 
 
-def _cell(m: Measurement | None) -> tuple[str, str]:
+def _speed(m: Measurement | None) -> str:
     if m is None:
-        return "not run", "—"
+        return "not run"
     if m.status != "ok":
-        return m.detail or m.status, _fmt(m.peak_rss_mb, ".0f")
-    return _fmt(m.mb_per_s, ".1f"), _fmt(m.peak_rss_mb, ".0f")
+        return m.detail or m.status
+    return _fmt(m.mb_per_s, ".1f")
 
 
-def _ratio(a: Measurement | None, b: Measurement | None) -> str:
+def _rss(m: Measurement | None) -> str:
+    return "—" if m is None else _fmt(m.peak_rss_mb, ".0f")
+
+
+def _ratio(a: Measurement | None, b: Measurement | None, *, cpu: bool = False) -> str:
     if a is None or b is None or a.mb_per_s is None:
         return "—"
     if b.mb_per_s is None:
-        return f"> {a.mb_per_s * (b.wall_seconds or 0) / (a.json_bytes / MB):.1f}× (HTA unfinished)"
+        if b.status in ("timeout", "memory-cap") and b.wall_seconds:
+            return f"> {a.mb_per_s * b.wall_seconds / (a.json_bytes / MB):.1f}× (unfinished)"
+        return "—"
+    if cpu:
+        ca, cb = a.extra.get("cpu_mb_per_s"), b.extra.get("cpu_mb_per_s")
+        return f"{ca / cb:.2f}×" if ca and cb else "—"
     return f"{a.mb_per_s / b.mb_per_s:.2f}×"
+
+
+def _ms_per_mb(m: Measurement | None) -> float | None:
+    """CPU milliseconds per uncompressed MB (wall where the child did not report CPU time)."""
+    if m is None or m.status != "ok" or not m.seconds:
+        return None
+    seconds = m.extra.get("best_cpu_seconds") or m.seconds
+    return 1000.0 * float(seconds) / (m.json_bytes / MB)
 
 
 def markdown_table(results: list[Measurement]) -> str:
     index = {(m.tool, m.size_mb, m.fmt): m for m in results}
-    keys = sorted({(m.size_mb, m.fmt) for m in results}, key=lambda k: (k[0], k[1] != "json"))
+    keys = sorted({(m.size_mb, m.fmt) for m in results if m.fmt != "2ranks"}, key=lambda k: (k[0], k[1] != "json"))
     rows = [
-        "| trace | format | ProfStack MB/s | ProfStack peak RSS MB | ProfStack Python heap peak MB "
-        "| msgspec floor MB/s | msgspec peak RSS MB | HTA 0.5.0 MB/s | HTA peak RSS MB | ProfStack / floor "
-        "| ProfStack / HTA |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| trace | format | ProfStack MB/s | ProfStack, zlib inflate MB/s | msgspec floor MB/s | HTA 0.5.0 MB/s "
+        "| HTA 0.6.1 MB/s | ProfStack / floor | ProfStack / floor (CPU time) | ProfStack / HTA 0.5.0 "
+        "| ProfStack / HTA 0.6.1 | ProfStack peak RSS MB | ProfStack heap peak MB | floor peak RSS MB "
+        "| HTA 0.5.0 / 0.6.1 peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for size, fmt in keys:
-        ps, heap, floor, hta = (index.get((t, size, fmt)) for t in ("profstack", "profstack-heap", "msgspec", "hta"))
-        any_m = ps or floor or hta
+        ps, psz, heap, floor, hta, hta6 = (
+            index.get((t, size, fmt)) for t in ("profstack", "profstack-zlib", "profstack-heap", "msgspec", *HTA_TOOLS)
+        )
+        any_m = ps or floor or hta or hta6
         actual = f"{any_m.json_bytes / MB:.0f} MB" if any_m else f"{size} MB"
         heap_mb = heap.extra.get("heap_peak_mb") if heap is not None and heap.status == "ok" else None
-        cells = [actual, "." + fmt if fmt == "json" else ".json.gz", *_cell(ps), _fmt(heap_mb, ".1f")]
-        cells += [*_cell(floor), *_cell(hta)]
-        cells += [_ratio(ps, floor), _ratio(ps, hta)]
+        cells = [actual, ".json" if fmt == "json" else ".json.gz", _speed(ps), _speed(psz) if fmt == "gz" else "—"]
+        cells += [_speed(floor), _speed(hta), _speed(hta6)]
+        cells += [_ratio(ps, floor), _ratio(ps, floor, cpu=True), _ratio(ps, hta), _ratio(ps, hta6)]
+        cells += [_rss(ps), _fmt(heap_mb, ".1f"), _rss(floor), f"{_rss(hta)} / {_rss(hta6)}"]
         rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 
-def write_outputs(results: list[Measurement], info: dict[str, Any], args: argparse.Namespace) -> None:
+def breakdown_table(results: list[Measurement]) -> str:
+    """CPU ms per uncompressed MB: inflate (zlib, ISA-L), ProfStack's decode (read, cut, typed decode) and analysis."""
+    index = {(m.tool, m.size_mb, m.fmt): m for m in results}
+    keys = sorted({(m.size_mb, m.fmt) for m in results if m.fmt != "2ranks"}, key=lambda k: (k[0], k[1] != "json"))
+    rows = [
+        "| trace | format | inflate, zlib | inflate, ISA-L | read + cut + typed decode (after inflate) | analysis "
+        "| ProfStack total | msgspec floor total |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for size, fmt in keys:
+        ps, dec, iz, ii, floor = (
+            _ms_per_mb(index.get((t, size, fmt)))
+            for t in ("profstack", "decode", "inflate-zlib", "inflate-isal", "msgspec")
+        )
+        inflate = ii if fmt == "gz" else 0.0
+        decode = dec - inflate if dec is not None and inflate is not None else None
+        analysis = ps - dec if ps is not None and dec is not None else None
+        any_m = next(
+            (index.get((t, size, fmt)) for t in ("profstack", "decode", "msgspec") if index.get((t, size, fmt))), None
+        )
+        actual = f"{any_m.json_bytes / MB:.0f} MB" if any_m else f"{size} MB"
+        cells = [actual, ".json" if fmt == "json" else ".json.gz"]
+        cells += [_fmt(iz, ".2f") if fmt == "gz" else "—", _fmt(ii, ".2f") if fmt == "gz" else "—"]
+        cells += [_fmt(decode, ".2f"), _fmt(analysis, ".2f"), _fmt(ps, ".2f"), _fmt(floor, ".2f")]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def parallel_table(results: list[Measurement]) -> str:
+    index = {(m.tool, m.size_mb): m for m in results if m.fmt == "2ranks"}
+    rows = [
+        "| job | --jobs 1 s | --jobs 2 s | --jobs 2 / --jobs 1 | same summary | peak RSS MB (jobs 1 / jobs 2 parent) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for size in sorted({k[1] for k in index}):
+        one, two = index.get(("profstack-jobs1", size)), index.get(("profstack-jobs2", size))
+        ratio = f"{two.seconds / one.seconds:.2f}×" if one and two and one.seconds and two.seconds else "—"
+        same = "—"
+        if one and two and one.extra.get("summary_sha") and two.extra.get("summary_sha"):
+            same = "yes" if one.extra["summary_sha"] == two.extra["summary_sha"] else "**no**"
+        cells = [
+            f"2 ranks × {size} MB .json",
+            _fmt(one.seconds if one else None, ".2f"),
+            _fmt(two.seconds if two else None, ".2f"),
+            ratio,
+            same,
+            f"{_rss(one)} / {_rss(two)}",
+        ]
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def write_outputs(
+    results: list[Measurement], info: dict[str, Any], args: argparse.Namespace, date: str | None = None
+) -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     payload = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "date": date or dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "machine": info,
         "method": {
             "source_trace": str(Path(args.source).name),
-            "single_core": "child pinned to CPU 0 (sched_setaffinity), OMP/BLAS threads = 1",
-            "time": "inside the child, around the work; interpreter start-up and imports excluded",
-            "repeats": f"best of {args.repeat} (ProfStack, msgspec) / {args.hta_repeat} (HTA); peak RSS = max",
+            "single_core": "child pinned to CPU 0 (sched_setaffinity), OMP/BLAS threads = 1; --jobs rows: CPUs 0-1",
+            "time": "inside the child, around the work; interpreter start-up and imports excluded; wall and CPU",
+            "repeats": f"best of {args.repeat} (interleaved) / {args.hta_repeat} (HTA); peak RSS = max",
             "peak_rss": "ru_maxrss of the child from os.wait4 (imports included)",
             "heap_peak": "profstack-heap: tracemalloc peak of one separate, untimed ProfStack run",
             "throughput": "uncompressed JSON MB (10^6 B) / seconds, for .json and .json.gz alike",
@@ -275,14 +433,20 @@ def write_outputs(results: list[Measurement], info: dict[str, Any], args: argpar
     tmp = RESULTS.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(payload, indent=2) + "\n")
     tmp.replace(RESULTS)
-    table = markdown_table(results)
+    pk = info["packages"]
+    htas = sorted({v for m in results if m.tool in HTA_TOOLS for v in (m.extra.get("versions") or {}).values()})
     header = (
         f"Measured {payload['date']} on {info['cpu']} ({info['logical_cpus']} logical CPUs, "
-        f"{info['memory_gib']} GiB RAM), Python {info['python']}, "
-        f"msgspec {info['packages']['msgspec']}, HTA {info['packages']['HolisticTraceAnalysis']}, "
-        f"pandas {info['packages']['pandas']}. Raw numbers: `bench/results/latest.json`."
+        f"{info['memory_gib']} GiB RAM, load average {info.get('load_average', ['?'])[0]} at the start), "
+        f"Python {info['python']}, msgspec {pk['msgspec']}, isal {pk.get('isal', '?')}, "
+        f"HTA {' and '.join(htas) or 'not run'} (0.6.1 is PyPI's `traceinsight`, in its own venv). "
+        "Raw numbers: `bench/results/latest.json`."
     )
-    block = f"{TABLE_START}\n{header}\n\n{table}\n{TABLE_END}"
+    block = (
+        f"{TABLE_START}\n{header}\n\n{markdown_table(results)}\n\n"
+        f"CPU milliseconds per uncompressed MB (best of the runs):\n\n{breakdown_table(results)}\n\n"
+        f"`profstack analyze --jobs`, wall time on CPUs 0-1:\n\n{parallel_table(results)}\n{TABLE_END}"
+    )
     text = README.read_text() if README.exists() else f"# Benchmarks\n\n{TABLE_START}\n{TABLE_END}\n"
     if TABLE_START in text and TABLE_END in text:
         pre, rest = text.split(TABLE_START, 1)
@@ -293,59 +457,130 @@ def write_outputs(results: list[Measurement], info: dict[str, Any], args: argpar
     README.write_text(text)
 
 
+def _cell(
+    tools: list[str],
+    path: Path,
+    *,
+    size: int,
+    fmt: str,
+    json_bytes: int,
+    args: argparse.Namespace,
+    cpus: set[int] | None = None,
+) -> list[Measurement]:
+    """The fast tools of one cell, interleaved: round r runs each tool once, so load changes hit all alike."""
+    tries: dict[str, list[Measurement]] = {t: [] for t in tools}
+    for r in range(max(args.repeat, 1)):
+        for tool in tools:
+            if tries[tool] and tries[tool][-1].status != "ok":
+                continue
+            log(f"{tool:16s} {size:5d} MB {fmt:7s} run {r + 1}/{args.repeat} ...")
+            tries[tool].append(measure(tool, path, size, fmt, json_bytes=json_bytes, args=args, cpus=cpus))
+    out = []
+    for tool in tools:
+        m = best_of(tries[tool])
+        log(
+            f"  {tool}: {m.status}: {_fmt(m.mb_per_s, '.1f')} MB/s (CPU {_fmt(m.extra.get('cpu_mb_per_s'), '.1f')}), "
+            f"peak RSS {_fmt(m.peak_rss_mb, '.0f')} MB {m.detail}"
+        )
+        out.append(m)
+    return out
+
+
+def _hta_cell(
+    tool: str, path: Path, *, size: int, fmt: str, json_bytes: int, args: argparse.Namespace, gave_up: dict[str, str]
+) -> Measurement:
+    """One HTA cell (best of --hta-repeat); once HTA fails a size, larger sizes are not attempted."""
+    if tool in gave_up:
+        m = Measurement(tool, size, fmt, str(path.relative_to(REPO_ROOT)), json_bytes, "skipped")
+        m.detail = f"not attempted: {gave_up[tool]}"
+        return m
+    log(f"{tool:16s} {size:5d} MB {fmt} ...")
+    tries = []
+    for _ in range(max(args.hta_repeat, 1)):
+        tries.append(measure(tool, path, size, fmt, json_bytes=json_bytes, args=args))
+        if tries[-1].status != "ok":
+            break
+    m = best_of(tries)
+    log(f"  {m.status}: {_fmt(m.mb_per_s, '.1f')} MB/s, peak RSS {_fmt(m.peak_rss_mb, '.0f')} MB {m.detail}")
+    if m.status in ("timeout", "memory-cap"):
+        gave_up[tool] = f"{tool} {m.detail} at {size} MB"
+    return m
+
+
+def _kept(
+    args: argparse.Namespace, tools: list[str], sizes: list[int], formats: list[str], par_sizes: list[int]
+) -> list[Measurement]:
+    """With --merge: earlier cells of latest.json that this run does not re-measure (e.g. re-running HTA alone)."""
+    if not (args.merge and RESULTS.exists()):
+        return []
+    redo = {(t, sz, f) for t in tools for sz in sizes for f in formats}
+    redo |= {(t, sz, "2ranks") for t in PARALLEL_TOOLS for sz in par_sizes}
+    rows = (Measurement(**row) for row in json.loads(RESULTS.read_text()).get("results", []))
+    return [m for m in rows if (m.tool, m.size_mb, m.fmt) not in redo]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,500,1000", help="comma-separated MB, e.g. 100,500,1000")
     parser.add_argument("--formats", default="json,gz")
-    parser.add_argument("--tools", default="profstack,profstack-heap,msgspec,hta")
+    parser.add_argument("--tools", default=DEFAULT_TOOLS)
+    parser.add_argument(
+        "--parallel-sizes", default="100", help="MB per rank of the 2-rank --jobs measurement ('' = none)"
+    )
+    parser.add_argument("--quick", action="store_true", help="sizes 50 (and --jobs at 50 MB per rank), 2 repeats")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--timeout", type=float, default=1800, help="cap for ProfStack and msgspec (s)")
     parser.add_argument("--hta-timeout", type=float, default=900, help="cap for one HTA run (s)")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per ProfStack/msgspec cell (best kept)")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds per cell (best kept)")
     parser.add_argument("--hta-repeat", type=int, default=1, help="runs per HTA cell (best kept)")
     parser.add_argument("--merge", action="store_true", help="keep cells of latest.json this run does not redo")
     parser.add_argument("--mem-cap-gb", type=float, default=18, help="kill a child above this RSS (GiB)")
+    parser.add_argument("--render", action="store_true", help="only rewrite the README table from latest.json")
     args = parser.parse_args(argv)
+    if args.render:
+        saved = json.loads(RESULTS.read_text())
+        rows = [Measurement(**row) for row in saved["results"]]
+        write_outputs(rows, saved["machine"], args, saved["date"])
+        print(markdown_table(rows))
+        return 0
+    if args.quick:
+        args.sizes, args.parallel_sizes, args.repeat = "50", "50", min(args.repeat, 2)
     sizes = [int(s) for s in args.sizes.split(",") if s]
+    par_sizes = [int(s) for s in args.parallel_sizes.split(",") if s]
     formats = [f for f in args.formats.split(",") if f]
     tools = [t for t in args.tools.split(",") if t]
     info = machine_info()
     results: list[Measurement] = []
-    kept: list[Measurement] = []
-    if args.merge and RESULTS.exists():
-        # Keep earlier cells that this run does not re-measure (e.g. re-running HTA alone).
-        redo = {(t, sz, f) for t in tools for sz in sizes for f in formats}
-        for row in json.loads(RESULTS.read_text()).get("results", []):
-            m = Measurement(**row)
-            if (m.tool, m.size_mb, m.fmt) not in redo:
-                kept.append(m)
-    hta_gave_up: str | None = None
+    kept = _kept(args, tools, sizes, formats, par_sizes)
+    gave_up: dict[str, str] = {}
     for size in sizes:
         paths = ensure_traces(size, args.source)
         json_bytes = paths["json"].stat().st_size
         for fmt in formats:
-            for tool in tools:
-                if tool == "hta" and hta_gave_up:
-                    rel = str(paths[fmt].relative_to(REPO_ROOT))
-                    m = Measurement(tool, size, fmt, rel, json_bytes, "skipped")
-                    m.detail = f"not attempted: {hta_gave_up}"
-                    results.append(m)
-                    continue
-                log(f"{tool:14s} {size:5d} MB .{fmt:4s} ...")
-                repeats = args.hta_repeat if tool == "hta" else 1 if tool == "profstack-heap" else args.repeat
-                tries = []
-                for _ in range(max(repeats, 1)):
-                    tries.append(measure(tool, paths[fmt], size, fmt, json_bytes=json_bytes, args=args))
-                    if tries[-1].status != "ok":
-                        break
-                m = best_of(tries)
+            fast = [t for t in FAST_TOOLS if t in tools and (fmt == "gz" or t not in GZ_ONLY)]
+            results.extend(_cell(fast, paths[fmt], size=size, fmt=fmt, json_bytes=json_bytes, args=args))
+            write_outputs(kept + results, info, args)  # keep partial results if interrupted
+            if "profstack-heap" in tools:
+                log(f"profstack-heap   {size:5d} MB {fmt} ...")
+                results.append(measure("profstack-heap", paths[fmt], size, fmt, json_bytes=json_bytes, args=args))
+            for tool in (t for t in HTA_TOOLS if t in tools):
+                m = _hta_cell(tool, paths[fmt], size=size, fmt=fmt, json_bytes=json_bytes, args=args, gave_up=gave_up)
                 results.append(m)
-                speed, rss = _fmt(m.mb_per_s, ".1f"), _fmt(m.peak_rss_mb, ".0f")
-                log(f"  {m.status}: {speed} MB/s, peak RSS {rss} MB {m.detail}")
-                if tool == "hta" and m.status in ("timeout", "memory-cap"):
-                    hta_gave_up = f"HTA {m.detail} at {size} MB"
-                write_outputs(kept + results, info, args)  # keep partial results if interrupted
+                write_outputs(kept + results, info, args)
+    for size in par_sizes:
+        folder = ensure_rank_traces(size, args.source)
+        json_bytes = sum(p.stat().st_size for p in folder.glob("rank-*.json"))
+        cell = _cell(
+            list(PARALLEL_TOOLS), folder, size=size, fmt="2ranks", json_bytes=json_bytes, args=args, cpus={0, 1}
+        )
+        results.extend(cell)
+        write_outputs(kept + results, info, args)
+    write_outputs(kept + results, info, args)
     print(markdown_table(kept + results))
+    print()
+    print(breakdown_table(kept + results))
+    print()
+    print(parallel_table(kept + results))
     return 0 if all(m.status in ("ok", "timeout", "memory-cap", "skipped") for m in results) else 1
 
 

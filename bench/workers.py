@@ -1,6 +1,10 @@
 """One measurement, run in a fresh child process by `bench.run`.
 
-    python -m bench.workers {profstack,profstack-heap,hta,msgspec} PATH
+    python -m bench.workers {profstack,profstack-zlib,profstack-heap,decode,inflate-isal,inflate-zlib,hta,msgspec} PATH
+    python -m bench.workers {profstack-jobs1,profstack-jobs2} DIR
+
+``hta`` runs whichever HTA the interpreter has (bench.run starts it from the HTA 0.5.0 or 0.6.1 venv), so this
+module imports nothing but the standard library at the top.
 
 Prints one JSON line: {"seconds": work time excluding interpreter start and imports, ...}. The
 parent reads peak RSS from the child's rusage (os.wait4), so the imports count towards memory
@@ -9,59 +13,105 @@ but not towards time.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import gzip
 import json
+import os
+import resource
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import msgspec
 
-
-class Event(msgspec.Struct, gc=False):
-    name: str = ""
-    cat: str = ""
-    ph: str = ""
-    ts: float = 0.0
-    dur: float = 0.0
-    pid: int | str = 0
-    tid: int | str = 0
-    args: dict[str, Any] = {}
-
-
-class Trace(msgspec.Struct, gc=False):
-    traceEvents: list[Event]  # the Kineto key
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_msgspec(path: Path) -> dict[str, Any]:
     """The floor: read (and gunzip) the whole file and decode it into typed structs.
 
     The cyclic GC is off during the decode: millions of fresh `args` dicts would otherwise trigger
-    ever longer collections, and the floor should be the best a plain decode can do.
+    ever longer collections, and the floor should be the best a plain decode can do. The gunzip is zlib's
+    (``gzip.decompress``): the floor is what plain Python does with the file.
     """
+    import msgspec
+
+    from bench.floor_types import Trace
+
     decoder = msgspec.json.Decoder(Trace)
     gc.disable()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     data = path.read_bytes()
     if path.suffix == ".gz":
         data = gzip.decompress(data)
     trace = decoder.decode(data)
     seconds = time.perf_counter() - start
+    cpu = _cpu_seconds() - cpu
     gc.enable()
-    return {"seconds": seconds, "events": len(trace.traceEvents)}
+    return {"seconds": seconds, "cpu_seconds": cpu, "events": len(trace.traceEvents)}
 
 
-def run_profstack(path: Path) -> dict[str, Any]:
-    from profstack.analysis import AnalysisOptions, analyze, discover_sources
+def _use_inflater(name: str) -> None:
+    from profstack.analysis import reader
 
-    start = time.perf_counter()
+    reader.INFLATER = reader.ZLIB if name == "zlib" else reader._best_inflater()
+    if reader.INFLATER.name != name:
+        raise SystemExit(f"inflate backend {name} is not available (got {reader.INFLATER.name})")
+
+
+def run_inflate(path: Path, backend: str) -> dict[str, Any]:
+    """Only ProfStack's reader: read and inflate the whole file in its 4 MB steps, keeping nothing."""
+    from profstack.analysis import reader
+
+    _use_inflater(backend)
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    total = 0
+    with path.open("rb") as fh:
+        for chunk in reader.iter_chunks(fh, max_decompressed=1 << 40):
+            total += len(chunk)
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": _cpu_seconds() - cpu, "bytes": total}
+
+
+def run_decode(path: Path) -> dict[str, Any]:
+    """ProfStack's reading without its analysis: read, inflate, cut into batches, typed decode (parse.Event)."""
+    from profstack.analysis import reader
+    from profstack.analysis.jsonstream import EventStream
+    from profstack.analysis.parse import _LIST_DECODER, BATCH_BYTES
+
+    start, cpu = time.perf_counter(), _cpu_seconds()
+    events = 0
+    with path.open("rb") as fh:
+        stream = EventStream(
+            reader.iter_chunks(fh, max_decompressed=1 << 40), max_value_bytes=64 << 20, read_size_hint=BATCH_BYTES
+        )
+        for batch in stream.batches():
+            events += len(
+                _LIST_DECODER.decode(batch if isinstance(batch, memoryview) else b"[" + b",".join(batch) + b"]")
+            )
+    return {"seconds": time.perf_counter() - start, "cpu_seconds": _cpu_seconds() - cpu, "events": events}
+
+
+def run_profstack(path: Path, jobs: int | None = None) -> dict[str, Any]:
+    from profstack.analysis import AnalysisOptions, analyze, discover_sources, reader
+    from profstack.analysis.parallel import analyze_with_report
+
+    start, cpu = time.perf_counter(), _cpu_seconds()
     sources = discover_sources([path])
-    result = analyze(sources, AnalysisOptions(top_k=10, steps=None))
+    extra: dict[str, Any] = {"inflate": reader.INFLATER.name}
+    if jobs is None:
+        result = analyze(sources, AnalysisOptions(top_k=10, steps=None))
+    else:
+        result, report = analyze_with_report(sources, AnalysisOptions(top_k=10, steps=None), jobs=jobs)
+        extra.update(workers=report.workers, serial_reason=report.serial_reason)
     seconds = time.perf_counter() - start
     summary = result.summary
     return {
+        **extra,
+        "cpu_seconds": _cpu_seconds() - cpu,
+        "summary_sha": __import__("hashlib").sha256(json.dumps(summary).encode()).hexdigest()[:16],
         "seconds": seconds,
         "complete": bool(result.complete),
         "ranks": len(summary.get("ranks", [])),
@@ -88,35 +138,57 @@ def run_profstack_heap(path: Path) -> dict[str, Any]:
 
 
 def run_hta(path: Path) -> dict[str, Any]:
-    """HTA 0.5.0 loads a directory (one file per rank), then temporal + kernel breakdown."""
+    """HTA (0.5.0 or 0.6.1, whichever this interpreter has) loads a directory (one file per rank), then
+    temporal + kernel breakdown."""
     import logging
 
     logging.disable(logging.WARNING)
     from hta.trace_analysis import TraceAnalysis
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds()
     analysis = TraceAnalysis(trace_dir=str(path.parent))
     loaded = time.perf_counter()
     temporal = analysis.get_temporal_breakdown(visualize=False)
     analysis.get_gpu_kernel_breakdown(visualize=False)
     seconds = time.perf_counter() - start
+    cpu = _cpu_seconds() - cpu
+    from importlib import metadata
+
+    versions = {}
+    for dist in ("HolisticTraceAnalysis", "traceinsight"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[dist] = metadata.version(dist)
     return {
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "load_seconds": loaded - start,
         "idle_pct": float(temporal["idle_time_pctg"].iloc[0]),
+        "versions": versions,
     }
+
+
+def run_profstack_zlib(path: Path) -> dict[str, Any]:
+    _use_inflater("zlib")
+    return run_profstack(path)
 
 
 RUNNERS = {
     "msgspec": run_msgspec,
     "profstack": run_profstack,
+    "profstack-zlib": run_profstack_zlib,
     "profstack-heap": run_profstack_heap,
+    "profstack-jobs1": lambda p: run_profstack(p, jobs=1),
+    "profstack-jobs2": lambda p: run_profstack(p, jobs=2),
+    "decode": run_decode,
+    "inflate-isal": lambda p: run_inflate(p, "isal"),
+    "inflate-zlib": lambda p: run_inflate(p, "zlib"),
     "hta": run_hta,
 }
 
 
 def main(argv: list[str]) -> int:
     tool, path = argv[0], Path(argv[1])
+    os.environ.pop("PROFSTACK_INFLATE", None)
     result = RUNNERS[tool](path)
     sys.stdout.write("BENCH-RESULT " + json.dumps(result) + "\n")
     return 0

@@ -256,7 +256,8 @@ class Processing(_Model):
         Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.*\{user\}.*\{job\}.*$")]
     ] = []
     owner_tag_guard: OwnerTagGuard = OwnerTagGuard()
-    lambda_memory_mb: Annotated[int, Field(ge=512, le=10240)] = 3008
+    # 1769 MB = one full vCPU, all the single-threaded processor can use (docs/processing.md "Lambda memory size")
+    lambda_memory_mb: Annotated[int, Field(ge=512, le=10240)] = 1769
     lambda_timeout_seconds: Annotated[int, Field(ge=60, le=900)] = 900
     reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 5
     max_receive_count: Annotated[int, Field(ge=1, le=20)] = 3

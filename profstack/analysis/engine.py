@@ -40,7 +40,18 @@ from profstack.analysis.summary import (
     unreadable_finding,
 )
 
-__all__ = ["SUMMARY_SCHEMA_VERSION", "AnalysisResult", "FileError", "analyze", "summary_schema"]
+__all__ = [
+    "SUMMARY_SCHEMA_VERSION",
+    "Analysed",
+    "AnalysisResult",
+    "FileError",
+    "analyse_files",
+    "analyze",
+    "assemble",
+    "for_assembly",
+    "predict_ranks",
+    "summary_schema",
+]
 
 
 @dataclass(frozen=True)
@@ -136,6 +147,27 @@ def _table_row(r: dict[str, Any], run_id: str) -> dict[str, Any]:
     }
 
 
+Entry = tuple[RankData, RankAnalysis, tuple[float, float] | None]
+
+
+@dataclass
+class Analysed:
+    """What the per-file and per-rank phase hands the one assembler (:func:`assemble`).
+
+    ``files`` has one entry per input, in input order; ``errors``, ``warnings`` and ``entries`` are in the
+    order the phase produced them (ranks in predicted-rank order), which the summary keeps."""
+
+    files: list[FileData | None]
+    errors: list[FileError]
+    warnings: list[FileError]
+    entries: list[Entry]
+
+
+def predict_ranks(sources: Sequence[TraceSource], opts: AnalysisOptions) -> list[int | None]:
+    """The rank each input will get, from a header peek or its name (None: known only once parsed)."""
+    return [_predict_rank(src, opts) for src in sources] if len(sources) > 1 else [None] * len(sources)
+
+
 def analyze(
     sources: Sequence[TraceSource],
     options: AnalysisOptions | None = None,
@@ -146,22 +178,38 @@ def analyze(
     ``progress`` is called with the number of newly consumed input (compressed) bytes, repeatedly.
     Several inputs: each rank is analysed, and its columns released, as soon as its last file is parsed
     (ranks are predicted from a cheap header peek), so peak memory follows the largest rank.
+    ``profstack.analysis.parallel`` runs the same two phases with the ranks spread over processes.
     """
     opts = options if options is not None else AnalysisOptions()
+    parts = analyse_files(sources, opts, predict_ranks(sources, opts), progress, n_inputs=len(sources))
+    return assemble(parts, opts)
+
+
+def analyse_files(
+    sources: Sequence[TraceSource],
+    opts: AnalysisOptions,
+    predicted: Sequence[int | None],
+    progress: Callable[[int], None] | None,
+    *,
+    n_inputs: int,
+) -> Analysed:
+    """Parse ``sources`` and analyse their ranks: the first phase of :func:`analyze`.
+
+    ``n_inputs`` is the size of the whole job: a process given some of its ranks decides, as the whole job
+    would, whether a file is alone in its rank (streamed) or may be merged (buffered)."""
     th = opts.limits
     symbols = SymbolTable()
     n = len(sources)
     files: list[FileData | None] = [None] * n
     errors: list[FileError] = []
     warnings: list[FileError] = []  # nothing was lost, but the user should look
-    predicted: list[int | None] = [_predict_rank(src, opts) for src in sources] if n > 1 else [None] * n
     # files with an unknown rank first: until they are parsed, no rank can be closed
     order = sorted(range(n), key=lambda i: (predicted[i] is not None, predicted[i] or 0, i))
     unparsed = Counter(p for p in predicted if p is not None)
     unknown_left = sum(1 for p in predicted if p is None)
     pending: dict[int, list[FileData]] = {}
     closed: set[int] = set()
-    analysed: list[tuple[RankData, RankAnalysis, tuple[float, float] | None]] = []
+    analysed: list[Entry] = []
 
     def run(rd: RankData, file_spans: Sequence[tuple[float, float] | None] | None = None) -> None:
         d = rd.data
@@ -235,7 +283,7 @@ def analyze(
     rank_files = Counter(predicted)
     for idx in order:
         guess = predicted[idx]
-        alone = n == 1 or not opts.merge_rank_files or (guess is not None and rank_files[guess] == 1)
+        alone = n_inputs == 1 or not opts.merge_rank_files or (guess is not None and rank_files[guess] == 1)
         fd = parse(idx, stream_gpu=alone)
         if not alone and fd.gpu_mode_reason is None:
             fd.gpu_mode_reason = "several input files may belong to this rank"
@@ -257,9 +305,38 @@ def analyze(
                 close(rank)
     for rank in sorted(pending):
         close(rank)
+    return Analysed(files, errors, warnings, analysed)
 
+
+def for_assembly(parts: Analysed) -> Analysed:
+    """``parts`` with only what :func:`assemble` reads (no columns, accumulators or per-name tables): small to
+    send between processes."""
+    slim: dict[int, FileData] = {}
+
+    def keep(fd: FileData) -> FileData:
+        out = slim.get(id(fd))
+        if out is None:
+            out = FileData(name=fd.name, size_bytes=fd.size_bytes, rank=fd.rank, rank_source=fd.rank_source)
+            out.time_offset_us, out.meta, out.error, out.warnings = fd.time_offset_us, fd.meta, fd.error, fd.warnings
+            out.events, out.x_events, out.first_gpu_ts = fd.events, fd.x_events, fd.first_gpu_ts
+            out.st_ts.extend(fd.st_ts[:1])  # _time_key reads the first step only
+            slim[id(fd)] = out
+        return out
+
+    files = [keep(f) if f is not None else None for f in parts.files]
+    entries: list[Entry] = []
+    for rd, ra, span in parts.entries:
+        kept = [keep(f) for f in rd.files]
+        entries.append((RankData(rd.rank, rd.label, kept, kept[0]), ra, span))
+    return Analysed(files, parts.errors, parts.warnings, entries)
+
+
+def assemble(parts: Analysed, opts: AnalysisOptions) -> AnalysisResult:
+    """The one summary assembler: labels, rank and cross-rank rules, runs, inputs, completeness."""
+    th = opts.limits
+    files, errors, warnings, analysed = parts.files, parts.errors, parts.warnings, parts.entries
     # labels: the rank, or "<rank>.<i>" in time order when a rank has several entries
-    by_rank: dict[int, list[tuple[RankData, RankAnalysis, tuple[float, float] | None]]] = {}
+    by_rank: dict[int, list[Entry]] = {}
     for entry in analysed:
         by_rank.setdefault(entry[0].rank, []).append(entry)
     ranks: list[RankSummary] = []

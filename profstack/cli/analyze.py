@@ -2,7 +2,7 @@
 
     profstack analyze PATH... --out DIR [--format json,html,perfetto] [--steps A:B] [--top K]
                       [--include-last-step | --exclude-last-step] [--timeline-window median|slowest|all|A:B]
-                      [--no-merge-ranks] [--threshold NAME=VALUE ...]
+                      [--no-merge-ranks] [--threshold NAME=VALUE ...] [--jobs N]
 
 Exit status: 0 complete, 1 outputs written but some input could not be fully read (summary says
 `complete: false`), 2 bad arguments or nothing could be analysed (one `profstack: error:` line).
@@ -124,6 +124,14 @@ def register(subparsers: Any) -> None:
         default=DEFAULT_PERFETTO_MAX_EVENTS,
         metavar="N",
         help=f"cap on events per trimmed trace (default {DEFAULT_PERFETTO_MAX_EVENTS:,})",
+    )
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="analyse ranks in N processes (default: the CPUs available to this process; 1: one process); "
+        "the summary is the same as with one process",
     )
     parser.set_defaults(handler=run)
 
@@ -379,8 +387,11 @@ def run(args: argparse.Namespace) -> int:
         raise CliError(f"--top must be at least 1, got {args.top}")
     if args.perfetto_max_events < 1:
         raise CliError(f"--perfetto-max-events must be at least 1, got {args.perfetto_max_events}")
+    if args.jobs is not None and args.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, got {args.jobs}")
 
     from profstack.analysis import AnalysisOptions, TraceError, analyze, discover_sources
+    from profstack.analysis.parallel import analyze as analyze_in_processes
 
     out_dir: Path = args.out
     start = time.monotonic()
@@ -405,7 +416,11 @@ def run(args: argparse.Namespace) -> int:
         total = sum(s.size_hint or 0 for s in sources)
         progress = Progress(total, sys.stderr)
         try:
-            result = analyze(sources, options, progress=progress)
+            if len(sources) > 1 and args.jobs != 1:
+                # ranks in several processes where it pays (profstack/analysis/parallel.py): the same summary
+                result = analyze_in_processes(sources, options, progress=progress, jobs=args.jobs)
+            else:
+                result = analyze(sources, options, progress=progress)
         finally:
             progress.finish()
         summary: Summary = result.summary

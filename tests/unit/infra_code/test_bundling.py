@@ -22,7 +22,7 @@ def test_bundle_holds_dependencies_for_the_lambda_platform_and_our_code(wheels: 
     assert pf.LocalPythonBundler(plan).try_bundle(str(tmp_path), image=None)  # type: ignore[arg-type]
     # THEN the runtime pins, our two packages and aarch64 CPython 3.11 extension modules are there
     names = {p.name for p in tmp_path.iterdir()}
-    assert {"aws_lambda_powertools", "msgspec", "pydantic", "lambdas", "profstack"} <= names
+    assert {"aws_lambda_powertools", "isal", "msgspec", "pydantic", "lambdas", "profstack"} <= names
     extensions = [p.name for p in tmp_path.rglob("*.so")]
     assert extensions
     assert all("cpython-311-aarch64-linux-gnu" in name for name in extensions), extensions

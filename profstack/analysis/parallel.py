@@ -1,0 +1,232 @@
+"""The ranks of one job analysed in several processes, with one summary identical to the serial one.
+
+``engine.analyze`` runs two phases: :func:`engine.analyse_files` parses the files and analyses each rank
+as soon as its last file is parsed, then :func:`engine.assemble` builds the one summary. Ranks never share
+state in the first phase (each is closed, merged and analysed from its own files), so this module cuts
+the job into rank groups, runs the first phase of each group in a process pool, and hands the
+concatenated results, in the serial phase's order, to the same assembler.
+
+What makes the cut exact, and when it falls back to one process (``Report.serial_reason``):
+
+* Ranks come from a header peek (``engine.predict_ranks``). A file whose rank the peek cannot tell is
+  parsed first by the serial phase and joins rank 0 unless its trailing metadata names another rank: it
+  is sent with rank 0's files, and the worker's result is used only if every file got the rank it was
+  grouped by. Otherwise (a mispredicted rank) the job is analysed again in one process, so the summary is
+  always the serial one.
+* A job with one input, one rank, or ``jobs <= 1`` runs serially; so does a job with unknown-rank files
+  next to negative ranks (the serial phase orders those before rank 0).
+* A worker that fails (killed, out of memory) does not lose the job: it is analysed again in one process.
+
+Workers report the input bytes they consume through a queue, so ``progress`` sees the same total as a
+serial run. Each worker holds one rank at a time, so peak memory is about ``jobs`` times a serial run's.
+Not for the Lambda (one job per invocation; no /dev/shm for multiprocessing there).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from typing import Any
+
+from profstack.analysis.engine import (
+    Analysed,
+    AnalysisResult,
+    Entry,
+    FileError,
+    analyse_files,
+    assemble,
+    for_assembly,
+    predict_ranks,
+)
+from profstack.analysis.engine import (
+    analyze as analyze_serial,
+)
+from profstack.analysis.options import AnalysisOptions
+from profstack.analysis.parse import FileData
+from profstack.analysis.sources import TraceSource
+
+PROGRESS_BYTES = 4 << 20  # a worker reports consumed input in steps of at least this many bytes
+#: Below this much input (on disk) one process is faster: starting the pool costs ~0.3-1 s.
+MIN_PARALLEL_BYTES = 32 << 20
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask), the default of ``--jobs``."""
+    count: Callable[[], int | None] | None = getattr(os, "process_cpu_count", None)  # Python 3.13+
+    if count is not None:
+        return max(1, count() or 1)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity masks
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclass(frozen=True)
+class Report:
+    """How a job ran: ``workers`` processes over ``groups`` rank groups, or serially and why."""
+
+    workers: int
+    groups: int
+    serial_reason: str | None = None
+
+
+def plan_groups(
+    predicted: Sequence[int | None], jobs: int, *, total_bytes: int = 0, min_bytes: int = 0
+) -> tuple[list[list[int]], str | None]:
+    """Input indices per rank group, in the serial phase's order (rank order; unknown-rank files first in
+    rank 0's group), or ``([], why)`` when the job should run in one process."""
+    if jobs < 2:
+        return [], "one job requested"
+    if len(predicted) < 2:
+        return [], "one input"
+    if total_bytes < min_bytes:
+        return [], f"less than {min_bytes / 1e6:.0f} MB of input"
+    unknown = [i for i, p in enumerate(predicted) if p is None]
+    by_rank: dict[int, list[int]] = {}
+    for i, p in enumerate(predicted):
+        if p is not None:
+            by_rank.setdefault(p, []).append(i)
+    if unknown and any(r < 0 for r in by_rank):
+        return [], "files of unknown rank next to negative ranks"
+    if unknown:
+        by_rank[0] = unknown + by_rank.get(0, [])
+    if len(by_rank) < 2:
+        return [], "every input belongs to one rank"
+    return [by_rank[r] for r in sorted(by_rank)], None
+
+
+# ------------------------------------------------------------------------------------------- worker side
+
+_queue: Any = None  # the pool's progress queue, set in each worker by _init_worker
+
+
+def _init_worker(queue: Any) -> None:
+    global _queue  # noqa: PLW0603 - one queue per worker process, set once at its start
+    _queue = queue
+
+
+def _analyse_group(
+    sources: Sequence[TraceSource], opts: AnalysisOptions, predicted: Sequence[int | None], n_inputs: int
+) -> Analysed:
+    unreported = 0
+
+    def progress(nbytes: int) -> None:
+        nonlocal unreported
+        unreported += nbytes
+        if unreported >= PROGRESS_BYTES and _queue is not None:
+            _queue.put(unreported)
+            unreported = 0
+
+    parts = analyse_files(sources, opts, predicted, progress, n_inputs=n_inputs)
+    if unreported and _queue is not None:
+        _queue.put(unreported)
+    return for_assembly(parts)
+
+
+# ------------------------------------------------------------------------------------------- main side
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    """forkserver where there is one (no fork of a process with threads, e.g. tqdm's monitor), else spawn."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["profstack.analysis.engine"])  # workers fork with the engine imported
+        return ctx
+    return multiprocessing.get_context("spawn")  # pragma: no cover - Windows
+
+
+def _drain(queue: Any, progress: Callable[[int], None] | None) -> None:
+    while not queue.empty():
+        nbytes = queue.get()
+        if progress is not None:
+            progress(nbytes)
+
+
+def _rank_as_grouped(f: FileData | None, predicted: int | None) -> bool:
+    return f is None or f.rank == (predicted if predicted is not None else 0)
+
+
+def analyze_with_report(
+    sources: Sequence[TraceSource],
+    options: AnalysisOptions | None = None,
+    progress: Callable[[int], None] | None = None,
+    *,
+    jobs: int | None = None,
+    min_bytes: int | None = None,
+) -> tuple[AnalysisResult, Report]:
+    """``engine.analyze`` with the ranks spread over ``jobs`` processes (default: the CPUs available), for
+    jobs of at least ``min_bytes`` of input (default ``MIN_PARALLEL_BYTES``)."""
+    opts = options if options is not None else AnalysisOptions()
+    min_bytes = MIN_PARALLEL_BYTES if min_bytes is None else min_bytes
+    want = available_cpus() if jobs is None else jobs
+    n = len(sources)
+    predicted = predict_ranks(sources, opts)  # the serial phase needs them too
+    total = sum(s.size_hint or 0 for s in sources)
+    groups, why = plan_groups(predicted, want, total_bytes=total, min_bytes=min_bytes)
+    if why is not None:
+        parts = analyse_files(sources, opts, predicted, progress, n_inputs=n)
+        return assemble(parts, opts), Report(1, 1, why)
+    workers = min(want, len(groups))
+    ctx = _context()
+    queue = ctx.SimpleQueue()
+    results: dict[int, Analysed] = {}
+    failure: str | None = None
+    sizes = [sum(sources[i].size_hint or 0 for i in g) for g in groups]
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(queue,)) as pool:
+        futures: dict[Future[Analysed], int] = {}
+        for k in sorted(range(len(groups)), key=lambda k: -sizes[k]):  # biggest first: the pool ends together
+            g = groups[k]
+            job = pool.submit(_analyse_group, [sources[i] for i in g], opts, [predicted[i] for i in g], n)
+            futures[job] = k
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(queue, progress)
+                for job in done:
+                    try:
+                        results[futures[job]] = job.result()
+                    except Exception as exc:  # a killed or failed worker: the job is redone in one process
+                        failure = failure or f"a worker failed ({type(exc).__name__}: {exc})"
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    _drain(queue, progress)
+    if failure is None:
+        mispredicted = [
+            k
+            for k, g in enumerate(groups)
+            if not all(_rank_as_grouped(f, predicted[i]) for i, f in zip(g, results[k].files, strict=True))
+        ]
+        if mispredicted:
+            failure = "a file's rank differs from its header peek"
+    if failure is not None:
+        # exact but slower: the serial phase decides which files merge (progress has reported the bytes once)
+        return analyze_serial(sources, opts), Report(1, len(groups), failure)
+    files: list[FileData | None] = [None] * n
+    errors: list[FileError] = []
+    warnings: list[FileError] = []
+    entries: list[Entry] = []
+    for k, g in enumerate(groups):
+        part = results[k]
+        for i, f in zip(g, part.files, strict=True):
+            files[i] = f
+        errors.extend(part.errors)
+        warnings.extend(part.warnings)
+        entries.extend(part.entries)
+    return assemble(Analysed(files, errors, warnings, entries), opts), Report(workers, len(groups))
+
+
+def analyze(
+    sources: Sequence[TraceSource],
+    options: AnalysisOptions | None = None,
+    progress: Callable[[int], None] | None = None,
+    *,
+    jobs: int | None = None,
+    min_bytes: int | None = None,
+) -> AnalysisResult:
+    """``engine.analyze`` in ``jobs`` processes (default: the CPUs available); the same summary."""
+    return analyze_with_report(sources, options, progress, jobs=jobs, min_bytes=min_bytes)[0]

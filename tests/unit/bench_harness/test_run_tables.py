@@ -1,0 +1,71 @@
+"""The bench runner's tables and its 2-rank job: ratios from the measured cells, ranks set in the header."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bench import run
+from bench.generate import DEFAULT_SOURCE, MB
+
+
+def cell(
+    tool: str, mb_s: float | None, *, fmt: str = "json", cpu_mb_s: float | None = None, **extra: object
+) -> run.Measurement:
+    m = run.Measurement(tool, 100, fmt, "f", 100 * MB, "ok" if mb_s else "timeout")
+    if mb_s:
+        m.mb_per_s, m.seconds = mb_s, 100 / mb_s
+        m.extra = {"best_cpu_seconds": 100 / (cpu_mb_s or mb_s), "cpu_mb_per_s": cpu_mb_s or mb_s, **extra}
+    else:
+        m.wall_seconds, m.detail = 900.0, "did not finish within 900 s"
+    m.peak_rss_mb = 50.0
+    return m
+
+
+def test_the_table_has_ratios_against_the_floor_and_both_htas() -> None:
+    # GIVEN ProfStack at 200 MB/s, the floor at 160 (CPU time: 250 vs 125), HTA 0.5.0 at 10, HTA 0.6.1 unfinished
+    results = [
+        cell("profstack", 200.0, cpu_mb_s=250.0),
+        cell("msgspec", 160.0, cpu_mb_s=125.0),
+        cell("hta", 10.0),
+        cell("hta061", None),
+    ]
+    # WHEN tabulated THEN the row carries each ratio
+    row = run.markdown_table(results).splitlines()[2]
+    assert "| 1.25× | 2.00× | 20.00× |" in row
+    assert "> 1800.0× (unfinished)" in row  # 200 MB/s × 900 s / 100 MB
+
+
+def test_the_breakdown_splits_cpu_time_per_mb() -> None:
+    # GIVEN a .json.gz cell: inflate 1 ms/MB (ISA-L), decode incl. inflate 4 ms/MB, ProfStack 10 ms/MB
+    results = [
+        cell("inflate-isal", 1000.0, fmt="gz"),
+        cell("inflate-zlib", 500.0, fmt="gz"),
+        cell("decode", 250.0, fmt="gz"),
+        cell("profstack", 100.0, fmt="gz"),
+        cell("msgspec", 125.0, fmt="gz"),
+    ]
+    # WHEN tabulated THEN inflate 1, decode 3 (after inflate), analysis 6, totals 10 and 8
+    row = run.breakdown_table(results).splitlines()[2]
+    assert row == "| 100 MB | .json.gz | 2.00 | 1.00 | 3.00 | 6.00 | 10.00 | 8.00 |"
+
+
+def test_the_parallel_table_compares_wall_time_and_summaries() -> None:
+    one = cell("profstack-jobs1", 100.0, fmt="2ranks", summary_sha="abc")
+    two = cell("profstack-jobs2", 180.0, fmt="2ranks", summary_sha="abc")
+    row = run.parallel_table([one, two]).splitlines()[2]
+    assert "| 0.56× | yes |" in row
+
+
+def test_the_two_rank_job_sets_each_files_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a 2 MB generated trace WHEN the 2-rank job is made from it
+    monkeypatch.setattr(run, "DATA_DIR", tmp_path)
+    folder = run.ensure_rank_traces(2, DEFAULT_SOURCE)
+    # THEN two files of the same size whose distributedInfo says rank 0 and rank 1 of 2
+    files = sorted(folder.glob("rank-*.json"))
+    assert [f.name for f in files] == ["rank-0.pt.trace.json", "rank-1.pt.trace.json"]
+    infos = [json.loads(f.read_text())["distributedInfo"] for f in files]
+    assert [(d["rank"], d["world_size"]) for d in infos] == [(0, 2), (1, 2)]
+    assert files[0].stat().st_size == files[1].stat().st_size
