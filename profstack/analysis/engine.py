@@ -132,21 +132,6 @@ def _time_key(rd: RankData) -> tuple[float, str]:
     return (f.time_offset_us + (f.st_ts[0] if f.st_ts else (f.first_gpu_ts or 0.0)), f.name)
 
 
-def _table_row(r: dict[str, Any], run_id: str) -> dict[str, Any]:
-    tb = r["temporal_breakdown"]
-    return {
-        "rank": r["rank"],
-        "label": r["label"],
-        "run": run_id,
-        "step_mean_us": r["steps"]["mean_us"],
-        "gpu_busy_pct": round(100.0 - tb["idle_pct"], 3) if tb["gpu_span_us"] else None,
-        "idle_pct": tb["idle_pct"] if tb["gpu_span_us"] else None,
-        "compute_time_us": tb["compute_time_us"],
-        "comm_time_us": r["communication"]["comm_time_us"],
-        "gpu_span_us": tb["gpu_span_us"],
-    }
-
-
 Entry = tuple[RankData, RankAnalysis, tuple[float, float] | None]
 
 
