@@ -342,3 +342,21 @@ def _bad_start(c: int) -> Exception:
     if c == 0x5B:
         return NotKinetoError("top-level JSON is an array, not a Kineto trace object")
     return MalformedJsonError(f"not JSON: first byte {chr(c)!r}")
+
+
+_RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def raw_events(stream: EventStream) -> Iterator[bytes]:
+    """Every event of ``stream`` as its raw JSON bytes; a batch that does not decode is rejected (the
+    stream then splits it event by event)."""
+    for batch in stream.batches():
+        if isinstance(batch, memoryview):
+            try:
+                raws = [bytes(raw) for raw in _RAW_EVENTS.decode(batch)]
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                stream.reject()
+                continue
+            yield from raws
+        else:
+            yield from batch

@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from profstack.analysis.errors import TraceError
-from profstack.analysis.jsonstream import EventStream
+from profstack.analysis.jsonstream import EventStream, raw_events
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource
 
@@ -98,31 +98,17 @@ class _Op(msgspec.Struct, gc=False):
     tid: int | str | None = None
 
 
-_OPS = msgspec.json.Decoder(list[msgspec.Raw])
 _OP = msgspec.json.Decoder(_Op)
 _CPU_CATS = (b'"cpu_op"', b'"Operator"')
 #: allocation primitives: the allocating operator is the innermost op around them that is not one
 _PRIMITIVES = ("aten::empty", "aten::new_empty", "aten::resize_")
 
 
-def _raw_events(stream: EventStream) -> Iterator[bytes]:
-    for batch in stream.batches():
-        if isinstance(batch, memoryview):
-            try:
-                raws = [bytes(r) for r in _OPS.decode(batch)]
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                stream.reject()
-                continue
-            yield from raws
-        else:
-            yield from batch
-
-
 def _cpu_ops(source: TraceSource, max_decompressed: int, max_event: int) -> Iterator[_Op]:
     """The CPU ops of the trace (allocation primitives aside), streamed."""
     with source.open() as fh:
         stream = EventStream(iter_chunks(fh, max_decompressed=max_decompressed), max_value_bytes=max_event)
-        for raw in _raw_events(stream):
+        for raw in raw_events(stream):
             if not any(c in raw for c in _CPU_CATS):
                 continue
             try:

@@ -51,7 +51,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from profstack.analysis.errors import AnalysisOptionsError, StepWindowError, TraceError
-from profstack.analysis.jsonstream import EventStream
+from profstack.analysis.jsonstream import EventStream, raw_events
 from profstack.analysis.options import GIB
 from profstack.analysis.parse import STEP_PREFIX, _LongStrings, enqueues_gpu_work
 from profstack.analysis.reader import iter_chunks
@@ -102,7 +102,6 @@ class _TrimEvent(msgspec.Struct, gc=False):
     args: _Args | None = None
 
 
-_RAW_LIST = msgspec.json.Decoder(list[msgspec.Raw])
 _TRIM = msgspec.json.Decoder(_TrimEvent)
 _ANY = msgspec.json.Decoder()
 _ENC = msgspec.json.Encoder()
@@ -282,19 +281,6 @@ def _union(spans: Sequence[tuple[float, float]]) -> tuple[tuple[float, float], .
 # ---------------------------------------------------------------------------------------------- passes
 
 
-def _iter_raw(stream: EventStream) -> Iterator[bytes]:
-    for batch in stream.batches():
-        if isinstance(batch, memoryview):
-            try:
-                raws = [bytes(raw) for raw in _RAW_LIST.decode(batch)]
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                stream.reject()
-                continue
-            yield from raws
-        else:
-            yield from batch
-
-
 def _events(
     source: TraceSource, max_decompressed: int, max_event: int, partial: list[bool]
 ) -> Iterator[tuple[bytes, _TrimEvent | None, EventStream]]:
@@ -305,7 +291,7 @@ def _events(
         chunks = _LongStrings().filter(iter_chunks(fh, max_decompressed=max_decompressed))
         stream = EventStream(chunks, max_value_bytes=max_event)
         try:
-            for raw in _iter_raw(stream):
+            for raw in raw_events(stream):
                 try:
                     ev: _TrimEvent | None = _TRIM.decode(raw)
                 except (msgspec.DecodeError, msgspec.ValidationError):
