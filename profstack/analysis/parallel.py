@@ -17,7 +17,8 @@ What makes the cut exact, and when it falls back to one process (``Report.serial
   next to negative ranks (the serial phase orders those before rank 0).
 * A worker that fails (killed, out of memory) does not lose the job: it is analysed again in one process.
 
-Workers report the input bytes they consume through a queue, so ``progress`` sees the same total as a
+Workers start by fork while the caller runs a single thread, else by forkserver. They report the input
+bytes they consume through a queue, so ``progress`` sees the same total as a
 serial run. Each worker holds one rank at a time, so peak memory is about ``jobs`` times a serial run's.
 Not for the Lambda (one job per invocation; no /dev/shm for multiprocessing there).
 """
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
@@ -130,8 +132,13 @@ def _analyse_group(
 
 
 def _context() -> multiprocessing.context.BaseContext:
-    """forkserver where there is one (no fork of a process with threads, e.g. tqdm's monitor), else spawn."""
-    if "forkserver" in multiprocessing.get_all_start_methods():
+    """fork while this process runs one thread (workers start in ~0.1 s, with the engine already imported);
+    else forkserver (forking a process with threads can deadlock, e.g. on tqdm's monitor thread's locks),
+    whose first start costs ~0.5 s; spawn where neither exists."""
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(["profstack.analysis.engine"])  # workers fork with the engine imported
         return ctx
