@@ -176,3 +176,17 @@ def test_options_reach_the_workers() -> None:
     result = parallel.analyze(sources, opts, jobs=2, min_bytes=0)
     assert summary_bytes(result) == summary_bytes(analyze(sources, opts))
     assert all(len(r["top_kernels_by_time"]) <= 2 for r in result.summary["ranks"])
+
+
+@pytest.mark.parametrize(("threads", "method"), [(1, "fork"), (2, "forkserver")])
+def test_workers_start_by_fork_only_while_one_thread_runs(
+    threads: int, method: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the caller runs one thread (fork is safe and fast) or more (fork could copy a held lock)
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: threads)
+    assert parallel._context().get_start_method() == method
+    # WHEN analysed that way THEN the serial summary
+    sources = discover_sources([TWO_RANKS])
+    serial, par, report, _ = serial_and_parallel(sources)
+    assert report.workers == 2
+    assert par == serial
