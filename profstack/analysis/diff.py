@@ -8,11 +8,13 @@ over ranks (the GPU ranks for GPU shares)."""
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from profstack.analysis.loose import at as _get
+from profstack.analysis.loose import number as _num
 
 
 @dataclass(frozen=True)
@@ -52,20 +54,6 @@ class SummaryDiff:
     kernels: tuple[NamedDelta, ...]
     operators: tuple[NamedDelta, ...]
     notes: tuple[str, ...]
-
-
-def _num(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value)):
-        return float(value)
-    return None
-
-
-def _get(obj: object, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
 
 
 def _ranks(summary: Mapping[str, Any], gpu: bool = False) -> list[Mapping[str, Any]]:

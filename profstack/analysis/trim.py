@@ -207,6 +207,18 @@ def _steps_text(steps: Sequence[int]) -> str:
     return ", ".join(runs)
 
 
+def step_bounds(text: str) -> tuple[int, int]:
+    """``A:B`` or ``N`` (step numbers) -> (A, B), bounds unchecked; ValueError on any other text.
+
+    The one parser of a step range: ``--steps`` and ``--timeline-window`` both use it."""
+    parts = text.strip().split(":")
+    if len(parts) == 1:
+        return int(parts[0]), int(parts[0])
+    if len(parts) == 2:
+        return int(parts[0]), int(parts[1])
+    raise ValueError(text)
+
+
 def parse_window(text: str | tuple[int, int] | None) -> str | tuple[int, int]:
     """``median`` | ``slowest`` | ``all`` | ``A:B`` (or ``N``) -> a mode or a step range; one-line errors."""
     if text is None:
@@ -217,14 +229,8 @@ def parse_window(text: str | tuple[int, int] | None) -> str | tuple[int, int]:
         t = text.strip().lower()
         if t in WINDOW_MODES:
             return t
-        parts = t.split(":")
         try:
-            if len(parts) == 1:
-                a = b = int(parts[0])
-            elif len(parts) == 2:
-                a, b = int(parts[0]), int(parts[1])
-            else:
-                raise ValueError(t)
+            a, b = step_bounds(t)
         except ValueError:
             raise AnalysisOptionsError(
                 f"timeline window must be median, slowest, all or A:B (step numbers), got {text!r}"

@@ -150,14 +150,10 @@ def parse_formats(text: str) -> list[str]:
 def parse_steps(text: str | None) -> tuple[int, int] | None:
     if text is None:
         return None
-    parts = text.split(":")
+    from profstack.analysis.trim import step_bounds
+
     try:
-        if len(parts) == 1:
-            a = b = int(parts[0])
-        elif len(parts) == 2:
-            a, b = int(parts[0]), int(parts[1])
-        else:
-            raise ValueError(text)
+        a, b = step_bounds(text)
     except ValueError:
         raise CliError(f"--steps: expected A:B with step numbers, e.g. 5:10, got {text!r}") from None
     if a > b:

@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from profstack.analysis.loose import at as _get
+from profstack.analysis.loose import mapping as _mapping
+from profstack.analysis.loose import number as _num
 from profstack.analysis.summary import Cost, CostCause, CostShare
 from profstack.history.prices import PriceTable
 
@@ -73,24 +76,6 @@ def _seconds(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
         return float(value)
     return None
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _num(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value)):
-        return float(value)
-    return None
-
-
-def _get(obj: object, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
 
 
 def _clamp(x: float) -> float:

@@ -16,7 +16,6 @@ the DuckDB tests read it, and ``validate_row`` checks that every row built here 
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,6 +23,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from profstack import layout
+from profstack.analysis.loose import at as _get
+from profstack.analysis.loose import mapping as _mapping
+from profstack.analysis.loose import number as _num
 
 HISTORY_PREFIX = layout.HISTORY_PREFIX
 TABLES = ("jobs", "ranks", "kernels")
@@ -150,24 +152,6 @@ def row_key(table: str, info: JobInfo) -> str:
 
 
 # ------------------------------------------------------------------------------------------ numbers
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _num(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value)):
-        return float(value)
-    return None
-
-
-def _get(obj: object, *path: str) -> Any:
-    for part in path:
-        if not isinstance(obj, Mapping):
-            return None
-        obj = obj.get(part)
-    return obj
 
 
 def _ranks(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:
