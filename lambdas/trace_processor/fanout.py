@@ -51,7 +51,7 @@ AGGREGATE_READERS = 32
 # Keys of a partial summary the merge uses; the rest (options, generator, per-file cross-rank) is dropped
 # as soon as a partial is read, so the step holds one slim copy of each partial, not the whole document.
 _KEPT_KEYS = ("schema_version", "generator", "options", "rank_files_merged", "complete", "inputs", "errors",
-              "warnings", "ranks", "findings")  # fmt: skip
+              "warnings", "runs", "ranks", "findings")  # fmt: skip
 
 T = TypeVar("T")
 R = TypeVar("R")

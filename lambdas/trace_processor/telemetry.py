@@ -14,7 +14,7 @@ from lambdas.trace_processor.job import Outcome
 from profstack import metric_names as m
 
 logger = Logger()
-metrics = Metrics()
+metrics = Metrics(namespace=m.NAMESPACE)  # not only from the environment: an import before it is set must not lose it
 
 _UNITS = {
     m.TRACE_BYTES: MetricUnit.Bytes,

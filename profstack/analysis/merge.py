@@ -10,11 +10,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
+from profstack.analysis import runs
+from profstack.analysis.loose import at as _get
+from profstack.analysis.loose import number as _num
 from profstack.analysis.summary import (
     SUMMARY_SCHEMA_VERSION,
     UNREADABLE_RULE_ID,
     CrossRankResult,
+    CrossRankRow,
+    RankSummary,
+    Run,
+    RunCrossRank,
     Summary,
+    cross_rank_row,
+    cross_rank_section,
     severity_rank,
     unreadable_finding,
 )
@@ -23,12 +32,81 @@ from profstack.analysis.summary import (
 CrossRank = Callable[[list[dict[str, Any]]], tuple[Mapping[str, Any] | CrossRankResult, list[Any]]]
 
 
-def _get(mapping: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(mapping, Mapping):
-            return None
-        mapping = mapping.get(part)
-    return mapping
+def _span(rank: Mapping[str, Any], partial: Mapping[str, Any]) -> tuple[float, float] | None:
+    """A rank entry's time range, from the partial's record of the run it was in."""
+    for run in partial.get("runs") or []:
+        if isinstance(run, Mapping) and run.get("id") == rank.get("run"):
+            start, duration = _num(run.get("start_us")), _num(run.get("duration_us"))
+            if start is not None and duration is not None:
+                return (start, start + duration)
+    return None
+
+
+def _start(span: tuple[float, float] | None) -> float:
+    return span[0] if span is not None else float("inf")
+
+
+def _identity(rank: Mapping[str, Any]) -> runs.Identity:
+    """What tells runs of different ranks apart (world size, backend; ``runs.Identity``)."""
+    dist = _get(rank, "distributed")
+    world, backend = _get(dist, "world_size"), _get(dist, "backend")
+    return runs.Identity(
+        world_size=world if isinstance(world, int) and not isinstance(world, bool) else None,
+        backend=backend if isinstance(backend, str) else None,
+    )
+
+
+def _regroup(
+    ranks: list[dict[str, Any]], spans: list[tuple[float, float] | None], cross_rank: CrossRank
+) -> tuple[list[Run], list[Any], list[CrossRankRow], tuple[int, str, Any] | None]:
+    """Runs over every rank entry of the job, as ``engine.assemble`` groups them: entries of different
+    ranks that overlap in time (and agree on world size and backend) are one run, and the cross-rank rules
+    compare the ranks of one run only. Entries of one rank are labelled ``<rank>.<i>`` in time order."""
+    by_rank: dict[Any, list[int]] = {}
+    for i, r in enumerate(ranks):
+        by_rank.setdefault(r.get("rank"), []).append(i)
+    for members in by_rank.values():
+        members.sort(key=lambda i: (_start(spans[i]), str(ranks[i].get("label"))))
+        for n, i in enumerate(members):
+            ranks[i]["label"] = f"{ranks[i].get('rank')}.{n}" if len(members) > 1 else str(ranks[i].get("rank"))
+    entries = [
+        runs.Entry(
+            r["rank"] if isinstance(r.get("rank"), int) else -1 - i,
+            str(r["label"]),
+            [str(s) for s in r.get("sources") or []],
+            spans[i],
+            _identity(r),
+        )
+        for i, r in enumerate(ranks)
+    ]
+    records: list[Run] = []
+    findings: list[Any] = []
+    table: list[CrossRankRow] = []
+    best: tuple[int, str, Any] | None = None
+    for n, members in enumerate(runs.group_runs(entries), 1):
+        run_id = f"run-{n}"
+        base = runs.run_record(run_id, [entries[i] for i in members], [spans[i] for i in members])
+        for i in members:
+            ranks[i]["run"] = run_id
+        rows = [cross_rank_row(cast(RankSummary, ranks[i]), run_id) for i in members]
+        run_cross, run_findings = cross_rank([dict(r) for r in rows])
+        findings.extend(run_findings)
+        count = len({ranks[i].get("rank") for i in members})
+        records.append(
+            {
+                "id": base["id"],
+                "label": base["label"],
+                "files": base["files"],
+                "ranks": base["ranks"],
+                "start_us": base["start_us"],
+                "duration_us": base["duration_us"],
+                "cross_rank": cast(RunCrossRank, {"rank_count": count, **run_cross}),
+            }
+        )
+        if best is None or count > best[0]:
+            best = (count, run_id, run_cross)
+        table.extend(rows)
+    return records, findings, table, best
 
 
 def merge_partials(
@@ -45,15 +123,17 @@ def merge_partials(
     inputs: list[Any] = []
     errors: list[Any] = []
     warnings: list[Any] = []
-    ranks: list[Any] = []
-    table: list[Any] = []
+    ranks: list[dict[str, Any]] = []
+    spans: list[tuple[float, float] | None] = []
     found: list[Any] = []
     for part in partials:
         inputs.extend(part.get("inputs") or [])
         errors.extend(part.get("errors") or [])
         warnings.extend(part.get("warnings") or [])
-        ranks.extend(part.get("ranks") or [])
-        table.extend(_get(part, "cross_rank", "table") or [])
+        for rank in part.get("ranks") or []:
+            if isinstance(rank, Mapping):
+                ranks.append(dict(rank))
+                spans.append(_span(rank, part))
         # A one-file partial has no cross-rank findings worth keeping: they are recomputed below, and so
         # is the unreadable-files finding (over every input of the job).
         found.extend(
@@ -80,8 +160,44 @@ def merge_partials(
             }
         )
         errors.append(error)
-    rows = sorted(table, key=lambda r: (r.get("rank", 0), str(r.get("label", ""))))
-    cross, cross_findings = cross_rank([dict(r) for r in rows])
+    order = sorted(
+        range(len(ranks)),
+        key=lambda i: (
+            not isinstance(ranks[i].get("rank"), int),
+            ranks[i].get("rank") or 0,
+            _start(spans[i]),
+        ),
+    )
+    ranks, spans = [ranks[i] for i in order], [spans[i] for i in order]
+    split = sorted({str(r.get("rank")) for r in ranks if sum(1 for o in ranks if o.get("rank") == r.get("rank")) > 1})
+    if split:
+        warnings.append(
+            {
+                "source": "fan-out",
+                "error_type": "RankFilesNotMerged",
+                "message": (
+                    f"rank(s) {', '.join(split)} have several trace files; the fan-out analyses each file "
+                    "alone, so they are reported as separate entries (<rank>.<i>): successive profiling "
+                    "cycles of one process, which `profstack analyze` merges into one entry, stay apart here"
+                ),
+                "fatal": False,
+            }
+        )
+    timeless = sorted({str(r.get("label") or r.get("rank")) for r, sp in zip(ranks, spans, strict=True) if sp is None})
+    if timeless and len(ranks) > 1:
+        warnings.append(
+            {
+                "source": "fan-out",
+                "error_type": "RunUnknown",
+                "message": (
+                    f"rank entries {', '.join(timeless)} have no time range in their partial summary, so it is "
+                    "unknown which run they belong to: each is reported as a run of its own and not compared "
+                    "with the other ranks"
+                ),
+                "fatal": False,
+            }
+        )
+    run_records, cross_findings, rows, best = _regroup(ranks, spans, cross_rank)
     found.extend(cross_findings)
     found.sort(key=lambda f: severity_rank(f.get("severity")))
     unreadable = unreadable_finding([i for i in inputs if isinstance(i, Mapping)])
@@ -92,8 +208,13 @@ def merge_partials(
         inputs=inputs,
         errors=errors,
         warnings=warnings,
-        ranks=sorted(ranks, key=lambda r: (r.get("rank") is None, r.get("rank") or 0)),
-        cross_rank={"rank_count": len({r.get("rank") for r in rows}), "table": rows, **cross},
+        runs=run_records,
+        ranks=ranks,
+        cross_rank=cross_rank_section(
+            rows,
+            cast(CrossRankResult, best[2]) if best is not None else cast(CrossRankResult, cross_rank([])[0]),
+            best[1] if best is not None else None,
+        ),
         findings=found,
     )
     return cast(Summary, base)

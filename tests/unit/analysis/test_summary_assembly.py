@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from profstack.analysis import AnalysisOptions, analyze, discover_sources, rules
 from profstack.analysis.merge import merge_partials
 from profstack.analysis.perfetto_plan import perfetto_plan
@@ -122,3 +124,69 @@ def test_cli_writes_the_planned_perfetto_files(tmp_path: Path) -> None:
     written = sorted(p.name for p in (tmp_path / "out" / "perfetto").iterdir())
     assert written == ["rank-0.0.trace.json.gz", "rank-0.1.trace.json.gz"]
     assert gzip.decompress((tmp_path / "out" / "perfetto" / written[0]).read_bytes()).startswith(b"{")
+
+
+FANOUT_JOB = [
+    TRACES_DIR / "hta" / "trace_filter" / "sampled_rank-0.json.gz",
+    TRACES_DIR / "hta" / "trace_filter" / "sampled_rank-1.json.gz",
+    TRACES_DIR / "hta" / "ns_resolution_trace" / "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    TRACES_DIR / "hta" / "trace_file_list" / "inference_rank_1.json.gz",
+]
+
+
+def test_merge_groups_runs_as_the_engine_does(summary_validator: Callable[[dict[str, Any]], None]) -> None:
+    # GIVEN one job's folder holding ranks 0 and 1 of one run plus a rank-0 and a rank-1 trace of two
+    # unrelated runs (other times), analysed one file per partial as the fan-out does
+    whole = analyze(discover_sources(FANOUT_JOB)).summary
+    partials = [dict(analyze(discover_sources([p])).summary) for p in FANOUT_JOB]
+    # WHEN the partials are merged
+    merged = merge_partials(partials, [], cross_rank=_cross)
+    summary_validator(dict(merged))
+
+    # THEN the runs, their cross-rank sections, the rank labels and the findings are the engine's: the
+    # unrelated traces are runs of their own, never compared with the ranks of the two-rank run
+    # (start and duration to the float resolution at epoch microseconds, ~0.25 us: a partial's run record
+    # stores them rounded, and the merge adds them back)
+    def timeless(runs: Any) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if k not in {"start_us", "duration_us"}} for r in runs]
+
+    assert timeless(merged["runs"]) == timeless(whole["runs"])
+    for got, want in zip(merged["runs"], whole["runs"], strict=True):
+        assert got["start_us"] == pytest.approx(want["start_us"], abs=1.0)
+    assert len(merged["runs"]) == 3
+    assert [r["ranks"] for r in merged["runs"]] == [["1.0"], ["0.0", "1.1"], ["0.1"]]
+    assert merged["cross_rank"] == whole["cross_rank"]
+    assert merged["cross_rank"]["run"] == "run-2"
+    assert [(r["label"], r["run"]) for r in merged["ranks"]] == [(r["label"], r["run"]) for r in whole["ranks"]]
+    # (a per-rank finding's message names the rank as its partial saw it, "rank 1", where the engine says
+    # "rank 1.0"; the finding's ranks are the same)
+    key = lambda f: (f["rule_id"], tuple(f["ranks"]), f["severity"])  # noqa: E731
+    assert sorted(map(key, merged["findings"])) == sorted(map(key, whole["findings"]))
+    # AND the merge says that files of one rank were analysed apart
+    notes = [w for w in merged["warnings"] if w["error_type"] == "RankFilesNotMerged"]
+    assert len(notes) == 1
+    assert "rank(s) 0, 1 have several trace files" in notes[0]["message"]
+
+
+def test_merge_of_one_run_compares_all_its_ranks() -> None:
+    # GIVEN the two ranks of one run as two partials
+    partials = [dict(analyze(discover_sources([p])).summary) for p in FANOUT_JOB[:2]]
+    merged = merge_partials(partials, [], cross_rank=_cross)
+    # THEN one run of both ranks, labelled by rank alone, and no note about split rank files
+    assert [(r["id"], r["ranks"], r["cross_rank"]["rank_count"]) for r in merged["runs"]] == [("run-1", ["0", "1"], 2)]
+    assert merged["cross_rank"]["rank_count"] == 2
+    assert {row["run"] for row in merged["cross_rank"]["table"]} == {"run-1"}
+    assert not [w for w in merged["warnings"] if w["error_type"] == "RankFilesNotMerged"]
+
+
+def test_merge_says_when_a_partial_does_not_tell_its_run() -> None:
+    # GIVEN two partials whose run records were lost (an older or damaged partial)
+    partials = [dict(analyze(discover_sources([p])).summary) for p in FANOUT_JOB[:2]]
+    for p in partials:
+        p.pop("runs")
+    merged = merge_partials(partials, [], cross_rank=_cross)
+    # THEN the ranks are not compared as if they were one run, and the summary says why
+    assert [r["cross_rank"]["rank_count"] for r in merged["runs"]] == [1, 1]
+    notes = [w["message"] for w in merged["warnings"] if w["error_type"] == "RunUnknown"]
+    assert notes == [notes[0]]
+    assert "rank entries 0, 1 have no time range" in notes[0]

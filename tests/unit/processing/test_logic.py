@@ -176,6 +176,21 @@ def _one_rank(summary: dict[str, Any], rank: int) -> dict[str, Any]:
     part["errors"] = []
     part["cross_rank"]["table"] = [t for t in part["cross_rank"]["table"] if t["rank"] == rank]
     part["findings"] = [f for f in part["findings"] if f["ranks"] == [rank]]
+    # the engine's record of the file's run (the fixture predates runs[]): the merge groups ranks whose
+    # runs overlap in time, so both partials cover the same second
+    for r in part["ranks"]:
+        r["run"] = "run-1"
+    part["runs"] = [
+        {
+            "id": "run-1",
+            "label": part["inputs"][0]["name"],
+            "files": [part["inputs"][0]["name"]],
+            "ranks": [str(rank)],
+            "start_us": 1_000_000.0,
+            "duration_us": 1_000_000.0,
+            "cross_rank": {"rank_count": 1, "stragglers": [], "load_balance": {}},
+        }
+    ]
     return part
 
 
@@ -183,7 +198,9 @@ def test_merge_partials_rebuilds_the_cross_rank_view_with_the_engines_rules() ->
     # GIVEN two one-rank partials, rank 1 made much slower
     base = _example()
     fast, slow = _one_rank(base, 0), _one_rank(base, 1)
-    slow["cross_rank"]["table"][0].update(step_mean_us=2_000_000.0, compute_time_us=9_000_000.0)
+    # (in the rank's own section: the merge rebuilds each run's table from the ranks, as the engine does)
+    slow["ranks"][0]["steps"]["mean_us"] = 2_000_000.0
+    slow["ranks"][0]["temporal_breakdown"]["compute_time_us"] = 9_000_000.0
     engine = ProfStackEngine()
     # WHEN merged
     merged = merge_partials([fast, slow], [], cross_rank=lambda table: engine.cross_rank(table, {}))
