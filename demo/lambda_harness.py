@@ -74,7 +74,7 @@ class LambdaContext:
     """The attributes of the Lambda context object the handlers and Powertools read."""
 
     function_name: str = "profstack-trace-processor"
-    memory_limit_in_mb: int = 3008
+    memory_limit_in_mb: int = 1769  # the processor's configured memory (config processing.lambda_memory_mb)
     invoked_function_arn: str = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:profstack-trace-processor"
     aws_request_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     timeout_s: float = 900.0
