@@ -9,7 +9,12 @@ botocore 1.44.8 ships (tests/unit/monitoring/test_instances.py fails when a newe
 type this table lacks). Trainium types (ml.trn*) have no NVIDIA GPU and publish no GPU metrics.
 
 Where the numbers come from (checked 2026-12-01):
-- `aws-batch`: the AWS Batch user guide, "Run GPU jobs" (GPUs, total GPU memory, vCPUs per type).
+- `ec2-api`: EC2 `DescribeInstanceTypes` as AWS returns it (`GpuInfo.Gpus[].Count`, `MemoryInfo.SizeInMiB`,
+  `VCpuInfo.DefaultVCpus`), in the snapshot moto 5.2.5 ships (`moto/ec2/resources/instance_types.json.gz`).
+  tests/unit/monitoring/test_instances.py compares every such row with that snapshot. GPU memory is the
+  API's MiB / 1024: an A10G or L4 is 22.35 GiB (the "24 GB" of the product pages is decimal), an L40S 44.7.
+- `aws-batch`: the AWS Batch user guide, "Run GPU jobs" (GPUs, total GPU memory, vCPUs per type), for the
+  older types the snapshot no longer lists (p2, p3).
 - `ec2-product`: the Amazon EC2 product pages of the instance family, as known to the author but NOT
   re-read against an AWS page in this check. Those rows carry `verified=False`; ProfStack still uses them,
   and says so (alarm descriptions and the report name the row as unverified).
@@ -23,10 +28,11 @@ from typing import Any, Literal
 
 TABLE_CHECKED = "2026-12-01"
 SOURCES = {
+    "ec2-api": "EC2 DescribeInstanceTypes, the snapshot in moto 5.2.5 (moto/ec2/resources/instance_types.json.gz)",
     "aws-batch": "https://docs.aws.amazon.com/batch/latest/userguide/gpu-jobs.html",
     "ec2-product": "https://aws.amazon.com/ec2/instance-types/ (accelerated computing), not re-read",
 }
-Source = Literal["aws-batch", "ec2-product"]
+Source = Literal["ec2-api", "aws-batch", "ec2-product"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +92,9 @@ _G7_SIZES = [
     ("48xlarge", 8, 192),
 ]
 
+_A10G_L4_GIB = 22888 / 1024  # DescribeInstanceTypes: 22,888 MiB per GPU
+_L40S_GIB = 45776 / 1024
+
 _ROWS: list[GpuInstanceType] = [
     *_family(
         "g4dn",
@@ -99,18 +108,14 @@ _ROWS: list[GpuInstanceType] = [
             ("12xlarge", 4, 48),
             ("16xlarge", 1, 64),
         ],
-        source="aws-batch",
+        source="ec2-api",
         verified=True,
     ),
-    *_family("g5", "NVIDIA A10G", 24, _G_SIZES, source="aws-batch", verified=True),
-    # The Batch table lists g6.xlarge..16xlarge (1 GPU, 24 GiB); the 12/24/48xlarge rows were not seen.
-    *_family("g6", "NVIDIA L4", 24, _G_SIZES[:5], source="aws-batch", verified=True),
-    *_family("g6", "NVIDIA L4", 24, _G_SIZES[5:], source="ec2-product", verified=False),
-    *_family("g6e", "NVIDIA L40S", 48, _G_SIZES, source="ec2-product", verified=False),
-    *_family(
-        "g7e", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, _G7_SIZES, source="ec2-product", verified=False
-    ),
-    *_family("g7", "NVIDIA RTX PRO 4500 Blackwell Server Edition", 32, _G7_SIZES, source="ec2-product", verified=False),
+    *_family("g5", "NVIDIA A10G", _A10G_L4_GIB, _G_SIZES, source="ec2-api", verified=True),
+    *_family("g6", "NVIDIA L4", _A10G_L4_GIB, _G_SIZES, source="ec2-api", verified=True),
+    *_family("g6e", "NVIDIA L40S", _L40S_GIB, _G_SIZES, source="ec2-api", verified=True),
+    *_family("g7e", "NVIDIA RTX PRO 6000 Blackwell Server Edition", 96, _G7_SIZES, source="ec2-api", verified=True),
+    *_family("g7", "NVIDIA RTX PRO 4500 Blackwell Server Edition", 32, _G7_SIZES, source="ec2-api", verified=True),
     *_family(
         "p2",
         "NVIDIA K80",
@@ -127,16 +132,18 @@ _ROWS: list[GpuInstanceType] = [
         source="aws-batch",
         verified=True,
     ),
-    *_family("p3dn", "NVIDIA V100", 32, [("24xlarge", 8, 96)], source="aws-batch", verified=True),
-    *_family("p4d", "NVIDIA A100", 40, [("24xlarge", 8, 96)], source="ec2-product", verified=False),
-    *_family("p4de", "NVIDIA A100", 80, [("24xlarge", 8, 96)], source="ec2-product", verified=False),
-    *_family("p5", "NVIDIA H100", 80, [("4xlarge", 1, 16), ("48xlarge", 8, 192)], source="ec2-product", verified=False),
-    *_family("p5e", "NVIDIA H200", 141, [("48xlarge", 8, 192)], source="ec2-product", verified=False),
-    *_family("p5en", "NVIDIA H200", 141, [("48xlarge", 8, 192)], source="ec2-product", verified=False),
-    *_family("p6-b200", "NVIDIA B200", 179, [("48xlarge", 8, 192)], source="ec2-product", verified=False),
-    *_family("p6-b300", "NVIDIA B300", 268, [("48xlarge", 8, 192)], source="ec2-product", verified=False),
+    *_family("p3dn", "NVIDIA V100", 32, [("24xlarge", 8, 96)], source="ec2-api", verified=True),
+    *_family("p4d", "NVIDIA A100", 40, [("24xlarge", 8, 96)], source="ec2-api", verified=True),
+    *_family("p4de", "NVIDIA A100", 80, [("24xlarge", 8, 96)], source="ec2-api", verified=True),
+    *_family("p5", "NVIDIA H100", 80, [("4xlarge", 1, 16), ("48xlarge", 8, 192)], source="ec2-api", verified=True),
+    *_family("p5e", "NVIDIA H200", 141, [("48xlarge", 8, 192)], source="ec2-api", verified=True),
+    *_family("p5en", "NVIDIA H200", 141, [("48xlarge", 8, 192)], source="ec2-api", verified=True),
+    *_family("p6-b200", "NVIDIA B200", 183359 / 1024, [("48xlarge", 8, 192)], source="ec2-api", verified=True),
+    *_family("p6-b300", "NVIDIA B300", 275040 / 1024, [("48xlarge", 8, 192)], source="ec2-api", verified=True),
+    # not in the snapshot: the author's reading of the product page, unverified
     *_family("p6e-gb200", "NVIDIA B200 (GB200)", 185, [("36xlarge", 4, 144)], source="ec2-product", verified=False),
 ]
+
 
 GPU_INSTANCE_TYPES: Mapping[str, GpuInstanceType] = {row.instance_type: row for row in _ROWS}
 # Accelerated types without NVIDIA GPUs: SageMaker publishes no GPU metrics for them.

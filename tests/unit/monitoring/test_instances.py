@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
 import botocore.session
 import pytest
 
@@ -39,7 +44,7 @@ def test_rows_are_consistent_and_name_their_source() -> None:
         assert row.vcpus >= row.gpus, row
         assert row.gpu_memory_gib > 0, row
         assert row.source in SOURCES
-        assert row.verified == (row.source == "aws-batch"), row
+        assert row.verified == (row.source in {"aws-batch", "ec2-api"}), row
 
 
 @pytest.mark.parametrize(
@@ -58,7 +63,40 @@ def test_verified_rows_match_the_aws_batch_table(instance_type: str, gpus: int, 
     spec = gpu_spec(instance_type)
     assert spec is not None
     assert spec.verified
-    assert (spec.gpus, spec.gpu_memory_gib, spec.vcpus) == (gpus, memory, vcpus)
+    assert (spec.gpus, spec.vcpus) == (gpus, vcpus)
+    # (Batch's "24 GiB" per A10G is the product pages' decimal 24 GB; the EC2 API says 22,888 MiB)
+    assert spec.gpu_memory_gib == pytest.approx(memory, rel=0.08)
+
+
+def _ec2_snapshot() -> dict[str, Any]:
+    """EC2 DescribeInstanceTypes as moto ships it (captured from the AWS API)."""
+    import moto.ec2
+
+    path = Path(moto.ec2.__file__).parent / "resources" / "instance_types.json.gz"
+    data: dict[str, Any] = json.loads(gzip.decompress(path.read_bytes()))
+    return data
+
+
+def test_ec2_api_rows_match_describe_instance_types() -> None:
+    # GIVEN DescribeInstanceTypes' answer for each row sourced from it
+    snapshot = _ec2_snapshot()
+    rows = [r for r in GPU_INSTANCE_TYPES.values() if r.source == "ec2-api"]
+    assert len(rows) >= 40
+    for row in rows:
+        api = snapshot[row.instance_type.removeprefix("ml.")]
+        (gpu,) = api["GpuInfo"]["Gpus"]
+        # THEN GPU count, vCPUs and GPU memory are the API's, and the model is the API's GPU name
+        assert (row.gpus, row.vcpus) == (gpu["Count"], api["VCpuInfo"]["DefaultVCpus"]), row
+        assert row.gpu_memory_gib * 1024 == pytest.approx(gpu["MemoryInfo"]["SizeInMiB"]), row
+        assert gpu["Name"].replace("Server ", "").split()[-1] in row.gpu_model, (row, gpu["Name"])
+
+
+def test_rows_outside_the_snapshot_are_the_ones_it_lacks() -> None:
+    # GIVEN the rows from other sources THEN the snapshot has no such type (else they would be checked above)
+    snapshot = _ec2_snapshot()
+    others = [r.instance_type for r in GPU_INSTANCE_TYPES.values() if r.source != "ec2-api"]
+    assert others
+    assert [t for t in others if t.removeprefix("ml.") in snapshot] == []
 
 
 def test_hosts_from_instance_count() -> None:
@@ -66,6 +104,14 @@ def test_hosts_from_instance_count() -> None:
     assert [h.name for h in hosts] == ["algo-1", "algo-2"]
     assert {(h.gpus, h.vcpus) for h in hosts} == {(8, 96)}
     assert hosts[0].dimension("job-a") == "job-a/algo-1"
+    assert hosts[0].verified  # checked against DescribeInstanceTypes
+    assert hosts[0].note == ""
+
+
+def test_hosts_of_an_unverified_row_say_so() -> None:
+    # GIVEN the one row no AWS source in the repository confirms (not in moto's DescribeInstanceTypes)
+    hosts = hosts_of({"InstanceType": "ml.p6e-gb200.36xlarge", "InstanceCount": 1})
+    assert (hosts[0].gpus, hosts[0].vcpus) == (4, 144)
     assert not hosts[0].verified
     assert "unverified" in hosts[0].note
 

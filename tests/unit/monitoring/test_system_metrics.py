@@ -92,8 +92,19 @@ def test_metrics_are_read_per_host_and_divided_by_the_hosts_counts(cloudwatch: A
     assert len(h1.get("GPUUtilization").timestamps) == minutes  # type: ignore[union-attr]
     assert m.period_s == 60
     assert m.complete
-    assert any("unverified" in w for w in m.warnings)  # the p4d row of the table is not verified
+    assert not any("unverified" in w for w in m.warnings)  # the p4d row is checked against DescribeInstanceTypes
     json.dumps(m.to_json())  # serialisable for summary.json
+
+
+def test_a_host_of_an_unverified_table_row_is_divided_and_flagged(cloudwatch: Any) -> None:
+    # GIVEN a job on the one type no AWS source in the repository confirms (4 GPUs per the product page)
+    _seed(cloudwatch, "gb-1/algo-1", "GPUUtilization", [4 * 50.0] * 10)
+    m = fetch_system_metrics(
+        cloudwatch, _describe("gb-1", InstanceType="ml.p6e-gb200.36xlarge", InstanceCount=1), now=NOW
+    )
+    # THEN it is divided by that count, and the warning says the count is unverified
+    assert set(m.hosts[0].get("GPUUtilization").values) == {50.0}  # type: ignore[union-attr]
+    assert any("unverified" in w for w in m.warnings)
 
 
 def test_unknown_gpu_counts_keep_raw_sums_and_say_so(cloudwatch: Any) -> None:
