@@ -23,7 +23,6 @@ from profstack.analysis.summary import (
     RunCrossRank,
     Summary,
     cross_rank_row,
-    cross_rank_section,
     severity_rank,
     unreadable_finding,
 )
@@ -210,11 +209,13 @@ def merge_partials(
         warnings=warnings,
         runs=run_records,
         ranks=ranks,
-        cross_rank=cross_rank_section(
-            rows,
-            cast(CrossRankResult, best[2]) if best is not None else cast(CrossRankResult, cross_rank([])[0]),
-            best[1] if best is not None else None,
-        ),
+        # as summary.cross_rank_section lays it out; the injected rules' result is spread as it came
+        cross_rank={
+            "rank_count": len({row["rank"] for row in rows}),
+            "table": rows,
+            **(best[2] if best is not None else cross_rank([])[0]),
+            **({"run": best[1]} if best is not None else {}),
+        },
         findings=found,
     )
     return cast(Summary, base)
