@@ -24,7 +24,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from lambdas.trace_processor.aws import error_code
 from lambdas.trace_processor.system_metrics import fetch_system_metrics
-from lambdas.trace_processor.telemetry import logger
 from profstack.analysis.summary import SystemSection, SystemStatus
 from profstack.job_links import MAX_FAILURE_REASON, job_links
 from profstack.system_metrics import MAX_POINTS_PER_SERIES, HostMetrics, Series, SystemMetrics
@@ -45,6 +44,14 @@ _DESCRIBE_KEYS = ("TrainingJobName", "TrainingJobStatus", "SecondaryStatus", "Fa
                   "CreationTime", "TrainingStartTime", "TrainingEndTime", "SecondaryStatusTransitions")  # fmt: skip
 _MAX_TRANSITIONS = 50
 _MAX_STATUS_MESSAGE = 300
+
+
+def _logger() -> Any:
+    # Imported when used: telemetry creates Powertools' Logger and Metrics, which read the environment once;
+    # routing imports this module, and must stay importable before the function's environment is set.
+    from lambdas.trace_processor.telemetry import logger
+
+    return logger
 
 
 @dataclass(frozen=True)
@@ -103,9 +110,9 @@ def read_system_view(
         except (ClientError, BotoCoreError) as exc:
             message = str(exc)[:300]
             status, reason = "unavailable", f"GetMetricData failed after retries ({error_code(exc)}): {message}"
-            logger.warning("system metrics unavailable", extra={"job": job, "reason": reason})
+            _logger().warning("system metrics unavailable", extra={"job": job, "reason": reason})
         except Exception as exc:  # a defect in the metrics code must not cost the job its report
-            logger.exception("system metrics failed; the report is written without them")
+            _logger().exception("system metrics failed; the report is written without them")
             status, reason = "unavailable", f"reading the system metrics failed: {type(exc).__name__}: {exc}"[:500]
         else:
             status, reason = classify(metrics)
@@ -113,7 +120,7 @@ def read_system_view(
     try:
         found = system_findings(judged, describe, thresholds)
     except Exception as exc:  # the same: a rule defect becomes a warning, not a lost report
-        logger.exception("system rules failed")
+        _logger().exception("system rules failed")
         found = []
         reason = f"{reason + '; ' if reason else ''}system rules failed: {type(exc).__name__}: {exc}"[:500]
     return SystemView(status, reason, metrics, tuple(found), links)
@@ -133,7 +140,9 @@ def summary_warnings(view: SystemView) -> list[dict[str, Any]]:
     if view.status in kind:
         prefix = "system metrics unavailable: " if view.status == "unavailable" else ""
         out.append(_warning(kind[view.status], prefix + (view.reason or view.status)))
-    for w in (view.metrics.warnings if view.metrics else ())[:MAX_WARNINGS]:
+    # with no data at all the reason says it; the metrics' own warnings (unverified GPU counts...) judge nothing
+    notes = view.metrics.warnings if view.metrics is not None and view.status != "no_data" else ()
+    for w in notes[:MAX_WARNINGS]:
         if not view.reason or w not in view.reason:
             out.append(_warning("SystemMetricsWarning", w))
     return out
