@@ -157,7 +157,7 @@ def _page(summary: Mapping[str, Any], job: str, render_html: RenderHtml, system:
             findings=system.findings,
             links=system.links,
             title=f"No traces: {job}",
-            message=str(summary.get("message", "")),
+            message="No profiler traces: this page shows the job's CloudWatch instance metrics and system rules.",
             preface=no_traces_section(summary),
             unavailable=unavailable,
         )

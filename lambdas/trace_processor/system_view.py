@@ -136,7 +136,9 @@ def _warning(error_type: str, message: str) -> dict[str, Any]:
 def summary_warnings(view: SystemView) -> list[dict[str, Any]]:
     """The summary `warnings[]` entries of the system view (same shape as every warning)."""
     out: list[dict[str, Any]] = []
-    kind = {"unavailable": "SystemMetricsUnavailable", "partial": "SystemMetricsPartial", "no_data": "NoSystemMetrics"}
+    # no_data is a complete answer (CloudWatch holds nothing for the job): stated in `system.status` and
+    # `system.reason`, in system.json and on the page, but not a warning (it loses nothing).
+    kind = {"unavailable": "SystemMetricsUnavailable", "partial": "SystemMetricsPartial"}
     if view.status in kind:
         prefix = "system metrics unavailable: " if view.status == "unavailable" else ""
         out.append(_warning(kind[view.status], prefix + (view.reason or view.status)))

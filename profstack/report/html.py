@@ -198,14 +198,20 @@ def _findings(summary: Mapping[str, Any]) -> str:
         sev = str(get(f, "severity") or "info")
         sev_cls = sev if sev in SEVERITY_ORDER else "info"
         ranks = get(f, "ranks") or []
+        evidence = get(f, "evidence")
+        host = get(f, "evidence", "host") if get(f, "evidence", "source") == "cloudwatch" else None
         rank_txt = (
             f"rank {esc(ranks[0])}"
             if len(ranks) == 1
             else f"ranks {esc(', '.join(str(r) for r in ranks[:16]))}{' …' if len(ranks) > 16 else ''}"
             if ranks
+            # a system finding (profstack/system_rules.py) is per host, from CloudWatch, not per rank
+            else f"{esc(host)} · CloudWatch"
+            if host
+            else "CloudWatch, job-wide"
+            if get(f, "evidence", "source") == "cloudwatch"
             else "job-wide"
         )
-        evidence = get(f, "evidence")
         chips = ""
         if isinstance(evidence, Mapping) and evidence:
             chips = '<div class="chips">' + "".join(
