@@ -337,12 +337,12 @@ def seed_instance_metrics(cloudwatch: Any, job: str, *, hosts: int = 2) -> int:
             warm = min(1.0, i / 6)
             wave = 8.0 * math.sin(i / 4 + h)
             per_gpu = max(0.0, warm * (level + wave))
-            values = {
+            values = {  # algo-2 a little lower everywhere, so its lines do not hide under algo-1's
                 "GPUUtilization": 8 * per_gpu,
-                "GPUMemoryUtilization": 8 * (warm * (38.0 + 0.25 * i)),
-                "CPUUtilization": 96 * (12.0 + 20.0 * warm + 3.0 * math.cos(i / 3)),
-                "MemoryUtilization": 22.0 + 18.0 * warm,
-                "DiskUtilization": 8.0 + 0.05 * i,
+                "GPUMemoryUtilization": 8 * (warm * (44.0 - 6.0 * h + 0.25 * i)),
+                "CPUUtilization": 96 * (16.0 - 3.0 * h + 20.0 * warm + 3.0 * math.cos(i / 3)),
+                "MemoryUtilization": 26.0 - 3.0 * h + 18.0 * warm,
+                "DiskUtilization": 9.0 - h + 0.05 * i,
             }
             for name, value in values.items():
                 data.append({"MetricName": name, "Dimensions": [{"Name": "Host", "Value": f"{job}/algo-{h}"}],
