@@ -320,6 +320,41 @@ def register_job(
     return keys
 
 
+def seed_instance_metrics(cloudwatch: Any, job: str, *, hosts: int = 2) -> int:
+    """What SageMaker would have published for the demo job: per host and minute, CPU and GPU summed over the
+    host's vCPUs and GPUs (ml.p4d.24xlarge: 96 and 8), memory and disk in percent (docs/platform-facts.md A8).
+    Deterministic shapes: a warm-up, then algo-1 around 55 % per GPU and algo-2 around 30 % (it waits on
+    algo-1), with GPU memory creeping up. Returns the datapoints written."""
+    import math
+    from datetime import UTC, datetime, timedelta
+
+    detail = job_event_detail(job, "demo", "demo")
+    start = datetime.fromtimestamp(detail["TrainingStartTime"] / 1000, UTC).replace(second=0, microsecond=0)
+    minutes = int((detail["TrainingEndTime"] - detail["TrainingStartTime"]) // 60_000)
+    written = 0
+    for h in range(1, hosts + 1):
+        level = 55.0 if h == 1 else 30.0
+        data = []
+        for i in range(minutes):
+            warm = min(1.0, i / 6)
+            wave = 8.0 * math.sin(i / 4 + h)
+            per_gpu = max(0.0, warm * (level + wave))
+            values = {  # algo-2 a little lower everywhere, so its lines do not hide under algo-1's
+                "GPUUtilization": 8 * per_gpu,
+                "GPUMemoryUtilization": 8 * (warm * (44.0 - 6.0 * h + 0.25 * i)),
+                "CPUUtilization": 96 * (16.0 - 3.0 * h + 20.0 * warm + 3.0 * math.cos(i / 3)),
+                "MemoryUtilization": 26.0 - 3.0 * h + 18.0 * warm,
+                "DiskUtilization": 9.0 - h + 0.05 * i,
+            }
+            for name, value in values.items():
+                data.append({"MetricName": name, "Dimensions": [{"Name": "Host", "Value": f"{job}/algo-{h}"}],
+                             "Timestamp": start + timedelta(minutes=i), "Value": round(value, 3)})  # fmt: skip
+        for i in range(0, len(data), 500):
+            cloudwatch.put_metric_data(Namespace="/aws/sagemaker/TrainingJobs", MetricData=data[i : i + 500])
+        written += len(data)
+    return written
+
+
 def processor_environment(templates: dict[str, dict[str, Any]], plane: DataPlane) -> dict[str, str]:
     """The processor's environment as synthesized, with the emulated resources' names filled in."""
     for template in templates.values():
@@ -442,6 +477,8 @@ def run(
         )
         folder = keys[0].rsplit("/", 1)[0]
         _say(f"training job {job} (user {user}) with {len(keys)} rank traces under s3://{plane.bucket}/{folder}/")
+        seeded = seed_instance_metrics(boto3.client("cloudwatch"), job)
+        _say(f"CloudWatch: {seeded} instance-metric points for algo-1 and algo-2 (what SageMaker publishes)")
 
         messages = _deliver_event(sqs, plane, job=job, user=user)
         _say(f"EventBridge rule -> SQS delivered {len(messages)} message(s); running the processor handler")
@@ -454,6 +491,8 @@ def run(
         history_files = _download_history(s3, plane.bucket, out_dir)
         summary = json.loads((report_dir / "summary.json").read_text())
         _print_findings(summary)
+        system = summary.get("system") or {}
+        _say(f"system metrics: {system.get('status')} ({system.get('hosts')} hosts) -> {report_dir / 'system.json'}")
         _print_metrics(boto3.client("cloudwatch"), job, points)
         notes_in = sqs.receive_message(QueueUrl=inbox, MaxNumberOfMessages=10).get("Messages", [])
         for message in notes_in:

@@ -20,6 +20,7 @@ from profstack.analysis.options import RuleThresholds
 from profstack.history.family import DEFAULT_NAME_PATTERNS, DEFAULT_TAG_KEY, FamilyRuleError, check_pattern
 from profstack.history.mlflow import MlflowTarget, MlflowTargetError
 from profstack.history.regression import RegressionThresholdError, RegressionThresholds
+from profstack.system_rules import SYSTEM_RULE_DEFAULTS, SystemThresholdError, check_system_thresholds
 from profstack.tensorboard.names import DOMAIN_ID_PATTERN
 
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
@@ -64,6 +65,16 @@ _RULE_THRESHOLDS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Overrides of the analysis rule thresholds (finite numbers >= 0); see docs for each rule.",
     "properties": {name: {"type": "number", "minimum": 0} for name in RuleThresholds.names()},
+    "additionalProperties": False,
+    "default": {},
+}
+
+#: JSON Schema of processing.system_rule_thresholds: Debugger's system rules (profstack/system_rules.py).
+_SYSTEM_RULE_THRESHOLDS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Overrides of the system rules' thresholds (CloudWatch instance metrics; finite numbers >= 0): "
+    "see docs/processing.md, system metrics.",
+    "properties": {name: {"type": "number", "minimum": 0} for name in SYSTEM_RULE_DEFAULTS},
     "additionalProperties": False,
     "default": {},
 }
@@ -297,6 +308,20 @@ class Processing(_Model):
             try:
                 RuleThresholds.from_overrides(value)
             except AnalysisOptionsError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    #: overrides of the system rules' thresholds (profstack.system_rules.SYSTEM_RULE_DEFAULTS)
+    system_rule_thresholds: Annotated[dict[str, float], WithJsonSchema(_SYSTEM_RULE_THRESHOLDS_SCHEMA)] = {}
+
+    @field_validator("system_rule_thresholds", mode="before")
+    @classmethod
+    def _known_system_rule_thresholds(cls, value: object) -> object:
+        # The processor's own check (its environment model runs it again at cold start).
+        if isinstance(value, Mapping):
+            try:
+                check_system_thresholds(value)
+            except SystemThresholdError as exc:
                 raise ValueError(str(exc)) from None
         return value
 

@@ -1,7 +1,8 @@
 """Debugger's system-metric rules, from a job's CloudWatch instance metrics. Pure functions.
 
 Defaults are Debugger's documented ones (docs/platform-facts.md A9); each is configurable through
-`processing.rule_thresholds` under the keys of SYSTEM_RULE_DEFAULTS. Findings have the shape of the trace
+`processing.system_rule_thresholds` (the keys of SYSTEM_RULE_DEFAULTS; `check_system_thresholds` is the
+one check config check, synth and the processor's environment go through). Findings have the shape of the trace
 rules' findings (profstack/analysis/rules.py, summary.schema.json `finding`): `ranks` is empty (these
 are per host, not per rank) and `evidence.source` is "cloudwatch" with `evidence.host` naming the host.
 
@@ -18,6 +19,8 @@ What differs from Debugger, and why:
 
 from __future__ import annotations
 
+import difflib
+import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -51,8 +54,32 @@ SYSTEM_RULE_DEFAULTS: dict[str, float] = {
 }
 
 
+class SystemThresholdError(ValueError):
+    """A system rule threshold that does not exist, or a value that is not a finite number >= 0 (one line)."""
+
+
+def check_system_thresholds(overrides: Mapping[str, object]) -> dict[str, float]:
+    """Validated overrides: every key one of SYSTEM_RULE_DEFAULTS, every value a finite number >= 0."""
+    unknown = sorted(set(overrides) - set(SYSTEM_RULE_DEFAULTS))
+    if unknown:
+        close = [m for u in unknown for m in difflib.get_close_matches(u, list(SYSTEM_RULE_DEFAULTS), n=3, cutoff=0.5)]
+        ordered = [*dict.fromkeys(close), *sorted(set(SYSTEM_RULE_DEFAULTS) - set(close))]
+        raise SystemThresholdError(
+            f"unknown system rule threshold(s) {', '.join(unknown)}; valid: {', '.join(ordered)}"
+        )
+    values: dict[str, float] = {}
+    for key, value in overrides.items():
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise SystemThresholdError(f"system rule threshold {key} must be a number, got {value!r}")
+        if not math.isfinite(value) or value < 0:
+            raise SystemThresholdError(f"system rule threshold {key} must be a finite number >= 0, got {value!r}")
+        values[key] = float(value)
+    return values
+
+
 def system_thresholds(overrides: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Defaults updated with the `system_*` keys of processing.rule_thresholds (others are ignored here)."""
+    """Defaults updated with the known keys of `overrides` (others are ignored here; the config and the
+    processor's environment have rejected them already, check_system_thresholds)."""
     th = dict(SYSTEM_RULE_DEFAULTS)
     for key, value in (overrides or {}).items():
         if key in th:

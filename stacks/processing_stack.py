@@ -78,6 +78,7 @@ class ProcessingStack(cdk.Stack):
             log_retention_days=log_retention_days,
             service=service,
             role_path=role_path,
+            name_prefix=name_prefix,
         )
         self.fanout = FanoutWorkflow(
             self,

@@ -16,6 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 from profstack.migrate.rule_output import merge_object_tag
 
 if TYPE_CHECKING:
+    from mypy_boto3_cloudwatch import CloudWatchClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sns import SNSClient
@@ -53,6 +54,8 @@ class Clients:
     sns: SNSClient
     sfn: SFNClient | None = None
     sts: STSClient | None = None  # assumes the trace-reader role (READER_ROLE_ARN)
+    #: GetMetricData: the job's instance metrics (system_view.py); None: the report says they are unavailable
+    cloudwatch: CloudWatchClient | None = None
 
 
 @dataclass(frozen=True)

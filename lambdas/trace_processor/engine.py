@@ -30,7 +30,7 @@ class Engine(Protocol):
         """Write a trimmed, gzip-compressed trace; False when the file cannot be trimmed."""
         ...
 
-    def render_html(self, summary: Mapping[str, Any]) -> str: ...
+    def render_html(self, summary: Mapping[str, Any], *, sections: Sequence[str] = ()) -> str: ...
 
     def cross_rank(
         self, table: list[dict[str, Any]], rule_thresholds: Mapping[str, float]
@@ -81,10 +81,10 @@ class ProfStackEngine:
             return False  # a truncated/corrupt file: already flagged by the analysis
         return True
 
-    def render_html(self, summary: Mapping[str, Any]) -> str:
+    def render_html(self, summary: Mapping[str, Any], *, sections: Sequence[str] = ()) -> str:
         from profstack.report import render_html
 
-        return str(render_html(dict(summary)))
+        return str(render_html(dict(summary), sections=sections))
 
 
 def raise_read_failures(sources: Sequence[S3TraceSource]) -> None:

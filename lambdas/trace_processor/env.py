@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from lambdas.common.env import EnvError, FunctionEnv
 from profstack import layout
+from profstack.system_rules import check_system_thresholds
 
 __all__ = ["EnvError", "ProcessorEnv"]
 
@@ -31,6 +33,12 @@ class ProcessorEnv(FunctionEnv):
         "median"
     )
     rule_thresholds: Annotated[dict[str, float], Field(alias="RULE_THRESHOLDS", default_factory=dict)]
+    #: overrides of the system rules' thresholds (config processing.system_rule_thresholds)
+    system_rule_thresholds: Annotated[dict[str, float], Field(alias="SYSTEM_RULE_THRESHOLDS", default_factory=dict)]
+    #: the deployment's name prefix: the per-job alarms the console links point at are <prefix>/job/<job>/...
+    name_prefix: Annotated[str, Field(alias="NAME_PREFIX", pattern=r"^[a-z][a-z0-9-]{1,20}$")] = "profstack"
+    #: the function's region (Lambda sets AWS_REGION): the console links of reports and e-mails
+    region: Annotated[str, Field(alias="AWS_REGION", pattern=r"^([a-z]{2}(-gov)?-[a-z]+-\d)?$")] = ""
     #: keep the last ProfilerStep (config processing.include_last_step; default: dropped, like HTA)
     include_last_step: Annotated[bool, Field(alias="INCLUDE_LAST_STEP")] = False
     legacy_tagging: Annotated[bool, Field(alias="LEGACY_TAGGING")] = True
@@ -44,7 +52,7 @@ class ProcessorEnv(FunctionEnv):
     ] = None
     trace_key_arn: Annotated[str | None, Field(pattern=r"^arn:aws[a-z-]*:kms:", alias="TRACE_KEY_ARN")] = None
 
-    @field_validator("extra_trace_prefixes", "rule_thresholds", "users", mode="before")
+    @field_validator("extra_trace_prefixes", "rule_thresholds", "system_rule_thresholds", "users", mode="before")
     @classmethod
     def _json(cls, value: Any) -> Any:
         if isinstance(value, str):
@@ -55,6 +63,16 @@ class ProcessorEnv(FunctionEnv):
     @classmethod
     def _templates(cls, value: list[str]) -> list[str]:
         return [layout.check_prefix_template(v) for v in value]  # LayoutError is a ValueError
+
+    @field_validator("system_rule_thresholds", mode="before")
+    @classmethod
+    def _system_thresholds(cls, value: Any) -> Any:
+        # runs before _json (pydantic runs "before" validators last-defined first), so it parses itself
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else {}
+        if isinstance(value, Mapping):
+            check_system_thresholds(value)  # SystemThresholdError is a ValueError: one EnvError at cold start
+        return value
 
     @field_validator("users")
     @classmethod

@@ -1,7 +1,8 @@
 """Fan-out steps (Step Functions Distributed Map): analyse one file, then aggregate the job.
 
 Input of both steps is the execution input written by routing.start_fanout:
-    {"context": JobContext.to_json(), "manifest": {"bucket", "key"}, "partials": {"bucket", "prefix"}}
+    {"context": JobContext.to_json(), "manifest": {"bucket", "key"}, "partials": {"bucket", "prefix"},
+     "job": system_view.describe_for_fanout(DescribeTrainingJob)}
 and, for one map item, "item": {"index", "bucket", "key", "size", "route"}.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
@@ -21,6 +23,8 @@ from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.outputs import publish_report, write_perfetto
 from lambdas.trace_processor.routing import partial_location
 from lambdas.trace_processor.summary_tools import merge_partials
+from lambdas.trace_processor.system_view import SystemView, read_system_view
+from profstack.job_links import job_links
 
 
 class FanoutInputError(ValueError):
@@ -120,4 +124,25 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
         summary,
         render_html=engine.render_html,
         trace_bytes=sum(int(i.get("size", 0)) for i in items),
+        system=_system_view(clients, env, ctx, payload.get("job")),
+        describe=payload.get("job") if isinstance(payload.get("job"), Mapping) else None,
+    )
+
+
+def _system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, job: Any) -> SystemView:
+    """The job's system view from the description the execution input carries (read once, here)."""
+    if not isinstance(job, Mapping) or not job.get("TrainingJobName"):
+        return SystemView(
+            "unavailable",
+            "the fan-out execution input carries no job description (an execution started before this version)",
+            None,
+            links=job_links(env.region or ctx.region, env.name_prefix, ctx.job),
+        )
+    return read_system_view(
+        clients.cloudwatch,
+        job,
+        region=env.region or ctx.region,
+        name_prefix=env.name_prefix,
+        thresholds=env.system_rule_thresholds,
+        now=datetime.now(UTC),
     )

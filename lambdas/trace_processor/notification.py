@@ -1,8 +1,16 @@
-"""The e-mail a job's owner gets (plain text through SNS), at most once per job and status."""
+"""The e-mail a job's owner gets (plain text through SNS), at most once per job and status.
+
+A failed (or stopped) job's message starts with its FailureReason (from DescribeTrainingJob, at most 1,024
+characters); every message ends with console links to the job, its CloudWatch instance metrics, its ProfStack
+alarms and its logs (profstack.job_links). Size: SNS takes a Subject of fewer than 100 printable ASCII
+characters without line breaks, and a message of at most 262,144 bytes (256 KiB, attributes included);
+ProfStack sends a subject of at most SUBJECT_MAX characters and a body of at most MESSAGE_MAX_BYTES bytes,
+shortening the middle (findings, warnings) so the failure and the links always survive.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lambdas.trace_processor import aws
@@ -10,15 +18,49 @@ from lambdas.trace_processor.aws import Clients, put_bytes
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.summary_tools import findings
+from profstack import job_links
 from profstack.history.text import summary_lines
 
 TOP_FINDINGS_IN_NOTIFICATION = 5
 TOP_UNREADABLE_IN_NOTIFICATION = 10
+SUBJECT_MAX = 99  # SNS: "less than 100 characters"
+MESSAGE_MAX_BYTES = 64 * 1024  # a quarter of SNS's 256 KiB: room for the attributes and the e-mail envelope
+_TRUNCATED = "... (shortened to fit the notification; the report and summary.json have everything)"
 
 
-def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) -> tuple[str, str]:
-    """(subject, body): the top findings first, then where the report, summary and console page are."""
+def _subject(text: str) -> str:
+    """Printable ASCII, one line, under SNS's 100 characters."""
+    cleaned = "".join(ch if " " <= ch <= "~" else " " for ch in text)
+    return " ".join(cleaned.split())[:SUBJECT_MAX]
+
+
+def _fit(body: Sequence[str], budget: int) -> list[str]:
+    """The first lines of `body` that fit `budget` UTF-8 bytes (with a line saying so when cut)."""
+    out: list[str] = []
+    used = 0
+    for line in body:
+        size = len(line.encode()) + 1
+        if used + size > budget - len(_TRUNCATED) - 1:
+            cut = line.encode()[: max(budget - used - len(_TRUNCATED) - 2, 0)].decode(errors="ignore")
+            return [*out, *([cut] if cut else []), _TRUNCATED]
+        out.append(line)
+        used += size
+    return out
+
+
+def notification_text(
+    ctx: JobContext,
+    summary: Mapping[str, Any],
+    report: str,
+    *,
+    describe: Mapping[str, Any] | None = None,
+    links: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
+    """(subject, body): a failed job's FailureReason first, then the top findings, then where the report and
+    summary are, then the console links (job_links.notification_text)."""
     top = findings(summary)[:TOP_FINDINGS_IN_NOTIFICATION]
+    job = {"TrainingJobName": ctx.job, "TrainingJobStatus": ctx.status, **(describe or {})}
+    failed = bool(job_links.failure_lines(job))  # those lines say how the job ended
     if summary.get("no_traces"):
         subject = f"ProfStack: {ctx.job} {ctx.status}, no traces found"
         lines = [str(summary.get("message", "")), "", "Searched:", *[f"  {u}" for u in summary.get("searched", [])]]
@@ -26,7 +68,7 @@ def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) 
         unreadable = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping) and i.get("status") != "ok"]
         partial = ", partial report" if unreadable else ""
         subject = f"ProfStack: {ctx.job} {ctx.status}, {len(findings(summary))} findings{partial}"
-        lines = [f"Training job {ctx.job} ended with status {ctx.status}.", ""]
+        lines = [] if failed else [f"Training job {ctx.job} ended with status {ctx.status}.", ""]
         if unreadable:
             lines.append(f"Incomplete: {len(unreadable)} trace file(s) could not be read completely:")
             for item in unreadable[:TOP_UNREADABLE_IN_NOTIFICATION]:
@@ -46,23 +88,42 @@ def notification_text(ctx: JobContext, summary: Mapping[str, Any], report: str) 
         lines += summary_lines(summary)  # regression against the family, GPU cost (profstack.history)
     if ctx.warnings:
         lines += ["", "Warnings:", *[f"  {w.get('message')}" for w in ctx.warnings]]
-    lines += ["", f"Report: {report}", f"Summary: {ctx.reports.child('summary.json').uri}"]
+    system = summary.get("system")
+    if isinstance(system, Mapping) and system.get("status") not in (None, "ok"):
+        lines += ["", f"System metrics: {system.get('status')}: {str(system.get('reason') or '')[:500]}"]
+    tail = [f"Report: {report}", f"Summary: {ctx.reports.child('summary.json').uri}"]
     if ctx.region:
-        lines.append(
+        tail.append(
             f"Console: https://{ctx.region}.console.aws.amazon.com/s3/object/{ctx.trace_bucket}"
             f"?prefix={ctx.reports.child('report.html').key}"
         )
-    return subject[:100], "\n".join(lines)
+    links = dict(links or {})
+    fixed = job_links.notification_text(job, links, tail)[1]  # the failure, the locations, the links
+    body = _fit(lines, MESSAGE_MAX_BYTES - len(fixed.encode()) - 2)
+    _, message = job_links.notification_text(job, links, [*body, "", *tail])
+    reason = job_links.failure_reason(job)
+    if reason:
+        subject = f"{subject}: {reason.splitlines()[0]}"
+    return _subject(subject), message.encode()[:MESSAGE_MAX_BYTES].decode(errors="ignore")
 
 
-def notify_once(clients: Clients, env: ProcessorEnv, ctx: JobContext, summary: Mapping[str, Any], report: str) -> bool:
+def notify_once(
+    clients: Clients,
+    env: ProcessorEnv,
+    ctx: JobContext,
+    summary: Mapping[str, Any],
+    report: str,
+    *,
+    describe: Mapping[str, Any] | None = None,
+    links: Mapping[str, str] | None = None,
+) -> bool:
     """At most one e-mail per job and status: a conditional-create marker goes first. If the publish
     call fails, the marker is removed again so the retry sends it; only a process killed between
     the two calls can lose the e-mail (the report is in S3 either way)."""
     marker = ctx.reports.child(f".notified-{ctx.status}")
     if not put_bytes(clients.s3, marker, b"", content_type="text/plain", only_if_absent=True):
         return False
-    subject, body = notification_text(ctx, summary, report)
+    subject, body = notification_text(ctx, summary, report, describe=describe, links=links)
     try:
         aws.publish(
             clients.sns,

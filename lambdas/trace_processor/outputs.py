@@ -2,6 +2,7 @@
 JobContext.reports, so a re-delivery overwrites with identical content instead of adding a report):
 
     summary.json, report.html            publish_report()
+    system.json                          publish_report(): the job's CloudWatch instance metrics (system_view.py)
     perfetto/rank-<r>[.<i>].trace.json.gz write_perfetto(): profstack.analysis.perfetto_plan's names
     <TensorBoard folder>/profstack/...   write_tensorboard()
     the e-mail                           notification.notify_once()
@@ -10,8 +11,8 @@ JobContext.reports, so a re-delivery overwrites with identical content instead o
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, BinaryIO, cast
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
 
 from lambdas.trace_processor.aws import (
     Clients,
@@ -29,12 +30,22 @@ from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.notification import notify_once
 from lambdas.trace_processor.scope import as_folder
 from lambdas.trace_processor.summary_tools import job_metrics
+from lambdas.trace_processor.system_view import (
+    SYSTEM_FILE,
+    WARNING_SOURCE,
+    SystemView,
+    bounded,
+    summary_section,
+    summary_warnings,
+    system_document,
+)
 from lambdas.trace_processor.tb_scalars import summary_scalars
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
 from profstack import metric_names as m
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS, perfetto_plan
+from profstack.analysis.summary import add_findings
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -126,13 +137,53 @@ def no_traces_summary(ctx: JobContext, searched: Sequence[S3Location]) -> dict[s
     }
 
 
-def _page(summary: Mapping[str, Any], job: str, render_html: Callable[[Mapping[str, Any]], str]) -> str:
+class RenderHtml(Protocol):
+    def __call__(self, summary: Mapping[str, Any], *, sections: Sequence[str] = ()) -> str: ...
+
+
+def _page(summary: Mapping[str, Any], job: str, render_html: RenderHtml, system: SystemView | None) -> str:
+    from profstack.report.system import system_panel, system_report
+
+    unavailable = system.reason if system is not None and system.status == "unavailable" else None
     if summary.get("no_traces"):
         from profstack.report import render_no_traces_html
+        from profstack.report.no_traces import no_traces_section
 
-        return render_no_traces_html(summary)
+        if system is None:
+            return render_no_traces_html(summary)
+        # a job without traces still gets its CPU, GPU, memory and disk over time per host
+        return system_report(
+            system.metrics,
+            findings=system.findings,
+            links=system.links,
+            title=f"No traces: {job}",
+            message="No profiler traces: this page shows the job's CloudWatch instance metrics and system rules.",
+            preface=no_traces_section(summary),
+            unavailable=unavailable,
+        )
+    sections = [system_panel(system.metrics, links=system.links, unavailable=unavailable)] if system is not None else []
     # The renderer titles the page with job_name; summary.json itself keeps its schema.
-    return render_html({**summary, "job_name": job})
+    return render_html({**summary, "job_name": job}, sections=sections)
+
+
+def _is_system_finding(finding: Mapping[str, Any]) -> bool:
+    evidence = finding.get("evidence")
+    return isinstance(evidence, Mapping) and evidence.get("source") == WARNING_SOURCE
+
+
+def add_system_view(s3: S3Client, ctx: JobContext, summary: dict[str, Any], system: SystemView) -> str:
+    """system.json next to the report, and the system view into the summary: its findings (the one
+    assembler, summary.add_findings), its warnings and its `system` section (schema 1.3). Idempotent: a
+    re-delivered job replaces what an earlier delivery added."""
+    metrics, downsampled = bounded(system.metrics) if system.metrics is not None else (None, False)
+    target = ctx.reports.child(SYSTEM_FILE)
+    put_json(s3, target, system_document(system, metrics, downsampled=downsampled))
+    add_findings(summary, system.findings, replace=_is_system_finding)
+    warnings = summary.get("warnings") or []
+    others = [w for w in warnings if not (isinstance(w, Mapping) and w.get("source") == WARNING_SOURCE)]
+    summary["warnings"] = [*others, *summary_warnings(system)]
+    summary["system"] = summary_section(system, downsampled=downsampled)
+    return target.uri
 
 
 def publish_report(
@@ -141,15 +192,20 @@ def publish_report(
     ctx: JobContext,
     summary: dict[str, Any],
     *,
-    render_html: Callable[[Mapping[str, Any]], str],
+    render_html: RenderHtml,
     trace_bytes: int,
+    system: SystemView | None = None,
+    describe: Mapping[str, Any] | None = None,
 ) -> Outcome:
-    """summary.json, report.html, TensorBoard scalars, SNS. Shared by the one-Lambda path and the
-    fan-out aggregate step, so both write the same outputs. The job's own warnings (ctx.warnings, e.g.
-    an ignored TensorBoard output) are added to the summary's `warnings`."""
+    """summary.json, system.json, report.html, TensorBoard scalars, SNS. Shared by the one-Lambda path and
+    the fan-out aggregate step, so both write the same outputs. The job's own warnings (ctx.warnings, e.g.
+    an ignored TensorBoard output) are added to the summary's `warnings`; so is the system view's state
+    (system_view.py). `describe`: the job's description, for a failed job's FailureReason in the e-mail."""
     job_warnings = [dict(w) for w in ctx.warnings]
     if job_warnings:
         summary["warnings"] = [*job_warnings, *[w for w in summary.get("warnings") or [] if w not in job_warnings]]
+    if system is not None:
+        add_system_view(clients.s3, ctx, summary, system)
     flagged = unreadable_files(summary)
     summary = record_history(clients, ctx, summary)  # cost, Regression finding, history/ rows (history.py)
     metrics = (
@@ -163,11 +219,13 @@ def publish_report(
     )
     reports = ctx.reports
     put_json(clients.s3, reports.child("summary.json"), summary)
-    page = _page(summary, ctx.job, render_html)
+    page = _page(summary, ctx.job, render_html, system)
     put_bytes(clients.s3, reports.child("report.html"), page.encode(), content_type="text/html; charset=utf-8")
     write_tensorboard(clients.s3, ctx, metrics, summary)
     report_uri = reports.child("report.html").uri
-    notified = notify_once(clients, env, ctx, summary, report_uri)
+    notified = notify_once(
+        clients, env, ctx, summary, report_uri, describe=describe, links=system.links if system is not None else None
+    )
     export_mlflow(clients, ctx, summary, page)  # optional MLflow run (history.py)
     action = "no_traces" if summary.get("no_traces") else "reported"
     return Outcome(ctx.job, ctx.status, action, report_uri, metrics, flagged, notified=notified)

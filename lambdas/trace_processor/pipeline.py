@@ -3,13 +3,16 @@
 DescribeTrainingJob + ListTags: the owner (job.py) -> tag legacy rule output (legacy_rule_output.py)
 -> the owner's folders (scope.py) -> the trace reader: the reader role, its session limited to them
 -> find traces (discovery.py) -> fan out (routing.py) | analyse here (engine.py)
+-> the job's CloudWatch instance metrics and system rules (system_view.py; once per job: here for a
+   one-Lambda or no-traces job, in the aggregate step for a fanned-out one)
 -> publish the report (outputs.py, notification.py)
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location
@@ -27,6 +30,7 @@ from lambdas.trace_processor.legacy_rule_output import (
 from lambdas.trace_processor.outputs import no_traces_summary, publish_report, write_perfetto
 from lambdas.trace_processor.routing import needs_fanout, start_fanout
 from lambdas.trace_processor.scope import owner_read_spaces, session_name, session_policy
+from lambdas.trace_processor.system_view import SystemView, read_system_view
 from profstack import metric_names as m
 
 if TYPE_CHECKING:
@@ -52,6 +56,18 @@ def trace_reader(clients: Clients, env: ProcessorEnv, ctx: JobContext, prefixes:
     )
 
 
+def system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, describe: Mapping[str, Any]) -> SystemView:
+    """The job's system view (never raises for CloudWatch: an unreadable CloudWatch is a stated status)."""
+    return read_system_view(
+        clients.cloudwatch,
+        describe,
+        region=env.region or ctx.region,
+        name_prefix=env.name_prefix,
+        thresholds=env.system_rule_thresholds,
+        now=datetime.now(UTC),
+    )
+
+
 def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Clients, engine: Engine) -> Outcome:
     if not event.is_terminal:
         return Outcome(event.job_name, event.status, "ignored")
@@ -66,10 +82,17 @@ def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Cl
     objects = find_traces(reader, prefixes)
     if not objects:
         outcome = publish_report(
-            clients, env, ctx, no_traces_summary(ctx, prefixes), render_html=engine.render_html, trace_bytes=0
+            clients,
+            env,
+            ctx,
+            no_traces_summary(ctx, prefixes),
+            render_html=engine.render_html,
+            trace_bytes=0,
+            system=system_view(clients, env, ctx, describe),
+            describe=describe,
         )
     elif needs_fanout(objects, env):
-        started = start_fanout(clients, env, ctx, objects)
+        started = start_fanout(clients, env, ctx, objects, describe=describe)
         outcome = Outcome(
             ctx.job,
             ctx.status,
@@ -87,6 +110,8 @@ def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Cl
             summary,
             render_html=engine.render_html,
             trace_bytes=sum(o.size for o in objects),
+            system=system_view(clients, env, ctx, describe),
+            describe=describe,
         )
     outcome.tagged_rule_output = tagged
     return outcome

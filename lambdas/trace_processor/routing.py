@@ -5,7 +5,7 @@ fan-out's manifest and partial summaries live."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lambdas.trace_processor import aws
@@ -13,6 +13,7 @@ from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_json
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.errors import ProcessingError
 from lambdas.trace_processor.job import JobContext
+from lambdas.trace_processor.system_view import describe_for_fanout
 from profstack.layout import PROCESSING_INPUT_MANIFEST
 
 # Uncompressed/compressed size of Kineto traces: 13.2:1 on bench/generate.py traces, 14.5:1 on the
@@ -58,9 +59,18 @@ def processing_input_manifest(obj: S3Object) -> list[Any]:
     return [{"prefix": f"s3://{obj.bucket}/{directory}/" if directory else f"s3://{obj.bucket}/"}, name]
 
 
-def start_fanout(clients: Clients, env: ProcessorEnv, ctx: JobContext, objects: Sequence[S3Object]) -> bool:
+def start_fanout(
+    clients: Clients,
+    env: ProcessorEnv,
+    ctx: JobContext,
+    objects: Sequence[S3Object],
+    *,
+    describe: Mapping[str, Any] | None = None,
+) -> bool:
     """Write the item manifest (a JSON array the Distributed Map reads) and start the execution.
-    Returns False when an execution for this job and status already exists."""
+    Returns False when an execution for this job and status already exists. `describe` travels in the
+    execution input (system_view.describe_for_fanout: the keys the aggregate step's system view and e-mail
+    need), so the aggregate step reads no SageMaker API."""
     if clients.sfn is None or not env.state_machine_arn:
         raise ProcessingError("fan-out needed but no state machine is configured")
     items = [
@@ -85,6 +95,7 @@ def start_fanout(clients: Clients, env: ProcessorEnv, ctx: JobContext, objects: 
         "context": ctx.to_json(),
         "manifest": {"bucket": manifest.bucket, "key": manifest.key},
         "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},
+        "job": describe_for_fanout(describe or {}),
     }
     return aws.start_execution(
         clients.sfn, state_machine_arn=env.state_machine_arn, name=execution_name(ctx.job, ctx.status), payload=payload

@@ -31,6 +31,8 @@ def clients() -> Clients:
         sns=boto3.client("sns", config=_BOTO),
         sfn=boto3.client("stepfunctions", config=_BOTO) if current.state_machine_arn else None,
         sts=boto3.client("sts", config=_BOTO) if current.reader_role_arn else None,
+        # standard retry mode (BOTO_CONFIG) backs off on GetMetricData throttling before system_view gives up
+        cloudwatch=boto3.client("cloudwatch", config=_BOTO),
     )
 
 

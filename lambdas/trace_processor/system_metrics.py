@@ -1,8 +1,10 @@
 """GetMetricData I/O for a job's instance metrics; the logic is in profstack/system_metrics.py.
 
-The processor's role needs `cloudwatch:GetMetricData` (no resource type; stacks/components/iam.py).
-Throttling and other transient errors propagate, so the record is retried rather than a report stored
-without its metrics; a missing permission yields an incomplete result that says so.
+The processor's and the aggregate step's roles have `cloudwatch:GetMetricData` (no resource type;
+stacks/components/trace_processor.py). Throttling and other transient errors are retried by the client
+(botocore's standard mode) and then propagate; the caller, system_view.read_system_view, turns them into an
+`unavailable` system section with the reason, so the report is still written. A missing permission yields an
+incomplete result that says so.
 """
 
 from __future__ import annotations

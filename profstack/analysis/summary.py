@@ -13,12 +13,12 @@ engine and the fan-out merge add when an input could not be read completely.
 
 # No `from __future__ import annotations`: TypedDict needs real annotations to see NotRequired (3.11).
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from importlib import resources
 from typing import Any, Literal, NotRequired, TypedDict
 
-SUMMARY_SCHEMA_VERSION = "1.2"
+SUMMARY_SCHEMA_VERSION = "1.3"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -582,6 +582,24 @@ class TimelineFile(TypedDict):
     moved_to_overlap_tracks: int
 
 
+SystemStatus = Literal["ok", "partial", "no_data", "unavailable"]
+
+
+class SystemSection(TypedDict):
+    """``system`` (1.3, trace processor only): the job's CloudWatch instance metrics, stored in ``system.json``
+    next to the summary, and what became of reading them (``lambdas/trace_processor/system_view.py``)."""
+
+    status: SystemStatus
+    reason: str | None
+    file: str | None
+    hosts: int
+    period_s: int | None
+    start_s: float | None
+    end_s: float | None
+    complete: bool
+    downsampled: bool
+
+
 class Summary(TypedDict):
     """The whole ``summary.json`` (schema ``summary.schema.json``)."""
 
@@ -600,6 +618,8 @@ class Summary(TypedDict):
     cost: NotRequired[Cost]
     #: schema 1.2: the trimmed timelines written with this summary (absent: the writer did not say)
     timelines: NotRequired[list[TimelineFile]]
+    #: schema 1.3: the job's CloudWatch instance metrics (the trace processor adds it)
+    system: NotRequired[SystemSection]
 
 
 # ------------------------------------------------------------------------------------------ assembly helpers
@@ -641,6 +661,20 @@ _UNREADABLE = frozenset({"failed", "partial"})
 def unreadable_inputs(inputs: Iterable[Mapping[str, Any]]) -> list[str]:
     """Names of the inputs that could not be read (failed) or were read only in part (partial)."""
     return [str(i.get("name")) for i in inputs if i.get("status") in _UNREADABLE]
+
+
+def add_findings(
+    summary: dict[str, Any], found: Iterable[Mapping[str, Any]], *, replace: Callable[[Mapping[str, Any]], bool]
+) -> None:
+    """The one way findings join a finished summary (in place): the findings ``replace`` selects go (those of an
+    earlier delivery of the same job), ``found`` is added, and the list is kept in the one severity order with an
+    ``UnreadableTraceFiles`` warning first, as the engine and the fan-out merge put it. Used for the processor's
+    Regression finding (``profstack.history``) and its system findings (``profstack.system_rules``)."""
+    kept = [f for f in summary.get("findings") or [] if isinstance(f, Mapping) and not replace(f)]
+    head = [f for f in kept if f.get("rule_id") == UNREADABLE_RULE_ID]
+    rest = [f for f in kept if f.get("rule_id") != UNREADABLE_RULE_ID] + [dict(f) for f in found]
+    rest.sort(key=lambda f: severity_rank(f.get("severity")))  # stable: each source keeps its own order
+    summary["findings"] = head + rest
 
 
 def unreadable_finding(inputs: Sequence[Mapping[str, Any]]) -> Finding | None:

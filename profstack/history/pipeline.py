@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from profstack.analysis.summary import severity_rank
+from profstack.analysis.summary import add_findings
 from profstack.history.cost import JobResources, job_cost
 from profstack.history.prices import PriceTable
 from profstack.history.regression import RULE_ID, HistoryReader, JobHistory, RegressionThresholds, find_regression
@@ -16,16 +16,8 @@ from profstack.history.rows import JobInfo, history_rows
 
 def add_regression_finding(summary: dict[str, Any], finding: Mapping[str, Any] | None) -> None:
     """Replace any earlier Regression finding (a re-delivered job) and keep the findings in severity order;
-    an UnreadableTraceFiles warning stays first, as the engine puts it."""
-    findings = [
-        f for f in summary.get("findings") or [] if not (isinstance(f, Mapping) and f.get("rule_id") == RULE_ID)
-    ]
-    if finding is not None:
-        head = [f for f in findings if isinstance(f, Mapping) and f.get("rule_id") == "UnreadableTraceFiles"]
-        rest = [f for f in findings if f not in head] + [dict(finding)]
-        rest.sort(key=lambda f: severity_rank(f.get("severity") if isinstance(f, Mapping) else None))
-        findings = head + rest
-    summary["findings"] = findings
+    an UnreadableTraceFiles warning stays first, as the engine puts it (``summary.add_findings``)."""
+    add_findings(summary, [finding] if finding is not None else [], replace=lambda f: f.get("rule_id") == RULE_ID)
 
 
 def enrich(

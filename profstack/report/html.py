@@ -35,8 +35,9 @@ MAX_RANK_DETAILS = 8
 MAX_STEP_BARS = 400
 
 
-def render_html(summary: Mapping[str, Any], *, title: str | None = None) -> str:
-    """The whole report page for one analysis summary."""
+def render_html(summary: Mapping[str, Any], *, title: str | None = None, sections: Sequence[str] = ()) -> str:
+    """The whole report page for one analysis summary. `sections`: HTML fragments built by ProfStack's own
+    renderers (e.g. profstack.report.system.system_panel), placed after the cost panel; never raw input."""
     ranks = [r for r in (get(summary, "ranks") or []) if isinstance(r, Mapping)]
     page_title = title or _default_title(summary)
     body = [
@@ -44,6 +45,7 @@ def render_html(summary: Mapping[str, Any], *, title: str | None = None) -> str:
         _findings(summary),
         _overview(summary, ranks),
         render_cost(summary),  # summary 1.2 `cost` (the processor adds it), else nothing
+        *sections,
         _cross_rank(summary, ranks),
         panels.utilisation_overview(ranks),
         panels.timelines_section(summary),
@@ -196,14 +198,20 @@ def _findings(summary: Mapping[str, Any]) -> str:
         sev = str(get(f, "severity") or "info")
         sev_cls = sev if sev in SEVERITY_ORDER else "info"
         ranks = get(f, "ranks") or []
+        evidence = get(f, "evidence")
+        host = get(f, "evidence", "host") if get(f, "evidence", "source") == "cloudwatch" else None
         rank_txt = (
             f"rank {esc(ranks[0])}"
             if len(ranks) == 1
             else f"ranks {esc(', '.join(str(r) for r in ranks[:16]))}{' …' if len(ranks) > 16 else ''}"
             if ranks
+            # a system finding (profstack/system_rules.py) is per host, from CloudWatch, not per rank
+            else f"{esc(host)} · CloudWatch"
+            if host
+            else "CloudWatch, job-wide"
+            if get(f, "evidence", "source") == "cloudwatch"
             else "job-wide"
         )
-        evidence = get(f, "evidence")
         chips = ""
         if isinstance(evidence, Mapping) and evidence:
             chips = '<div class="chips">' + "".join(

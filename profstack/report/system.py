@@ -170,8 +170,10 @@ def system_panel(
     findings: Sequence[Mapping[str, Any]] = (),
     links: Mapping[str, str] | None = None,
     show_findings: bool = False,
+    unavailable: str | None = None,
 ) -> str:
-    """The system-metrics section of a report (an HTML fragment)."""
+    """The system-metrics section of a report (an HTML fragment). `unavailable`: why CloudWatch could not be
+    read (the section says so instead of looking like a job without metrics)."""
     head = '<h2>System metrics <span class="hint">CloudWatch instance metrics, 1-min averages, per host</span></h2>'
     link_html = ""
     links = {k: v for k, v in (links or {}).items() if v.startswith("https://")}  # never javascript: or data:
@@ -181,9 +183,15 @@ def system_panel(
             + "".join(f'<a href="{esc(url)}" rel="noreferrer">{esc(label)}</a>' for label, url in links.items())
             + "</p>"
         )
+    rules = f"<h2>System findings</h2>{_findings(findings)}" if show_findings else ""
+    if unavailable:
+        reason = f'<p class="notice warn"><b>System metrics unavailable:</b> {esc(unavailable)}</p>'
+        if metrics is None or not any(h.series for h in metrics.hosts):
+            return f'<style>{_STYLE}</style><section class="system">{head}{link_html}{reason}{rules}</section>'
+        link_html += reason
     if metrics is None:
         empty = '<p class="empty">No system metrics were read for this job.</p>'
-        return f'<style>{_STYLE}</style><section class="system">{head}{link_html}{empty}</section>'
+        return f'<style>{_STYLE}</style><section class="system">{head}{link_html}{empty}{rules}</section>'
     notices = "".join(f'<p class="notice warn">{esc(w)}</p>' for w in metrics.warnings[:10])
     hosts = list(metrics.hosts)
     shown = hosts[:MAX_HOSTS_DRAWN]
@@ -193,7 +201,6 @@ def system_panel(
         else ""
     )
     cards = "".join(_chart_card(metrics, metric, title, unit, shown) for metric, title, unit in CHARTS)
-    rules = f"<h2>System findings</h2>{_findings(findings)}" if show_findings else ""
     return (
         f'<style>{_STYLE}</style><section class="system">{head}{link_html}{notices}{more}'
         f'<div class="grid wide">{cards}</div><h2>Per host</h2><div class="card">{_table(hosts)}</div>{rules}</section>'
@@ -207,8 +214,11 @@ def system_report(
     links: Mapping[str, str] | None = None,
     title: str | None = None,
     message: str = "",
+    preface: str = "",
+    unavailable: str | None = None,
 ) -> str:
-    """A whole self-contained page, for jobs without traces: the system panel and the system findings."""
+    """A whole self-contained page, for jobs without traces: the system panel and the system findings.
+    `preface`: an HTML fragment from ProfStack's own renderers (e.g. no_traces.no_traces_section) shown first."""
     job = metrics.job if metrics is not None else ""
     page_title = title or (f"System report: {job}" if job else "ProfStack system report")
     window = (
@@ -221,7 +231,11 @@ def system_report(
         f'<div class="meta"><div><b>Window</b>{esc(window or "—")}</div>'
         f"<div><b>Hosts</b>{len(metrics.hosts) if metrics else 0}</div></div></header>"
     )
-    body = header + system_panel(metrics, findings=findings, links=links, show_findings=True)
+    body = (
+        header
+        + preface
+        + system_panel(metrics, findings=findings, links=links, show_findings=True, unavailable=unavailable)
+    )
     return (
         "<!DOCTYPE html>\n"
         '<html lang="en"><head><meta charset="utf-8">'

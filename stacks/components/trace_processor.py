@@ -63,9 +63,10 @@ def processor_environment(
     processing: Processing,
     user_tag_key: str,
     users: Sequence[str],
+    name_prefix: str,
 ) -> dict[str, str]:
     """Everything lambdas.trace_processor.env.ProcessorEnv validates at cold start (the processor adds
-    READER_ROLE_ARN and TRACE_KEY_ARN)."""
+    READER_ROLE_ARN and TRACE_KEY_ARN; Lambda itself sets AWS_REGION, the region of the console links)."""
     users_json = json.dumps(sorted(users), separators=(",", ":"))
     if len(users_json) > MAX_USERS_ENV_CHARS:
         raise ValueError(
@@ -85,6 +86,8 @@ def processor_environment(
         "TOP_K": str(processing.top_k_kernels),
         "TIMELINE_WINDOW": processing.timeline_window,
         "RULE_THRESHOLDS": json.dumps(processing.rule_thresholds, sort_keys=True),
+        "SYSTEM_RULE_THRESHOLDS": json.dumps(processing.system_rule_thresholds, sort_keys=True),
+        "NAME_PREFIX": name_prefix,  # the per-job alarms the console links name: <prefix>/job/<job>/
         "INCLUDE_LAST_STEP": "true" if processing.include_last_step else "false",
     }
 
@@ -98,6 +101,26 @@ def grant_put_metric_data(role: iam.IRole) -> None:
             ["cloudwatch:PutMetricData"], conditions={"StringEquals": {"cloudwatch:namespace": NAMESPACE}}
         )
     )
+
+
+def grant_read_job_metrics(role: iam.IRole, scope: Construct, construct_id: str) -> iam.Policy:
+    """cloudwatch:GetMetricData, for the job's /aws/sagemaker/TrainingJobs instance metrics (system_view.py).
+
+    GetMetricData supports no resource type and no condition key that names a namespace, so the statement is
+    Resource "*"; it is its own policy so that the cdk-nag acknowledgement covers this one statement only."""
+    policy = iam.Policy(
+        scope,
+        construct_id,
+        statements=[no_resource_type_statement(["cloudwatch:GetMetricData"])],
+    )
+    policy.attach_to_role(role)
+    acknowledge(
+        policy,
+        "AwsSolutions-IAM5[Resource::*]",
+        "Only cloudwatch:GetMetricData, which supports no resource type (IAM service authorization reference); "
+        "it reads the finished job's SageMaker instance metrics for the report.",
+    )
+    return policy
 
 
 def grant_describe_training_jobs(role: iam.IRole, scope: Construct) -> None:
@@ -141,10 +164,17 @@ class TraceProcessorFunctions(Construct):
         log_retention_days: int,
         service: str,
         role_path: str,
+        name_prefix: str,
     ) -> None:
         super().__init__(scope, construct_id)
         env = processor_environment(
-            access=access, table=table, topic=topic, processing=processing, user_tag_key=user_tag_key, users=users
+            access=access,
+            table=table,
+            topic=topic,
+            processing=processing,
+            user_tag_key=user_tag_key,
+            users=users,
+            name_prefix=name_prefix,
         )
         retention = log_retention(log_retention_days)
         # One service name for the processor and the aggregate step: alarms watch one metric stream.
@@ -215,6 +245,7 @@ class TraceProcessorFunctions(Construct):
         access.grant_rule_output_tagging(role)
         grant_describe_training_jobs(role, self)
         grant_put_metric_data(role)
+        grant_read_job_metrics(role, self, "ProcessorReadJobMetrics")
         grant_idempotency(role, table)
         grant_notify(role, topic)
         self.processor.function.add_event_source(
@@ -232,6 +263,7 @@ class TraceProcessorFunctions(Construct):
         # aggregate: read partials, write the report, scalars, metrics and the notification.
         access.grant_report_write(self.aggregate.role, tensorboard=True, read_reports=True)
         grant_put_metric_data(self.aggregate.role)
+        grant_read_job_metrics(self.aggregate.role, self, "AggregateReadJobMetrics")
         grant_notify(self.aggregate.role, topic)
 
         for fn in (self.processor, self.analyze_file, self.aggregate):

@@ -7,6 +7,7 @@ import json
 import shutil
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,15 @@ def create_data_plane(*, max_receive_count: int = 2, tag_filter: Any = None) -> 
     )
 
 
-def register_training_job(plane: DataPlane, name: str, *, user: str = USER, tensorboard: bool = True) -> None:
+def register_training_job(
+    plane: DataPlane,
+    name: str,
+    *,
+    user: str = USER,
+    tensorboard: bool = True,
+    instance_type: str = "ml.p4d.24xlarge",
+    instance_count: int = 2,
+) -> None:
     kwargs: dict[str, Any] = {}
     if tensorboard:
         kwargs["TensorBoardOutputConfig"] = {"S3OutputPath": f"s3://{TRACE_BUCKET}/tensorboard/{user}/"}
@@ -135,7 +144,7 @@ def register_training_job(plane: DataPlane, name: str, *, user: str = USER, tens
         },
         RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
         OutputDataConfig={"S3OutputPath": f"s3://{OUTPUT_BUCKET}/output"},
-        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
+        ResourceConfig={"InstanceType": instance_type, "InstanceCount": instance_count, "VolumeSizeInGB": 100},
         StoppingCondition={"MaxRuntimeInSeconds": 86400},
         Tags=[{"Key": "profstack:user", "Value": user}],
         **kwargs,
@@ -161,3 +170,59 @@ def copy_trace(source: Path, target: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
     return target
+
+
+INSTANCE_NAMESPACE = "/aws/sagemaker/TrainingJobs"  # docs/platform-facts.md A8
+
+
+def emulate_run(
+    name: str,
+    *,
+    start: datetime,
+    end: datetime,
+    status: str = "Completed",
+    failure_reason: str | None = None,
+    initialization: timedelta = timedelta(minutes=2),
+) -> None:
+    """Give a moto training job the life it would have had (moto creates it straight into Completed with
+    every time set to now, facts C): created `initialization` before `start`, Training from `start` to `end`,
+    the terminal `status`, and SageMaker's FailureReason when given."""
+    from moto.sagemaker.models import sagemaker_backends
+
+    fake = sagemaker_backends[ACCOUNT][REGION].training_jobs[name]
+    created = start - initialization
+    fake.creation_time = created
+    fake.training_start_time = start
+    fake.training_end_time = end
+    fake.last_modified_time = end
+    fake.training_job_status = status
+    fake.secondary_status = status
+    fake.secondary_status_transitions = [
+        {"Status": "Starting", "StartTime": created, "EndTime": start, "StatusMessage": "Preparing the instances"},
+        {
+            "Status": "Training",
+            "StartTime": start,
+            "EndTime": end,
+            "StatusMessage": "Training image download completed",
+        },
+        {"Status": status, "StartTime": end, "EndTime": end, "StatusMessage": status},
+    ]
+    if failure_reason is not None:
+        fake.failure_reason = failure_reason
+
+
+def seed_instance_metric(
+    plane: DataPlane, job: str, host: str, metric: str, values: list[float], *, start: datetime
+) -> None:
+    """SageMaker-style instance metrics (one point a minute from `start`, Host=<job>/<host>) via PutMetricData."""
+    data = [
+        {
+            "MetricName": metric,
+            "Dimensions": [{"Name": "Host", "Value": f"{job}/{host}"}],
+            "Timestamp": start + timedelta(minutes=i),
+            "Value": value,
+        }
+        for i, value in enumerate(values)
+    ]
+    for i in range(0, len(data), 500):
+        plane.cloudwatch.put_metric_data(Namespace=INSTANCE_NAMESPACE, MetricData=data[i : i + 500])

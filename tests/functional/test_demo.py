@@ -32,6 +32,14 @@ def test_demo_runs_the_pipeline_and_copies_the_report(
     assert (job_dir / "report.html").read_text().lstrip().lower().startswith("<!doctype html")
     summary = json.loads((job_dir / "summary.json").read_text())
     assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]
+    # AND (issue 15) the instance metrics seeded into the emulator's CloudWatch are in the report, per GPU
+    assert summary["system"]["status"] == "ok"
+    system = json.loads((job_dir / "system.json").read_text())
+    gpu = {h["host"]: h["series"]["GPUUtilization"] for h in system["hosts"]}
+    assert sorted(gpu) == ["algo-1", "algo-2"]
+    assert all(s["divisor"] == 8 and max(s["values"]) <= 100 for s in gpu.values())  # p4d: 8 GPUs
+    assert "System metrics" in (job_dir / "report.html").read_text()
+    assert "system metrics: ok (2 hosts)" in out
     assert f"HTML report: {(job_dir / 'report.html').resolve()}" in out
     assert "notification (SNS -> e-mail)" in out
     assert "legacy rule-output tagged for expiry: profstack:class=legacy-rule-output" in out

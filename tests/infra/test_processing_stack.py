@@ -414,3 +414,62 @@ def test_aggregate_function_is_sized_for_ten_thousand_partials(template: dict[st
     # THEN the function gets that memory and the longest Lambda timeout, not the old 1024 MB / 300 s
     assert fn["MemorySize"] == AGGREGATE_MEMORY_MB >= 6144
     assert fn["Timeout"] == AGGREGATE_TIMEOUT_S == 900
+
+
+def _role_of(template: dict[str, Any], handler: str) -> str:
+    _, fn = _function(template, handler)
+    return str(fn["Role"]["Fn::GetAtt"][0])
+
+
+def test_only_the_processor_and_the_aggregate_step_read_instance_metrics(template: dict[str, Any]) -> None:
+    # GIVEN the synthesized processing stack (issue 15: the report shows the job's CloudWatch instance metrics)
+    readers = {
+        _role_of(template, "lambdas.trace_processor.handler.handler"),
+        _role_of(template, "lambdas.trace_processor.aggregate.handler"),
+    }
+    granted: dict[str, list[dict[str, Any]]] = {}
+    for policy_id, policy in _of_type(template, "AWS::IAM::Policy").items():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        if any("cloudwatch:GetMetricData" in _actions(st) for st in statements):
+            for role in policy["Properties"]["Roles"]:
+                granted.setdefault(role["Ref"], []).append({"policy": policy_id, "statements": statements})
+    # THEN exactly those two roles may call GetMetricData, each through one policy of its own
+    assert set(granted) == readers
+    for role_id, policies in granted.items():
+        (only,) = policies
+        # AND that policy is the one statement (the cdk-nag IAM5 acknowledgement is scoped to it): the exact
+        # action, on "*" (GetMetricData supports no resource type), with nothing else gained
+        assert only["statements"] == [{"Action": "cloudwatch:GetMetricData", "Effect": "Allow", "Resource": "*"}]
+        assert only["policy"].startswith(
+            ("TraceProcessorProcessorReadJobMetrics", "TraceProcessorAggregateReadJobMetrics")
+        )
+        # AND no other policy of the role grants any cloudwatch:Get* / List* read
+        others = [
+            st
+            for st in _policy_statements(template, role_id)
+            if not any(a == "cloudwatch:GetMetricData" for a in _actions(st))
+        ]
+        assert not [
+            a for st in others for a in _actions(st) if a.startswith("cloudwatch:") and a != "cloudwatch:PutMetricData"
+        ]
+    # AND the analyze-file step, which only parses one trace, cannot read metrics
+    assert _role_of(template, "lambdas.trace_processor.analyze_file.handler") not in granted
+
+
+def test_processor_env_carries_the_links_prefix_and_the_system_thresholds(
+    template: dict[str, Any], example_config: Any
+) -> None:
+    # GIVEN the processor and the aggregate step THEN both get the alarm name prefix for the console links and
+    # the configured system-rule thresholds, validated by their environment model at cold start
+    from lambdas.trace_processor.env import ProcessorEnv
+
+    for handler in ("lambdas.trace_processor.handler.handler", "lambdas.trace_processor.aggregate.handler"):
+        _, fn = _function(template, handler)
+        env = fn["Environment"]["Variables"]
+        assert env["NAME_PREFIX"] == example_config.prefix
+        assert json.loads(env["SYSTEM_RULE_THRESHOLDS"]) == example_config.processing.system_rule_thresholds
+        plain = {k: v for k, v in env.items() if isinstance(v, str)}
+        parsed = ProcessorEnv.from_environ({**plain, "TRACE_BUCKET": "b-x-y", "TOPIC_ARN": "arn:aws:sns:us-east-1:1:t",
+                                            "IDEMPOTENCY_TABLE": "t", "AWS_REGION": "eu-west-1"})  # fmt: skip
+        assert parsed.name_prefix == example_config.prefix
+        assert parsed.region == "eu-west-1"

@@ -34,3 +34,36 @@ def test_schema_rejects_unknown_keys(summary_validator: Callable[[dict[str, Any]
     example["ranks"][0]["idle_time"] = 1
     with pytest.raises(AssertionError):
         summary_validator(example)
+
+
+def _with_system(**section: Any) -> dict[str, Any]:
+    example = json.loads(EXAMPLE.read_text())
+    example["system"] = {
+        "status": "unavailable",
+        "reason": "GetMetricData failed after retries (Throttling): Rate exceeded",
+        "file": "system.json",
+        "hosts": 0,
+        "period_s": None,
+        "start_s": None,
+        "end_s": None,
+        "complete": False,
+        "downsampled": False,
+        **section,
+    }
+    return example
+
+
+def test_schema_1_3_takes_the_processors_system_section(summary_validator: Callable[[dict[str, Any]], None]) -> None:
+    # GIVEN the system section the trace processor adds (issue 15) THEN each stated status validates
+    for status in ("ok", "partial", "no_data", "unavailable"):
+        summary_validator(_with_system(status=status))
+    summary_validator(_with_system(status="ok", reason=None, hosts=2, period_s=60, start_s=1.0, end_s=61.0))
+    # AND a status the schema does not name, a missing key or an extra key is refused
+    with pytest.raises(AssertionError):
+        summary_validator(_with_system(status="empty"))
+    broken = _with_system()
+    del broken["system"]["reason"]
+    with pytest.raises(AssertionError):
+        summary_validator(broken)
+    with pytest.raises(AssertionError):
+        summary_validator(_with_system(series=[]))

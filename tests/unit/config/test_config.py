@@ -219,6 +219,62 @@ def test_schema_lists_exactly_the_engines_rule_thresholds() -> None:
     assert node["additionalProperties"] is False
 
 
+def _with_system_thresholds(thresholds: dict[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(_example())
+    data.setdefault("processing", {})["system_rule_thresholds"] = thresholds
+    return data
+
+
+@pytest.mark.parametrize(
+    ("thresholds", "expected"),
+    [
+        pytest.param(
+            {"system_low_gpu_p95": 60},
+            r"^config: processing\.system_rule_thresholds: unknown system rule threshold\(s\) system_low_gpu_p95; "
+            r"valid: system_low_gpu_p95_pct, ",
+            id="mistyped-name",
+        ),
+        pytest.param(
+            {"system_low_gpu_p95_pct": "sixty"},
+            r"^config: processing\.system_rule_thresholds: system rule threshold system_low_gpu_p95_pct must be a "
+            r"number, got 'sixty'$",
+            id="not-a-number",
+        ),
+        pytest.param(
+            {"system_patience_minutes": -1},
+            r"^config: processing\.system_rule_thresholds: system rule threshold system_patience_minutes must be a "
+            r"finite number >= 0",
+            id="negative",
+        ),
+        pytest.param(
+            {"system_min_points": float("nan")},
+            r"^config: processing\.system_rule_thresholds: system rule threshold system_min_points must be a finite",
+            id="nan",
+        ),
+    ],
+)
+def test_bad_system_rule_threshold_fails_the_config_check_in_one_line(
+    thresholds: dict[str, Any], expected: str
+) -> None:
+    # GIVEN processing.system_rule_thresholds (issue 15: Debugger's system rules) with a typo or a bad value
+    with pytest.raises(ConfigError) as caught:
+        parse_config(_with_system_thresholds(thresholds))
+    # THEN one line names the field and the problem, at config check and synth, not in every job
+    message = str(caught.value)
+    assert "\n" not in message
+    assert __import__("re").search(expected, message), message
+
+
+def test_system_rule_thresholds_pass_unchanged_and_the_schema_lists_exactly_the_rules_keys() -> None:
+    from profstack.system_rules import SYSTEM_RULE_DEFAULTS
+
+    config = parse_config(_with_system_thresholds({"system_low_gpu_p95_pct": 50, "system_patience_minutes": 0}))
+    assert config.processing.system_rule_thresholds == {"system_low_gpu_p95_pct": 50.0, "system_patience_minutes": 0.0}
+    node = ProfStackConfig.model_json_schema()["$defs"]["Processing"]["properties"]["system_rule_thresholds"]
+    assert sorted(node["properties"]) == sorted(SYSTEM_RULE_DEFAULTS)
+    assert node["additionalProperties"] is False
+
+
 def test_config_check_command_rejects_a_mistyped_rule_threshold(tmp_path: Path) -> None:
     # GIVEN a config file with a mistyped rule threshold WHEN `python -m profstack.config --check` runs
     bad = tmp_path / "bad.yaml"

@@ -1,0 +1,192 @@
+"""The processor's system view without AWS: statuses, the bounded system.json, the fan-out's copy of the job
+description, the one findings assembler, and the e-mail's size limits (issue 15, items 3-5)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lambdas.trace_processor.job import JobContext
+from lambdas.trace_processor.notification import MESSAGE_MAX_BYTES, SUBJECT_MAX, notification_text
+from lambdas.trace_processor.system_view import (
+    MAX_SYSTEM_JSON_POINTS,
+    SystemView,
+    bounded,
+    classify,
+    describe_for_fanout,
+    summary_warnings,
+)
+from profstack import job_links
+from profstack.analysis.summary import add_findings
+from profstack.system_metrics import MAX_POINTS_PER_SERIES, METRICS, HostMetrics, Series, SystemMetrics
+from profstack.system_rules import system_findings
+from tests.conftest import EVENTS_DIR
+
+T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC).timestamp()
+
+
+def _metrics(hosts: int, points: int, *, complete: bool = True, value: float = 42.0) -> SystemMetrics:
+    stamps = tuple(T0 + 60 * i for i in range(points))
+    series = {m: Series(m, stamps, tuple([value] * points), True, None) for m in METRICS} if points else {}
+    return SystemMetrics(
+        "j",
+        T0,
+        T0 + 60 * max(points, 1),
+        60,
+        tuple(HostMetrics(f"algo-{i + 1}", "ml.g5.12xlarge", 4, 48, series) for i in range(hosts)),
+        complete,
+    )
+
+
+def test_statuses_tell_no_data_from_unavailable_and_partial() -> None:
+    # GIVEN what fetch_system_metrics can return THEN each maps to one stated status
+    assert classify(_metrics(2, 10)) == ("ok", None)
+    status, reason = classify(_metrics(2, 0))
+    assert status == "no_data"
+    assert reason is not None
+    assert "holds no instance metrics" in reason
+    assert classify(_metrics(0, 0))[0] == "no_data"  # no hosts: nothing to read, said so
+    denied = SystemMetrics("j", T0, T0 + 60, 60, _metrics(1, 0).hosts, False, ("GetMetricData denied (AccessDenied)",))
+    assert classify(denied) == ("unavailable", "GetMetricData denied (AccessDenied)")
+    partial = SystemMetrics("j", T0, T0 + 600, 60, _metrics(1, 10).hosts, False, ("GetMetricData returned partial",))
+    assert classify(partial)[0] == "partial"
+
+
+def test_system_json_is_bounded_for_the_biggest_job() -> None:
+    # GIVEN 512 hosts (profstack.instances.MAX_HOSTS) x 5 metrics x 1440 points: 3.7 M points
+    big = _metrics(512, MAX_POINTS_PER_SERIES)
+    # WHEN bounded for system.json
+    small, downsampled = bounded(big)
+    # THEN it holds at most MAX_SYSTEM_JSON_POINTS in all, every host and metric still there, values averaged
+    total = sum(len(s.values) for h in small.hosts for s in h.series.values())
+    assert downsampled
+    assert total <= MAX_SYSTEM_JSON_POINTS
+    assert len(small.hosts) == 512
+    assert all(set(h.series) == set(METRICS) for h in small.hosts)
+    assert {v for h in small.hosts for s in h.series.values() for v in s.values} == {42.0}
+    assert len(json.dumps(small.to_json())) < 8 * 2**20
+    # AND a normal job is stored untouched
+    normal = _metrics(2, 600)
+    assert bounded(normal) == (normal, False)
+
+
+def test_downsampling_averages_and_keeps_the_period_grid() -> None:
+    stamps = tuple(T0 + 60 * i for i in range(10))
+    gpu = Series("GPUUtilization", stamps, tuple(float(i) for i in range(10)), True, None)
+    m = SystemMetrics("j", T0, T0 + 600, 60, (HostMetrics("algo-1", None, None, None, {"GPUUtilization": gpu}),), True)
+    small, downsampled = bounded(m, max_points=5)
+    series = small.hosts[0].series["GPUUtilization"]
+    assert downsampled
+    assert series.values == (0.5, 2.5, 4.5, 6.5, 8.5)
+    assert series.timestamps == stamps[::2]
+
+
+def test_the_fanout_copy_of_the_job_is_json_safe_bounded_and_judged_alike() -> None:
+    # GIVEN the real Failed event's job, with 300 status transitions carrying long messages
+    detail = json.loads((EVENTS_DIR / "sagemaker_training_job_failed.json").read_text())["detail"]
+    created = datetime(2026, 11, 29, 13, 10, tzinfo=UTC)
+    describe: dict[str, Any] = {
+        **detail,
+        "CreationTime": created,
+        "TrainingStartTime": created + timedelta(minutes=25),
+        "SecondaryStatusTransitions": [
+            {"Status": "Starting", "StartTime": created, "StatusMessage": "x" * 10_000},
+            {"Status": "Training", "StartTime": created + timedelta(minutes=25)},
+            *[{"Status": "Training", "StartTime": created + timedelta(minutes=26)}] * 298,
+        ],
+        "FailureReason": "y" * 50_000,
+        "HyperParameters": {"secret-ish": "not carried"},
+    }
+    # WHEN copied into the execution input
+    copy = describe_for_fanout(describe)
+    # THEN it is plain JSON, small, without keys the aggregate step does not need
+    text = json.dumps(copy)
+    assert len(text) < 16_000
+    assert "HyperParameters" not in copy
+    assert copy["CreationTime"] == created.timestamp()
+    assert len(copy["SecondaryStatusTransitions"]) == 50
+    assert len(copy["SecondaryStatusTransitions"][0]["StatusMessage"]) == 300
+    assert len(copy["FailureReason"]) == job_links.MAX_FAILURE_REASON
+    # AND the system rules judge the copy as they judge the original (MaxInitializationTime: 25 min > 20)
+    original = system_findings(None, describe)
+    assert [f["rule_id"] for f in original] == ["MaxInitializationTime"]
+    assert system_findings(None, json.loads(text)) == original
+
+
+def test_findings_join_in_severity_order_behind_unreadable_files_and_replace_their_earlier_copies() -> None:
+    summary: dict[str, Any] = {
+        "findings": [
+            {"rule_id": "UnreadableTraceFiles", "severity": "warning"},
+            {"rule_id": "CPUBound", "severity": "critical"},
+            {"rule_id": "OverallSystemUsage", "severity": "info", "evidence": {"source": "cloudwatch"}},
+            {"rule_id": "BatchSize", "severity": "info"},
+        ]
+    }
+
+    def ours(f: Any) -> bool:
+        return bool((f.get("evidence") or {}).get("source") == "cloudwatch")
+
+    new = [
+        {"rule_id": "LowGPUUtilization", "severity": "warning", "evidence": {"source": "cloudwatch"}},
+        {"rule_id": "OverallSystemUsage", "severity": "info", "evidence": {"source": "cloudwatch"}},
+    ]
+    add_findings(summary, new, replace=ours)
+    add_findings(summary, new, replace=ours)  # a re-delivery
+    assert [f["rule_id"] for f in summary["findings"]] == [
+        "UnreadableTraceFiles", "CPUBound", "LowGPUUtilization", "BatchSize", "OverallSystemUsage",
+    ]  # fmt: skip
+
+
+def test_warnings_name_the_state_once() -> None:
+    view = SystemView("unavailable", "GetMetricData failed after retries (Throttling): Rate exceeded", None)
+    (warning,) = summary_warnings(view)
+    assert warning == {
+        "source": "cloudwatch",
+        "error_type": "SystemMetricsUnavailable",
+        "message": "system metrics unavailable: GetMetricData failed after retries (Throttling): Rate exceeded",
+        "fatal": False,
+    }
+    assert summary_warnings(SystemView("ok", None, _metrics(1, 10))) == []
+
+
+CTX = JobContext(job="j-1", status="Failed", user="alice", trace_bucket="bkt", end_time_s=T0, tensorboard=None,
+                 region="us-east-1")  # fmt: skip
+LINKS = job_links.job_links("us-east-1", "profstack", "j-1")
+
+
+def _huge_summary(n: int, text: str) -> dict[str, Any]:
+    finding = {"rule_id": "R", "severity": "warning", "message": text * 50, "recommendation": text * 50, "ranks": []}
+    return {"findings": [finding] * n, "inputs": [], "ranks": []}
+
+
+@settings(max_examples=60, deadline=None)
+@given(reason=st.text(min_size=1, max_size=3000), text=st.text(min_size=1, max_size=400))
+def test_the_email_fits_sns_whatever_the_failure_reason_and_findings(reason: str, text: str) -> None:
+    # GIVEN any FailureReason (SageMaker passes the user's own error text) and very long findings
+    describe = {"TrainingJobName": "j-1", "TrainingJobStatus": "Failed", "FailureReason": reason}
+    summary = _huge_summary(5, text)
+    # WHEN the e-mail is built
+    subject, message = notification_text(CTX, summary, "s3://bkt/r.html", describe=describe, links=LINKS)
+    # THEN the subject is what SNS accepts: printable ASCII, one line, under 100 characters
+    assert len(subject) <= SUBJECT_MAX < 100
+    assert all(" " <= ch <= "~" for ch in subject)
+    # AND the message is bounded, and still ends with every console link
+    assert len(message.encode()) <= MESSAGE_MAX_BYTES
+    for label, url in LINKS.items():
+        assert f"{label}: {url}" in message
+    assert "Report: s3://bkt/r.html" in message
+
+
+def test_a_long_email_keeps_its_failure_and_links_and_says_it_was_shortened() -> None:
+    describe = {"TrainingJobName": "j-1", "TrainingJobStatus": "Failed", "FailureReason": "AlgorithmError: boom"}
+    subject, message = notification_text(CTX, _huge_summary(5, "é" * 400), "s3://bkt/r.html", describe=describe,
+                                         links=LINKS)  # fmt: skip
+    assert subject == "ProfStack: j-1 Failed, 5 findings: AlgorithmError: boom"
+    assert len(message.encode()) <= MESSAGE_MAX_BYTES
+    assert message.startswith("Training job j-1 failed.\n\nFailureReason:\n  AlgorithmError: boom")
+    assert "shortened to fit the notification" in message
+    assert message.rstrip().endswith(f"Logs: {LINKS['Logs']}")
