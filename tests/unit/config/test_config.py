@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,8 @@ def _run_app(config_path: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         env={
             "PATH": "/usr/bin:/bin",
+            # the repository's Node.js, as `make synth` gives it (tests/conftest.py sets JSII_NODE)
+            **{k: v for k, v in os.environ.items() if k == "JSII_NODE"},
             "CDK_CONTEXT_JSON": json.dumps({"config": str(config_path)}),
             "CDK_OUTDIR": str(config_path.parent / "out"),
         },
