@@ -30,7 +30,14 @@ THROTTLING_CODES = frozenset(
 ACCESS_CODES = frozenset({"AccessDenied", "AccessDeniedException", "KMS.AccessDeniedException"})
 # Answers to a (resumed) GetObject worth another try within the resume budget; botocore's own retries
 # have already backed off on these by the time they reach us.
-_TRANSIENT_CODES = THROTTLING_CODES | {"InternalError", "ServiceUnavailable", "RequestTimeout", "500", "503"}
+TRANSIENT_CODES = THROTTLING_CODES | {
+    "InternalError",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "RequestTimeout",
+    "500",
+    "503",
+}
 # Standard retry mode backs off on S3 SlowDown / API throttling before the record fails.
 BOTO_CONFIG = Config(retries={"max_attempts": 8, "mode": "standard"}, connect_timeout=10, read_timeout=120)
 #: Reconnects in a row without a byte of progress before a read gives up (reset by progress).
@@ -149,7 +156,7 @@ class _ResumableS3Reader(io.RawIOBase):
                 response = self._s3.get_object(**kwargs)
             except ClientError as exc:
                 code = error_code(exc)
-                if code in _TRANSIENT_CODES and self._count_resume():
+                if code in TRANSIENT_CODES and self._count_resume():
                     continue
                 raise self._fail(f"GetObject failed ({code})", code, exc) from exc
             except (OSError, BotoCoreError) as exc:

@@ -42,6 +42,9 @@ class ProcessorEnv(FunctionEnv):
     #: keep the last ProfilerStep (config processing.include_last_step; default: dropped, like HTA)
     include_last_step: Annotated[bool, Field(alias="INCLUDE_LAST_STEP")] = False
     legacy_tagging: Annotated[bool, Field(alias="LEGACY_TAGGING")] = True
+    #: the job queue's maxReceiveCount (config processing.max_receive_count): the delivery that is the last
+    #: before the DLQ publishes with what it could read instead of retrying a transient CloudWatch fault
+    max_receive_count: Annotated[int, Field(ge=1, le=20, alias="MAX_RECEIVE_COUNT")] = 3
     idempotency_ttl_seconds: Annotated[int, Field(ge=60, alias="IDEMPOTENCY_TTL_SECONDS")] = 7 * 86400
     #: the configured users: a job's owner tag must name one of them (empty: only untagged jobs pass)
     users: Annotated[frozenset[str], Field(alias="USERS", default_factory=frozenset)]

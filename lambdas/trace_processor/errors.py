@@ -7,6 +7,9 @@ log, the failure metric's `reason` dimension, the DLQ runbook and dashboards use
     io                   a trace could not be read (throttling, resets past the resume budget, 412, 416,
                          access denied): retried, never a partial report
     corrupt_trace        no trace file of the job could be analysed
+    cloudwatch_transient GetMetricData still throttled / failed transiently after botocore's retries, on a
+                         delivery before the last: retried (the last delivery publishes the report with the
+                         system section "unavailable" rather than lose it)
     idempotency_store    the idempotency table could not be read or written
     duplicate_in_progress  another invocation is processing the same job and status
     throttled / access_denied / error:<code>  any other AWS error
@@ -41,6 +44,13 @@ class NotOwnedError(ProcessingError):
 
 class CorruptTracesError(ProcessingError):
     reason = "corrupt_trace"
+
+
+class SystemMetricsTransientError(ProcessingError):
+    """CloudWatch failed transiently on a delivery that SQS will repeat: retry rather than store a report
+    whose system section says "unavailable" for a fault that may pass."""
+
+    reason = "cloudwatch_transient"
 
 
 class TraceIOError(ProcessingError):

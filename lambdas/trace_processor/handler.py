@@ -25,8 +25,14 @@ runtime.env()  # cold start: a bad deployment fails here, loudly
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
 
-def _process_event(event: dict[str, Any]) -> dict[str, Any]:
-    outcome = process_job(parse_event(event), env=runtime.env(), clients=runtime.clients(), engine=runtime.engine())
+def _process_event(event: dict[str, Any], final_attempt: bool = True) -> dict[str, Any]:
+    outcome = process_job(
+        parse_event(event),
+        env=runtime.env(),
+        clients=runtime.clients(),
+        engine=runtime.engine(),
+        final_attempt=final_attempt,
+    )
     publish_metrics(outcome)
     logger.info("job processed", extra={"outcome": outcome.to_json()})
     return outcome.to_json()
@@ -38,7 +44,11 @@ def record_handler(record: SQSRecord) -> dict[str, Any]:
         event = parse_event(record.body)
         logger.append_keys(job=event.job_name, status=event.status)
         process = idempotent_function(data_keyword_argument="event", config=config, persistence_store=store)
-        result: dict[str, Any] = process(_process_event)(event=event.model_dump(mode="json", by_alias=True))
+        # the last delivery before the DLQ publishes what it has; earlier ones retry transient faults
+        final = int(record.attributes.approximate_receive_count or 1) >= runtime.env().max_receive_count
+        result: dict[str, Any] = process(_process_event)(
+            event=event.model_dump(mode="json", by_alias=True), final_attempt=final
+        )
         return result
     except Exception as exc:
         record_failure(exc, record)

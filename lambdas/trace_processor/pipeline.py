@@ -56,8 +56,12 @@ def trace_reader(clients: Clients, env: ProcessorEnv, ctx: JobContext, prefixes:
     )
 
 
-def system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, describe: Mapping[str, Any]) -> SystemView:
-    """The job's system view (never raises for CloudWatch: an unreadable CloudWatch is a stated status)."""
+def system_view(
+    clients: Clients, env: ProcessorEnv, ctx: JobContext, describe: Mapping[str, Any], *, final_attempt: bool = True
+) -> SystemView:
+    """The job's system view. On the last delivery an unreadable CloudWatch is a stated status, never a lost
+    report; before it, a transient CloudWatch fault raises so SQS retries the record (read before the
+    analysis, so a retry costs no analysis)."""
     return read_system_view(
         clients.cloudwatch,
         describe,
@@ -65,10 +69,15 @@ def system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, describe: 
         name_prefix=env.name_prefix,
         thresholds=env.system_rule_thresholds,
         now=datetime.now(UTC),
+        retry_transient=not final_attempt,
     )
 
 
-def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Clients, engine: Engine) -> Outcome:
+def process_job(
+    event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Clients, engine: Engine, final_attempt: bool = True
+) -> Outcome:
+    """One job's report. ``final_attempt``: this is the record's last SQS delivery (handler.py), so a transient
+    CloudWatch fault is reported as "unavailable" instead of retried."""
     if not event.is_terminal:
         return Outcome(event.job_name, event.status, "ignored")
     describe = describe_job(clients.sagemaker, event.job_name)
@@ -88,7 +97,7 @@ def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Cl
             no_traces_summary(ctx, prefixes),
             render_html=engine.render_html,
             trace_bytes=0,
-            system=system_view(clients, env, ctx, describe),
+            system=system_view(clients, env, ctx, describe, final_attempt=final_attempt),
             describe=describe,
         )
     elif needs_fanout(objects, env):
@@ -101,6 +110,7 @@ def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Cl
             {m.JOBS_FANNED_OUT: 1.0, m.TRACE_FILES: float(len(objects))},
         )
     else:
+        view = system_view(clients, env, ctx, describe, final_attempt=final_attempt)
         summary = analyze_objects(reader, engine, env, objects)
         write_perfetto(clients.s3, engine, ctx, objects, summary, source_s3=reader)
         outcome = publish_report(
@@ -110,7 +120,7 @@ def process_job(event: TrainingJobStateChange, *, env: ProcessorEnv, clients: Cl
             summary,
             render_html=engine.render_html,
             trace_bytes=sum(o.size for o in objects),
-            system=system_view(clients, env, ctx, describe),
+            system=view,
             describe=describe,
         )
     outcome.tagged_rule_output = tagged

@@ -7,7 +7,9 @@ fanout.aggregate for a fanned-out job (from the job description routing.start_fa
 input, so the aggregate step needs no SageMaker permission).
 
 CloudWatch never costs the job its report. The client retries throttling and transient errors (botocore's
-standard mode, aws.BOTO_CONFIG); what still fails makes the system section `unavailable`, with the reason in
+standard mode, aws.BOTO_CONFIG); a transient fault that still fails, on an SQS delivery before the last, fails
+the record so SQS retries it (SystemMetricsTransientError; the fan-out aggregate step does not retry). What
+fails on the last delivery, or for good (access denied), makes the system section `unavailable`, with the reason in
 `summary.system.reason` and a `SystemMetricsUnavailable` warning, and system.json says the same: it is never
 stored as if the job had no metrics. A job CloudWatch holds no metrics for (shorter than the one-minute
 period, no hosts, nothing published) is the distinct status `no_data`.
@@ -20,9 +22,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+from botocore.exceptions import ConnectionError as BotoConnectionError
 
-from lambdas.trace_processor.aws import error_code
+from lambdas.trace_processor.aws import TRANSIENT_CODES, error_code
+from lambdas.trace_processor.errors import SystemMetricsTransientError
 from lambdas.trace_processor.system_metrics import fetch_system_metrics
 from profstack.analysis.summary import SystemSection, SystemStatus
 from profstack.job_links import MAX_FAILURE_REASON, job_links
@@ -88,6 +92,15 @@ def classify(m: SystemMetrics) -> tuple[SystemStatus, str | None]:
     return "unavailable", "; ".join(m.warnings[:3]) or "GetMetricData returned nothing usable"
 
 
+def is_transient(exc: BaseException) -> bool:
+    """Throttling, a 5xx, a timeout or a dropped connection: a fault that may pass (not access denied or a
+    bad request)."""
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return error_code(exc) in TRANSIENT_CODES or int(status) >= 500
+    return isinstance(exc, BotoConnectionError | HTTPClientError)
+
+
 def read_system_view(
     cloudwatch: CloudWatchClient | None,
     describe: Mapping[str, Any],
@@ -96,8 +109,11 @@ def read_system_view(
     name_prefix: str,
     thresholds: Mapping[str, float],
     now: datetime,
+    retry_transient: bool = False,
 ) -> SystemView:
-    """Read the job's metrics once and judge them. Never raises for CloudWatch: see the module docstring."""
+    """Read the job's metrics once and judge them. Never raises for CloudWatch (see the module docstring),
+    except with ``retry_transient`` (an SQS delivery that is not the last): a transient failure then raises
+    SystemMetricsTransientError, so the record is retried instead of reported "unavailable"."""
     job = str(describe.get("TrainingJobName") or "")
     links = job_links(region, name_prefix, job) if job else {}
     metrics: SystemMetrics | None = None
@@ -108,6 +124,10 @@ def read_system_view(
         try:
             metrics = fetch_system_metrics(cloudwatch, describe, now=now)
         except (ClientError, BotoCoreError) as exc:
+            if retry_transient and is_transient(exc):
+                raise SystemMetricsTransientError(
+                    f"GetMetricData failed transiently after retries ({error_code(exc)}); the record is retried"
+                ) from exc
             message = str(exc)[:300]
             status, reason = "unavailable", f"GetMetricData failed after retries ({error_code(exc)}): {message}"
             _logger().warning("system metrics unavailable", extra={"job": job, "reason": reason})

@@ -89,6 +89,8 @@ def processor_environment(
         "SYSTEM_RULE_THRESHOLDS": json.dumps(processing.system_rule_thresholds, sort_keys=True),
         "NAME_PREFIX": name_prefix,  # the per-job alarms the console links name: <prefix>/job/<job>/
         "INCLUDE_LAST_STEP": "true" if processing.include_last_step else "false",
+        # the job queue's maxReceiveCount: the last delivery publishes what it has (handler.py)
+        "MAX_RECEIVE_COUNT": str(processing.max_receive_count),
     }
 
 

@@ -69,6 +69,7 @@ def processor_environ(topic_arn: str, **overrides: str) -> dict[str, str]:
         "SINGLE_LAMBDA_MAX_FILE_BYTES": str(4096 * 2**20),
         "TOP_K": "5",
         "RULE_THRESHOLDS": "{}",
+        "MAX_RECEIVE_COUNT": "2",  # create_data_plane's queue: maxReceiveCount 2
         "POWERTOOLS_SERVICE_NAME": "profstack-trace-processor",
         "POWERTOOLS_METRICS_NAMESPACE": "ProfStack",
     }

@@ -102,10 +102,11 @@ def _job(
             plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
 
 
-def _process(job: str, status: str = "Completed") -> dict[str, Any]:
+def _process(job: str, status: str = "Completed", *, receive_count: int = 1) -> dict[str, Any]:
     from lambdas.trace_processor import handler
 
-    response: dict[str, Any] = handler.handler(sqs_event(sqs_record(job_event(job, status))), LambdaContext())
+    record = sqs_record(job_event(job, status), receive_count=receive_count)
+    response: dict[str, Any] = handler.handler(sqs_event(record), LambdaContext())
     return response
 
 
@@ -294,15 +295,24 @@ def test_a_cloudwatch_failure_still_yields_a_report_that_says_the_metrics_are_un
     _job(plane, traces_dir, job)
     _seed(plane, job, {"algo-1": LOW_GPU_HOST, "algo-2": BUSY_HOST})
     stubber = Stubber(cloudwatch)
-    stubber.add_client_error(
-        "get_metric_data", service_error_code="Throttling", service_message="Rate exceeded", http_status_code=400
-    )
+    for _ in range(2):
+        stubber.add_client_error(
+            "get_metric_data", service_error_code="Throttling", service_message="Rate exceeded", http_status_code=400
+        )
     stubber.activate()
-    # WHEN the job is processed
-    response = _process(job)
+    # WHEN the job's first delivery is processed (SQS will deliver it again: maxReceiveCount 2)
+    first = _process(job, receive_count=1)
+    # THEN the record fails, to be retried, before any analysis or output: a fault that may pass is not
+    # stored as the job's final result
+    assert len(first["batchItemFailures"]) == 1
+    reports = plane.s3.list_objects_v2(Bucket=TRACE_BUCKET, Prefix=layout.job_reports_prefix(USER, job))
+    assert reports.get("KeyCount", 0) == 0
+    assert plane.notifications() == []
+    # WHEN the last delivery meets the same fault
+    response = _process(job, receive_count=2)
     stubber.assert_no_pending_responses()
     stubber.deactivate()
-    # THEN the record succeeds and the trace report is written
+    # THEN that record succeeds and the trace report is written rather than lost to the DLQ
     assert response == {"batchItemFailures": []}
     summary = _read(plane, job, "summary.json")
     assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]

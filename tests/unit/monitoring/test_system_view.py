@@ -190,3 +190,73 @@ def test_a_long_email_keeps_its_failure_and_links_and_says_it_was_shortened() ->
     assert message.startswith("Training job j-1 failed.\n\nFailureReason:\n  AlgorithmError: boom")
     assert "shortened to fit the notification" in message
     assert message.rstrip().endswith(f"Logs: {LINKS['Logs']}")
+
+
+class _FailingCloudWatch:
+    """A CloudWatch client whose GetMetricData raises ``exc`` (after botocore's retries, as the caller sees it)."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    def get_metric_data(self, **_: Any) -> Any:
+        raise self.exc
+
+
+def _client_error(code: str, status: int) -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError(
+        {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetMetricData"
+    )
+
+
+def _describe() -> dict[str, Any]:
+    start = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+    return {
+        "TrainingJobName": "j",
+        "TrainingJobStatus": "Completed",
+        "ResourceConfig": {"InstanceType": "ml.g5.12xlarge", "InstanceCount": 1},
+        "TrainingStartTime": start,
+        "TrainingEndTime": start + timedelta(minutes=30),
+    }
+
+
+def test_transient_cloudwatch_faults_retry_before_the_last_delivery_and_are_stated_on_it() -> None:
+    import pytest
+    from botocore.exceptions import EndpointConnectionError
+
+    from lambdas.trace_processor.errors import SystemMetricsTransientError, failure_reason
+    from lambdas.trace_processor.system_view import is_transient, read_system_view
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+    transient = [
+        _client_error("Throttling", 400),
+        _client_error("InternalFailure", 500),
+        _client_error("Whatever", 503),
+        EndpointConnectionError(endpoint_url="https://monitoring.us-east-1.amazonaws.com"),
+    ]
+    permanent = [_client_error("AccessDenied", 403), _client_error("InvalidParameterValue", 400)]
+    for exc in transient:
+        assert is_transient(exc), exc
+        # GIVEN a delivery that is not the last WHEN CloudWatch fails transiently THEN the record is retried
+        with pytest.raises(SystemMetricsTransientError) as raised:
+            read_system_view(
+                _FailingCloudWatch(exc), _describe(), region="us-east-1", name_prefix="profstack",  # type: ignore[arg-type]
+                thresholds={}, now=now, retry_transient=True,
+            )  # fmt: skip
+        assert failure_reason(raised.value) == "cloudwatch_transient"
+        # AND on the last delivery the report is written with the system section unavailable
+        view = read_system_view(
+            _FailingCloudWatch(exc), _describe(), region="us-east-1", name_prefix="profstack",  # type: ignore[arg-type]
+            thresholds={}, now=now, retry_transient=False,
+        )  # fmt: skip
+        assert view.status == "unavailable"
+    for exc in permanent:
+        # GIVEN a fault that will not pass (denied, bad request) THEN no retry is asked for, on any delivery
+        assert not is_transient(exc), exc
+        view = read_system_view(
+            _FailingCloudWatch(exc), _describe(), region="us-east-1", name_prefix="profstack",  # type: ignore[arg-type]
+            thresholds={}, now=now, retry_transient=True,
+        )  # fmt: skip
+        assert view.status == "unavailable"
+        assert view.reason is not None
