@@ -812,33 +812,32 @@ class _Parser:
         cpu_start = cpu_starts.append
         n_launch = 0
         n_x = 0
-        n_cpu = 0
         n_rt = 0
         fd.events += len(events)
         for e in events:
             kind = cat_kind(e.cat)
+            ph = e.ph
             if kind is None:
-                if e.ph == "X":
+                if ph == "X":
                     n_x += 1
                     a = e.args
                     if a is not None and (a.stream is not None or a.device is not None):
                         self._unknown(e.cat)
-                elif e.ph == "i" and e.name == MEMORY_EVENT:
+                elif ph == "i" and e.name == MEMORY_EVENT:
                     self.memory_event(e)
                 continue
             ts = e.ts
             dur = e.dur
-            if ts != ts or dur < 0 or e.ph != "X":  # noqa: PLR0124 - NaN test, cheapest form
-                if e.ph != "X":
-                    if not e.ph and ts == ts:  # noqa: PLR0124
+            if ph != "X" or ts != ts or dur < 0:  # noqa: PLR0124 - NaN test, cheapest form
+                if ph != "X":
+                    if not ph and ts == ts:  # noqa: PLR0124
                         fd.no_ph += 1  # not a flow or instant: a writer that left "ph" out
                     continue  # flows/instants in a known category carry nothing we use
                 self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}", negative=dur < 0)
                 continue
             n_x += 1
             if kind == K_CPU:
-                n_cpu += 1
-                cpu_start(ts)
+                cpu_start(ts)  # one start per CPU op: len(cpu_starts) counts them
                 name = e.name
                 if len(name) > max_name:
                     name = self._bounded(name)
@@ -847,8 +846,9 @@ class _Parser:
                     rec = self._new_cpu_rec(name)
                 rec[1] += 1
                 rec[2] += dur
-                if rec[0]:
-                    if rec[0] == F_STEP:
+                flag = rec[0]
+                if flag:
+                    if flag == F_STEP:
                         self._step(name, ts, dur)
                     else:
                         fd.dl_ts.append(ts)
@@ -971,7 +971,7 @@ class _Parser:
         feed.after_batch(self.selection_now)
         fd.x_events += n_x
         fd.n_launch_records += n_launch
-        fd.cpu_ops += n_cpu
+        fd.cpu_ops += len(cpu_starts)
         fd.runtime_calls += n_rt
 
     def memory_event(self, e: Event | BareEvent) -> None:
