@@ -44,8 +44,16 @@ class Merged:
 def merge(intervals: Iterable[tuple[float, float]]) -> Merged:
     """Union of intervals (empty/negative ones dropped)."""
     out = Merged()
-    for s, e in sorted(intervals):
-        out.add_sorted(s, e)
+    starts, ends = out.starts, out.ends
+    add_start, add_end = starts.append, ends.append
+    for s, e in sorted(intervals):  # Merged.add_sorted, inlined
+        if e <= s:
+            continue
+        if ends and s <= ends[-1]:
+            ends[-1] = max(ends[-1], e)
+        else:
+            add_start(s)
+            add_end(e)
     return out
 
 

@@ -141,6 +141,15 @@ class EventStream:
         # an input error after which the bytes already buffered are still parsed (truncated/corrupt gzip)
         self._pending: TraceError | None = None
 
+    def unparsed(self) -> tuple[int, bytes]:
+        """(offset, the input from ``offset`` to the end of what was received), where ``offset`` is the
+        position up to which the input is parsed, so it lies outside any JSON string.
+
+        The position only moves past bytes scanned exactly or decoded as a whole batch by the consumer (a
+        batch that does not decode is rejected, then scanned exactly), and both end outside strings. Valid
+        while the next chunk is being produced (``_LongStrings`` calls it from inside ``_fill``)."""
+        return self.consumed_bytes + self._pos, bytes(self._buf[self._pos :])
+
     # -- buffer helpers -------------------------------------------------------------------------
     def _fill(self) -> bool:
         """Append the next chunk; False at end of input."""

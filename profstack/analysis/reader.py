@@ -22,7 +22,7 @@ from profstack.analysis.errors import (
 
 GZIP_MAGIC = b"\x1f\x8b"
 READ_SIZE = 1 << 20  # compressed bytes per read
-OUT_SIZE = 4 << 20  # decompressed bytes per yielded chunk (bounds memory per step)
+OUT_SIZE = 1 << 20  # decompressed bytes per yielded chunk (bounds memory per step)
 
 
 class _Decompressor(Protocol):

@@ -11,10 +11,12 @@ splitting a bin's value by overlap: exact for interval series, proportional for 
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Iterable, Sequence
 
 MAX_BINS = 1024
 _START_WIDTH_US = 1.0
+_FIRST, _SECOND = operator.itemgetter(0), operator.itemgetter(1)
 
 
 class TimeBins:
@@ -111,7 +113,7 @@ class TimeBins:
         pairs = [(lo, hi) for lo, hi in spans if hi > lo]
         if not pairs:
             return
-        self._cover(min(p[0] for p in pairs), max(p[1] for p in pairs))
+        self._cover(min(map(_FIRST, pairs)), max(map(_SECOND, pairs)))
         s, w, f = self.series[k], self.width, self.first
         last = len(s) - 1
         floor = math.floor

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from profstack.analysis import BytesTraceSource, analyze
 from profstack.analysis import parse as parse_module
+from profstack.analysis.jsonstream import EventStream, raw_events
 from profstack.analysis.parse import MAX_NAME_CHARS, MAX_STRING_BYTES, _LongStrings, bounded_name
 from tests.unit.analysis.hostile_traces import analyse_in_child, distinct_kernel_names, one_huge_name
 
@@ -72,6 +73,64 @@ def test_the_stream_filter_cuts_only_long_strings_and_keeps_valid_json(items: li
     # AND distinct long strings stay distinct
     long_pairs = {(o, k) for o, k in zip(values, got, strict=True) if " [cut: +" in k}
     assert len({o for o, _ in long_pairs}) == len({k for _, k in long_pairs})
+
+
+def _split(data: bytes, cuts: list[int]) -> list[bytes]:
+    chunks, pos = [], 0
+    for size in cuts:
+        chunks.append(data[pos : pos + size])
+        pos += size
+    chunks.append(data[pos:])
+    return [c for c in chunks if c]
+
+
+def _events_through(chunks: list[bytes], *, resolve: bool) -> tuple[list[bytes], int]:
+    """The raw events an EventStream splits from the filtered chunks, with the filter wired as the parse
+    wires it (``resolve``) or counting quotes on its own."""
+    strings = _LongStrings()
+    stream = EventStream(strings.filter(iter(chunks)), max_value_bytes=1 << 30, read_size_hint=1 << 12)
+    if resolve:
+        strings.resolve = stream.unparsed
+    return list(raw_events(stream)), strings.strings_cut
+
+
+@given(
+    items=st.lists(st.one_of(_strings, _long), min_size=1, max_size=8),
+    cuts=st.lists(st.integers(min_value=1, max_value=4 * MAX_STRING_BYTES), max_size=10),
+    pad=st.integers(min_value=0, max_value=3 * MAX_STRING_BYTES),
+)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_the_filter_wired_to_the_splitter_cuts_exactly_what_the_counting_filter_cuts(
+    items: list[Any], cuts: list[int], pad: int
+) -> None:
+    # GIVEN events with short strings (escapes, quotes) and long ones, after quote-dense padding that
+    # passes the filter's fast path, split into arbitrary chunks
+    values = [s if isinstance(s, str) else s[0] + "A" * s[1] + s[2] for s in items]
+    padding = [{"name": "k", "ts": i} for i in range(pad // 16)]
+    doc = {"traceEvents": [*padding, *({"name": v, "args": {"k": v}} for v in values), *padding]}
+    chunks = _split(json.dumps(doc, ensure_ascii=False).encode(), cuts)
+    # WHEN filtered into the splitter, with the state recovered from the splitter's unparsed bytes
+    got, cut = _events_through(chunks, resolve=True)
+    # THEN the events (and the strings cut) are those of the filter that counts every quote
+    want, want_cut = _events_through(chunks, resolve=False)
+    assert got == want
+    assert cut == want_cut
+    assert [json.loads(e) for e in got] == [json.loads(e) for e in want]
+
+
+def test_a_long_string_opened_in_a_fast_chunk_is_cut_in_the_next_exact_one() -> None:
+    # GIVEN a long string that starts at the end of a backslash-free chunk and goes on, escapes included,
+    # in the next chunk
+    head = json.dumps({"traceEvents": [{"name": "k", "ts": i} for i in range(2000)]})[:-2] + ', {"name": "'
+    body = "A" * 100 + "\\n" + "B" * (2 * MAX_STRING_BYTES) + '"}]}'
+    chunks = [head.encode(), body.encode()]
+    # WHEN filtered into the splitter
+    got, cut = _events_through(chunks, resolve=True)
+    # THEN the string is cut like the counting filter cuts it, and the JSON stays valid
+    assert (got, cut) == _events_through(chunks, resolve=False)
+    assert cut == 1
+    assert " [cut: +" in json.loads(got[-1])["name"]
+    assert len(got) == 2001
 
 
 def _kernel_trace(names: list[str]) -> bytes:
