@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import operator
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -187,6 +188,8 @@ class GpuAccumulator:
         self.union_us = 0.0
         self.gpu_lo = _NAN
         self.gpu_hi = _NAN
+        self.ops_lo = _INF  # every op's first start / last end, analysed or not (set by ``GpuFeed.finish``)
+        self.ops_hi = -_INF
         self.parts: dict[int, float] = {}
         self.stream_state: dict[int, list[float]] = {}  # stream -> [prev_end, host_wait, kernel_wait, other]
         self.finished = False
@@ -715,6 +718,10 @@ class GpuFeed:
         self.handed = 0
         self.checked = 0  # pending ops already checked against ``last_s``
         self.next_drain = self.window + self.chunk
+        # first start and last end of every op handed over, selected or not: the file's GPU time range
+        # (``runs.file_span``), which the accumulator's union (only the analysed steps) does not give
+        self.ops_lo = _INF
+        self.ops_hi = -_INF
 
     def step(self, num: int, ts: float, dur: float) -> None:
         self.frontier.add(num, ts, dur)
@@ -763,6 +770,13 @@ class GpuFeed:
             order = sorted(range(candidates), key=s_col.__getitem__)  # stable: ties stay in file order
         taken = self.acc.add(ops, order, self.join, stop_s=stop_s, settle=settle, by_op_start=by_op_start)
         if taken:
+            handed = order[:taken]
+            ts_col, dur_col = ops.ts, ops.dur
+            if isinstance(handed, range):
+                lo, hi = min(ts_col[:taken]), max(map(operator.add, ts_col[:taken], dur_col[:taken]))
+            else:
+                lo, hi = min(ts_col[i] for i in handed), max(ts_col[i] + dur_col[i] for i in handed)
+            self.ops_lo, self.ops_hi = min(self.ops_lo, lo), max(self.ops_hi, hi)
             self.last_s = s_col[order[taken - 1]]
             self.handed += taken
             ops.drop(order[:taken] if isinstance(order, list) else range(taken))
@@ -784,6 +798,7 @@ class GpuFeed:
             self.frozen_selection = final  # equal to it when anything was handed over (checked above)
         self._drain(lambda _n: final, final=True)
         self.acc.finish()
+        self.acc.ops_lo, self.acc.ops_hi = self.ops_lo, self.ops_hi
         return self.acc
 
     def empty(self) -> GpuFeed:

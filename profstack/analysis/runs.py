@@ -82,7 +82,9 @@ def file_span(fd: FileData) -> tuple[float, float] | None:
         lo = min(lo, *ops.ts)
         hi = max(hi, *(t + d for t, d in zip(ops.ts, ops.dur, strict=True)))
     acc = fd.gpu
-    if acc is not None and acc.has_union:
+    if acc is not None and acc.ops_lo <= acc.ops_hi:  # every op, not only the analysed steps' union
+        lo, hi = min(lo, acc.ops_lo), max(hi, acc.ops_hi)
+    elif acc is not None and acc.has_union:
         lo, hi = min(lo, acc.gpu_lo), max(hi, acc.gpu_hi)
     if fd.st_ts:
         lo = min(lo, *fd.st_ts)

@@ -407,3 +407,32 @@ def test_a_reparse_reports_each_input_byte_to_progress_once(monkeypatch: pytest.
     assert "out of start order" in rank["gpu_analysis"]["reason"]
     assert len(source.data) > 3 * (16 << 10)
     assert sum(seen) == len(source.data)
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=[str(p.relative_to(TRACES)) for p in ALL_FILES])
+def test_a_file_spans_the_same_time_streamed_or_buffered(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN a real trace analysed with its GPU ops buffered (as when several files make one rank)
+    with monkeypatch.context() as m:
+        _force_buffered(m)
+        buffered = analyze([FileTraceSource(path)]).summary["runs"]
+    # WHEN it is analysed alone, its GPU ops streamed
+    streamed = analyze([FileTraceSource(path)]).summary["runs"]
+    # THEN its run covers the same time: every GPU op, not only the analysed steps' union (streamed, the
+    # run used to end at the last analysed step, ~89 ms early on ns_resolution_trace)
+    assert [(r["start_us"], r["duration_us"]) for r in streamed] == [
+        (r["start_us"], r["duration_us"]) for r in buffered
+    ]
+
+
+def test_a_streamed_run_ends_with_its_last_gpu_op() -> None:
+    # GIVEN ns_resolution_trace, whose last kernel ends 89 ms after its last analysed ProfilerStep
+    path = next(p for p in ALL_FILES if "ns_resolution_trace" in str(p))
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    ends = [
+        float(e["ts"]) + float(e.get("dur", 0))
+        for e in events
+        if e.get("cat") in {"kernel", "gpu_memcpy", "gpu_memset"}
+    ]
+    run = analyze([FileTraceSource(path)]).summary["runs"][0]
+    # THEN the run ends at the last GPU op's end (to the float resolution at epoch microseconds)
+    assert run["start_us"] + run["duration_us"] == pytest.approx(max(ends), abs=0.5)

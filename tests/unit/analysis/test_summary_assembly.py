@@ -153,6 +153,7 @@ def test_merge_groups_runs_as_the_engine_does(summary_validator: Callable[[dict[
     assert timeless(merged["runs"]) == timeless(whole["runs"])
     for got, want in zip(merged["runs"], whole["runs"], strict=True):
         assert got["start_us"] == pytest.approx(want["start_us"], abs=1.0)
+        assert got["duration_us"] == pytest.approx(want["duration_us"], abs=1.0)
     assert len(merged["runs"]) == 3
     assert [r["ranks"] for r in merged["runs"]] == [["1.0"], ["0.0", "1.1"], ["0.1"]]
     assert merged["cross_rank"] == whole["cross_rank"]
