@@ -98,6 +98,10 @@ def _header(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]], page_tit
         if complete is False
         else '<span class="badge muted">unknown</span>'
     )
+    # `complete` is about the trace inputs; the system metrics (CloudWatch) say their own completeness
+    system_status = get(summary, "system", "status")
+    if system_status in ("unavailable", "partial"):
+        status += f' <span class="badge warning">system metrics {esc(system_status)}</span>'
     merged = get(summary, "rank_files_merged")
     gpu_ranks = sum(1 for r in ranks if get(r, "has_gpu"))
     device_names = sorted({str(get(r, "device", "name")) for r in ranks if get(r, "device", "name")})

@@ -161,6 +161,7 @@ def test_a_report_shows_each_hosts_metrics_per_gpu_and_the_system_rules_judge_th
     # AND the report has the system panel with one line per host per chart, at the per-GPU values
     html = _read(plane, job, "report.html")
     assert "System metrics" in html
+    assert 'badge warning">system metrics' not in html  # every series read: no caveat in the header
     lines = _polylines(html)
     assert len(lines) == 2 * 5  # 2 hosts x (GPU, GPU memory, CPU, host memory, disk)
     (gpu1, y1), (gpu2, y2) = lines[0], lines[1]
@@ -332,6 +333,9 @@ def test_a_cloudwatch_failure_still_yields_a_report_that_says_the_metrics_are_un
     assert not _system_findings(summary)
     html = _read(plane, job, "report.html")
     assert "System metrics unavailable:" in html
+    # AND the page's header does not read as if everything were there
+    header = html[: html.index("</header>")] if "</header>" in html else html[:5000]
+    assert '<span class="badge warning">system metrics unavailable</span>' in header
     assert not _polylines(html)
     # AND the e-mail says so
     (note,) = plane.notifications()
