@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
@@ -23,7 +22,7 @@ from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.outputs import publish_report, write_perfetto
 from lambdas.trace_processor.routing import partial_location
 from lambdas.trace_processor.summary_tools import merge_partials
-from lambdas.trace_processor.system_view import SystemView, read_system_view
+from lambdas.trace_processor.system_view import SystemView, for_job
 from profstack.job_links import job_links
 
 
@@ -138,11 +137,4 @@ def _system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, job: Any)
             None,
             links=job_links(env.region or ctx.region, env.name_prefix, ctx.job),
         )
-    return read_system_view(
-        clients.cloudwatch,
-        job,
-        region=env.region or ctx.region,
-        name_prefix=env.name_prefix,
-        thresholds=env.system_rule_thresholds,
-        now=datetime.now(UTC),
-    )
+    return for_job(clients, env, ctx, job)

@@ -11,7 +11,6 @@ DescribeTrainingJob + ListTags: the owner (job.py) -> tag legacy rule output (le
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from lambdas.trace_processor import aws
@@ -30,7 +29,7 @@ from lambdas.trace_processor.legacy_rule_output import (
 from lambdas.trace_processor.outputs import no_traces_summary, publish_report, write_perfetto
 from lambdas.trace_processor.routing import needs_fanout, start_fanout
 from lambdas.trace_processor.scope import owner_read_spaces, session_name, session_policy
-from lambdas.trace_processor.system_view import SystemView, read_system_view
+from lambdas.trace_processor.system_view import SystemView, for_job
 from profstack import metric_names as m
 
 if TYPE_CHECKING:
@@ -62,15 +61,7 @@ def system_view(
     """The job's system view. On the last delivery an unreadable CloudWatch is a stated status, never a lost
     report; before it, a transient CloudWatch fault raises so SQS retries the record (read before the
     analysis, so a retry costs no analysis)."""
-    return read_system_view(
-        clients.cloudwatch,
-        describe,
-        region=env.region or ctx.region,
-        name_prefix=env.name_prefix,
-        thresholds=env.system_rule_thresholds,
-        now=datetime.now(UTC),
-        retry_transient=not final_attempt,
-    )
+    return for_job(clients, env, ctx, describe, retry_transient=not final_attempt)
 
 
 def process_job(

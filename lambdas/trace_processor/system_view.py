@@ -36,6 +36,10 @@ from profstack.system_rules import system_findings
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
 
+    from lambdas.trace_processor.aws import Clients
+    from lambdas.trace_processor.env import ProcessorEnv
+    from lambdas.trace_processor.job import JobContext
+
 SYSTEM_FILE = "system.json"
 #: system.json holds at most this many points in all (about 20 bytes each: a few MB for the biggest job);
 #: each series also keeps at most MAX_POINTS_PER_SERIES (1440). Beyond, series are averaged down evenly.
@@ -144,6 +148,27 @@ def read_system_view(
         found = []
         reason = f"{reason + '; ' if reason else ''}system rules failed: {type(exc).__name__}: {exc}"[:500]
     return SystemView(status, reason, metrics, tuple(found), links)
+
+
+def for_job(
+    clients: Clients,
+    env: ProcessorEnv,
+    ctx: JobContext,
+    describe: Mapping[str, Any],
+    *,
+    retry_transient: bool = False,
+) -> SystemView:
+    """``read_system_view`` with the function's client, region, name prefix and thresholds: the one call
+    of the processor (pipeline.py) and of the fan-out aggregate step (fanout.py)."""
+    return read_system_view(
+        clients.cloudwatch,
+        describe,
+        region=env.region or ctx.region,
+        name_prefix=env.name_prefix,
+        thresholds=env.system_rule_thresholds,
+        now=datetime.now(UTC),
+        retry_transient=retry_transient,
+    )
 
 
 # --- into the summary ------------------------------------------------------------------------------------------
