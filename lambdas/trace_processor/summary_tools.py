@@ -13,6 +13,7 @@ from typing import Any, cast
 
 from profstack import metric_names as m
 from profstack.analysis import merge
+from profstack.analysis.loose import at as _get
 from profstack.analysis.merge import CrossRank
 from profstack.analysis.summary import SEVERITY_ORDER, severity_rank
 from profstack.history.text import history_metrics
@@ -22,14 +23,6 @@ __all__ = ["SEVERITY_ORDER", "CrossRank", "findings", "job_metrics", "merge_part
 
 def _num(value: Any) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _get(mapping: Any, *path: str) -> Any:
-    for part in path:
-        if not isinstance(mapping, Mapping):
-            return None
-        mapping = mapping.get(part)
-    return mapping
 
 
 def _gpu_ranks(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:

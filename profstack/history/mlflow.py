@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from profstack.analysis.loose import mapping as _mapping
+
 ARN_RE = re.compile(
     r"^arn:(?P<partition>aws[a-z-]*):sagemaker:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):"
     r"mlflow-tracking-server/(?P<name>[A-Za-z0-9-]{1,256})$"
@@ -250,10 +252,6 @@ def export_job(
         client.upload_artifact(run, name, data, content_type=content_type, put_s3=put_s3)
     client.finish_run(run, end_ms=now)
     return run
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 _METRIC_KEY_RE = re.compile(r"[^A-Za-z0-9_\-. /]")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from profstack.analysis.loose import number as _num
 from profstack.analysis.summary import Finding, Severity
 
 RULE_ID = "Regression"
@@ -124,12 +125,6 @@ class Comparison:
     @property
     def is_regression(self) -> bool:
         return bool(self.regressed or self.kernel_shifts or self.new_kernels)
-
-
-def _num(value: object) -> float | None:
-    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(float(value)):
-        return float(value)
-    return None
 
 
 def _median(values: Sequence[float]) -> float | None:
