@@ -7,6 +7,7 @@ cross-rank section, the severity order and the "UnreadableTraceFiles" finding.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -168,7 +169,8 @@ def merge_partials(
         ),
     )
     ranks, spans = [ranks[i] for i in order], [spans[i] for i in order]
-    split = sorted({str(r.get("rank")) for r in ranks if sum(1 for o in ranks if o.get("rank") == r.get("rank")) > 1})
+    entries_per_rank = Counter(str(r.get("rank")) for r in ranks)
+    split = sorted(rank for rank, n in entries_per_rank.items() if n > 1)
     if split:
         warnings.append(
             {
