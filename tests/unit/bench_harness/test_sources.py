@@ -48,5 +48,5 @@ def test_the_table_has_one_row_per_format_with_ratios() -> None:
     assert "| trace_diff |" in lines[2]
     assert "| .json |" in lines[2]
     assert "| 2.00× | 8.0 |" in lines[2]
-    assert "| 25.00× | > 1800.0× (unfinished) |" in lines[2]
+    assert "| 25.00× (31.25× CPU) | > 1800.0× (unfinished) |" in lines[2]  # CPU: 250 / 8
     assert "| 4.00 | 50 |" in lines[2]  # 1000 ms / 250 MB/s CPU = 4 ms/MB; peak RSS 50 MB
