@@ -4,6 +4,7 @@ operators that allocate most. A trace without these events says so (``events: 0`
 
 from __future__ import annotations
 
+import bisect
 import math
 
 from profstack.analysis.analyzers.view import RankView
@@ -56,10 +57,11 @@ def memory(v: RankView) -> MemorySection:
         _carry(series_a)
         _carry(series_r)
         step_peaks: list[StepPeak] = []
+        times = [m.ts[i] for i in evs]  # ascending: evs is sorted by time
         for num, start, dur in steps:
-            vals = [m.alloc[i] for i in evs if start <= m.ts[i] <= start + dur]
-            if vals:
-                step_peaks.append({"step": num, "peak_allocated_bytes": max(vals)})
+            a, b = bisect.bisect_left(times, start), bisect.bisect_right(times, start + dur)
+            if a < b:  # the events with start <= ts <= start + dur
+                step_peaks.append({"step": num, "peak_allocated_bytes": max(alloc[a:b])})
         first, last = (step_peaks[0], step_peaks[-1]) if len(step_peaks) >= 2 else (None, None)
         increase = (
             pct_or_none(last["peak_allocated_bytes"] - first["peak_allocated_bytes"], first["peak_allocated_bytes"])
