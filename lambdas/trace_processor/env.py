@@ -45,6 +45,10 @@ class ProcessorEnv(FunctionEnv):
     #: the job queue's maxReceiveCount (config processing.max_receive_count): the delivery that is the last
     #: before the DLQ publishes with what it could read instead of retrying a transient CloudWatch fault
     max_receive_count: Annotated[int, Field(ge=1, le=20, alias="MAX_RECEIVE_COUNT")] = 3
+    #: how many times Step Functions runs the fan-out aggregate step for a transient CloudWatch fault (its
+    #: Retry on SystemMetricsTransientError; set on that function only, by stacks/components/fanout_workflow.py
+    #: from AGGREGATE_ATTEMPTS): the attempt that is the last publishes instead of raising. None elsewhere.
+    aggregate_max_attempts: Annotated[int | None, Field(ge=1, le=20, alias="AGGREGATE_MAX_ATTEMPTS")] = None
     idempotency_ttl_seconds: Annotated[int, Field(ge=60, alias="IDEMPOTENCY_TTL_SECONDS")] = 7 * 86400
     #: the configured users: a job's owner tag must name one of them (empty: only untagged jobs pass)
     users: Annotated[frozenset[str], Field(alias="USERS", default_factory=frozenset)]

@@ -9,7 +9,8 @@ log, the failure metric's `reason` dimension, the DLQ runbook and dashboards use
     corrupt_trace        no trace file of the job could be analysed
     cloudwatch_transient GetMetricData still throttled / failed transiently after botocore's retries, on a
                          delivery before the last: retried (the last delivery publishes the report with the
-                         system section "unavailable" rather than lose it)
+                         system section "unavailable" rather than lose it). The fan-out aggregate step
+                         raises the same error before its last attempt, and Step Functions retries it.
     idempotency_store    the idempotency table could not be read or written
     duplicate_in_progress  another invocation is processing the same job and status
     throttled / access_denied / error:<code>  any other AWS error
@@ -47,8 +48,9 @@ class CorruptTracesError(ProcessingError):
 
 
 class SystemMetricsTransientError(ProcessingError):
-    """CloudWatch failed transiently on a delivery that SQS will repeat: retry rather than store a report
-    whose system section says "unavailable" for a fault that may pass."""
+    """CloudWatch failed transiently on a delivery that SQS will repeat, or on a fan-out aggregate attempt that
+    Step Functions will repeat (it retries on this class name: stacks/components/fanout_workflow.py): retry
+    rather than store a report whose system section says "unavailable" for a fault that may pass."""
 
     reason = "cloudwatch_transient"
 

@@ -3,7 +3,8 @@
 Input of both steps is the execution input written by routing.start_fanout:
     {"context": JobContext.to_json(), "manifest": {"bucket", "key"}, "partials": {"bucket", "prefix"},
      "job": system_view.describe_for_fanout(DescribeTrainingJob)}
-and, for one map item, "item": {"index", "bucket", "key", "size", "route"}.
+and, for one map item, "item": {"index", "bucket", "key", "size", "route"}; the aggregate step also gets
+"attempt": the state's `$$.State.RetryCount` (0 on the first run; see final_attempt).
 """
 
 from __future__ import annotations
@@ -88,12 +89,29 @@ def _missing_reason(item: Mapping[str, Any]) -> str:
     )
 
 
+def final_attempt(payload: Mapping[str, Any], env: ProcessorEnv) -> bool:
+    """Whether this run of the aggregate step is its last for a transient CloudWatch fault: the state
+    machine's Retry on SystemMetricsTransientError allows AGGREGATE_MAX_ATTEMPTS runs in all
+    (stacks/components/fanout_workflow.py sets both from AGGREGATE_ATTEMPTS), and the payload's `attempt` is
+    `$$.State.RetryCount`, the retries so far. Without either (an execution of an older definition, a direct
+    call) no retry is known to follow, so the run is the last: it publishes, as it always did."""
+    attempt = payload.get("attempt")
+    if attempt is None or env.aggregate_max_attempts is None:
+        return True
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 0:
+        raise FanoutInputError(f"'attempt' is not a retry count: {attempt!r}")
+    return attempt + 1 >= env.aggregate_max_attempts
+
+
 def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, engine: Engine) -> Outcome:
     """Merge every partial into the job summary; a file without a partial is flagged, not fatal.
 
-    Partials are read in parallel (AGGREGATE_READERS) and slimmed as they arrive; measured sizing of the
-    Lambda (memory, timeout) in docs/processing.md."""
+    The system view is read first, before any partial: on an attempt that is not the last (final_attempt),
+    a transient CloudWatch fault raises SystemMetricsTransientError for Step Functions to retry the step, and
+    such a run has read nothing else and written nothing. Partials are read in parallel (AGGREGATE_READERS)
+    and slimmed as they arrive; measured sizing of the Lambda (memory, timeout) in docs/processing.md."""
     ctx = JobContext.from_json(payload["context"])
+    system = _system_view(clients, env, ctx, payload.get("job"), final=final_attempt(payload, env))
     manifest = payload["manifest"]
     items = get_json(clients.s3, S3Location(str(manifest["bucket"]), str(manifest["key"])))
     if not isinstance(items, list):
@@ -123,13 +141,15 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
         summary,
         render_html=engine.render_html,
         trace_bytes=sum(int(i.get("size", 0)) for i in items),
-        system=_system_view(clients, env, ctx, payload.get("job")),
+        system=system,
         describe=payload.get("job") if isinstance(payload.get("job"), Mapping) else None,
     )
 
 
-def _system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, job: Any) -> SystemView:
-    """The job's system view from the description the execution input carries (read once, here)."""
+def _system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, job: Any, *, final: bool) -> SystemView:
+    """The job's system view from the description the execution input carries (read once, here). Before the
+    last attempt a transient CloudWatch fault raises SystemMetricsTransientError (the step is retried); on
+    it, or for a permanent fault, the view says "unavailable" with the reason."""
     if not isinstance(job, Mapping) or not job.get("TrainingJobName"):
         return SystemView(
             "unavailable",
@@ -137,4 +157,4 @@ def _system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, job: Any)
             None,
             links=job_links(env.region or ctx.region, env.name_prefix, ctx.job),
         )
-    return for_job(clients, env, ctx, job)
+    return for_job(clients, env, ctx, job, retry_transient=not final)

@@ -7,9 +7,12 @@ fanout.aggregate for a fanned-out job (from the job description routing.start_fa
 input, so the aggregate step needs no SageMaker permission).
 
 CloudWatch never costs the job its report. The client retries throttling and transient errors (botocore's
-standard mode, aws.BOTO_CONFIG); a transient fault that still fails, on an SQS delivery before the last, fails
-the record so SQS retries it (SystemMetricsTransientError; the fan-out aggregate step does not retry). What
-fails on the last delivery, or for good (access denied), makes the system section `unavailable`, with the reason in
+standard mode, aws.BOTO_CONFIG); a transient fault that still fails, before the last try, raises
+SystemMetricsTransientError so the work is retried: on an SQS delivery before the queue's last
+(MAX_RECEIVE_COUNT) the record fails and SQS delivers it again; in the fan-out aggregate step, on an attempt
+before its last (`$$.State.RetryCount` against AGGREGATE_MAX_ATTEMPTS, fanout.final_attempt) the step fails and
+Step Functions retries it on that error name. Both read the view before writing any output. What fails on the
+last delivery or attempt, or for good (access denied), makes the system section `unavailable`, with the reason in
 `summary.system.reason` and a `SystemMetricsUnavailable` warning, and system.json says the same: it is never
 stored as if the job had no metrics. A job CloudWatch holds no metrics for (shorter than the one-minute
 period, no hosts, nothing published) is the distinct status `no_data`.
@@ -116,8 +119,9 @@ def read_system_view(
     retry_transient: bool = False,
 ) -> SystemView:
     """Read the job's metrics once and judge them. Never raises for CloudWatch (see the module docstring),
-    except with ``retry_transient`` (an SQS delivery that is not the last): a transient failure then raises
-    SystemMetricsTransientError, so the record is retried instead of reported "unavailable"."""
+    except with ``retry_transient`` (an SQS delivery or a fan-out aggregate attempt that is not the last): a
+    transient failure then raises SystemMetricsTransientError, so the work is retried instead of reported
+    "unavailable"."""
     job = str(describe.get("TrainingJobName") or "")
     links = job_links(region, name_prefix, job) if job else {}
     metrics: SystemMetrics | None = None
@@ -130,7 +134,7 @@ def read_system_view(
         except (ClientError, BotoCoreError) as exc:
             if retry_transient and is_transient(exc):
                 raise SystemMetricsTransientError(
-                    f"GetMetricData failed transiently after retries ({error_code(exc)}); the record is retried"
+                    f"GetMetricData failed transiently after retries ({error_code(exc)}); retried before it is reported"
                 ) from exc
             message = str(exc)[:300]
             status, reason = "unavailable", f"GetMetricData failed after retries ({error_code(exc)}): {message}"

@@ -4,7 +4,9 @@ aggregate step builds the job report.
 Per item, a Choice routes by size: files up to `single_lambda_max_file_mb` go to the analyze-file
 Lambda; bigger ones to a SageMaker Processing job running the same engine (`profstack analyze`) in
 a container (image: ECR repository + tag parameters, see docs/processing.md). Failed items are
-tolerated: the aggregate step flags the files whose partial is missing and reports the rest.
+tolerated: the aggregate step flags the files whose partial is missing and reports the rest. The aggregate
+step is retried on a transient CloudWatch fault, AGGREGATE_ATTEMPTS runs in all, and is told which run is
+its last (the report then says the system metrics are unavailable, rather than lose the job's report).
 """
 
 from __future__ import annotations
@@ -29,6 +31,18 @@ PROCESSING_INPUT = "/opt/ml/processing/input"
 PROCESSING_OUTPUT = "/opt/ml/processing/output"
 PROCESSING_MAX_RUNTIME_S = 4 * 3600
 MAP_MAX_CONCURRENCY = 20
+#: How many times the aggregate step runs when CloudWatch fails transiently (GetMetricData still throttled
+#: or 5xx after botocore's retries): the one number behind both the step's Retry on
+#: SYSTEM_METRICS_TRANSIENT_ERROR (AGGREGATE_ATTEMPTS - 1 retries) and the function's AGGREGATE_MAX_ATTEMPTS
+#: (lambdas/trace_processor/env.py), so the attempt the function takes for the last one (the state's
+#: `$$.State.RetryCount` + 1 == AGGREGATE_ATTEMPTS) is the last: it publishes with the system section
+#: "unavailable" instead of raising, and every attempt before it raises and has a retry left.
+AGGREGATE_ATTEMPTS = 4
+#: the exception class the aggregate function raises for it (lambdas/trace_processor/errors.py): a Python
+#: Lambda's unhandled error reaches Step Functions as its class name (tests/infra check the two agree)
+SYSTEM_METRICS_TRANSIENT_ERROR = "SystemMetricsTransientError"
+AGGREGATE_RETRY_INTERVAL = cdk.Duration.seconds(60)
+AGGREGATE_RETRY_MAX_DELAY = cdk.Duration.minutes(5)
 # `profstack analyze` exits 1 when it wrote partial results (some input unreadable): still a result
 # the aggregate step should see, so only exit codes above 1 fail the job (and skip the upload). Python
 # also exits 1 on an uncaught error, so the job succeeds only if a summary was written.
@@ -249,10 +263,36 @@ class FanoutWorkflow(Construct):
             self,
             "AggregateReport",
             lambda_function=aggregate.function,
+            # the execution input the step always had (the map's result is discarded), plus the attempt
+            payload=sfn.TaskInput.from_object(
+                {
+                    "context": sfn.JsonPath.object_at("$.context"),
+                    "manifest": sfn.JsonPath.object_at("$.manifest"),
+                    "partials": sfn.JsonPath.object_at("$.partials"),
+                    "job": sfn.JsonPath.object_at("$.job"),
+                    "attempt": sfn.JsonPath.number_at("$$.State.RetryCount"),
+                }
+            ),
             payload_response_only=True,
             retry_on_service_exceptions=True,
         )
+        # The first retrier whose ErrorEquals matches is the one used, and each counts its own retries;
+        # `States.TaskFailed` matches every error, so the CloudWatch retrier comes first and is the only one
+        # that error ever uses. `$$.State.RetryCount` is the state's retries so far, by every retrier (so never
+        # fewer than this one's; docs/platform-facts.md, moto's interpreter): an attempt the function does not
+        # take for the last (it raises) always has a retry left here. Retries by the other retriers (a Lambda
+        # service error, an S3 fault) count too, so after those the function may publish "unavailable" an
+        # attempt early; never an attempt late.
+        aggregate_step.add_retry(
+            errors=[SYSTEM_METRICS_TRANSIENT_ERROR],
+            max_attempts=AGGREGATE_ATTEMPTS - 1,
+            interval=AGGREGATE_RETRY_INTERVAL,
+            backoff_rate=2,
+            max_delay=AGGREGATE_RETRY_MAX_DELAY,
+            jitter_strategy=sfn.JitterType.FULL,
+        )
         aggregate_step.add_retry(errors=["States.TaskFailed"], max_attempts=3, interval=cdk.Duration.seconds(30))
+        aggregate.function.add_environment("AGGREGATE_MAX_ATTEMPTS", str(AGGREGATE_ATTEMPTS))
 
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
         machine_role = iam.Role(

@@ -70,6 +70,9 @@ def processor_environ(topic_arn: str, **overrides: str) -> dict[str, str]:
         "TOP_K": "5",
         "RULE_THRESHOLDS": "{}",
         "MAX_RECEIVE_COUNT": "2",  # create_data_plane's queue: maxReceiveCount 2
+        # the aggregate step's runs for a transient CloudWatch fault (FanoutWorkflow sets it from
+        # AGGREGATE_ATTEMPTS; the test that runs the synthesized definition passes that value)
+        "AGGREGATE_MAX_ATTEMPTS": "3",
         "POWERTOOLS_SERVICE_NAME": "profstack-trace-processor",
         "POWERTOOLS_METRICS_NAMESPACE": "ProfStack",
     }

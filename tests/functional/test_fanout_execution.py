@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import boto3
@@ -66,10 +67,28 @@ def _resolve(node: Any, template: dict[str, Any]) -> str:
 
 
 @pytest.fixture(scope="module")
-def definition(example_config: Any) -> str:
+def processing_template(example_config: Any) -> dict[str, Any]:
     from tests.infra.conftest import synthesize
 
-    template = synthesize(example_config, nag=False).templates[f"{example_config.prefix}-processing"]
+    template: dict[str, Any] = synthesize(example_config, nag=False).templates[f"{example_config.prefix}-processing"]
+    return template
+
+
+@pytest.fixture(scope="module")
+def aggregate_max_attempts(processing_template: dict[str, Any]) -> str:
+    """What the stack tells the aggregate function (FanoutWorkflow, from AGGREGATE_ATTEMPTS)."""
+    (fn,) = [
+        r["Properties"]
+        for r in processing_template["Resources"].values()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"]["Handler"] == "lambdas.trace_processor.aggregate.handler"
+    ]
+    return str(fn["Environment"]["Variables"]["AGGREGATE_MAX_ATTEMPTS"])
+
+
+@pytest.fixture(scope="module")
+def definition(processing_template: dict[str, Any]) -> str:
+    template = processing_template
     (machine,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
     text = _resolve(machine["Properties"]["DefinitionString"], template)
     json.loads(text)  # a valid ASL document
@@ -105,7 +124,7 @@ def _serve_lambda_in_process(monkeypatch: pytest.MonkeyPatch, calls: list[str]) 
 
 @pytest.fixture
 def machine(
-    aws_credentials: None, definition: str, monkeypatch: pytest.MonkeyPatch
+    aws_credentials: None, definition: str, aggregate_max_attempts: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[DataPlane, Any, list[str]]]:
     calls: list[str] = []
     with mock_aws(config={"stepfunctions": {"execute_state_machine": True}}):
@@ -120,6 +139,7 @@ def machine(
             # rank-0's gzip is 124 kB (~1.86 MB at 15:1), rank-1's 120 kB: rank-0 -> Processing job
             SINGLE_LAMBDA_MAX_FILE_BYTES=str(122_000 * 15),
             STATE_MACHINE_ARN=arn,
+            AGGREGATE_MAX_ATTEMPTS=aggregate_max_attempts,
         )
         with patched_environ(environ):
             from lambdas.trace_processor import runtime
@@ -171,3 +191,59 @@ def test_the_synthesized_fanout_runs_end_to_end(machine: tuple[DataPlane, Any, l
     assert "Processing job did not finish" in flagged["error"]["message"]
     assert f"{reports}report.html" in keys
     assert len(plane.notifications()) == 1
+
+
+@pytest.mark.slow  # one synth (~30 s, shared with the test above) and a real execution with retries
+def test_the_synthesized_fanout_retries_a_throttled_aggregate_and_reports_on_its_last_attempt(
+    machine: tuple[DataPlane, Any, list[str]], traces_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.stub import Stubber
+    from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
+
+    from lambdas.trace_processor import handler, runtime
+
+    plane, sfn, calls = machine
+    # GIVEN a fanned-out job whose GetMetricData stays throttled past botocore's retries on every attempt
+    job = "fanned-throttled"
+    register_training_job(plane, job)
+    for i, rel in enumerate(RANKS):
+        key = f"{layout.job_tensorboard_prefix(USER, job)}algo-{i + 1}_1.1.pt.trace.json.gz"
+        plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+    attempts = runtime.env().aggregate_max_attempts
+    assert attempts is not None
+    assert attempts >= 2
+    cloudwatch = runtime.clients().cloudwatch
+    assert cloudwatch is not None
+    stubber = Stubber(cloudwatch)
+    for _ in range(attempts):
+        stubber.add_client_error(
+            "get_metric_data", service_error_code="Throttling", service_message="Rate exceeded", http_status_code=400
+        )
+    stubber.activate()
+    # AND moto's retrier waits recorded instead of slept (they are minutes)
+    waits: list[float] = []
+    monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=waits.append))
+    # WHEN the job-completed event starts the execution and moto runs the synthesized definition
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
+    assert response["batchItemFailures"] == []
+    (execution,) = sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]
+    done = _wait(sfn, execution["executionArn"])
+    stubber.assert_no_pending_responses()
+    stubber.deactivate()
+    # THEN the aggregate step ran AGGREGATE_MAX_ATTEMPTS times: each run before the last raised the error the
+    # state's Retry names, and was retried with backoff (at most 60 s x 2^n, capped at 300 s, jittered)
+    assert done["status"] == "SUCCEEDED", done
+    assert calls.count(AGGREGATE_ARN) == attempts
+    assert len(waits) == attempts - 1
+    assert all(0 <= w <= min(60 * 2**n, 300) for n, w in enumerate(waits)), waits
+    history = sfn.get_execution_history(executionArn=execution["executionArn"], maxResults=1000)["events"]
+    failed = [e["lambdaFunctionFailedEventDetails"] for e in history if e["type"] == "LambdaFunctionFailed"]
+    assert [f["error"] for f in failed] == ["SystemMetricsTransientError"] * (attempts - 1)
+    # AND the last attempt published the report, the system section unavailable with the reason, one e-mail
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert summary["system"]["status"] == "unavailable"
+    assert "GetMetricData failed after retries (Throttling)" in summary["system"]["reason"]
+    assert [r["rank"] for r in summary["ranks"]] == [1]
+    (note,) = plane.notifications()
+    assert "System metrics: unavailable: GetMetricData failed after retries (Throttling)" in note["Message"]

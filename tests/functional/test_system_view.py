@@ -401,3 +401,156 @@ def test_a_fanned_out_job_gets_its_system_view_from_the_aggregate_step(
     (note,) = plane.notifications()
     assert "FailureReason:\n  AlgorithmError" in note["Message"]
     assert "Alarms: https://us-east-1.console.aws.amazon.com/cloudwatch/" in note["Message"]
+
+
+def _fanned_out(plane: DataPlane, sfn: Any, traces_dir: Path, job: str) -> dict[str, Any]:
+    """Fan the job out and run its map items as the state machine would: the aggregate step's input."""
+    from lambdas.trace_processor import analyze_file as analyze_entry
+    from lambdas.trace_processor import runtime
+
+    _job(plane, traces_dir, job)
+    _seed(plane, job, {"algo-1": LOW_GPU_HOST, "algo-2": BUSY_HOST})
+    assert _process(job) == {"batchItemFailures": []}
+    (execution,) = sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]
+    payload: dict[str, Any] = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+    manifest = json.loads(
+        plane.s3.get_object(Bucket=payload["manifest"]["bucket"], Key=payload["manifest"]["key"])["Body"].read()
+    )
+    for item in manifest:
+        analyze_entry.handler({"context": payload["context"], "partials": payload["partials"], "item": item},
+                              LambdaContext())  # fmt: skip
+    return payload
+
+
+def _count_s3_reads(calls: list[str]) -> None:
+    from lambdas.trace_processor import runtime
+
+    runtime.clients().s3.meta.events.register(
+        "before-parameter-build.s3.GetObject", lambda params, **_: calls.append(str(params.get("Key", "")))
+    )
+
+
+def test_the_aggregate_step_retries_a_transient_cloudwatch_fault_until_its_last_attempt(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor import aggregate as aggregate_entry
+    from lambdas.trace_processor import runtime
+    from lambdas.trace_processor.errors import SystemMetricsTransientError
+
+    plane, sfn = fanout_plane
+    # GIVEN a fanned-out job whose partials are written, and the aggregate step allowed N runs in all
+    job = "sysm-fanout-throttled"
+    payload = _fanned_out(plane, sfn, traces_dir, job)
+    attempts = runtime.env().aggregate_max_attempts
+    assert attempts == 3  # processing_support's AGGREGATE_MAX_ATTEMPTS
+    reports = layout.job_reports_prefix(USER, job)
+    before = plane.list_keys(reports)
+    assert f"{reports}partials/manifest.json" in before
+    outputs = {f"{reports}{name}" for name in ("summary.json", "report.html", "system.json")}
+    assert not outputs & set(before)  # only the fan-out's own partials and trimmed traces so far
+    # AND GetMetricData still throttled after botocore's retries on every run (Stubber: moto cannot throttle)
+    cloudwatch = runtime.clients().cloudwatch
+    assert cloudwatch is not None
+    stubber = Stubber(cloudwatch)
+    for _ in range(attempts):
+        stubber.add_client_error(
+            "get_metric_data", service_error_code="Throttling", service_message="Rate exceeded", http_status_code=400
+        )
+    stubber.activate()
+    reads: list[str] = []
+    _count_s3_reads(reads)
+    # WHEN Step Functions runs the step with $$.State.RetryCount 0 .. N-2
+    for attempt in range(attempts - 1):
+        with pytest.raises(SystemMetricsTransientError) as raised:
+            aggregate_entry.handler({**payload, "attempt": attempt}, LambdaContext())
+        # THEN each run fails with the error name the state machine retries on, having written nothing: no
+        # summary, report, system.json, TensorBoard scalars or e-mail, and read no partial (metrics come first)
+        assert type(raised.value).__name__ == "SystemMetricsTransientError"
+        assert "Throttling" in str(raised.value)
+        assert plane.list_keys(reports) == before
+        assert all(k.endswith(".pt.trace.json.gz") for k in plane.list_keys(layout.job_tensorboard_prefix(USER, job)))
+        assert plane.notifications() == []
+        assert reads == []
+    # WHEN the last attempt (RetryCount N-1) meets the same fault
+    outcome = aggregate_entry.handler({**payload, "attempt": attempts - 1}, LambdaContext())
+    stubber.assert_no_pending_responses()  # one GetMetricData per run, and every run read it
+    stubber.deactivate()
+    # THEN the report is published rather than lost, with the system section unavailable and the reason
+    assert outcome["action"] == "reported"
+    summary = _read(plane, job, "summary.json")
+    jsonschema.validate(summary, summary_schema())
+    assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]
+    assert summary["system"]["status"] == "unavailable"
+    assert summary["system"]["complete"] is False
+    assert "GetMetricData failed after retries (Throttling): " in summary["system"]["reason"]
+    assert "Rate exceeded" in summary["system"]["reason"]
+    (warning,) = [w for w in summary["warnings"] if w["source"] == "cloudwatch"]
+    assert warning["error_type"] == "SystemMetricsUnavailable"
+    system = _read(plane, job, "system.json")
+    assert system["status"] == "unavailable"
+    assert "hosts" not in system
+    assert not _system_findings(summary)
+    (note,) = plane.notifications()
+    assert "System metrics: unavailable: GetMetricData failed after retries (Throttling)" in note["Message"]
+
+
+def test_the_aggregate_step_reports_a_permanent_cloudwatch_fault_at_once(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor import aggregate as aggregate_entry
+    from lambdas.trace_processor import runtime
+
+    plane, sfn = fanout_plane
+    # GIVEN a fanned-out job and GetMetricData denied (a fault that does not pass by retrying)
+    job = "sysm-fanout-denied"
+    payload = _fanned_out(plane, sfn, traces_dir, job)
+    cloudwatch = runtime.clients().cloudwatch
+    assert cloudwatch is not None
+    with Stubber(cloudwatch) as stubber:
+        stubber.add_client_error(
+            "get_metric_data",
+            service_error_code="AccessDenied",
+            service_message="not authorized to perform: cloudwatch:GetMetricData",
+            http_status_code=403,
+        )
+        # WHEN the step's first attempt runs, with retries left
+        outcome = aggregate_entry.handler({**payload, "attempt": 0}, LambdaContext())
+        stubber.assert_no_pending_responses()
+    # THEN it publishes at once, with the system section unavailable and the reason, instead of retrying
+    assert outcome["action"] == "reported"
+    summary = _read(plane, job, "summary.json")
+    assert summary["system"]["status"] == "unavailable"
+    assert "GetMetricData denied (AccessDenied)" in summary["system"]["reason"]
+    assert _read(plane, job, "system.json")["status"] == "unavailable"
+    (note,) = plane.notifications()
+    assert "System metrics: unavailable: " in note["Message"]
+    assert "AccessDenied" in note["Message"]
+
+
+def test_an_aggregate_input_without_an_attempt_is_its_last(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor import aggregate as aggregate_entry
+    from lambdas.trace_processor import runtime
+    from lambdas.trace_processor.fanout import FanoutInputError
+
+    plane, sfn = fanout_plane
+    # GIVEN the input of an execution started under the previous definition (no "attempt": no retry is known
+    # to follow) and GetMetricData throttled
+    job = "sysm-fanout-legacy"
+    payload = _fanned_out(plane, sfn, traces_dir, job)
+    assert "attempt" not in payload
+    cloudwatch = runtime.clients().cloudwatch
+    assert cloudwatch is not None
+    # WHEN an attempt that is not a retry count arrives THEN it is a clear input error, before any read
+    with Stubber(cloudwatch), pytest.raises(FanoutInputError, match="not a retry count"):
+        aggregate_entry.handler({**payload, "attempt": "0"}, LambdaContext())
+    assert plane.notifications() == []
+    with Stubber(cloudwatch) as stubber:
+        stubber.add_client_error("get_metric_data", service_error_code="Throttling", http_status_code=400)
+        # WHEN it runs without an attempt
+        outcome = aggregate_entry.handler(payload, LambdaContext())
+        stubber.assert_no_pending_responses()
+    # THEN it publishes, as the step always did, stating the metrics unavailable (it cannot count on a retry)
+    assert outcome["action"] == "reported"
+    assert _read(plane, job, "summary.json")["system"]["status"] == "unavailable"

@@ -228,6 +228,65 @@ def test_fanout_is_a_distributed_map_with_lambda_and_processing_job_paths(
     assert "ProcessingImageRepository" in json.dumps(machine["DefinitionString"])
 
 
+def _asl(template: dict[str, Any]) -> dict[str, Any]:
+    """The state machine's definition as JSON (each intrinsic part, inside a JSON string, as a placeholder)."""
+    definition = _one(template, "AWS::StepFunctions::StateMachine")["Properties"]["DefinitionString"]
+    sep, parts = definition["Fn::Join"]
+    asl: dict[str, Any] = json.loads(sep.join(p if isinstance(p, str) else "<intrinsic>" for p in parts))
+    return asl
+
+
+def test_aggregate_step_retries_a_transient_cloudwatch_fault_and_knows_which_attempt_is_last(
+    template: dict[str, Any],
+) -> None:
+    from lambdas.trace_processor.env import ProcessorEnv
+    from lambdas.trace_processor.errors import SystemMetricsTransientError
+    from lambdas.trace_processor.fanout import final_attempt
+    from stacks.components.fanout_workflow import AGGREGATE_ATTEMPTS
+
+    # GIVEN the synthesized fan-out definition's aggregate step
+    step = _asl(template)["States"]["AggregateReport"]
+    retriers = step["Retry"]
+    # THEN it retries the error the function raises, by its class name (how a Python Lambda's error reaches
+    # Step Functions), with exponential backoff and jitter
+    (transient,) = [r for r in retriers if SystemMetricsTransientError.__name__ in r["ErrorEquals"]]
+    assert transient == {
+        "ErrorEquals": ["SystemMetricsTransientError"],
+        "IntervalSeconds": 60,
+        "MaxAttempts": AGGREGATE_ATTEMPTS - 1,
+        "BackoffRate": 2,
+        "MaxDelaySeconds": 300,
+        "JitterStrategy": "FULL",
+    }
+    # AND that retrier is the one this error uses: the first to match it (States.TaskFailed and States.ALL
+    # match every error and come after; the Lambda service retrier names only Lambda's own errors)
+    position = retriers.index(transient)
+    wildcards = {"States.TaskFailed", "States.ALL"}
+    assert not [r for r in retriers[:position] if wildcards & set(r["ErrorEquals"])]
+    assert [r["ErrorEquals"] for r in retriers[position + 1 :]] == [["States.TaskFailed"]]
+    # AND the payload is the execution input the step always got, plus the state's retry count
+    assert step["Parameters"] == {
+        "context.$": "$.context",
+        "manifest.$": "$.manifest",
+        "partials.$": "$.partials",
+        "job.$": "$.job",
+        "attempt.$": "$$.State.RetryCount",
+    }
+    # AND the aggregate function (only it) is told the same number of attempts, which its env model accepts
+    _, aggregate_fn = _function(template, "lambdas.trace_processor.aggregate.handler")
+    variables = aggregate_fn["Environment"]["Variables"]
+    assert variables["AGGREGATE_MAX_ATTEMPTS"] == str(transient["MaxAttempts"] + 1)
+    for handler in ("lambdas.trace_processor.handler.handler", "lambdas.trace_processor.analyze_file.handler"):
+        assert "AGGREGATE_MAX_ATTEMPTS" not in _function(template, handler)[1]["Environment"]["Variables"]
+    plain = {k: v for k, v in variables.items() if isinstance(v, str)}
+    env = ProcessorEnv.from_environ({**plain, "TRACE_BUCKET": "b-x-y", "TOPIC_ARN": "arn:aws:sns:us-east-1:1:t",
+                                     "IDEMPOTENCY_TABLE": "t"})  # fmt: skip
+    # AND the counts add up: with RetryCount 0 .. MaxAttempts, the function raises on every attempt the retrier
+    # still has a retry for and publishes on the one after its last retry
+    verdicts = [final_attempt({"attempt": k}, env) for k in range(transient["MaxAttempts"] + 1)]
+    assert verdicts == [False] * transient["MaxAttempts"] + [True]
+
+
 def test_processing_job_role_reads_traces_and_writes_only_partials(template: dict[str, Any]) -> None:
     roles = _of_type(template, "AWS::IAM::Role")
     role_id = next(k for k in roles if k.startswith("FanoutProcessingJobRole"))

@@ -260,3 +260,66 @@ def test_transient_cloudwatch_faults_retry_before_the_last_delivery_and_are_stat
         )  # fmt: skip
         assert view.status == "unavailable"
         assert view.reason is not None
+
+
+_FANOUT_ENV = {"TRACE_BUCKET": "b-x-y", "IDEMPOTENCY_TABLE": "t", "TOPIC_ARN": "arn:aws:sns:us-east-1:1:t"}
+
+
+@given(max_attempts=st.integers(1, 20), retry_count=st.integers(0, 40))
+@settings(max_examples=200, deadline=None)
+def test_the_aggregate_steps_last_attempt_is_the_one_after_its_last_retry(max_attempts: int, retry_count: int) -> None:
+    from lambdas.trace_processor.env import ProcessorEnv
+    from lambdas.trace_processor.fanout import final_attempt
+
+    # GIVEN AGGREGATE_MAX_ATTEMPTS runs in all (MaxAttempts = runs - 1 retries) and $$.State.RetryCount so far
+    env = ProcessorEnv.from_environ({**_FANOUT_ENV, "AGGREGATE_MAX_ATTEMPTS": str(max_attempts)})
+    # THEN the run is the last exactly when no retry is left, so a raise is always retried
+    assert final_attempt({"attempt": retry_count}, env) is (retry_count >= max_attempts - 1)
+
+
+def test_an_aggregate_attempt_that_is_unknown_or_malformed() -> None:
+    import pytest
+
+    from lambdas.trace_processor.env import EnvError, ProcessorEnv
+    from lambdas.trace_processor.fanout import FanoutInputError, final_attempt
+
+    with_count = ProcessorEnv.from_environ({**_FANOUT_ENV, "AGGREGATE_MAX_ATTEMPTS": "4"})
+    without = ProcessorEnv.from_environ(_FANOUT_ENV)
+    # GIVEN no attempt in the input (an older definition) or no count in the environment (not the aggregate
+    # function: a direct call, the bench) THEN no retry is known to follow: the run is the last
+    assert final_attempt({}, with_count) is True
+    assert final_attempt({"attempt": 0}, without) is True
+    # GIVEN an attempt that is no retry count THEN a clear input error, not a guess
+    for bad in ("0", -1, 1.5, True, [0]):
+        with pytest.raises(FanoutInputError, match="not a retry count"):
+            final_attempt({"attempt": bad}, with_count)
+    # GIVEN a count the state machine could not have (0 runs, or more than the bound) THEN the env is refused
+    for bad_count in ("0", "21", "three"):
+        with pytest.raises(EnvError, match="AGGREGATE_MAX_ATTEMPTS"):
+            ProcessorEnv.from_environ({**_FANOUT_ENV, "AGGREGATE_MAX_ATTEMPTS": bad_count})
+
+
+def test_the_aggregate_function_will_not_start_without_its_attempt_count() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    # GIVEN the aggregate function's environment without AGGREGATE_MAX_ATTEMPTS WHEN it cold-starts
+    env = {k: v for k, v in os.environ.items() if k != "AGGREGATE_MAX_ATTEMPTS"} | _FANOUT_ENV
+    env["POWERTOOLS_METRICS_NAMESPACE"] = "ProfStack"
+    run = subprocess.run(
+        [sys.executable, "-c", "import lambdas.trace_processor.aggregate"],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    # THEN it fails loudly, naming the variable, instead of guessing which attempt is its last
+    assert run.returncode != 0
+    assert "EnvError: AGGREGATE_MAX_ATTEMPTS is not set" in run.stderr
+    # AND with it, it starts
+    ok = subprocess.run(
+        [sys.executable, "-c", "import lambdas.trace_processor.aggregate"],
+        cwd=REPO_ROOT, env=env | {"AGGREGATE_MAX_ATTEMPTS": "4"}, capture_output=True, text=True, timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
