@@ -8,21 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.trace_processor import runtime
 from lambdas.trace_processor.env import EnvError
 from lambdas.trace_processor.errors import SystemMetricsTransientError
 from lambdas.trace_processor.fanout import aggregate
-from lambdas.trace_processor.telemetry import publish_metrics
+from lambdas.trace_processor.telemetry import metrics, publish_metrics
 
 # cold start: a bad deployment fails here, loudly; without the attempt count the step could not tell its last
 # attempt, and would have to choose between storing a transient fault and failing the execution
 if runtime.env().aggregate_max_attempts is None:
     raise EnvError("AGGREGATE_MAX_ATTEMPTS is not set (stacks/components/fanout_workflow.py sets it)")
 logger = Logger()
-metrics = Metrics()
 
 
 @logger.inject_lambda_context(clear_state=True)

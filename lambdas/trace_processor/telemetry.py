@@ -4,6 +4,8 @@ of one service share their state, so the entry points decorate the same objects.
 
 from __future__ import annotations
 
+import os
+
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
@@ -30,8 +32,18 @@ def _unit(name: str) -> MetricUnit:
     return _UNITS.get(name, MetricUnit.Count)
 
 
+def _bind_service() -> None:
+    """Powertools reads POWERTOOLS_SERVICE_NAME when ``Metrics()`` is built, at import: an import before the
+    environment is set (a test session, a tool) would drop the ``service`` dimension the alarms select on.
+    So it is read again whenever metrics are added (a default dimension: kept across flushes)."""
+    service = os.environ.get("POWERTOOLS_SERVICE_NAME")
+    if service and metrics.default_dimensions.get("service") != service:
+        metrics.set_default_dimensions(service=service)
+
+
 def publish_metrics(outcome: Outcome) -> None:
     """Each value twice: without the job dimension (alarms watch these) and with it (dashboards)."""
+    _bind_service()
     for name, value in outcome.metrics.items():
         metrics.add_metric(name=name, unit=_unit(name), value=value)
         with single_metric(name=name, unit=_unit(name), value=value, namespace=m.NAMESPACE) as metric:
@@ -44,6 +56,7 @@ def record_failure(exc: BaseException, record: SQSRecord) -> None:
     """Count the failure (also per `reason`, a metric dimension) and log why, with the message id and how
     often SQS has delivered it."""
     reason = failure_reason(exc)
+    _bind_service()
     metrics.add_metric(name=m.PROCESSING_FAILURES, unit=MetricUnit.Count, value=1)
     with single_metric(name=m.PROCESSING_FAILURES, unit=MetricUnit.Count, value=1, namespace=m.NAMESPACE) as metric:
         metric.add_dimension(name=m.REASON_DIMENSION, value=reason)
