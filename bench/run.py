@@ -4,16 +4,15 @@
     python -m bench.run --quick               # small sizes, fewer repeats (a few minutes)
     python -m bench.run --tools profstack,msgspec --formats json
 
-Every measurement runs in a fresh child process pinned to CPU 0 with single-threaded math
-libraries (the --jobs measurement: CPUs 0 and 1). Time is measured inside the child around the work
-(imports excluded), as wall time and as the child's CPU time; peak RSS is the child's ru_maxrss from
-os.wait4 (imports included). Throughput is MB (10^6 bytes) of uncompressed JSON per second, for .json
-and .json.gz alike. The tools of one cell run interleaved (one run of each, then the next round), so a
+Every measurement runs in a fresh child process pinned to CPU 0 with single-threaded math libraries (the
+--jobs measurement: CPUs 0 and 1). Time is measured inside the child around the work (imports excluded), as
+wall time and as the child's CPU time; peak RSS is the child's own VmHWM (imports included; os.wait4's
+ru_maxrss for a child that did not finish). Throughput is MB (10^6 bytes) of uncompressed JSON per second, for
+.json and .json.gz alike. The tools of one cell run interleaved (one run of each, then the next round), so a
 change in the machine's load hits them alike. Children that exceed the time or memory cap are killed and
-reported as not finished. HTA 0.5.0 and HTA 0.6.1 (`traceinsight`, which also imports as `hta`) each run
-from a virtualenv of their own, build/bench-hta050 (requirements/bench.txt) and build/bench-hta061
-(requirements/hta061.txt), created on first use.
-"""
+reported as not finished. HTA 0.5.0 and HTA 0.6.1 (`traceinsight`, which also imports as `hta`) each run from
+a virtualenv of their own, build/bench-hta050 (requirements/bench.txt) and build/bench-hta061
+(requirements/hta061.txt), created on first use."""
 
 from __future__ import annotations
 
@@ -238,6 +237,10 @@ def measure(
         m.detail = f"exit {proc.returncode}: {tail[0][:300]}"
         return m
     result = json.loads(line.removeprefix("BENCH-RESULT "))
+    hwm = result.pop("vm_hwm_mb", None)
+    if hwm:  # the child's own peak; ru_maxrss also holds the parent's pages copied by the fork before exec
+        result["ru_maxrss_mb"] = m.peak_rss_mb
+        m.peak_rss_mb = round(hwm, 1)
     m.status = "ok"
     m.seconds = round(result.pop("seconds"), 3)
     m.mb_per_s = round(json_bytes / MB / m.seconds, 2)
@@ -419,7 +422,8 @@ def write_outputs(
             "single_core": "child pinned to CPU 0 (sched_setaffinity), OMP/BLAS threads = 1; --jobs rows: CPUs 0-1",
             "time": "inside the child, around the work; interpreter start-up and imports excluded; wall and CPU",
             "repeats": f"best of {args.repeat} (interleaved) / {args.hta_repeat} (HTA); peak RSS = max",
-            "peak_rss": "ru_maxrss of the child from os.wait4 (imports included)",
+            "peak_rss": "the child's VmHWM (/proc/self/status, imports included); ru_maxrss from os.wait4 where the "
+            "child did not finish",
             "heap_peak": "profstack-heap: tracemalloc peak of one separate, untimed ProfStack run",
             "throughput": "uncompressed JSON MB (10^6 B) / seconds, for .json and .json.gz alike",
             "caps": {

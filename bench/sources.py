@@ -99,6 +99,14 @@ def ensure_trace(tag: str, size_mb: int) -> dict[str, Path]:
     return paths
 
 
+def _hta_speed(m: Measurement | None) -> str:
+    """HTA's MB/s, or why it has none (HTA raises on a trace without GPU ops, e.g. an IndexError)."""
+    if m is not None and m.status == "failed":
+        parts = m.detail.split(": ")
+        return f"fails ({parts[1]})" if len(parts) > 2 else "fails"
+    return _speed(m)
+
+
 def _vs_hta(ps: Measurement | None, hta: Measurement | None) -> str:
     """Wall-clock ratio (the issue's measure) and, beside it, the CPU-time ratio (less moved by a shared machine)."""
     wall = _ratio(ps, hta)
@@ -132,8 +140,8 @@ def table(rows: list[dict[str, Any]]) -> str:
                 _speed(ps),
                 _speed(floor),
                 _ratio(ps, floor, cpu=True),
-                _speed(hta),
-                _speed(hta6),
+                _hta_speed(hta),
+                _hta_speed(hta6),
                 _vs_hta(ps, hta),
                 _vs_hta(ps, hta6),
                 _fmt(_ms_per_mb(ps), ".2f"),
@@ -173,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--hta-timeout", type=float, default=900)
     parser.add_argument("--mem-cap-gb", type=float, default=18)
-    parser.add_argument("--merge", action="store_true", help="keep sources of sources.json this run does not redo")
+    parser.add_argument("--merge", action="store_true", help="keep the cells of sources.json this run does not redo")
     parser.add_argument("--render", action="store_true", help="only rewrite the README table from sources.json")
     args = parser.parse_args(argv)
     if args.render:
@@ -188,8 +196,11 @@ def main(argv: list[str] | None = None) -> int:
     formats = [f for f in args.formats.split(",") if f]
     info = machine_info()
     rows: list[dict[str, Any]] = []
+    earlier: dict[str, list[dict[str, Any]]] = {}
     if args.merge and RESULTS.exists():
-        rows = [r for r in json.loads(RESULTS.read_text())["sources"] if r["tag"] not in tags]
+        saved = json.loads(RESULTS.read_text())["sources"]
+        rows = [r for r in saved if r["tag"] not in tags]
+        earlier = {r["tag"]: r["results"] for r in saved if r["tag"] in tags}
     ok = True
     for tag in tags:
         started = time.perf_counter()
@@ -208,7 +219,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
         ok = ok and all(m.status in ("ok", "timeout", "memory-cap", "skipped") for m in results)
         comp = composition(SAMPLES / SOURCES[tag][0])
-        rows.append({"tag": tag, "composition": comp, "results": [asdict(m) for m in results]})
+        redone = {(m.tool, m.fmt) for m in results}
+        kept = [r for r in earlier.get(tag, []) if (r["tool"], r["fmt"]) not in redone]  # --merge: other tools' cells
+        rows.append({"tag": tag, "composition": comp, "results": kept + [asdict(m) for m in results]})
         rows.sort(key=lambda r: list(SOURCES).index(r["tag"]) if r["tag"] in SOURCES else len(SOURCES))
         write(rows, info, args.size_mb)
         log(f"{tag}: {time.perf_counter() - started:.0f} s")

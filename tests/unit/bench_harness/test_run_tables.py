@@ -69,3 +69,22 @@ def test_the_two_rank_job_sets_each_files_rank(tmp_path: Path, monkeypatch: pyte
     infos = [json.loads(f.read_text())["distributedInfo"] for f in files]
     assert [(d["rank"], d["world_size"]) for d in infos] == [(0, 2), (1, 2)]
     assert files[0].stat().st_size == files[1].stat().st_size
+
+
+def test_a_child_reports_its_own_peak_not_the_parents_pages_copied_at_fork(tmp_path: Path) -> None:
+    import argparse
+
+    # GIVEN a parent holding ~300 MB when it forks the measured child (the inflate of a 1.5 MB .json.gz)
+    ballast = bytearray(300 << 20)
+    ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page: resident
+    trace = run.REPO_ROOT / "samples" / "traces" / "hta" / "trace_diff" / "test" / "test.json.gz"
+    args = argparse.Namespace(hta_timeout=60, timeout=60, mem_cap_gb=4)
+    # WHEN measured
+    m = run.measure("inflate-zlib", trace, 1, "gz", json_bytes=trace.stat().st_size, args=args)
+    del ballast
+    # THEN the peak is the child's (an interpreter and a small file, far below the parent's 300 MB), and the
+    # fork-inflated ru_maxrss is kept beside it
+    assert m.status == "ok", m.detail
+    assert m.peak_rss_mb is not None
+    assert 5 < m.peak_rss_mb < 150
+    assert m.extra["ru_maxrss_mb"] > 300

@@ -50,3 +50,10 @@ def test_the_table_has_one_row_per_format_with_ratios() -> None:
     assert "| 2.00× | 8.0 |" in lines[2]
     assert "| 25.00× (31.25× CPU) | > 1800.0× (unfinished) |" in lines[2]  # CPU: 250 / 8
     assert "| 4.00 | 50 |" in lines[2]  # 1000 ms / 250 MB/s CPU = 4 ms/MB; peak RSS 50 MB
+
+
+def test_a_failed_hta_says_how_it_failed() -> None:
+    # GIVEN HTA exiting with an IndexError on a CPU-only trace WHEN tabulated THEN the cell names the error
+    failed = cell("hta", None)
+    failed.status, failed.detail = "failed", "exit 1: IndexError: single positional indexer is out-of-bounds"
+    assert sources._hta_speed(failed) == "fails (IndexError)"
