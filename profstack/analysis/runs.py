@@ -19,6 +19,9 @@ The rule (docs/analysis.md, "Runs"):
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,7 +48,7 @@ class Identity:
 
     def conflict(self, other: Identity, *, same_process: bool) -> str | None:
         """Why the two cannot be one run (None: no contradiction)."""
-        keys = ("process_clock", "worker", "world_size", "backend") if same_process else ("world_size", "backend")
+        keys = _SAME_PROCESS if same_process else _CROSS_PROCESS
         for key in keys:
             a, b = getattr(self, key), getattr(other, key)
             if a is not None and b is not None and a != b:
@@ -57,6 +60,15 @@ class Identity:
                 }[key]
                 return f"{what} {a} vs {b}"
         return None
+
+    def cross_process_key(self) -> tuple[Any, ...]:
+        """The fields ``conflict(..., same_process=False)`` compares, in its order (None: unknown)."""
+        return tuple(getattr(self, key) for key in _CROSS_PROCESS)
+
+
+#: the fields two files of one process must not contradict / two ranks of one run must not contradict
+_SAME_PROCESS = ("process_clock", "worker", "world_size", "backend")
+_CROSS_PROCESS = ("world_size", "backend")
 
 
 def identity_of(fd: FileData) -> Identity:
@@ -182,28 +194,159 @@ class Entry:
     identity: Identity
 
 
-def group_runs(entries: Sequence[Entry]) -> list[list[int]]:
-    """Indices of ``entries`` per run, runs in time order: entries of different ranks overlapping in time join."""
-    n = len(entries)
-    parent = list(range(n))
+def _compatible(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    """``Identity.conflict(..., same_process=False) is None`` on two ``cross_process_key()``s."""
+    return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
 
-    def find(i: int) -> int:
+
+class _Forest:
+    """Union-find over ``0 .. n-1``."""
+
+    __slots__ = ("parent",)
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        parent = self.parent
         while parent[i] != i:
             parent[i] = parent[parent[i]]
             i = parent[i]
         return i
 
-    for i in range(n):
-        for j in range(i + 1, n):
-            a, b = entries[i], entries[j]
-            if a.rank == b.rank or a.span is None or b.span is None:
-                continue
-            overlap = a.span[0] <= b.span[1] and b.span[0] <= a.span[1]
-            if overlap and a.identity.conflict(b.identity, same_process=False) is None:
-                parent[find(i)] = find(j)
+    def union(self, i: int, j: int) -> None:
+        self.parent[self.find(i)] = self.find(j)
+
+
+class _Bucket:
+    """The active entries of one identity key in the sweep: how many per rank, and per block.
+
+    A block (a tree of ``_Sweep.blocks``, never shared between buckets) is a set of the bucket's entries
+    already known to be in one run; its root stays the key here after its own entry leaves, as the run
+    still holds the entries counted."""
+
+    __slots__ = ("blocks", "ranks")
+
+    def __init__(self) -> None:
+        self.ranks: dict[int, int] = {}
+        self.blocks: dict[int, int] = {}
+
+
+class _Sweep:
+    """``group_runs``' sweep over the entries whose span has start <= end, taken by span start."""
+
+    def __init__(self, entries: Sequence[Entry], runs: _Forest) -> None:
+        self.entries, self.runs = entries, runs
+        self.blocks = _Forest(len(entries))
+        self.keys = [e.identity.cross_process_key() for e in entries]
+        self.buckets: dict[tuple[Any, ...], _Bucket] = {}
+        self.ending: list[tuple[float, int]] = []  # heap of (span end, entry) of the active entries
+
+    def leave_before(self, lo: float) -> None:
+        """Drop the active entries whose span ends before ``lo`` (they overlap no later entry)."""
+        ending, buckets = self.ending, self.buckets
+        while ending and ending[0][0] < lo:
+            j = heapq.heappop(ending)[1]
+            bucket = buckets[self.keys[j]]
+            rank = self.entries[j].rank
+            bucket.ranks[rank] -= 1
+            if not bucket.ranks[rank]:
+                del bucket.ranks[rank]
+            root = self.blocks.find(j)
+            bucket.blocks[root] -= 1
+            if not bucket.blocks[root]:
+                del bucket.blocks[root]
+            if not bucket.ranks:
+                del buckets[self.keys[j]]
+
+    def join(self, i: int) -> None:
+        """Join entry ``i`` to every active entry of another rank whose identity does not contradict it."""
+        rank, key, buckets = self.entries[i].rank, self.keys[i], self.buckets
+        if any(v is None for v in key):
+            near = [k for k in buckets if _compatible(key, k)]
+        else:
+            near = [k for k in itertools.product(*((v, None) for v in key)) if k in buckets]
+        for k in near:
+            bucket = buckets[k]
+            if len(bucket.ranks) > 1:  # one run, holding a rank other than this one
+                self.runs.union(i, next(iter(bucket.blocks)))
+            elif rank not in bucket.ranks:  # all of one other rank: each block joins, and they are one block
+                roots = list(bucket.blocks)
+                for root in roots:
+                    self.runs.union(i, root)
+                for root in roots[1:]:
+                    self.blocks.parent[root] = roots[0]
+                bucket.blocks = {roots[0]: sum(bucket.blocks.values())}
+
+    def enter(self, i: int, hi: float) -> None:
+        """Make entry ``i`` (span end ``hi``) active."""
+        key = self.keys[i]
+        bucket = self.buckets.get(key)
+        if bucket is None:
+            bucket = self.buckets[key] = _Bucket()
+        rank = self.entries[i].rank
+        bucket.ranks[rank] = bucket.ranks.get(rank, 0) + 1
+        bucket.blocks[i] = 1
+        heapq.heappush(self.ending, (hi, i))
+
+
+def group_runs(entries: Sequence[Entry]) -> list[list[int]]:
+    """Indices of ``entries`` per run, runs in time order: entries of different ranks overlapping in time join.
+
+    Two entries join when they are of different ranks, both have a span, the spans overlap (closed ranges:
+    touching ends overlap) and ``Identity.conflict(..., same_process=False)`` is None; a run is a connected
+    set of such pairs, so two entries of one rank are in one run through a third.
+
+    Near-linear, without testing every pair: a sweep by span start holds the *active* entries (those whose
+    span reaches the current start; each overlaps the next entry and every other active one), bucketed by
+    identity key (``Identity.cross_process_key``). Among the active entries of one bucket, any two of
+    different ranks were joined when the later one arrived, so a bucket holding two or more ranks is all one
+    run and a new entry joins it through any one of its entries; a bucket of one other rank is joined block
+    by block, after which it is one block. The new entry visits the buckets whose key does not contradict
+    its own: for a key without unknowns, the at most 2**len(key) keys equal to it with some fields unknown;
+    for a key with an unknown field, every active bucket. So the cost is O(n log n) plus, per entry with an
+    unknown world size or backend, the number of distinct identity keys active at its start (a handful in
+    practice). A span whose start is after its end (only a damaged partial has one) can only join a span
+    that covers it; those are tested directly against the spans that start before its end (O(n) each); a
+    span with a NaN end overlaps nothing.
+    """
+    runs = _Forest(len(entries))
+    spans: list[tuple[float, float]] = []
+    ordered: list[int] = []  # entries with start <= end
+    inverted: list[int] = []  # entries with start > end
+    for i, e in enumerate(entries):
+        span = e.span if e.span is not None else (float("nan"), float("nan"))
+        spans.append(span)
+        if span[0] <= span[1]:
+            ordered.append(i)
+        elif span[0] > span[1]:
+            inverted.append(i)
+        # else a NaN: `<=` with NaN is False, so it overlaps nothing (no span: the same)
+    ordered.sort(key=lambda i: spans[i][0])
+    sweep = _Sweep(entries, runs)
+    for i in ordered:
+        sweep.leave_before(spans[i][0])
+        sweep.join(i)
+        sweep.enter(i, spans[i][1])
+    starts = [spans[i][0] for i in ordered]
+    for i in inverted:
+        a = entries[i]
+        for j in ordered[: bisect.bisect_right(starts, spans[i][1])]:  # b.start <= a.end ...
+            b = entries[j]
+            if (
+                spans[i][0] <= spans[j][1]  # ... and a.start <= b.end
+                and a.rank != b.rank
+                and a.identity.conflict(b.identity, same_process=False) is None
+            ):
+                runs.union(i, j)
+    return _in_time_order(entries, runs)
+
+
+def _in_time_order(entries: Sequence[Entry], runs: _Forest) -> list[list[int]]:
+    """The runs as index lists in index order, by first span start, then first file (ties: first index)."""
     groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(find(i), []).append(i)
+    for i in range(len(entries)):
+        groups.setdefault(runs.find(i), []).append(i)
 
     def start(members: list[int]) -> tuple[float, str]:
         spans = [entries[i].span for i in members if entries[i].span is not None]
