@@ -194,11 +194,6 @@ class Entry:
     identity: Identity
 
 
-def _compatible(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    """``Identity.conflict(..., same_process=False) is None`` on two ``cross_process_key()``s."""
-    return all(x is None or y is None or x == y for x, y in zip(a, b, strict=True))
-
-
 class _Forest:
     """Union-find over ``0 .. n-1``."""
 
@@ -217,76 +212,131 @@ class _Forest:
     def union(self, i: int, j: int) -> None:
         self.parent[self.find(i)] = self.find(j)
 
+    def link(self, root: int, j: int) -> None:
+        """Join ``j``'s set to the set whose root is ``root`` (which stays its root)."""
+        other = self.find(j)
+        if other != root:
+            self.parent[other] = root
 
-class _Bucket:
-    """The active entries of one identity key in the sweep: how many per rank, and per block.
 
-    A block (a tree of ``_Sweep.blocks``, never shared between buckets) is a set of the bucket's entries
-    already known to be in one run; its root stays the key here after its own entry leaves, as the run
-    still holds the entries counted."""
+class _Pool:
+    """Active entries of the sweep that share their values on some identity fields, in blocks.
 
-    __slots__ = ("blocks", "ranks")
+    A block (a tree of the projection's block forest) is a set of the pool's entries already known to be in
+    one run, keyed by its root, with how many of its active entries each rank has; ``multi`` holds the
+    blocks with two or more ranks, ``single`` the others by their one rank. A block keeps its root as key
+    after the root's own entry has left: the run still holds the entries counted."""
+
+    __slots__ = ("blocks", "multi", "single")
 
     def __init__(self) -> None:
-        self.ranks: dict[int, int] = {}
-        self.blocks: dict[int, int] = {}
+        self.blocks: dict[int, dict[int, int]] = {}
+        self.multi: set[int] = set()
+        self.single: dict[int, set[int]] = {}
+
+    def add(self, i: int, rank: int) -> None:
+        self.blocks[i] = {rank: 1}
+        self.single.setdefault(rank, set()).add(i)
+
+    def remove(self, root: int, rank: int) -> None:
+        """One active entry of ``rank`` in block ``root`` leaves."""
+        ranks = self.blocks[root]
+        was_multi = len(ranks) > 1
+        ranks[rank] -= 1
+        if ranks[rank]:
+            return
+        del ranks[rank]
+        if not ranks:
+            del self.blocks[root]
+            self._unfile(self.single, rank, root)
+        elif was_multi and len(ranks) == 1:
+            self.multi.discard(root)
+            self.single.setdefault(next(iter(ranks)), set()).add(root)
+
+    @staticmethod
+    def _unfile(single: dict[int, set[int]], rank: int, root: int) -> None:
+        roots = single[rank]
+        roots.discard(root)
+        if not roots:
+            del single[rank]
+
+    def join(self, runs: _Forest, blocks: _Forest, root: int, rank: int) -> None:
+        """Join the run ``root`` (of an entry of ``rank`` overlapping every active entry) to each block
+        holding an entry of another rank; those blocks become one."""
+        own = self.single.pop(rank, None)
+        targets = [*self.multi, *(b for roots in self.single.values() for b in roots)]
+        self.multi.clear()
+        self.single.clear()
+        if own is not None:
+            self.single[rank] = own
+        if not targets:
+            return
+        for block in targets:
+            runs.link(root, block)
+        base = max(targets, key=lambda b: len(self.blocks[b]))
+        ranks = self.blocks[base]
+        for block in targets:
+            if block != base:
+                blocks.parent[block] = base
+                for r, count in self.blocks.pop(block).items():
+                    ranks[r] = ranks.get(r, 0) + count
+        if len(ranks) > 1:
+            self.multi.add(base)
+        else:
+            self.single.setdefault(next(iter(ranks)), set()).add(base)
 
 
 class _Sweep:
-    """``group_runs``' sweep over the entries whose span has start <= end, taken by span start."""
+    """``group_runs``' sweep over the entries whose span has start <= end, taken by span start.
+
+    Every active entry (one whose span reaches the current start) is in one pool per set of identity
+    fields (``Identity.cross_process_key``; a field set is a bit mask): the pool of its values on those
+    fields, an unknown value (None) being a value of its own. The entries that do not contradict a key
+    whose known fields are F are exactly those in the pools of projection F whose values are, field by
+    field, the key's or None: 2**len(F) pools, which partition them."""
 
     def __init__(self, entries: Sequence[Entry], runs: _Forest) -> None:
         self.entries, self.runs = entries, runs
-        self.blocks = _Forest(len(entries))
-        self.keys = [e.identity.cross_process_key() for e in entries]
-        self.buckets: dict[tuple[Any, ...], _Bucket] = {}
+        keys = [e.identity.cross_process_key() for e in entries]
+        width = len(_CROSS_PROCESS)
+        self.masks = range(1 << width)
+        self.known = [sum(1 << f for f, v in enumerate(k) if v is not None) for k in keys]
+        self.values = [[tuple(v for f, v in enumerate(k) if m >> f & 1) for m in self.masks] for k in keys]
+        self.blocks = [_Forest(len(entries)) for _ in self.masks]
+        self.pools: list[dict[tuple[Any, ...], _Pool]] = [{} for _ in self.masks]
         self.ending: list[tuple[float, int]] = []  # heap of (span end, entry) of the active entries
 
     def leave_before(self, lo: float) -> None:
         """Drop the active entries whose span ends before ``lo`` (they overlap no later entry)."""
-        ending, buckets = self.ending, self.buckets
+        ending = self.ending
         while ending and ending[0][0] < lo:
             j = heapq.heappop(ending)[1]
-            bucket = buckets[self.keys[j]]
             rank = self.entries[j].rank
-            bucket.ranks[rank] -= 1
-            if not bucket.ranks[rank]:
-                del bucket.ranks[rank]
-            root = self.blocks.find(j)
-            bucket.blocks[root] -= 1
-            if not bucket.blocks[root]:
-                del bucket.blocks[root]
-            if not bucket.ranks:
-                del buckets[self.keys[j]]
+            for m in self.masks:
+                pools, values = self.pools[m], self.values[j][m]
+                pool = pools[values]
+                pool.remove(self.blocks[m].find(j), rank)
+                if not pool.blocks:
+                    del pools[values]
 
     def join(self, i: int) -> None:
         """Join entry ``i`` to every active entry of another rank whose identity does not contradict it."""
-        rank, key, buckets = self.entries[i].rank, self.keys[i], self.buckets
-        if any(v is None for v in key):
-            near = [k for k in buckets if _compatible(key, k)]
-        else:
-            near = [k for k in itertools.product(*((v, None) for v in key)) if k in buckets]
-        for k in near:
-            bucket = buckets[k]
-            if len(bucket.ranks) > 1:  # one run, holding a rank other than this one
-                self.runs.union(i, next(iter(bucket.blocks)))
-            elif rank not in bucket.ranks:  # all of one other rank: each block joins, and they are one block
-                roots = list(bucket.blocks)
-                for root in roots:
-                    self.runs.union(i, root)
-                for root in roots[1:]:
-                    self.blocks.parent[root] = roots[0]
-                bucket.blocks = {roots[0]: sum(bucket.blocks.values())}
+        m, rank = self.known[i], self.entries[i].rank
+        pools, root = self.pools[m], self.runs.find(i)
+        for values in itertools.product(*((v, None) for v in self.values[i][m])):
+            pool = pools.get(values)
+            if pool is not None:
+                pool.join(self.runs, self.blocks[m], root, rank)
 
     def enter(self, i: int, hi: float) -> None:
         """Make entry ``i`` (span end ``hi``) active."""
-        key = self.keys[i]
-        bucket = self.buckets.get(key)
-        if bucket is None:
-            bucket = self.buckets[key] = _Bucket()
         rank = self.entries[i].rank
-        bucket.ranks[rank] = bucket.ranks.get(rank, 0) + 1
-        bucket.blocks[i] = 1
+        for m in self.masks:
+            pools, values = self.pools[m], self.values[i][m]
+            pool = pools.get(values)
+            if pool is None:
+                pool = pools[values] = _Pool()
+            pool.add(i, rank)
         heapq.heappush(self.ending, (hi, i))
 
 
@@ -297,18 +347,15 @@ def group_runs(entries: Sequence[Entry]) -> list[list[int]]:
     touching ends overlap) and ``Identity.conflict(..., same_process=False)`` is None; a run is a connected
     set of such pairs, so two entries of one rank are in one run through a third.
 
-    Near-linear, without testing every pair: a sweep by span start holds the *active* entries (those whose
-    span reaches the current start; each overlaps the next entry and every other active one), bucketed by
-    identity key (``Identity.cross_process_key``). Among the active entries of one bucket, any two of
-    different ranks were joined when the later one arrived, so a bucket holding two or more ranks is all one
-    run and a new entry joins it through any one of its entries; a bucket of one other rank is joined block
-    by block, after which it is one block. The new entry visits the buckets whose key does not contradict
-    its own: for a key without unknowns, the at most 2**len(key) keys equal to it with some fields unknown;
-    for a key with an unknown field, every active bucket. So the cost is O(n log n) plus, per entry with an
-    unknown world size or backend, the number of distinct identity keys active at its start (a handful in
-    practice). A span whose start is after its end (only a damaged partial has one) can only join a span
-    that covers it; those are tested directly against the spans that start before its end (O(n) each); a
-    span with a NaN end overlaps nothing.
+    Without testing every pair: a sweep by span start keeps the *active* entries, those whose span reaches
+    the current start, so each overlaps the entry at hand; of every earlier entry that overlaps it, it is
+    active. They are pooled by identity (``_Sweep``), and in each pool held in blocks already known to be
+    in one run; the entry joins each block of a pool that does not contradict it holding another rank, and
+    those blocks become one. Each entry makes at most one block per pool, so the work is O(n log n) times
+    the 2**2 pools of an identity, whatever the spans, ranks and identities (one run of 10,000 ranks all
+    overlapping, the fan-out case, included). A span whose start is after its end (a damaged partial's
+    negative duration) can only join a span covering it: those few are tested directly against the spans
+    that start before their end, O(n) each. A span with a NaN end overlaps nothing (so does no span).
     """
     runs = _Forest(len(entries))
     spans: list[tuple[float, float]] = []
