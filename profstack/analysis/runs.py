@@ -351,11 +351,13 @@ def group_runs(entries: Sequence[Entry]) -> list[list[int]]:
     the current start, so each overlaps the entry at hand; of every earlier entry that overlaps it, it is
     active. They are pooled by identity (``_Sweep``), and in each pool held in blocks already known to be
     in one run; the entry joins each block of a pool that does not contradict it holding another rank, and
-    those blocks become one. Each entry makes at most one block per pool, so the work is O(n log n) times
-    the 2**2 pools of an identity, whatever the spans, ranks and identities (one run of 10,000 ranks all
-    overlapping, the fan-out case, included). A span whose start is after its end (a damaged partial's
-    negative duration) can only join a span covering it: those few are tested directly against the spans
-    that start before their end, O(n) each. A span with a NaN end overlaps nothing (so does no span).
+    those blocks become one (the larger block's rank counts absorb the smaller's). Each entry makes one
+    block per pool, and a visited block is merged away, so the work is O(n log n) for each of the 2**2
+    pools of an identity, whatever the spans, ranks and identities (one run of 10,000 ranks all
+    overlapping, the fan-out case, included). A span whose start is after its end (only a damaged
+    partial's negative duration makes one) can only join a span covering it: each such span is tested
+    directly against the spans that start before its end, O(n) each. A span with a NaN end overlaps
+    nothing (nor does a missing span).
     """
     runs = _Forest(len(entries))
     spans: list[tuple[float, float]] = []
