@@ -19,6 +19,9 @@ The rule (docs/analysis.md, "Runs"):
 
 from __future__ import annotations
 
+import bisect
+import heapq
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -45,7 +48,7 @@ class Identity:
 
     def conflict(self, other: Identity, *, same_process: bool) -> str | None:
         """Why the two cannot be one run (None: no contradiction)."""
-        keys = ("process_clock", "worker", "world_size", "backend") if same_process else ("world_size", "backend")
+        keys = _SAME_PROCESS if same_process else _CROSS_PROCESS
         for key in keys:
             a, b = getattr(self, key), getattr(other, key)
             if a is not None and b is not None and a != b:
@@ -57,6 +60,15 @@ class Identity:
                 }[key]
                 return f"{what} {a} vs {b}"
         return None
+
+    def cross_process_key(self) -> tuple[Any, ...]:
+        """The fields ``conflict(..., same_process=False)`` compares, in its order (None: unknown)."""
+        return tuple(getattr(self, key) for key in _CROSS_PROCESS)
+
+
+#: the fields two files of one process must not contradict / two ranks of one run must not contradict
+_SAME_PROCESS = ("process_clock", "worker", "world_size", "backend")
+_CROSS_PROCESS = ("world_size", "backend")
 
 
 def identity_of(fd: FileData) -> Identity:
@@ -182,28 +194,208 @@ class Entry:
     identity: Identity
 
 
-def group_runs(entries: Sequence[Entry]) -> list[list[int]]:
-    """Indices of ``entries`` per run, runs in time order: entries of different ranks overlapping in time join."""
-    n = len(entries)
-    parent = list(range(n))
+class _Forest:
+    """Union-find over ``0 .. n-1``."""
 
-    def find(i: int) -> int:
+    __slots__ = ("parent",)
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        parent = self.parent
         while parent[i] != i:
             parent[i] = parent[parent[i]]
             i = parent[i]
         return i
 
-    for i in range(n):
-        for j in range(i + 1, n):
-            a, b = entries[i], entries[j]
-            if a.rank == b.rank or a.span is None or b.span is None:
-                continue
-            overlap = a.span[0] <= b.span[1] and b.span[0] <= a.span[1]
-            if overlap and a.identity.conflict(b.identity, same_process=False) is None:
-                parent[find(i)] = find(j)
+    def union(self, i: int, j: int) -> None:
+        self.parent[self.find(i)] = self.find(j)
+
+    def link(self, root: int, j: int) -> None:
+        """Join ``j``'s set to the set whose root is ``root`` (which stays its root)."""
+        other = self.find(j)
+        if other != root:
+            self.parent[other] = root
+
+
+class _Pool:
+    """Active entries of the sweep that share their values on some identity fields, in blocks.
+
+    A block (a tree of the projection's block forest) is a set of the pool's entries already known to be in
+    one run, keyed by its root, with how many of its active entries each rank has; ``multi`` holds the
+    blocks with two or more ranks, ``single`` the others by their one rank. A block keeps its root as key
+    after the root's own entry has left: the run still holds the entries counted."""
+
+    __slots__ = ("blocks", "multi", "single")
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[int, int]] = {}
+        self.multi: set[int] = set()
+        self.single: dict[int, set[int]] = {}
+
+    def add(self, i: int, rank: int) -> None:
+        self.blocks[i] = {rank: 1}
+        self.single.setdefault(rank, set()).add(i)
+
+    def remove(self, root: int, rank: int) -> None:
+        """One active entry of ``rank`` in block ``root`` leaves."""
+        ranks = self.blocks[root]
+        was_multi = len(ranks) > 1
+        ranks[rank] -= 1
+        if ranks[rank]:
+            return
+        del ranks[rank]
+        if not ranks:
+            del self.blocks[root]
+            self._unfile(self.single, rank, root)
+        elif was_multi and len(ranks) == 1:
+            self.multi.discard(root)
+            self.single.setdefault(next(iter(ranks)), set()).add(root)
+
+    @staticmethod
+    def _unfile(single: dict[int, set[int]], rank: int, root: int) -> None:
+        roots = single[rank]
+        roots.discard(root)
+        if not roots:
+            del single[rank]
+
+    def join(self, runs: _Forest, blocks: _Forest, root: int, rank: int) -> None:
+        """Join the run ``root`` (of an entry of ``rank`` overlapping every active entry) to each block
+        holding an entry of another rank; those blocks become one."""
+        own = self.single.pop(rank, None)
+        targets = [*self.multi, *(b for roots in self.single.values() for b in roots)]
+        self.multi.clear()
+        self.single.clear()
+        if own is not None:
+            self.single[rank] = own
+        if not targets:
+            return
+        for block in targets:
+            runs.link(root, block)
+        base = max(targets, key=lambda b: len(self.blocks[b]))
+        ranks = self.blocks[base]
+        for block in targets:
+            if block != base:
+                blocks.parent[block] = base
+                for r, count in self.blocks.pop(block).items():
+                    ranks[r] = ranks.get(r, 0) + count
+        if len(ranks) > 1:
+            self.multi.add(base)
+        else:
+            self.single.setdefault(next(iter(ranks)), set()).add(base)
+
+
+class _Sweep:
+    """``group_runs``' sweep over the entries whose span has start <= end, taken by span start.
+
+    Every active entry (one whose span reaches the current start) is in one pool per set of identity
+    fields (``Identity.cross_process_key``; a field set is a bit mask): the pool of its values on those
+    fields, an unknown value (None) being a value of its own. The entries that do not contradict a key
+    whose known fields are F are exactly those in the pools of projection F whose values are, field by
+    field, the key's or None: 2**len(F) pools, which partition them."""
+
+    def __init__(self, entries: Sequence[Entry], runs: _Forest) -> None:
+        self.entries, self.runs = entries, runs
+        keys = [e.identity.cross_process_key() for e in entries]
+        width = len(_CROSS_PROCESS)
+        self.masks = range(1 << width)
+        self.known = [sum(1 << f for f, v in enumerate(k) if v is not None) for k in keys]
+        self.values = [[tuple(v for f, v in enumerate(k) if m >> f & 1) for m in self.masks] for k in keys]
+        self.blocks = [_Forest(len(entries)) for _ in self.masks]
+        self.pools: list[dict[tuple[Any, ...], _Pool]] = [{} for _ in self.masks]
+        self.ending: list[tuple[float, int]] = []  # heap of (span end, entry) of the active entries
+
+    def leave_before(self, lo: float) -> None:
+        """Drop the active entries whose span ends before ``lo`` (they overlap no later entry)."""
+        ending = self.ending
+        while ending and ending[0][0] < lo:
+            j = heapq.heappop(ending)[1]
+            rank = self.entries[j].rank
+            for m in self.masks:
+                pools, values = self.pools[m], self.values[j][m]
+                pool = pools[values]
+                pool.remove(self.blocks[m].find(j), rank)
+                if not pool.blocks:
+                    del pools[values]
+
+    def join(self, i: int) -> None:
+        """Join entry ``i`` to every active entry of another rank whose identity does not contradict it."""
+        m, rank = self.known[i], self.entries[i].rank
+        pools, root = self.pools[m], self.runs.find(i)
+        for values in itertools.product(*((v, None) for v in self.values[i][m])):
+            pool = pools.get(values)
+            if pool is not None:
+                pool.join(self.runs, self.blocks[m], root, rank)
+
+    def enter(self, i: int, hi: float) -> None:
+        """Make entry ``i`` (span end ``hi``) active."""
+        rank = self.entries[i].rank
+        for m in self.masks:
+            pools, values = self.pools[m], self.values[i][m]
+            pool = pools.get(values)
+            if pool is None:
+                pool = pools[values] = _Pool()
+            pool.add(i, rank)
+        heapq.heappush(self.ending, (hi, i))
+
+
+def group_runs(entries: Sequence[Entry]) -> list[list[int]]:
+    """Indices of ``entries`` per run, runs in time order: entries of different ranks overlapping in time join.
+
+    Two entries join when they are of different ranks, both have a span, the spans overlap (closed ranges:
+    touching ends overlap) and ``Identity.conflict(..., same_process=False)`` is None; a run is a connected
+    set of such pairs, so two entries of one rank are in one run through a third.
+
+    Without testing every pair: a sweep by span start keeps the *active* entries, those whose span reaches
+    the current start, so each overlaps the entry at hand; of every earlier entry that overlaps it, it is
+    active. They are pooled by identity (``_Sweep``), and in each pool held in blocks already known to be
+    in one run; the entry joins each block of a pool that does not contradict it holding another rank, and
+    those blocks become one (the larger block's rank counts absorb the smaller's). Each entry makes one
+    block per pool, and a visited block is merged away, so the work is O(n log n) for each of the 2**2
+    pools of an identity, whatever the spans, ranks and identities (one run of 10,000 ranks all
+    overlapping, the fan-out case, included). A span whose start is after its end (only a damaged
+    partial's negative duration makes one) can only join a span covering it: each such span is tested
+    directly against the spans that start before its end, O(n) each. A span with a NaN end overlaps
+    nothing (nor does a missing span).
+    """
+    runs = _Forest(len(entries))
+    spans: list[tuple[float, float]] = []
+    ordered: list[int] = []  # entries with start <= end
+    inverted: list[int] = []  # entries with start > end
+    for i, e in enumerate(entries):
+        span = e.span if e.span is not None else (float("nan"), float("nan"))
+        spans.append(span)
+        if span[0] <= span[1]:
+            ordered.append(i)
+        elif span[0] > span[1]:
+            inverted.append(i)
+        # else a NaN: `<=` with NaN is False, so it overlaps nothing (no span: the same)
+    ordered.sort(key=lambda i: spans[i][0])
+    sweep = _Sweep(entries, runs)
+    for i in ordered:
+        sweep.leave_before(spans[i][0])
+        sweep.join(i)
+        sweep.enter(i, spans[i][1])
+    starts = [spans[i][0] for i in ordered]
+    for i in inverted:
+        a = entries[i]
+        for j in ordered[: bisect.bisect_right(starts, spans[i][1])]:  # b.start <= a.end ...
+            b = entries[j]
+            if (
+                spans[i][0] <= spans[j][1]  # ... and a.start <= b.end
+                and a.rank != b.rank
+                and a.identity.conflict(b.identity, same_process=False) is None
+            ):
+                runs.union(i, j)
+    return _in_time_order(entries, runs)
+
+
+def _in_time_order(entries: Sequence[Entry], runs: _Forest) -> list[list[int]]:
+    """The runs as index lists in index order, by first span start, then first file (ties: first index)."""
     groups: dict[int, list[int]] = {}
-    for i in range(n):
-        groups.setdefault(find(i), []).append(i)
+    for i in range(len(entries)):
+        groups.setdefault(runs.find(i), []).append(i)
 
     def start(members: list[int]) -> tuple[float, str]:
         spans = [entries[i].span for i in members if entries[i].span is not None]
