@@ -33,11 +33,13 @@ CrossRank = Callable[[list[dict[str, Any]]], tuple[Mapping[str, Any] | CrossRank
 
 
 def _span(rank: Mapping[str, Any], partial: Mapping[str, Any]) -> tuple[float, float] | None:
-    """A rank entry's time range, from the partial's record of the run it was in."""
+    """A rank entry's time range, from the partial's record of the run it was in; None when that record is
+    missing or damaged (a negative duration: the engine never writes one), so the entry is a run of its own
+    (RunUnknown) rather than joined by a range that ends before it starts."""
     for run in partial.get("runs") or []:
         if isinstance(run, Mapping) and run.get("id") == rank.get("run"):
             start, duration = _num(run.get("start_us")), _num(run.get("duration_us"))
-            if start is not None and duration is not None:
+            if start is not None and duration is not None and duration >= 0:
                 return (start, start + duration)
     return None
 
@@ -191,9 +193,9 @@ def merge_partials(
                 "source": "fan-out",
                 "error_type": "RunUnknown",
                 "message": (
-                    f"rank entries {', '.join(timeless)} have no time range in their partial summary, so it is "
-                    "unknown which run they belong to: each is reported as a run of its own and not compared "
-                    "with the other ranks"
+                    f"rank entries {', '.join(timeless)} have no time range in their partial summary (none, or "
+                    "one that ends before it starts), so it is unknown which run they belong to: each is "
+                    "reported as a run of its own and not compared with the other ranks"
                 ),
                 "fatal": False,
             }

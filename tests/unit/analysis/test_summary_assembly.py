@@ -191,3 +191,17 @@ def test_merge_says_when_a_partial_does_not_tell_its_run() -> None:
     notes = [w["message"] for w in merged["warnings"] if w["error_type"] == "RunUnknown"]
     assert notes == [notes[0]]
     assert "rank entries 0, 1 have no time range" in notes[0]
+
+
+def test_merge_does_not_join_a_rank_by_a_time_range_that_ends_before_it_starts() -> None:
+    # GIVEN the two ranks of one run, one partial damaged: its run record has a negative duration
+    partials = [dict(analyze(discover_sources([p])).summary) for p in FANOUT_JOB[:2]]
+    damaged = partials[1]
+    damaged["runs"] = [{**r, "duration_us": -abs(r["duration_us"] or 1.0)} for r in damaged["runs"]]
+    merged = merge_partials(partials, [], cross_rank=_cross)
+    # THEN rank 1 is not compared with rank 0 on that range, and the summary says so
+    assert [r["cross_rank"]["rank_count"] for r in merged["runs"]] == [1, 1]
+    notes = [w["message"] for w in merged["warnings"] if w["error_type"] == "RunUnknown"]
+    assert len(notes) == 1
+    assert "rank entries 1 have no time range" in notes[0]
+    assert "ends before it starts" in notes[0]
