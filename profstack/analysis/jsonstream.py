@@ -353,6 +353,10 @@ def _bad_start(c: int) -> Exception:
     return MalformedJsonError(f"not JSON: first byte {chr(c)!r}")
 
 
+#: JSON decoded at a time by the analysis passes (parse, memory): bounds the decoded events held, amortises the
+#: per-batch work
+BATCH_BYTES = 1 << 20
+
 _RAW_EVENTS = msgspec.json.Decoder(list[msgspec.Raw])
 
 

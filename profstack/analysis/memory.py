@@ -20,7 +20,7 @@ from typing import Any
 import msgspec
 
 from profstack.analysis.errors import TraceError
-from profstack.analysis.jsonstream import EventStream
+from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource
 
@@ -103,7 +103,6 @@ _OPS = msgspec.json.Decoder(list[_Op])
 _CPU_CATS = frozenset(("cpu_op", "Operator"))  # parse.CAT_KIND's CPU-op categories
 #: allocation primitives: the allocating operator is the innermost op around them that is not one
 _PRIMITIVES = ("aten::empty", "aten::new_empty", "aten::resize_")
-_BATCH_BYTES = 1 << 20  # as the main pass (parse.BATCH_BYTES)
 
 
 def _cpu_ops(source: TraceSource, max_decompressed: int, max_event: int) -> Iterator[_Op]:
@@ -114,7 +113,7 @@ def _cpu_ops(source: TraceSource, max_decompressed: int, max_event: int) -> Iter
     skipped, so one odd event costs speed, never the ops around it."""
     with source.open() as fh:
         stream = EventStream(
-            iter_chunks(fh, max_decompressed=max_decompressed), max_value_bytes=max_event, read_size_hint=_BATCH_BYTES
+            iter_chunks(fh, max_decompressed=max_decompressed), max_value_bytes=max_event, read_size_hint=BATCH_BYTES
         )
         for batch in stream.batches():
             if isinstance(batch, memoryview):

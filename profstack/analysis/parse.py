@@ -40,7 +40,7 @@ from profstack.analysis.gpu import (
     dedupe_steps,
     select,
 )
-from profstack.analysis.jsonstream import EventStream
+from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
 from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, attribute
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.reader import iter_chunks
@@ -95,7 +95,6 @@ class BareEvent(msgspec.Struct, gc=False):
 
 
 MAX_TIME_US = float(2**53)  # ~285 years in µs: a GPU op beyond it is corrupt (and would overflow int64)
-BATCH_BYTES = 1 << 20  # JSON decoded at a time: bounds the decoded events held, amortises the per-batch work
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
 _ONE_DECODER = msgspec.json.Decoder(Event)
 _BARE_DECODER = msgspec.json.Decoder(BareEvent)
