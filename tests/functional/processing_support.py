@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.stub import Stubber
 
 from demo.lambda_harness import ACCOUNT, REGION
 from tests.conftest import EVENTS_DIR
@@ -230,3 +231,16 @@ def seed_instance_metric(
     ]
     for i in range(0, len(data), 500):
         plane.cloudwatch.put_metric_data(Namespace=INSTANCE_NAMESPACE, MetricData=data[i : i + 500])
+
+
+def throttled_cloudwatch(cloudwatch: Any, calls: int) -> Stubber:
+    """``cloudwatch`` answering its next ``calls`` GetMetricData with Throttling, as after botocore's retries are
+    spent (moto cannot throttle; the Stubber checks the calls against the service model). Activated: the caller
+    asserts no response is left pending and deactivates it."""
+    stubber = Stubber(cloudwatch)
+    for _ in range(calls):
+        stubber.add_client_error(
+            "get_metric_data", service_error_code="Throttling", service_message="Rate exceeded", http_status_code=400
+        )
+    stubber.activate()
+    return stubber

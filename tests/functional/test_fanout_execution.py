@@ -34,6 +34,7 @@ from tests.functional.processing_support import (
     job_event,
     processor_environ,
     register_training_job,
+    throttled_cloudwatch,
 )
 
 RANKS = ("hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz")
@@ -197,7 +198,6 @@ def test_the_synthesized_fanout_runs_end_to_end(machine: tuple[DataPlane, Any, l
 def test_the_synthesized_fanout_retries_a_throttled_aggregate_and_reports_on_its_last_attempt(
     machine: tuple[DataPlane, Any, list[str]], traces_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from botocore.stub import Stubber
     from moto.stepfunctions.parser.asl.component.common.retry import retrier_decl
 
     from lambdas.trace_processor import handler, runtime
@@ -214,12 +214,7 @@ def test_the_synthesized_fanout_retries_a_throttled_aggregate_and_reports_on_its
     assert attempts >= 2
     cloudwatch = runtime.clients().cloudwatch
     assert cloudwatch is not None
-    stubber = Stubber(cloudwatch)
-    for _ in range(attempts):
-        stubber.add_client_error(
-            "get_metric_data", service_error_code="Throttling", service_message="Rate exceeded", http_status_code=400
-        )
-    stubber.activate()
+    stubber = throttled_cloudwatch(cloudwatch, attempts)
     # AND moto's retrier waits recorded instead of slept (they are minutes)
     waits: list[float] = []
     monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=waits.append))

@@ -37,6 +37,7 @@ from tests.functional.processing_support import (
     processor_environ,
     register_training_job,
     seed_instance_metric,
+    throttled_cloudwatch,
 )
 
 RANK0 = "hta/trace_filter/sampled_rank-0.json.gz"
@@ -295,12 +296,7 @@ def test_a_cloudwatch_failure_still_yields_a_report_that_says_the_metrics_are_un
     job = "sysm-cw-down"
     _job(plane, traces_dir, job)
     _seed(plane, job, {"algo-1": LOW_GPU_HOST, "algo-2": BUSY_HOST})
-    stubber = Stubber(cloudwatch)
-    for _ in range(2):
-        stubber.add_client_error(
-            "get_metric_data", service_error_code="Throttling", service_message="Rate exceeded", http_status_code=400
-        )
-    stubber.activate()
+    stubber = throttled_cloudwatch(cloudwatch, 2)
     # WHEN the job's first delivery is processed (SQS will deliver it again: maxReceiveCount 2)
     first = _process(job, receive_count=1)
     # THEN the record fails, to be retried, before any analysis or output: a fault that may pass is not
@@ -451,12 +447,7 @@ def test_the_aggregate_step_retries_a_transient_cloudwatch_fault_until_its_last_
     # AND GetMetricData still throttled after botocore's retries on every run (Stubber: moto cannot throttle)
     cloudwatch = runtime.clients().cloudwatch
     assert cloudwatch is not None
-    stubber = Stubber(cloudwatch)
-    for _ in range(attempts):
-        stubber.add_client_error(
-            "get_metric_data", service_error_code="Throttling", service_message="Rate exceeded", http_status_code=400
-        )
-    stubber.activate()
+    stubber = throttled_cloudwatch(cloudwatch, attempts)
     reads: list[str] = []
     _count_s3_reads(reads)
     # WHEN Step Functions runs the step with $$.State.RetryCount 0 .. N-2
