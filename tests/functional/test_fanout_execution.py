@@ -160,16 +160,21 @@ def _wait(sfn: Any, execution_arn: str, timeout_s: float = 60) -> dict[str, Any]
         time.sleep(0.2)
 
 
+def _two_rank_job(plane: DataPlane, traces_dir: Path, job: str) -> None:
+    """A registered training job of ``USER`` with one trace per rank (RANKS) under its TensorBoard prefix."""
+    register_training_job(plane, job)
+    for i, rel in enumerate(RANKS):
+        key = f"{layout.job_tensorboard_prefix(USER, job)}algo-{i + 1}_1.1.pt.trace.json.gz"
+        plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+
+
 @pytest.mark.slow  # one synth (~30 s) and a real execution
 def test_the_synthesized_fanout_runs_end_to_end(machine: tuple[DataPlane, Any, list[str]], traces_dir: Path) -> None:
     from lambdas.trace_processor import handler
 
     plane, sfn, calls = machine
     job = "fanned-job"
-    register_training_job(plane, job)
-    for i, rel in enumerate(RANKS):
-        key = f"{layout.job_tensorboard_prefix(USER, job)}algo-{i + 1}_1.1.pt.trace.json.gz"
-        plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+    _two_rank_job(plane, traces_dir, job)
     # WHEN the job-completed event reaches the processor, which writes the manifest and starts the execution
     response = handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
     assert response["batchItemFailures"] == []
@@ -205,10 +210,7 @@ def test_the_synthesized_fanout_retries_a_throttled_aggregate_and_reports_on_its
     plane, sfn, calls = machine
     # GIVEN a fanned-out job whose GetMetricData stays throttled past botocore's retries on every attempt
     job = "fanned-throttled"
-    register_training_job(plane, job)
-    for i, rel in enumerate(RANKS):
-        key = f"{layout.job_tensorboard_prefix(USER, job)}algo-{i + 1}_1.1.pt.trace.json.gz"
-        plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+    _two_rank_job(plane, traces_dir, job)
     attempts = runtime.env().aggregate_max_attempts
     assert attempts is not None
     assert attempts >= 2
