@@ -476,17 +476,15 @@ class GpuAccumulator:
     def _add_launches(self, starts: array[float], ends: array[float]) -> None:
         tl = self.timeline
         tl.add_points(GPU_SERIES.index("launch_calls"), starts)
-        tl.add_intervals(GPU_SERIES.index("launch_time"), zip(starts, ends, strict=True))
+        tl.add_spans(GPU_SERIES.index("launch_time"), starts, ends)
 
     def _add_timeline(self, sets: Sequence[intervals.Merged]) -> None:
         """Busy time per kernel type and overall (the union of the types) into ``timeline``."""
         tl = self.timeline
-        spans: list[tuple[float, float]] = []
         for t, m in enumerate(sets):
-            pairs = list(zip(m.starts, m.ends, strict=True))
-            tl.add_intervals(1 + t, pairs)
-            spans.extend(pairs)
-        tl.add_intervals(0, intervals.merge(spans))
+            tl.add_spans(1 + t, m.starts, m.ends)
+        union = intervals.union(sets)
+        tl.add_spans(0, union.starts, union.ends)
 
     def _add_parts(self, parts: dict[int, float]) -> None:
         for mask, t_us in parts.items():

@@ -57,6 +57,14 @@ def merge(intervals: Iterable[tuple[float, float]]) -> Merged:
     return out
 
 
+def union(sets: Sequence[Merged]) -> Merged:
+    """Union of merged sets: ``merge`` of all their intervals; one non-empty set is its own union."""
+    nonempty = [m for m in sets if len(m)]
+    if len(nonempty) == 1:
+        return nonempty[0]
+    return merge(itertools.chain.from_iterable(nonempty))
+
+
 def total(merged: Merged) -> float:
     # per-interval differences: summing absolute timestamps (~1e15 us) first would lose precision
     return sum(e - s for s, e in zip(merged.starts, merged.ends, strict=True))

@@ -50,8 +50,9 @@ def activity(v: RankView) -> ActivityTimeline | None:
         return gpu.resample(GPU_SERIES.index(name), lo, hi, n)
 
     host = TimeBins(("dataloader", "sync"))
-    host.add_intervals(0, intervals.merge((t, t + du) for t, du in zip(d.dl_ts, d.dl_dur, strict=True)))
-    host.add_intervals(1, intervals.merge((t, t + du) for t, du in zip(d.s_ts, d.s_dur, strict=True)))
+    for k, (starts, durs) in enumerate(((d.dl_ts, d.dl_dur), (d.s_ts, d.s_dur))):
+        busy = intervals.merge((t, t + du) for t, du in zip(starts, durs, strict=True))
+        host.add_spans(k, busy.starts, busy.ends)
     types = {t: _share(gpu_series(t), width) for t in classify.KERNEL_TYPES}
     return {
         "start_us": r2(lo) or 0.0,
