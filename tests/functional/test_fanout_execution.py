@@ -244,3 +244,43 @@ def test_the_synthesized_fanout_retries_a_throttled_aggregate_and_reports_on_its
     assert [r["rank"] for r in summary["ranks"]] == [1]
     (note,) = plane.notifications()
     assert "System metrics: unavailable: GetMetricData failed after retries (Throttling)" in note["Message"]
+
+
+@pytest.mark.slow  # one synth (~30 s, shared with the tests above) and a real execution
+def test_an_execution_input_without_the_job_description_still_reports(
+    machine: tuple[DataPlane, Any, list[str]], traces_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lambdas.trace_processor import aws, handler, runtime
+
+    plane, sfn, calls = machine
+    # GIVEN a processor from before the execution input carried the job's description (mid-deploy: the new
+    # definition is live, the old processor still starts executions), so its input has no "job"
+    job = "fanned-old-input"
+    _two_rank_job(plane, traces_dir, job)
+    start = aws.start_execution
+    inputs: list[dict[str, Any]] = []
+
+    def old_processor_start(sfn_client: Any, *, state_machine_arn: str, name: str, payload: Any) -> bool:
+        old = {k: v for k, v in payload.items() if k != "job"}
+        inputs.append(old)
+        return start(sfn_client, state_machine_arn=state_machine_arn, name=name, payload=old)
+
+    monkeypatch.setattr(aws, "start_execution", old_processor_start)
+    # WHEN the job-completed event starts the execution and moto runs the synthesized definition
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
+    assert response["batchItemFailures"] == []
+    (old_input,) = inputs
+    assert "job" not in old_input
+    assert {"context", "manifest", "partials"} <= set(old_input)
+    (execution,) = sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]
+    done = _wait(sfn, execution["executionArn"])
+    # THEN the execution does not fail on the missing path: the aggregate ran once and published the report
+    assert done["status"] == "SUCCEEDED", done
+    assert calls.count(AGGREGATE_ARN) == 1
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert [r["rank"] for r in summary["ranks"]] == [1]
+    # AND the system section says why it is missing, instead of reading an empty description as the job's
+    assert summary["system"]["status"] == "unavailable"
+    assert "carries no job description" in summary["system"]["reason"]
+    assert len(plane.notifications()) == 1
