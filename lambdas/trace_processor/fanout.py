@@ -142,26 +142,19 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
         render_html=engine.render_html,
         trace_bytes=sum(int(i.get("size", 0)) for i in items),
         system=system,
-        describe=_description(payload.get("job")),
+        describe=payload.get("job") if isinstance(payload.get("job"), Mapping) else None,
     )
-
-
-def _description(job: Any) -> Mapping[str, Any] | None:
-    """The DescribeTrainingJob response the execution input carries; None when it has none (an execution of
-    an older processor: no `job`, or the state machine's empty stand-in for it)."""
-    return job if isinstance(job, Mapping) and job.get("TrainingJobName") else None
 
 
 def _system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, job: Any, *, final: bool) -> SystemView:
     """The job's system view from the description the execution input carries (read once, here). Before the
     last attempt a transient CloudWatch fault raises SystemMetricsTransientError (the step is retried); on
     it, or for a permanent fault, the view says "unavailable" with the reason."""
-    description = _description(job)
-    if description is None:
+    if not isinstance(job, Mapping) or not job.get("TrainingJobName"):
         return SystemView(
             "unavailable",
             "the fan-out execution input carries no job description (an execution started before this version)",
             None,
             links=job_links(env.region or ctx.region, env.name_prefix, ctx.job),
         )
-    return for_job(clients, env, ctx, description, retry_transient=not final)
+    return for_job(clients, env, ctx, job, retry_transient=not final)

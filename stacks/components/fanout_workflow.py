@@ -302,24 +302,11 @@ class FanoutWorkflow(Construct):
             description="ProfStack fan-out state machine: read the item manifest, run the map and aggregate",
             path=role_path,
         )
-        # An execution started by a processor from before the input carried the job's description (one that
-        # runs while a deploy has updated this definition but not yet the processor) has no `$.job`, and the
-        # aggregate's payload names it: a missing path fails the execution (States.Runtime). Such an input gets
-        # an empty description, which the aggregate reports as "no job description" (fanout._system_view).
-        self.map.next(aggregate_step)
-        no_description = sfn.Pass(
-            self, "NoJobDescription", result=sfn.Result.from_object({}), result_path="$.job"
-        ).next(self.map)
-        start = (
-            sfn.Choice(self, "HasJobDescription")
-            .when(sfn.Condition.is_present("$.job"), self.map)
-            .otherwise(no_description)
-        )
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
             role=machine_role,
-            definition_body=sfn.DefinitionBody.from_chainable(start),
+            definition_body=sfn.DefinitionBody.from_chainable(self.map.next(aggregate_step)),
             timeout=cdk.Duration.hours(8),
             tracing_enabled=True,
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),

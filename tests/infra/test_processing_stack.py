@@ -532,21 +532,3 @@ def test_processor_env_carries_the_links_prefix_and_the_system_thresholds(
                                             "IDEMPOTENCY_TABLE": "t", "AWS_REGION": "eu-west-1"})  # fmt: skip
         assert parsed.name_prefix == example_config.prefix
         assert parsed.region == "eu-west-1"
-
-
-def test_fanout_gives_an_input_without_the_job_description_an_empty_one_before_the_map(
-    template: dict[str, Any],
-) -> None:
-    # GIVEN the synthesized fan-out definition
-    asl = _asl(template)
-    states = asl["States"]
-    # THEN it starts by checking the input for the job description the aggregate's payload names
-    choice = states[asl["StartAt"]]
-    assert choice["Type"] == "Choice"
-    assert choice["Choices"] == [{"Variable": "$.job", "IsPresent": True, "Next": "AnalyzeEachFile"}]
-    # AND an input without one (an older processor's) gets an empty description, then runs the same map
-    stand_in = states[choice["Default"]]
-    assert stand_in == {"Type": "Pass", "Result": {}, "ResultPath": "$.job", "Next": "AnalyzeEachFile"}
-    # AND the map still leads to the aggregate step, the end
-    assert states["AnalyzeEachFile"]["Next"] == "AggregateReport"
-    assert states["AggregateReport"]["End"] is True
