@@ -22,7 +22,7 @@ from stacks.components.notification_topic import NotificationTopic
 from stacks.components.owner_tag_guard import OwnerTagGuard
 from stacks.components.processing_alarms import ProcessingAlarms
 from stacks.components.python_function import log_retention
-from stacks.components.role_paths import processing_role_path
+from stacks.components.role_paths import analyst_role_path, processing_role_path
 from stacks.components.trace_access import TraceAccess
 from stacks.components.trace_processor import VISIBILITY_TIMEOUT_FACTOR, TraceProcessorFunctions
 from stacks.components.training_dashboard import TrainingJobsDashboard
@@ -139,6 +139,7 @@ class ProcessingStack(cdk.Stack):
                 users=history_users,
                 history=history,
                 name_prefix=name_prefix,
+                analyst_role_path=analyst_role_path(name_prefix),
             )
             self.history.grant_processor(self.functions.processor, construct_id="ProcessorAccess")
             self.history.grant_processor(self.functions.aggregate, construct_id="AggregateAccess")
