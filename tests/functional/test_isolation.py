@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.functional.processing_support import (
     TRACE_BUCKET,
     DataPlane,
     create_data_plane,
+    emulate_run,
     job_event,
     processor_environ,
 )
@@ -51,7 +53,14 @@ def plane(aws_credentials: None, capsys: pytest.CaptureFixture[str]) -> Iterator
             runtime.reset()
 
 
-def _register(plane: DataPlane, job: str, *, tag: str | None, tensorboard: str | None) -> None:
+RUN_START = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+RUN_END = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+def _register(
+    plane: DataPlane, job: str, *, tag: str | None, tensorboard: str | None, status: str = "Completed"
+) -> None:
+    """A moto training job; `status` is what DescribeTrainingJob reports (moto creates jobs Completed)."""
     kwargs: dict[str, Any] = {}
     if tensorboard is not None:
         kwargs["TensorBoardOutputConfig"] = {"S3OutputPath": tensorboard}
@@ -65,6 +74,8 @@ def _register(plane: DataPlane, job: str, *, tag: str | None, tensorboard: str |
         Tags=[{"Key": "profstack:user", "Value": tag}] if tag is not None else [],
         **kwargs,
     )
+    if status != "Completed":
+        emulate_run(job, start=RUN_START, end=RUN_END, status=status)
 
 
 def _plant_bob(plane: DataPlane, traces_dir: Path, *prefixes: str) -> None:
@@ -183,7 +194,7 @@ def test_a_tensorboard_output_outside_the_owners_space_is_neither_read_nor_writt
     # points into bob's space
     _plant_bob(plane, traces_dir, "traces/bob/bob-run/", "tensorboard/bob/bob-run/", "tensorboard/bob/exp1/")
     plane.s3.upload_file(str(traces_dir / RANK0), TRACE_BUCKET, "tensorboard/alice/../bob/exp1/x.pt.trace.json.gz")
-    _register(plane, job, tag="alice", tensorboard=tensorboard)
+    _register(plane, job, tag="alice", tensorboard=tensorboard, status=status)
     bob_keys = set(plane.list_keys("traces/bob/")) | set(plane.list_keys("tensorboard/bob/"))
     # WHEN the job ends (also when it fails at once)
     assert _handle(job_event(job, status, user="alice"))["failed"] == []
@@ -214,6 +225,49 @@ def test_scalars_are_written_in_the_owners_tensorboard_folder_only(plane: DataPl
     assert _handle(job_event("own-tb"))["failed"] == []
     assert [k for k in plane.list_keys("tensorboard/alice/own-tb/profstack/") if "tfevents" in k]
     assert _summary(plane, "alice", "own-tb")["warnings"] == []
+
+
+@pytest.mark.parametrize(("described", "claimed"), [("InProgress", "Completed"), ("Stopping", "Stopped")])
+def test_a_message_saying_another_users_running_job_ended_is_not_processed(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str], described: str, claimed: str
+) -> None:
+    # GIVEN bob's job still running (DescribeTrainingJob says so) with a first, half-written trace uploaded
+    job = "bob-live"
+    _register(plane, job, tag="bob", tensorboard=f"s3://{TRACE_BUCKET}/tensorboard/bob/", status=described)
+    key = f"{layout.job_tensorboard_prefix('bob', job)}r0.pt.trace.json.gz"
+    plane.s3.upload_file(str(traces_dir / RANK0), TRACE_BUCKET, key)
+    # WHEN a message that anyone with sqs:SendMessage could put on the queue says it ended (owner right: bob)
+    result = _handle(job_event(job, claimed, user="bob"))
+    # THEN the record fails with its own reason, and no report, scalars or e-mail exist for bob's job
+    assert result["failed"] == [result["record"]["messageId"]]
+    assert any(d.get("reason") == "status_mismatch" for d in structured(log_lines(capsys)))
+    assert _written_by_processor(plane) == []
+    assert plane.notifications() == []
+    # AND when the job really ends, SageMaker's own event is not swallowed by an idempotency record: bob gets
+    # his one report and one e-mail
+    emulate_run(job, start=RUN_START, end=RUN_END, status=claimed)
+    assert _handle(job_event(job, claimed, user="bob"))["failed"] == []
+    assert _summary(plane, "bob", job)["ranks"]
+    assert len(plane.notifications()) == 1
+
+
+def test_a_message_with_another_terminal_status_than_sagemakers_is_not_processed(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN bob's job that completed, and its report
+    _register(plane, "bob-done", tag="bob", tensorboard=f"s3://{TRACE_BUCKET}/tensorboard/bob/")
+    key = f"{layout.job_tensorboard_prefix('bob', 'bob-done')}r0.pt.trace.json.gz"
+    plane.s3.upload_file(str(traces_dir / RANK0), TRACE_BUCKET, key)
+    assert _handle(job_event("bob-done", user="bob"))["failed"] == []
+    before = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in _written_by_processor(plane)}
+    assert len(plane.notifications()) == 1
+    # WHEN a forged message says it Failed THEN it is refused: no second report run, no "Failed" e-mail
+    result = _handle(job_event("bob-done", "Failed", user="bob"))
+    assert result["failed"] == [result["record"]["messageId"]]
+    assert any(d.get("reason") == "status_mismatch" for d in structured(log_lines(capsys)))
+    after = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in _written_by_processor(plane)}
+    assert after == before
+    assert plane.notifications() == []
 
 
 @pytest.mark.parametrize("name", ["evil\n", "../bob", "a.b", "bob/x", "-lead"])
