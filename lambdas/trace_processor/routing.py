@@ -48,6 +48,12 @@ def manifest_location(ctx: JobContext) -> S3Location:
     return ctx.reports.child("partials", "manifest.json")
 
 
+def context_location(ctx: JobContext) -> S3Location:
+    """The job context the processor hands the fan-out, as it stored it (fanout.trusted_context checks the
+    execution input against it: only the processing roles write reports/)."""
+    return ctx.reports.child("partials", "context.json")
+
+
 def partial_location(ctx: JobContext, index: int) -> S3Location:
     return ctx.reports.child("partials", f"{index:05d}", "summary.json")
 
@@ -89,6 +95,7 @@ def start_fanout(
         if item["route"] == "processing":  # the Processing job's exact input (fanout_workflow.py)
             target = S3Location(ctx.trace_bucket, str(item["partial_prefix"]) + PROCESSING_INPUT_MANIFEST)
             put_json(clients.s3, target, processing_input_manifest(obj))
+    put_json(clients.s3, context_location(ctx), ctx.to_json())
     manifest = manifest_location(ctx)
     put_json(clients.s3, manifest, items)
     payload = {

@@ -42,6 +42,9 @@ WILDCARD_REASONS = {
     "job under this layout prefix (profstack/layout.py); the prefix is the tightest static scope.",
     r"AwsSolutions-IAM5\[Resource::.*/reports/\*/\.notified-\*\]": "Only the per-job e-mail marker objects "
     "(reports/<user>/<job>/.notified-<status>) may be deleted, to retry a failed notification.",
+    r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/context\.json\]": "Only the fan-out job contexts "
+    "(reports/<user>/<job>/partials/context.json, written by the processor), which the analyze-file step checks "
+    "its input against; the user and job are not known in advance.",
     r"AwsSolutions-IAM5\[Resource::.*/\*/rule-output/\*\]": "Legacy Debugger/Profiler output sits at "
     "<output>/<job>/rule-output/ (docs/platform-facts.md A6); only objects under a rule-output segment can be tagged.",
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/\*\]": (
@@ -262,6 +265,7 @@ class TraceProcessorFunctions(Construct):
         # analyze-file: read one trace, write its partial and trimmed trace under reports/.
         access.grant_trace_read(self.analyze_file.role)
         access.grant_report_write(self.analyze_file.role, tensorboard=False)
+        access.grant_fanout_context_read(self.analyze_file.role)  # its input's job context is checked against it
         # aggregate: read partials, write the report, scalars, metrics and the notification.
         access.grant_report_write(self.aggregate.role, tensorboard=True, read_reports=True)
         grant_put_metric_data(self.aggregate.role)
