@@ -45,6 +45,10 @@ WILDCARD_REASONS = {
     r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/context\.json\]": "Only the fan-out job contexts "
     "(reports/<user>/<job>/partials/context.json, written by the processor), which the analyze-file step checks "
     "its input against; the user and job are not known in advance.",
+    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.*:\*\]": (
+        "Only states:DescribeExecution, on the executions of the fan-out state machine (grant_execution): an "
+        "existing execution of a job's name is that job's only if its input is (lambdas/trace_processor/routing.py)."
+    ),
     r"AwsSolutions-IAM5\[Resource::.*/\*/rule-output/\*\]": "Legacy Debugger/Profiler output sits at "
     "<output>/<job>/rule-output/ (docs/platform-facts.md A6); only objects under a rule-output segment can be tagged.",
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/\*\]": (
@@ -291,6 +295,8 @@ class TraceProcessorFunctions(Construct):
         """Let the processor hand big jobs to the fan-out state machine."""
         self.processor.function.add_environment("STATE_MACHINE_ARN", state_machine.state_machine_arn)
         state_machine.grant_start_execution(self.processor.role)
+        # an existing execution of the job's name is the job's own only if its input is (routing._start_execution)
+        state_machine.grant_execution(self.processor.role, "states:DescribeExecution")
 
     @property
     def functions(self) -> Mapping[str, ProfStackFunction]:

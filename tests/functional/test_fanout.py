@@ -253,3 +253,52 @@ def test_a_job_that_was_never_fanned_out_gets_no_fanout_steps(
         if item["route"] == "lambda":
             assert _step("analyze", {**bob, "item": item})["index"] == item["index"]
     assert _step("aggregate", bob).action == "reported"
+
+
+def test_an_execution_squatting_the_jobs_execution_name_does_not_cost_the_job_its_report(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor import handler, runtime
+
+    plane, sfn = fanout_plane
+    machine = runtime.env().state_machine_arn
+    # GIVEN alice (allowed states:StartExecution) started an execution under the name bob's fan-out will take
+    squat = sfn.start_execution(
+        stateMachineArn=machine, name="bob-late-Completed", input=json.dumps({"context": {"job": "junk"}})
+    )["executionArn"]
+    sfn.stop_execution(executionArn=squat)
+    # WHEN bob's job ends and fans out
+    register_training_job(plane, "bob-late", user="bob")
+    for i, rel in enumerate((RANK0, RANK1)):
+        key = f"{layout.job_tensorboard_prefix('bob', 'bob-late')}algo-{i + 1}_1.1.pt.trace.json.gz"
+        plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+    assert handler.handler(sqs_event(sqs_record(job_event("bob-late", user="bob"))), LambdaContext()) == {
+        "batchItemFailures": []
+    }
+    # THEN bob's fan-out runs under a name of its own, with bob's input (before, the processor took the squatter's
+    # execution for its own: "fanout_already_started", and no report ever came)
+    executions = {e["name"]: e["executionArn"] for e in sfn.list_executions(stateMachineArn=machine)["executions"]}
+    inputs = {n: json.loads(sfn.describe_execution(executionArn=arn)["input"]) for n, arn in executions.items()}
+    (name,) = [n for n, payload in inputs.items() if payload.get("context", {}).get("user") == "bob"]
+    assert name != "bob-late-Completed"
+    assert name.startswith("bob-late-Completed-")
+    payload = inputs[name]
+    manifest = json.loads(
+        plane.s3.get_object(Bucket=payload["manifest"]["bucket"], Key=payload["manifest"]["key"])["Body"].read()
+    )
+    for item in manifest:
+        if item["route"] == "lambda":
+            _step("analyze", {**payload, "item": item})
+    assert _step("aggregate", payload).action == "reported"
+    assert len(plane.notifications()) == 1
+    # AND once it has finished, a repeat of the event finds it (by its input) instead of starting a third
+    from lambdas.trace_processor.pipeline import process_job
+
+    sfn.stop_execution(executionArn=executions[name])
+
+    repeat = process_job(
+        parse_event(job_event("bob-late", user="bob")), env=runtime.env(), clients=runtime.clients(),
+        engine=runtime.engine(),
+    )  # fmt: skip
+    assert repeat.action == "fanout_already_started"
+    assert len(sfn.list_executions(stateMachineArn=machine)["executions"]) == 2

@@ -532,3 +532,26 @@ def test_processor_env_carries_the_links_prefix_and_the_system_thresholds(
                                             "IDEMPOTENCY_TABLE": "t", "AWS_REGION": "eu-west-1"})  # fmt: skip
         assert parsed.name_prefix == example_config.prefix
         assert parsed.region == "eu-west-1"
+
+
+def test_only_the_processor_may_describe_fanout_executions_and_only_those(template: dict[str, Any]) -> None:
+    # GIVEN the synthesized stack (the processor checks that an existing execution of a job's name has its input)
+    processor = _role_of(template, "lambdas.trace_processor.handler.handler")
+    holders = {
+        role["Ref"]: st
+        for res in _of_type(template, "AWS::IAM::Policy").values()
+        for st in res["Properties"]["PolicyDocument"]["Statement"]
+        if "states:DescribeExecution" in _actions(st)
+        for role in res["Properties"]["Roles"]
+    }
+    # THEN of the functions' roles only the processor's holds it (the state machine's own role has it for its
+    # map runs), alone in its statement, on the fan-out machine's executions only
+    lambdas = _of_type(template, "AWS::Lambda::Function").values()
+    functions = {str(f["Properties"]["Role"]["Fn::GetAtt"][0]) for f in lambdas}
+    assert set(holders) & functions == {processor}
+    statement = holders[processor]
+    assert _actions(statement) == ["states:DescribeExecution"]
+    (resource,) = _resources(statement)
+    assert ":execution:" in resource
+    assert resource.endswith(":*")
+    assert "FanoutStateMachine" in json.dumps(statement["Resource"])
