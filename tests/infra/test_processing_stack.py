@@ -555,3 +555,63 @@ def test_only_the_processor_may_describe_fanout_executions_and_only_those(templa
     assert ":execution:" in resource
     assert resource.endswith(":*")
     assert "FanoutStateMachine" in json.dumps(statement["Resource"])
+
+
+TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:profstack-notifications"
+
+
+def _topic_policy(template: dict[str, Any]) -> list[dict[str, Any]]:
+    from tests.infra.iam_eval import Resolver
+
+    (topic_id,) = _of_type(template, "AWS::SNS::Topic")
+    (policy,) = _of_type(template, "AWS::SNS::TopicPolicy").values()
+    assert policy["Properties"]["Topics"] == [{"Ref": topic_id}]
+    statements: list[dict[str, Any]] = Resolver(refs={topic_id: TOPIC_ARN})(policy["Properties"]["PolicyDocument"])[
+        "Statement"
+    ]
+    return statements
+
+
+def test_only_the_configured_addresses_may_subscribe_to_every_users_notifications(
+    template: dict[str, Any], example_config: Any
+) -> None:
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    statements = _topic_policy(template)
+    sns_everything = [{"Effect": "Allow", "Action": "sns:*", "Resource": "*"}]
+
+    def subscribe(who: str, endpoint: str, protocol: str = "email") -> bool:
+        context = {"aws:SecureTransport": "true", "sns:Endpoint": endpoint, "sns:Protocol": protocol}
+        request = Request("sns:Subscribe", TOPIC_ARN, context)
+        return same_account_decision(sns_everything, statements, Principal(arn=who), request)
+
+    # GIVEN the topic every user's findings, failure reasons and kernel names go through, and a user of the
+    # account whose identity policy allows sns:* (say alice)
+    alice = "arn:aws:iam::123456789012:role/alice-dev"
+    # WHEN she subscribes her own address, an SQS queue or an HTTPS endpoint of hers THEN denied
+    assert not subscribe(alice, "alice@example.com")
+    assert not subscribe(alice, "arn:aws:sqs:us-east-1:123456789012:alice-inbox", "sqs")
+    assert not subscribe(alice, "https://alice.example/hook", "https")
+    # AND the configured addresses (what CloudFormation subscribes) are not denied
+    for email in example_config.notifications.emails:
+        assert subscribe("arn:aws:iam::123456789012:role/cdk-deploy", email)
+    # AND publishing is untouched by the statement (the functions and alarms publish)
+    publish = Request("sns:Publish", TOPIC_ARN, {"aws:SecureTransport": "true"})
+    assert same_account_decision(sns_everything, statements, Principal(arn=alice), publish)
+
+
+def test_without_configured_addresses_nobody_may_subscribe() -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_kms as kms
+    from aws_cdk.assertions import Template
+
+    from stacks.components.notification_topic import NotificationTopic
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    stack = cdk.Stack(cdk.App(), "t")
+    NotificationTopic(stack, "Notifications", key=kms.Key(stack, "K"), emails=[])
+    template = Template.from_stack(stack).to_json()
+    request = Request("sns:Subscribe", TOPIC_ARN, {"aws:SecureTransport": "true", "sns:Endpoint": "x@example.com"})
+    allow = [{"Effect": "Allow", "Action": "sns:*", "Resource": "*"}]
+    caller = Principal(arn="arn:aws:iam::123456789012:role/x")
+    assert not same_account_decision(allow, _topic_policy(template), caller, request)
