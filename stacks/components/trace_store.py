@@ -109,10 +109,13 @@ class BucketBoundary:
     def _tag_variable(self) -> str:
         return f"${{aws:PrincipalTag/{self.user_tag_key}, '{_UNTAGGED}'}}"
 
+    def privileged_principals(self) -> list[str]:
+        """`aws:PrincipalArn` patterns of the processing roles and the configured break-glass principals."""
+        return [role_arn_pattern(processing_role_path(self.prefix)), *self.storage.break_glass_principal_arns]
+
     def statements(self, bucket: s3.IBucket) -> list[iam.PolicyStatement]:
-        processing = role_arn_pattern(processing_role_path(self.prefix))
         break_glass = list(self.storage.break_glass_principal_arns)
-        privileged = [processing, *break_glass]
+        privileged = self.privileged_principals()
         # the caller's own user path, from its tag: a changed or missing tag can only narrow access
         own_user_role = role_arn_pattern(f"{users_role_path_root(self.prefix)}{self._tag_variable()}/")
         user_roles = role_arn_pattern(users_role_path_root(self.prefix))
