@@ -615,3 +615,32 @@ def test_without_configured_addresses_nobody_may_subscribe() -> None:
     allow = [{"Effect": "Allow", "Action": "sns:*", "Resource": "*"}]
     caller = Principal(arn="arn:aws:iam::123456789012:role/x")
     assert not same_account_decision(allow, _topic_policy(template), caller, request)
+
+
+def test_only_the_processor_may_take_a_job_event_off_the_queue(template: dict[str, Any]) -> None:
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    # GIVEN the job queue's policy (a job's event is its only trigger: an event received and deleted by someone
+    # else means that job never gets a report)
+    statements, _ = _queue_policy(template)
+    sqs_everything = [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]
+    secure = {"aws:SecureTransport": "true"}
+
+    def can(who: str, action: str) -> bool:
+        return same_account_decision(sqs_everything, statements, Principal(arn=who), Request(action, QUEUE_ARN, secure))
+
+    # WHEN a role outside the processing path with sqs:* (an administrator, a user's role, a look-alike path)
+    for who in (
+        "arn:aws:iam::123456789012:role/Admin",
+        "arn:aws:iam::123456789012:role/profstack/users/alice/x",
+        "arn:aws:iam::123456789012:role/profstack/processing-evil/x",
+    ):
+        # THEN it cannot receive, delete, hide or purge the messages
+        for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:PurgeQueue"):
+            assert not can(who, action), (who, action)
+        # AND the queue's attributes stay readable (dashboards, operators)
+        assert can(who, "sqs:GetQueueAttributes")
+    # AND the processor's role (what the event-source mapping polls with) keeps receive and delete
+    processor = "arn:aws:iam::123456789012:role/profstack/processing/TraceProcessorRole"
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert can(processor, action)
