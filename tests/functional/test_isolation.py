@@ -361,3 +361,68 @@ def test_extra_prefix_templates_are_read_for_the_owner_only(plane: DataPlane, tr
     # THEN only alice's file there was analysed
     summary = _summary(plane, "alice", "teamjob")
     assert [i["name"] for i in summary["inputs"]] == ["s3://team-profiles/runs/alice/teamjob/r0.pt.trace.json.gz"]
+
+
+# --- the legacy rule-output expiry tag (it deletes what it marks) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "tagged"),
+    [
+        (f"s3://{TRACE_BUCKET}/traces/bob/", False),  # bob's traces
+        (f"s3://{TRACE_BUCKET}/reports/bob/", False),  # bob's reports
+        (f"s3://{TRACE_BUCKET}/tensorboard/bob/", False),  # bob's TensorBoard logs
+        (f"s3://{TRACE_BUCKET}/traces/alice/../bob/", False),  # dot segments
+        (f"s3://{TRACE_BUCKET}/traces/alice/", True),  # her own space: tagged
+    ],
+)
+def test_a_jobs_output_path_cannot_point_the_expiry_tag_at_another_users_objects(
+    plane: DataPlane, output: str, tagged: bool
+) -> None:
+    # GIVEN objects under <output>/<alice's job>/rule-output/ (as SageMaker Debugger would write them)
+    job = "alice-legacy"
+    key = f"{output.removeprefix(f's3://{TRACE_BUCKET}/')}{job}/rule-output/ProfilerReport/profiler-report.html"
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=key, Body=b"<html></html>")
+    # AND alice's job whose OutputDataConfig (and ProfilerConfig) point there
+    plane.sagemaker.create_training_job(
+        TrainingJobName=job,
+        AlgorithmSpecification={"TrainingImage": "pytorch-training:2.5-gpu-py311", "TrainingInputMode": "File"},
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
+        OutputDataConfig={"S3OutputPath": output},
+        ProfilerConfig={"S3OutputPath": output},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 100},
+        StoppingCondition={"MaxRuntimeInSeconds": 86400},
+        Tags=[{"Key": "profstack:user", "Value": "alice"}],
+    )
+    # WHEN its event is processed
+    assert _handle(job_event(job, user="alice"))["failed"] == []
+    # THEN the expiry tag lands only in alice's own space, never on another user's object
+    tags = {t["Key"]: t["Value"] for t in plane.s3.get_object_tagging(Bucket=TRACE_BUCKET, Key=key)["TagSet"]}
+    assert (tags.get(layout.LEGACY_RULE_OUTPUT_TAG[0]) == layout.LEGACY_RULE_OUTPUT_TAG[1]) is tagged
+
+
+# --- the history baseline -----------------------------------------------------------------------------------
+
+
+def test_the_history_baseline_reads_only_the_owners_rows(plane: DataPlane) -> None:
+    from lambdas.trace_processor.history import S3HistoryReader
+    from profstack.history.rows import partition_prefix
+
+    # GIVEN rows of the same family "resnet" in bob's and alice's partitions, on the same day
+    day = "2026-11-30"
+    for user, job in (("bob", "resnet-bob-1"), ("alice", "resnet-alice-1")):
+        row = {"job": job, "user": user, "family": "resnet", "ended_at": f"{day}T08:00:00Z", "step_p50_us": 1.0}
+        key = f"{partition_prefix('jobs', day, user)}{job}.jsonl"
+        plane.s3.put_object(Bucket=TRACE_BUCKET, Key=key, Body=(json.dumps(row) + "\n").encode())
+    kernels = f"{partition_prefix('kernels', day, 'bob')}resnet-bob-1.jsonl"
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=kernels, Body=b'{"job": "resnet-bob-1", "name": "bob_only_gemm"}\n')
+    reader = S3HistoryReader(plane.s3, TRACE_BUCKET)
+    assert reader.kernels(user="bob", row={"job": "resnet-bob-1", "ended_at": f"{day}T08:00:00Z"})  # bob's own: read
+    # WHEN alice's job looks for its family's baseline
+    found = reader.recent_jobs(
+        user="alice", family="resnet", before=datetime(2026, 12, 1, tzinfo=UTC), lookback_days=7, limit=10
+    )
+    # THEN only her own rows are candidates: bob's job (name, numbers) never reaches her report
+    assert [r["job"] for r in found] == ["resnet-alice-1"]
+    # AND a row that names bob's job cannot pull bob's kernels into hers (the key is built from her partition)
+    assert reader.kernels(user="alice", row={"job": "resnet-bob-1", "ended_at": f"{day}T08:00:00Z"}) == []
