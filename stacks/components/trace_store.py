@@ -139,6 +139,18 @@ class BucketBoundary:
                 not_resources=own_data,
                 conditions={"ArnLike": {"aws:PrincipalArn": user_roles}},
             ),
+            # key names are data too (job names, hosts, file names): a user's role lists only its own prefixes
+            iam.PolicyStatement(
+                sid="UserRolesListOnlyTheirOwnPrefixes",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "ArnLike": {"aws:PrincipalArn": user_roles},
+                    "StringNotLike": {"s3:prefix": [f"{p}{self._tag_variable()}/*" for p in USER_DATA_PREFIXES]},
+                },
+            ),
             iam.PolicyStatement(
                 sid="ReportsWrittenOnlyByProcessingBreakGlass",
                 effect=iam.Effect.DENY,

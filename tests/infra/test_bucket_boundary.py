@@ -287,3 +287,27 @@ def test_processing_writes_history_and_the_analyst_role_queries_it(world: World)
     assert _can(world, analyst.principal(), analyst.statements, "s3:PutObject", RESULTS_KEY)
     assert _can(world, analyst.principal(), analyst.statements, "s3:GetObject", RESULTS_KEY)
     assert not _can(world, processor.principal(), S3_EVERYTHING, "s3:GetObject", RESULTS_KEY)
+
+
+@pytest.mark.parametrize("owner", ["alice", "al"])
+def test_a_users_role_lists_only_its_own_prefixes_even_with_s3_star(world: World, owner: str) -> None:
+    # GIVEN a user's execution role that an identity policy gives s3:* (key names are data: jobs, hosts, files)
+    role = _user_role(world, owner)
+    identity = [*role.statements, *S3_EVERYTHING]
+
+    def can_list(prefix: str | None, action: str = "s3:ListBucket") -> bool:
+        context = {"aws:SecureTransport": "true", **{f"aws:PrincipalTag/{k}": v for k, v in role.tags.items()}}
+        if prefix is not None:
+            context["s3:prefix"] = prefix
+        request = Request(action, BUCKET_ARN, context)
+        return same_account_decision(identity, world.bucket_policy, role.principal(), request)
+
+    # THEN it lists its own folders
+    for prefix in PREFIXES:
+        assert can_list(f"{prefix}/{owner}/")
+        assert can_list(f"{prefix}/{owner}/job-1/")
+    # AND not the bucket, a top-level prefix, another user's folder (al vs alice included) or history/
+    others = [u for u in USERS if u != owner]
+    for prefix in (None, "", "traces/", f"traces/{owner}", "history/", *[f"reports/{o}/" for o in others]):
+        assert not can_list(prefix), prefix
+        assert not can_list(prefix, "s3:ListBucketVersions"), prefix
