@@ -9,6 +9,7 @@ and, for one map item, "item": {"index", "bucket", "key", "size", "route"}; the 
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,7 +22,7 @@ from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.outputs import publish_report, write_perfetto
-from lambdas.trace_processor.routing import context_location, manifest_location, partial_location
+from lambdas.trace_processor.routing import input_location, manifest_location, partial_location
 from lambdas.trace_processor.scope import owner_read_spaces
 from lambdas.trace_processor.summary_tools import merge_partials
 from lambdas.trace_processor.system_view import SystemView, for_job
@@ -39,19 +40,23 @@ def _item(payload: Mapping[str, Any]) -> S3Object:
     return S3Object(str(item["bucket"]), str(item["key"]), int(item.get("size", 0)))
 
 
-def trusted_context(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients) -> JobContext:
-    """The input's job context, if it is the one the processor stored when it started this job's fan-out
-    (routing.start_fanout: reports/<user>/<job>/partials/context.json in the trace bucket, which only the
-    processing roles may write). The steps run with roles that read every user's traces, and the input is
+def trusted_context(
+    payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, fields: tuple[str, ...] = ()
+) -> JobContext:
+    """The input's job context, if the processor sent it when it started this job's fan-out: it stored that
+    execution input (routing.start_fanout: reports/<user>/<job>/partials/execution-input.json in the trace
+    bucket, which only the processing roles may write). `fields`: the other input keys the step uses, which must
+    match the stored ones too. The steps run with roles that read every user's traces, and the input is
     whatever the caller of StartExecution (or of the function) sent: without this, a user allowed those calls
     could pair their own job with another user's manifest (the other's traces analysed into their report), or
-    re-run another user's job with another status, owner, TensorBoard folder or warnings."""
+    re-run another user's job with another status, owner, TensorBoard folder, warnings or job description (its
+    FailureReason goes into the e-mail)."""
     raw = payload.get("context")
     if not isinstance(raw, Mapping):
         raise FanoutInputError("the input has no job 'context'")
     try:
         ctx = JobContext.from_json(raw)
-        location = context_location(ctx)  # the owner and job must be plain key segments (layout)
+        location = input_location(ctx)  # the owner and job must be plain key segments (layout)
     except (KeyError, TypeError, ValueError) as exc:
         raise FanoutInputError(f"the input's 'context' is not a job context: {exc}") from None
     if ctx.trace_bucket != env.trace_bucket:
@@ -62,12 +67,17 @@ def trusted_context(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: C
         if error_code(exc) not in {"NoSuchKey", "404"}:
             raise
         raise FanoutInputError(f"no fan-out was started for this job: {location.uri} does not exist") from None
+    if not isinstance(stored, Mapping):
+        raise FanoutInputError(f"{location.uri} is not an execution input")
     try:
-        same = isinstance(stored, Mapping) and JobContext.from_json(stored).to_json() == ctx.to_json()
+        same = JobContext.from_json(stored["context"]).to_json() == ctx.to_json()
     except (KeyError, TypeError, ValueError):
         same = False
-    if not same:
-        raise FanoutInputError(f"the input's job context is not the one the processor stored in {location.uri}")
+    sent = json.loads(json.dumps({k: payload.get(k) for k in fields}, default=str))  # as the stored copy reads
+    differing = [k for k in fields if sent[k] != stored.get(k)]
+    if not same or differing:
+        what = ", ".join(["context"] * (not same) + differing)
+        raise FanoutInputError(f"the input's {what} is not what the processor sent (stored in {location.uri})")
     return ctx
 
 
@@ -151,17 +161,14 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
     The system view is read first, before any partial: on an attempt that is not the last (final_attempt),
     a transient CloudWatch fault raises SystemMetricsTransientError for Step Functions to retry the step, and
     such a run has read nothing else and written nothing. Then, before any partial is read or anything
-    written, the input's job context must be the stored one (trusted_context) and its manifest the job's own.
+    written, the input (context, manifest, job description) must be what the processor sent (trusted_context).
     Partials are read in parallel (AGGREGATE_READERS) and slimmed as they arrive; measured sizing of the
     Lambda (memory, timeout) in docs/processing.md."""
     ctx = JobContext.from_json(payload["context"])
     system = _system_view(clients, env, ctx, payload.get("job"), final=final_attempt(payload, env))
-    trusted_context(payload, env=env, clients=clients)  # raises unless it is the stored context (of `ctx`)
-    manifest = payload.get("manifest")
-    own = manifest_location(ctx)
-    if not isinstance(manifest, Mapping) or (manifest.get("bucket"), manifest.get("key")) != (own.bucket, own.key):
-        raise FanoutInputError(f"the input's manifest is not this job's ({own.uri})")
-    items = get_json(clients.s3, own)
+    # raises unless context, manifest and job description are what the processor sent for `ctx`'s job
+    trusted_context(payload, env=env, clients=clients, fields=("manifest", "partials", "job"))
+    items = get_json(clients.s3, manifest_location(ctx))
     if not isinstance(items, list):
         raise FanoutInputError("manifest is not a JSON array")
 

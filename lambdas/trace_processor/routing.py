@@ -77,10 +77,10 @@ def manifest_location(ctx: JobContext) -> S3Location:
     return ctx.reports.child("partials", "manifest.json")
 
 
-def context_location(ctx: JobContext) -> S3Location:
-    """The job context the processor hands the fan-out, as it stored it (fanout.trusted_context checks the
-    execution input against it: only the processing roles write reports/)."""
-    return ctx.reports.child("partials", "context.json")
+def input_location(ctx: JobContext) -> S3Location:
+    """The execution input the processor sent the job's fan-out, as it stored it (fanout.trusted_context checks
+    each step's input against it: only the processing roles write reports/)."""
+    return ctx.reports.child("partials", "execution-input.json")
 
 
 def partial_location(ctx: JobContext, index: int) -> S3Location:
@@ -124,7 +124,6 @@ def start_fanout(
         if item["route"] == "processing":  # the Processing job's exact input (fanout_workflow.py)
             target = S3Location(ctx.trace_bucket, str(item["partial_prefix"]) + PROCESSING_INPUT_MANIFEST)
             put_json(clients.s3, target, processing_input_manifest(obj))
-    put_json(clients.s3, context_location(ctx), ctx.to_json())
     manifest = manifest_location(ctx)
     put_json(clients.s3, manifest, items)
     payload = {
@@ -133,4 +132,5 @@ def start_fanout(
         "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},
         "job": describe_for_fanout(describe or {}),
     }
+    put_json(clients.s3, input_location(ctx), payload)
     return _start_execution(clients.sfn, env.state_machine_arn, ctx, payload)

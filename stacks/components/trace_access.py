@@ -101,14 +101,14 @@ class TraceAccess:
         # Exactly what SSE-KMS PutObject/GetObject need on the one data key (no ReEncrypt*, no wildcards).
         self.key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
 
-    def grant_fanout_context_read(self, role: iam.IRole) -> None:
-        """GetObject on the fan-out job contexts only (reports/<user>/<job>/partials/context.json, written by the
-        processor): the analyze-file step checks its input against it (lambdas/trace_processor/fanout.py)."""
+    def grant_fanout_input_read(self, role: iam.IRole) -> None:
+        """GetObject on the stored fan-out execution inputs only (reports/<user>/<job>/partials/execution-input.json,
+        written by the processor): the analyze-file step checks its input against it (trace_processor/fanout.py)."""
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="ReadFanoutContext",
+                sid="ReadFanoutInput",
                 actions=["s3:GetObject"],
-                resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/context.json")],
+                resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/execution-input.json")],
             )
         )
 

@@ -42,9 +42,9 @@ WILDCARD_REASONS = {
     "job under this layout prefix (profstack/layout.py); the prefix is the tightest static scope.",
     r"AwsSolutions-IAM5\[Resource::.*/reports/\*/\.notified-\*\]": "Only the per-job e-mail marker objects "
     "(reports/<user>/<job>/.notified-<status>) may be deleted, to retry a failed notification.",
-    r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/context\.json\]": "Only the fan-out job contexts "
-    "(reports/<user>/<job>/partials/context.json, written by the processor), which the analyze-file step checks "
-    "its input against; the user and job are not known in advance.",
+    r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/execution-input\.json\]": "Only the stored fan-out "
+    "execution inputs (reports/<user>/<job>/partials/execution-input.json, written by the processor), which the "
+    "analyze-file step checks its input against; the user and job are not known in advance.",
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.*:\*\]": (
         "Only states:DescribeExecution, on the executions of the fan-out state machine (grant_execution): an "
         "existing execution of a job's name is that job's only if its input is (lambdas/trace_processor/routing.py)."
@@ -269,7 +269,7 @@ class TraceProcessorFunctions(Construct):
         # analyze-file: read one trace, write its partial and trimmed trace under reports/.
         access.grant_trace_read(self.analyze_file.role)
         access.grant_report_write(self.analyze_file.role, tensorboard=False)
-        access.grant_fanout_context_read(self.analyze_file.role)  # its input's job context is checked against it
+        access.grant_fanout_input_read(self.analyze_file.role)  # its input is checked against the stored one
         # aggregate: read partials, write the report, scalars, metrics and the notification.
         access.grant_report_write(self.aggregate.role, tensorboard=True, read_reports=True)
         grant_put_metric_data(self.aggregate.role)

@@ -194,7 +194,7 @@ def test_a_forged_input_pairing_ones_own_job_with_another_users_manifest_reads_n
     for item in bob_manifest:
         with pytest.raises(FanoutInputError, match="outside the space"):
             _step("analyze", {**forged, "item": item})
-    with pytest.raises(FanoutInputError, match="manifest is not this job's"):
+    with pytest.raises(FanoutInputError, match="manifest is not what the processor sent"):
         _step("aggregate", forged)
     # THEN nothing was written into alice's space: no partial, trimmed trace or report of bob's files
     assert set(plane.list_keys("reports/alice/")) == before
@@ -228,6 +228,32 @@ def test_a_forged_job_context_is_refused_by_both_steps(
     with pytest.raises(FanoutInputError):
         _step("aggregate", forged)
     # THEN neither step wrote anything, and no e-mail went out
+    after = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    assert after == before
+    assert plane.notifications() == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"job": {"TrainingJobName": "bob-big", "TrainingJobStatus": "Failed", "FailureReason": "Visit evil.example"}},
+        {"job": None},  # no description: the report would say its system view is "unavailable"
+        {"partials": {"bucket": TRACE_BUCKET, "prefix": "reports/alice/x/partials/"}},
+    ],
+)
+def test_the_aggregate_refuses_a_replayed_input_with_another_job_description(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path, change: dict[str, Any]
+) -> None:
+    from lambdas.trace_processor.fanout import FanoutInputError
+
+    plane, sfn = fanout_plane
+    # GIVEN bob's fanned-out job
+    bob, _ = _fanned_out(plane, sfn, traces_dir, "bob-big", "bob")
+    before = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    # WHEN its genuine context and manifest come with another job description (the e-mail's FailureReason, the
+    # system view's hosts and times) THEN the aggregate refuses, and writes and sends nothing
+    with pytest.raises(FanoutInputError, match="is not what the processor sent"):
+        _step("aggregate", {**bob, **change})
     after = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
     assert after == before
     assert plane.notifications() == []
