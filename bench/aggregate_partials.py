@@ -40,7 +40,7 @@ def child(n: int) -> dict[str, float]:
     from lambdas.trace_processor.env import ProcessorEnv
     from lambdas.trace_processor.fanout import aggregate
     from lambdas.trace_processor.job import JobContext
-    from lambdas.trace_processor.routing import partial_location
+    from lambdas.trace_processor.routing import input_location, partial_location
 
     with mock_aws():
         s3 = boto3.client("s3")
@@ -68,6 +68,8 @@ def child(n: int) -> dict[str, float]:
         manifest = ctx.reports.child("partials", "manifest.json")
         s3.put_object(Bucket=bucket, Key=manifest.key, Body=json.dumps(items).encode())
         payload = {"context": ctx.to_json(), "manifest": {"bucket": bucket, "key": manifest.key}}
+        # what routing.start_fanout stores next to the manifest (the aggregate checks its input against it)
+        s3.put_object(Bucket=bucket, Key=input_location(ctx).key, Body=json.dumps(payload).encode())
         clients = Clients(s3=s3, sagemaker=boto3.client("sagemaker"), sns=sns)
         before = _rss_mb()
         started = time.monotonic()

@@ -22,7 +22,7 @@ from stacks.components.notification_topic import NotificationTopic
 from stacks.components.owner_tag_guard import OwnerTagGuard
 from stacks.components.processing_alarms import ProcessingAlarms
 from stacks.components.python_function import log_retention
-from stacks.components.role_paths import processing_role_path
+from stacks.components.role_paths import analyst_role_path, processing_role_path, role_arn_pattern
 from stacks.components.trace_access import TraceAccess
 from stacks.components.trace_processor import VISIBILITY_TIMEOUT_FACTOR, TraceProcessorFunctions
 from stacks.components.training_dashboard import TrainingJobsDashboard
@@ -64,6 +64,7 @@ class ProcessingStack(cdk.Stack):
             visibility_timeout=cdk.Duration.seconds(processing.lambda_timeout_seconds * VISIBILITY_TIMEOUT_FACTOR),
             max_receive_count=processing.max_receive_count,
             tag_filter=processing.job_tag_filter,
+            consumers=[role_arn_pattern(role_path)],  # the processor's role sits on the processing path
         )
         self.functions = TraceProcessorFunctions(
             self,
@@ -139,6 +140,7 @@ class ProcessingStack(cdk.Stack):
                 users=history_users,
                 history=history,
                 name_prefix=name_prefix,
+                analyst_role_path=analyst_role_path(name_prefix),
             )
             self.history.grant_processor(self.functions.processor, construct_id="ProcessorAccess")
             self.history.grant_processor(self.functions.aggregate, construct_id="AggregateAccess")

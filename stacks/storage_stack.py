@@ -15,6 +15,12 @@ from stacks.components.trace_store import BucketBoundary, TraceStore
 
 # Logical IDs of stateful resources. Changing one replaces (and orphans) data: tests pin them.
 STATEFUL_IDS = ("DataKey", "MessagingKey", "TraceStore", "IdempotencyTable")
+#: DynamoDB's item-level (data plane) actions; control-plane calls (describe, update) stay with identity policies
+IDEMPOTENCY_ITEM_ACTIONS = (
+    "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:Scan", "dynamodb:PutItem",
+    "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:ConditionCheckItem",
+    "dynamodb:PartiQLSelect", "dynamodb:PartiQLInsert", "dynamodb:PartiQLUpdate", "dynamodb:PartiQLDelete",
+)  # fmt: skip
 
 
 class StorageStack(cdk.Stack):
@@ -74,5 +80,20 @@ class StorageStack(cdk.Stack):
                 point_in_time_recovery_enabled=True
             ),
             removal_policy=cdk.RemovalPolicy.RETAIN,
+            # one record per job and status decides whether a job event is processed at all: a record planted
+            # for another user's (job, status) would swallow SageMaker's event, so only the processing roles and
+            # break-glass may touch items, whatever identity policies say ("*" here is this table)
+            resource_policy=iam.PolicyDocument(
+                statements=[
+                    iam.PolicyStatement(
+                        sid="ItemsOnlyByProcessingBreakGlass",
+                        effect=iam.Effect.DENY,
+                        principals=[iam.AnyPrincipal()],
+                        actions=list(IDEMPOTENCY_ITEM_ACTIONS),
+                        resources=["*"],
+                        conditions={"ArnNotLike": {"aws:PrincipalArn": boundary.privileged_principals()}},
+                    )
+                ]
+            ),
         )
         cdk.CfnOutput(self, "TraceBucketName", value=self.trace_bucket.bucket_name)

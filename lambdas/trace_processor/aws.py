@@ -368,6 +368,12 @@ def start_execution(sfn: SFNClient, *, state_machine_arn: str, name: str, payloa
     return True
 
 
+def execution_input(sfn: SFNClient, *, state_machine_arn: str, name: str) -> Any:
+    """The parsed input of the state machine's execution called `name` (DescribeExecution)."""
+    arn = state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
+    return json.loads(sfn.describe_execution(executionArn=arn).get("input") or "null")
+
+
 def publish(sns: SNSClient, *, topic_arn: str, subject: str, message: str, attributes: Mapping[str, str]) -> None:
     """Publish to an SNS topic; every attribute is a String message attribute."""
     sns.publish(

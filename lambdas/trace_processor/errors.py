@@ -4,6 +4,8 @@ log, the failure metric's `reason` dimension, the DLQ runbook and dashboards use
     malformed_event      the SQS body is not a training-job event ProfStack handles (or a forged job name)
     job_not_found        DescribeTrainingJob does not know the job
     not_owned            the job's owner tag names no configured user, or the message claims another owner
+    status_mismatch      the message's TrainingJobStatus is not the one DescribeTrainingJob reports (a forged
+                         message, or one the API does not reflect yet): retried, nothing processed
     io                   a trace could not be read (throttling, resets past the resume budget, 412, 416,
                          access denied): retried, never a partial report
     corrupt_trace        no trace file of the job could be analysed
@@ -41,6 +43,12 @@ class NotOwnedError(ProcessingError):
     """The job's owner (its SageMaker tag) is not a configured user, or the message names another."""
 
     reason = "not_owned"
+
+
+class StatusMismatchError(ProcessingError):
+    """The message says the job ended with a status SageMaker does not report (yet): nothing is processed."""
+
+    reason = "status_mismatch"
 
 
 class CorruptTracesError(ProcessingError):

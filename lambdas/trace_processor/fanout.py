@@ -9,6 +9,7 @@ and, for one map item, "item": {"index", "bucket", "key", "size", "route"}; the 
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,12 +17,13 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
-from lambdas.trace_processor.aws import Clients, S3Location, S3Object, error_code, get_json, put_json
+from lambdas.trace_processor.aws import Clients, S3Object, error_code, get_json, put_json
 from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.outputs import publish_report, write_perfetto
-from lambdas.trace_processor.routing import partial_location
+from lambdas.trace_processor.routing import input_location, manifest_location, partial_location
+from lambdas.trace_processor.scope import owner_read_spaces
 from lambdas.trace_processor.summary_tools import merge_partials
 from lambdas.trace_processor.system_view import SystemView, for_job
 from profstack.job_links import job_links
@@ -38,10 +40,60 @@ def _item(payload: Mapping[str, Any]) -> S3Object:
     return S3Object(str(item["bucket"]), str(item["key"]), int(item.get("size", 0)))
 
 
+def trusted_context(
+    payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, fields: tuple[str, ...] = ()
+) -> JobContext:
+    """The input's job context, if the processor sent it when it started this job's fan-out: it stored that
+    execution input (routing.start_fanout: reports/<user>/<job>/partials/execution-input.json in the trace
+    bucket, which only the processing roles may write). `fields`: the other input keys the step uses, which must
+    match the stored ones too. The steps run with roles that read every user's traces, and the input is
+    whatever the caller of StartExecution (or of the function) sent: without this, a user allowed those calls
+    could pair their own job with another user's manifest (the other's traces analysed into their report), or
+    re-run another user's job with another status, owner, TensorBoard folder, warnings or job description (its
+    FailureReason goes into the e-mail)."""
+    raw = payload.get("context")
+    if not isinstance(raw, Mapping):
+        raise FanoutInputError("the input has no job 'context'")
+    try:
+        ctx = JobContext.from_json(raw)
+        location = input_location(ctx)  # the owner and job must be plain key segments (layout)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FanoutInputError(f"the input's 'context' is not a job context: {exc}") from None
+    if ctx.trace_bucket != env.trace_bucket:
+        raise FanoutInputError(f"the input's job context names bucket {ctx.trace_bucket[:80]!r}, not the trace bucket")
+    try:
+        stored = get_json(clients.s3, location)
+    except ClientError as exc:
+        if error_code(exc) not in {"NoSuchKey", "404"}:
+            raise
+        raise FanoutInputError(f"no fan-out was started for this job: {location.uri} does not exist") from None
+    if not isinstance(stored, Mapping):
+        raise FanoutInputError(f"{location.uri} is not an execution input")
+    try:
+        same = JobContext.from_json(stored["context"]).to_json() == ctx.to_json()
+    except (KeyError, TypeError, ValueError):
+        same = False
+    sent = json.loads(json.dumps({k: payload.get(k) for k in fields}, default=str))  # as the stored copy reads
+    differing = [k for k in fields if sent[k] != stored.get(k)]
+    if not same or differing:
+        what = ", ".join(["context"] * (not same) + differing)
+        raise FanoutInputError(f"the input's {what} is not what the processor sent (stored in {location.uri})")
+    return ctx
+
+
+def _owned_item(obj: S3Object, ctx: JobContext, env: ProcessorEnv) -> S3Object:
+    """A map item the job may read: inside its owner's space (where the processor found it, scope.py)."""
+    spaces = owner_read_spaces(ctx.user, env)
+    if not any(obj.bucket == space.bucket and obj.key.startswith(space.key) for space in spaces):
+        raise FanoutInputError(f"map item {obj.uri[:300]} is outside the space of the job's owner {ctx.user!r}")
+    return obj
+
+
 def analyze_one(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, engine: Engine) -> dict[str, Any]:
-    """One map item: analyse one file, write its partial summary and its trimmed trace."""
-    ctx = JobContext.from_json(payload["context"])
-    obj = _item(payload)
+    """One map item: analyse one file, write its partial summary and its trimmed trace. The job context must be
+    the stored one (trusted_context) and the file inside its owner's space."""
+    ctx = trusted_context(payload, env=env, clients=clients)
+    obj = _owned_item(_item(payload), ctx, env)
     index = int(payload["item"]["index"])
     summary = analyze_objects(clients.s3, engine, env, [obj])
     write_perfetto(clients.s3, engine, ctx, [obj], summary)
@@ -108,12 +160,15 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
 
     The system view is read first, before any partial: on an attempt that is not the last (final_attempt),
     a transient CloudWatch fault raises SystemMetricsTransientError for Step Functions to retry the step, and
-    such a run has read nothing else and written nothing. Partials are read in parallel (AGGREGATE_READERS)
-    and slimmed as they arrive; measured sizing of the Lambda (memory, timeout) in docs/processing.md."""
+    such a run has read nothing else and written nothing. Then, before any partial is read or anything
+    written, the input (context, manifest, job description) must be what the processor sent (trusted_context).
+    Partials are read in parallel (AGGREGATE_READERS) and slimmed as they arrive; measured sizing of the
+    Lambda (memory, timeout) in docs/processing.md."""
     ctx = JobContext.from_json(payload["context"])
     system = _system_view(clients, env, ctx, payload.get("job"), final=final_attempt(payload, env))
-    manifest = payload["manifest"]
-    items = get_json(clients.s3, S3Location(str(manifest["bucket"]), str(manifest["key"])))
+    # raises unless context, manifest and job description are what the processor sent for `ctx`'s job
+    trusted_context(payload, env=env, clients=clients, fields=("manifest", "partials", "job"))
+    items = get_json(clients.s3, manifest_location(ctx))
     if not isinstance(items, list):
         raise FanoutInputError("manifest is not a JSON array")
 

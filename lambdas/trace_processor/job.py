@@ -3,7 +3,8 @@ built from the event, DescribeTrainingJob and the job's own tags (ListTags); and
 (`Outcome`).
 
 The owner is the job's `<user_tag_key>` tag as SageMaker returns it, never the message: it must name a
-configured user, and a message that claims another owner is rejected (NotOwnedError)."""
+configured user, and a message that claims another owner is rejected (NotOwnedError). So is the status: a
+message whose status DescribeTrainingJob does not report is not processed (StatusMismatchError)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import S3Location, S3UriError, parse_s3_uri
 from lambdas.trace_processor.env import ProcessorEnv
-from lambdas.trace_processor.errors import JobNotFoundError, NotOwnedError
+from lambdas.trace_processor.errors import JobNotFoundError, NotOwnedError, StatusMismatchError
 from lambdas.trace_processor.events import TrainingJobStateChange
 from lambdas.trace_processor.scope import owned_tensorboard
 from profstack import layout
@@ -134,6 +135,20 @@ def check_claimed_owner(event: TrainingJobStateChange, owner: str, tag_key: str)
         )
 
 
+def check_status(event: TrainingJobStateChange, describe: Mapping[str, Any]) -> None:
+    """The message's terminal status must be the one SageMaker reports. A message put on the queue by anyone
+    with sqs:SendMessage could otherwise say "Completed" for another user's running job: a report of a
+    half-written trace filed as that job's final one, its e-mail sent, and the idempotency record of
+    (job, Completed) swallowing SageMaker's real event for the record's lifetime. A genuine event that the API
+    does not reflect yet passes on a redelivery."""
+    actual = describe.get("TrainingJobStatus")
+    if actual != event.status:
+        raise StatusMismatchError(
+            f"the message says {event.job_name!r} is {event.status!r} but DescribeTrainingJob says {actual!r}; "
+            "not processed"
+        )
+
+
 def s3_path(describe: Mapping[str, Any], *config: str) -> S3Location | None:
     """An S3 path from DescribeTrainingJob, e.g. s3_path(d, "TensorBoardOutputConfig", "S3OutputPath")."""
     value: Any = describe
@@ -153,6 +168,7 @@ def job_context(
     """The job as the processor sees it. The TensorBoard folder is kept only inside the owner's space
     (scope.owned_tensorboard); otherwise it is dropped and a warning says so."""
     job = event.job_name
+    check_status(event, describe)
     user = resolve_user(tags, env.user_tag_key, env.users)
     check_claimed_owner(event, user, env.user_tag_key)
     raw_tb = describe.get("TensorBoardOutputConfig")

@@ -4,9 +4,12 @@ fan-out's manifest and partial summaries live."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
+import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_json
@@ -14,7 +17,11 @@ from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.errors import ProcessingError
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.system_view import describe_for_fanout
+from lambdas.trace_processor.telemetry import logger
 from profstack.layout import PROCESSING_INPUT_MANIFEST
+
+if TYPE_CHECKING:
+    from mypy_boto3_stepfunctions import SFNClient
 
 # Uncompressed/compressed size of Kineto traces: 13.2:1 on bench/generate.py traces, 14.5:1 on the
 # hta/trace_filter ranks (docs/processing.md). Thresholds are in uncompressed bytes.
@@ -39,13 +46,41 @@ def needs_fanout(objects: Sequence[S3Object], env: ProcessorEnv) -> bool:
     )
 
 
-def execution_name(job: str, status: str) -> str:
-    """Deterministic: a duplicate event cannot start a second execution (ExecutionAlreadyExists)."""
-    return re.sub(r"[^A-Za-z0-9_-]", "-", f"{job}-{status}")[:80]
+def execution_name(job: str, status: str, suffix: str = "") -> str:
+    """Deterministic: a duplicate event cannot start a second execution (ExecutionAlreadyExists). A `suffix`
+    (start_fanout's fallback names) is always kept whole within Step Functions' 80 characters."""
+    tail = f"-{suffix}" if suffix else ""
+    return re.sub(r"[^A-Za-z0-9_-]", "-", f"{job}-{status}")[: 80 - len(tail)] + tail
+
+
+def _start_execution(sfn: SFNClient, machine: str, ctx: JobContext, payload: Mapping[str, Any]) -> bool:
+    """Start the job's execution; False when it already exists. An existing execution of the job's name is this
+    job's only if its input is this payload: anyone allowed states:StartExecution could take the (predictable)
+    name first, and treating theirs as ours would cost the job its report. Then the job's execution runs under
+    a name with the payload's digest, or, if that is taken by another input too, a random one."""
+    sent = json.loads(json.dumps(payload))  # what DescribeExecution gives back
+    digest = hashlib.sha256(json.dumps(sent, sort_keys=True).encode()).hexdigest()[:16]
+    for suffix in ("", digest, uuid.uuid4().hex[:16]):
+        name = execution_name(ctx.job, ctx.status, suffix)
+        if aws.start_execution(sfn, state_machine_arn=machine, name=name, payload=payload):
+            return True
+        if aws.execution_input(sfn, state_machine_arn=machine, name=name) == sent:
+            return False
+        logger.warning(
+            "an execution with this job's fan-out name but another input exists; not this job's",
+            extra={"execution": name},
+        )
+    raise ProcessingError(f"could not start a fan-out execution for {ctx.job!r}: every name tried is taken")
 
 
 def manifest_location(ctx: JobContext) -> S3Location:
     return ctx.reports.child("partials", "manifest.json")
+
+
+def input_location(ctx: JobContext) -> S3Location:
+    """The execution input the processor sent the job's fan-out, as it stored it (fanout.trusted_context checks
+    each step's input against it: only the processing roles write reports/)."""
+    return ctx.reports.child("partials", "execution-input.json")
 
 
 def partial_location(ctx: JobContext, index: int) -> S3Location:
@@ -97,6 +132,5 @@ def start_fanout(
         "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},
         "job": describe_for_fanout(describe or {}),
     }
-    return aws.start_execution(
-        clients.sfn, state_machine_arn=env.state_machine_arn, name=execution_name(ctx.job, ctx.status), payload=payload
-    )
+    put_json(clients.s3, input_location(ctx), payload)
+    return _start_execution(clients.sfn, env.state_machine_arn, ctx, payload)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
@@ -14,6 +16,9 @@ from constructs import Construct
 from profstack.config import JobTagFilter
 from profstack.sagemaker_events import DETAIL_TYPE, SOURCE, TERMINAL_STATUSES
 from stacks.components.nag import acknowledge
+
+#: what takes a message off the job queue (or hides it for a while)
+CONSUME_ACTIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:PurgeQueue", "sqs:ChangeMessageVisibility")
 
 
 def training_job_event_pattern(tag_filter: JobTagFilter | None) -> dict[str, Any]:
@@ -38,7 +43,10 @@ class JobEventQueue(Construct):
         visibility_timeout: cdk.Duration,
         max_receive_count: int,
         tag_filter: JobTagFilter | None,
+        consumers: Sequence[str],
     ) -> None:
+        """`consumers`: `aws:PrincipalArn` patterns of the only principals that may receive, delete or purge
+        the queue's messages (the processor's role)."""
         super().__init__(scope, construct_id)
         self.dead_letter_queue = sqs.Queue(
             self,
@@ -78,6 +86,18 @@ class JobEventQueue(Construct):
                 dead_letter_queue=self.dead_letter_queue,
                 retry_attempts=185,  # EventBridge's maximum; a DLQ'd event is not lost either way
                 max_event_age=cdk.Duration.hours(24),
+            )
+        )
+        # A job's event is its only trigger: whoever may receive and delete it (identity policies alone would
+        # decide) could make another user's job go without a report. Only the consumers may.
+        self.queue.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="ConsumedOnlyByTheProcessor",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=list(CONSUME_ACTIONS),
+                resources=[self.queue.queue_arn],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": list(consumers)}},
             )
         )
         restrict_to_rule(self.queue, self.rule)

@@ -81,6 +81,7 @@ class JobHistory(Construct):
         users: Sequence[str],
         history: History,
         name_prefix: str,
+        analyst_role_path: str,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -147,6 +148,9 @@ class JobHistory(Construct):
             description="ProfStack: query the job history of every user through the Athena workgroup "
             "(grant sts:AssumeRole on this role to platform analysts only)",
             max_session_duration=cdk.Duration.hours(4),
+            # the trace bucket's policy lets only this path (and the processing roles, break-glass) read
+            # history/ and use athena-results/ (stacks/components/trace_store.py, BucketBoundary)
+            path=analyst_role_path,
         )
         self.analyst_policy = iam.Policy(self, "AnalystPolicy", statements=self._analyst_statements(stack))
         self.analyst_policy.attach_to_role(self.analyst_role)

@@ -2,6 +2,7 @@
 
     arn:<partition>:iam::<account>:role/<prefix>/users/<user>/<generated name>   a user's execution role
     arn:<partition>:iam::<account>:role/<prefix>/processing/<generated name>     the trace-processing roles
+    arn:<partition>:iam::<account>:role/<prefix>/analysts/<generated name>       the history analyst role
 
 The trace bucket's policy (stacks/components/trace_store.py) matches `aws:PrincipalArn` against these
 patterns instead of naming the roles: the roles live in the TensorBoard and processing stacks, which
@@ -27,6 +28,11 @@ def _segment(value: str, what: str) -> str:
 
 def processing_role_path(prefix: str) -> str:
     return f"/{_segment(prefix, 'prefix')}/processing/"
+
+
+def analyst_role_path(prefix: str) -> str:
+    """The history analyst role's path: it may read every user's history rows, through Athena."""
+    return f"/{_segment(prefix, 'prefix')}/analysts/"
 
 
 def user_role_path(prefix: str, user: str) -> str:

@@ -101,6 +101,17 @@ class TraceAccess:
         # Exactly what SSE-KMS PutObject/GetObject need on the one data key (no ReEncrypt*, no wildcards).
         self.key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
 
+    def grant_fanout_input_read(self, role: iam.IRole) -> None:
+        """GetObject on the stored fan-out execution inputs only (reports/<user>/<job>/partials/execution-input.json,
+        written by the processor): the analyze-file step checks its input against it (trace_processor/fanout.py)."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadFanoutInput",
+                actions=["s3:GetObject"],
+                resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/execution-input.json")],
+            )
+        )
+
     def grant_rule_output_tagging(self, role: iam.IRole) -> None:
         """Merge the legacy-rule-output tag into objects under <output>/<job>/rule-output/ in the
         buckets ProfStack manages (trace bucket and extra-prefix buckets)."""

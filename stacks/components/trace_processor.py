@@ -42,6 +42,13 @@ WILDCARD_REASONS = {
     "job under this layout prefix (profstack/layout.py); the prefix is the tightest static scope.",
     r"AwsSolutions-IAM5\[Resource::.*/reports/\*/\.notified-\*\]": "Only the per-job e-mail marker objects "
     "(reports/<user>/<job>/.notified-<status>) may be deleted, to retry a failed notification.",
+    r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/execution-input\.json\]": "Only the stored fan-out "
+    "execution inputs (reports/<user>/<job>/partials/execution-input.json, written by the processor), which the "
+    "analyze-file step checks its input against; the user and job are not known in advance.",
+    r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:.*:\*\]": (
+        "Only states:DescribeExecution, on the executions of the fan-out state machine (grant_execution): an "
+        "existing execution of a job's name is that job's only if its input is (lambdas/trace_processor/routing.py)."
+    ),
     r"AwsSolutions-IAM5\[Resource::.*/\*/rule-output/\*\]": "Legacy Debugger/Profiler output sits at "
     "<output>/<job>/rule-output/ (docs/platform-facts.md A6); only objects under a rule-output segment can be tagged.",
     r"AwsSolutions-IAM5\[Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:training-job/\*\]": (
@@ -262,6 +269,7 @@ class TraceProcessorFunctions(Construct):
         # analyze-file: read one trace, write its partial and trimmed trace under reports/.
         access.grant_trace_read(self.analyze_file.role)
         access.grant_report_write(self.analyze_file.role, tensorboard=False)
+        access.grant_fanout_input_read(self.analyze_file.role)  # its input is checked against the stored one
         # aggregate: read partials, write the report, scalars, metrics and the notification.
         access.grant_report_write(self.aggregate.role, tensorboard=True, read_reports=True)
         grant_put_metric_data(self.aggregate.role)
@@ -287,6 +295,8 @@ class TraceProcessorFunctions(Construct):
         """Let the processor hand big jobs to the fan-out state machine."""
         self.processor.function.add_environment("STATE_MACHINE_ARN", state_machine.state_machine_arn)
         state_machine.grant_start_execution(self.processor.role)
+        # an existing execution of the job's name is the job's own only if its input is (routing._start_execution)
+        state_machine.grant_execution(self.processor.role, "states:DescribeExecution")
 
     @property
     def functions(self) -> Mapping[str, ProfStackFunction]:

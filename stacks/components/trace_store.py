@@ -20,7 +20,12 @@ from profstack.layout import (
     TRACES_PREFIX,
 )
 from stacks.components.nag import acknowledge
-from stacks.components.role_paths import processing_role_path, role_arn_pattern, users_role_path_root
+from stacks.components.role_paths import (
+    analyst_role_path,
+    processing_role_path,
+    role_arn_pattern,
+    users_role_path_root,
+)
 
 ABORT_INCOMPLETE_UPLOADS_AFTER = cdk.Duration.days(7)
 #: Athena query results of the history workgroup are scratch output: kept a month
@@ -104,10 +109,13 @@ class BucketBoundary:
     def _tag_variable(self) -> str:
         return f"${{aws:PrincipalTag/{self.user_tag_key}, '{_UNTAGGED}'}}"
 
+    def privileged_principals(self) -> list[str]:
+        """`aws:PrincipalArn` patterns of the processing roles and the configured break-glass principals."""
+        return [role_arn_pattern(processing_role_path(self.prefix)), *self.storage.break_glass_principal_arns]
+
     def statements(self, bucket: s3.IBucket) -> list[iam.PolicyStatement]:
-        processing = role_arn_pattern(processing_role_path(self.prefix))
         break_glass = list(self.storage.break_glass_principal_arns)
-        privileged = [processing, *break_glass]
+        privileged = self.privileged_principals()
         # the caller's own user path, from its tag: a changed or missing tag can only narrow access
         own_user_role = role_arn_pattern(f"{users_role_path_root(self.prefix)}{self._tag_variable()}/")
         user_roles = role_arn_pattern(users_role_path_root(self.prefix))
@@ -131,6 +139,18 @@ class BucketBoundary:
                 not_resources=own_data,
                 conditions={"ArnLike": {"aws:PrincipalArn": user_roles}},
             ),
+            # key names are data too (job names, hosts, file names): a user's role lists only its own prefixes
+            iam.PolicyStatement(
+                sid="UserRolesListOnlyTheirOwnPrefixes",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "ArnLike": {"aws:PrincipalArn": user_roles},
+                    "StringNotLike": {"s3:prefix": [f"{p}{self._tag_variable()}/*" for p in USER_DATA_PREFIXES]},
+                },
+            ),
             iam.PolicyStatement(
                 sid="ReportsWrittenOnlyByProcessingBreakGlass",
                 effect=iam.Effect.DENY,
@@ -138,6 +158,39 @@ class BucketBoundary:
                 actions=list(WRITE_ACTIONS),
                 resources=[bucket.arn_for_objects(f"{REPORTS_PREFIX}*")],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
+            ),
+        ]
+        # history rows (every user's, partitioned user=<user>: job names, costs, kernel names) and the Athena
+        # results over them: the processing roles write and read the rows (a family's baseline), the history
+        # analyst role reads them and owns the query results. Nobody else, whatever identity policies say: a
+        # planted row under user=<bob> would be read as bob's baseline and put a Regression in bob's report.
+        analysts = role_arn_pattern(analyst_role_path(self.prefix))
+        history = bucket.arn_for_objects(f"{HISTORY_PREFIX}*")
+        results = bucket.arn_for_objects(f"{ATHENA_RESULTS_PREFIX}*")
+        found += [
+            iam.PolicyStatement(
+                sid="HistoryReadOnlyByProcessingAnalystsBreakGlass",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=list(READ_ACTIONS),
+                resources=[history],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, analysts]}},
+            ),
+            iam.PolicyStatement(
+                sid="HistoryWrittenOnlyByProcessingBreakGlass",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=list(WRITE_ACTIONS),
+                resources=[history],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
+            ),
+            iam.PolicyStatement(
+                sid="QueryResultsOnlyAnalystsBreakGlass",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=[*READ_ACTIONS, *WRITE_ACTIONS],
+                resources=[results],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": [analysts, *break_glass]}},
             ),
         ]
         writers = list(self.storage.trace_writer_principal_arns)

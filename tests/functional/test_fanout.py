@@ -148,3 +148,183 @@ def test_aggregate_flags_a_file_whose_partial_never_arrived(
     assert flagged[0]["name"].endswith("algo-1_1.1.pt.trace.json.gz")
     assert "Processing job" in flagged[0]["error"]["message"]
     assert summary["findings"][0]["rule_id"] == "UnreadableTraceFiles"
+
+
+# --- a forged execution input (anyone allowed states:StartExecution or lambda:InvokeFunction) -------------
+
+
+def _fanned_out(plane: DataPlane, sfn: Any, traces_dir: Path, job: str, user: str) -> tuple[dict[str, Any], list[Any]]:
+    """`user`'s job, fanned out by the processor: its execution input and its manifest."""
+    from lambdas.trace_processor import handler, runtime
+
+    register_training_job(plane, job, user=user)
+    for i, rel in enumerate((RANK0, RANK1)):
+        key = f"{layout.job_tensorboard_prefix(user, job)}{user}-secret-{i}.pt.trace.json.gz"
+        plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+    assert handler.handler(sqs_event(sqs_record(job_event(job, user=user))), LambdaContext())["batchItemFailures"] == []
+    executions = sfn.list_executions(stateMachineArn=runtime.env().state_machine_arn)["executions"]
+    (execution,) = [e for e in executions if e["name"] == f"{job}-Completed"]
+    payload = json.loads(sfn.describe_execution(executionArn=execution["executionArn"])["input"])
+    manifest = json.loads(
+        plane.s3.get_object(Bucket=payload["manifest"]["bucket"], Key=payload["manifest"]["key"])["Body"].read()
+    )
+    return payload, manifest
+
+
+def _step(name: str, payload: dict[str, Any]) -> Any:
+    from lambdas.trace_processor import runtime
+    from lambdas.trace_processor.fanout import aggregate, analyze_one
+
+    step = {"analyze": analyze_one, "aggregate": aggregate}[name]
+    return step(payload, env=runtime.env(), clients=runtime.clients(), engine=runtime.engine())
+
+
+def test_a_forged_input_pairing_ones_own_job_with_another_users_manifest_reads_nothing(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor.fanout import FanoutInputError
+
+    plane, sfn = fanout_plane
+    # GIVEN bob's and alice's fanned-out jobs
+    bob, bob_manifest = _fanned_out(plane, sfn, traces_dir, "bob-big", "bob")
+    alice, _ = _fanned_out(plane, sfn, traces_dir, "alice-big", "alice")
+    before = set(plane.list_keys("reports/alice/"))
+    # WHEN alice starts an execution (or invokes the steps) with her job's context and bob's manifest and items
+    forged = {**alice, "manifest": bob["manifest"]}
+    for item in bob_manifest:
+        with pytest.raises(FanoutInputError, match="outside the space"):
+            _step("analyze", {**forged, "item": item})
+    with pytest.raises(FanoutInputError, match="manifest is not what the processor sent"):
+        _step("aggregate", forged)
+    # THEN nothing was written into alice's space: no partial, trimmed trace or report of bob's files
+    assert set(plane.list_keys("reports/alice/")) == before
+    assert "bob-secret" not in json.dumps([plane.s3.get_object(Bucket=TRACE_BUCKET, Key=k)["Body"].read().decode(
+        errors="replace") for k in plane.list_keys("reports/alice/")])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"status": "Failed"},  # bob's job "failed": a second report and a Failed e-mail
+        {"user": "alice"},  # bob's job, filed under alice
+        {"tensorboard": f"s3://{TRACE_BUCKET}/tensorboard/bob/other-run/"},  # scalars into another folder
+        {"warnings": [{"source": "x", "error_type": "Phish", "message": "re-enter your password", "fatal": False}]},
+        {"trace_bucket": "attacker-bucket"},  # a stored "context" the attacker wrote in their own bucket
+    ],
+)
+def test_a_forged_job_context_is_refused_by_both_steps(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path, change: dict[str, Any]
+) -> None:
+    from lambdas.trace_processor.fanout import FanoutInputError
+
+    plane, sfn = fanout_plane
+    # GIVEN bob's fanned-out job
+    bob, bob_manifest = _fanned_out(plane, sfn, traces_dir, "bob-big", "bob")
+    before = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    # WHEN its execution input is replayed with one field of the job context changed
+    forged = {**bob, "context": {**bob["context"], **change}}
+    with pytest.raises(FanoutInputError):
+        _step("analyze", {**forged, "item": bob_manifest[1]})
+    with pytest.raises(FanoutInputError):
+        _step("aggregate", forged)
+    # THEN neither step wrote anything, and no e-mail went out
+    after = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    assert after == before
+    assert plane.notifications() == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"job": {"TrainingJobName": "bob-big", "TrainingJobStatus": "Failed", "FailureReason": "Visit evil.example"}},
+        {"job": None},  # no description: the report would say its system view is "unavailable"
+        {"partials": {"bucket": TRACE_BUCKET, "prefix": "reports/alice/x/partials/"}},
+    ],
+)
+def test_the_aggregate_refuses_a_replayed_input_with_another_job_description(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path, change: dict[str, Any]
+) -> None:
+    from lambdas.trace_processor.fanout import FanoutInputError
+
+    plane, sfn = fanout_plane
+    # GIVEN bob's fanned-out job
+    bob, _ = _fanned_out(plane, sfn, traces_dir, "bob-big", "bob")
+    before = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    # WHEN its genuine context and manifest come with another job description (the e-mail's FailureReason, the
+    # system view's hosts and times) THEN the aggregate refuses, and writes and sends nothing
+    with pytest.raises(FanoutInputError, match="is not what the processor sent"):
+        _step("aggregate", {**bob, **change})
+    after = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    assert after == before
+    assert plane.notifications() == []
+
+
+def test_a_job_that_was_never_fanned_out_gets_no_fanout_steps(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor.fanout import FanoutInputError
+
+    plane, sfn = fanout_plane
+    # GIVEN bob's fanned-out job and a context for a job of bob's that never fanned out (or does not exist)
+    bob, bob_manifest = _fanned_out(plane, sfn, traces_dir, "bob-big", "bob")
+    invented = {**bob, "context": {**bob["context"], "job": "bob-invented"}}
+    # WHEN the steps are called with it THEN they refuse: no stored context for that job
+    with pytest.raises(FanoutInputError, match="no fan-out was started"):
+        _step("analyze", {**invented, "item": bob_manifest[1]})
+    with pytest.raises(FanoutInputError):
+        _step("aggregate", invented)
+    assert not plane.list_keys("reports/bob/bob-invented/")
+    # AND the genuine input still works for both steps (the check does not get in the way)
+    for item in bob_manifest:
+        if item["route"] == "lambda":
+            assert _step("analyze", {**bob, "item": item})["index"] == item["index"]
+    assert _step("aggregate", bob).action == "reported"
+
+
+def test_an_execution_squatting_the_jobs_execution_name_does_not_cost_the_job_its_report(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor import handler, runtime
+
+    plane, sfn = fanout_plane
+    machine = runtime.env().state_machine_arn
+    # GIVEN alice (allowed states:StartExecution) started an execution under the name bob's fan-out will take
+    squat = sfn.start_execution(
+        stateMachineArn=machine, name="bob-late-Completed", input=json.dumps({"context": {"job": "junk"}})
+    )["executionArn"]
+    sfn.stop_execution(executionArn=squat)
+    # WHEN bob's job ends and fans out
+    register_training_job(plane, "bob-late", user="bob")
+    for i, rel in enumerate((RANK0, RANK1)):
+        key = f"{layout.job_tensorboard_prefix('bob', 'bob-late')}algo-{i + 1}_1.1.pt.trace.json.gz"
+        plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+    assert handler.handler(sqs_event(sqs_record(job_event("bob-late", user="bob"))), LambdaContext()) == {
+        "batchItemFailures": []
+    }
+    # THEN bob's fan-out runs under a name of its own, with bob's input (before, the processor took the squatter's
+    # execution for its own: "fanout_already_started", and no report ever came)
+    executions = {e["name"]: e["executionArn"] for e in sfn.list_executions(stateMachineArn=machine)["executions"]}
+    inputs = {n: json.loads(sfn.describe_execution(executionArn=arn)["input"]) for n, arn in executions.items()}
+    (name,) = [n for n, payload in inputs.items() if payload.get("context", {}).get("user") == "bob"]
+    assert name != "bob-late-Completed"
+    assert name.startswith("bob-late-Completed-")
+    payload = inputs[name]
+    manifest = json.loads(
+        plane.s3.get_object(Bucket=payload["manifest"]["bucket"], Key=payload["manifest"]["key"])["Body"].read()
+    )
+    for item in manifest:
+        if item["route"] == "lambda":
+            _step("analyze", {**payload, "item": item})
+    assert _step("aggregate", payload).action == "reported"
+    assert len(plane.notifications()) == 1
+    # AND once it has finished, a repeat of the event finds it (by its input) instead of starting a third
+    from lambdas.trace_processor.pipeline import process_job
+
+    sfn.stop_execution(executionArn=executions[name])
+
+    repeat = process_job(
+        parse_event(job_event("bob-late", user="bob")), env=runtime.env(), clients=runtime.clients(),
+        engine=runtime.engine(),
+    )  # fmt: skip
+    assert repeat.action == "fanout_already_started"
+    assert len(sfn.list_executions(stateMachineArn=machine)["executions"]) == 2

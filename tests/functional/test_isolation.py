@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from tests.functional.processing_support import (
     TRACE_BUCKET,
     DataPlane,
     create_data_plane,
+    emulate_run,
     job_event,
     processor_environ,
 )
@@ -51,7 +53,14 @@ def plane(aws_credentials: None, capsys: pytest.CaptureFixture[str]) -> Iterator
             runtime.reset()
 
 
-def _register(plane: DataPlane, job: str, *, tag: str | None, tensorboard: str | None) -> None:
+RUN_START = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+RUN_END = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
+
+
+def _register(
+    plane: DataPlane, job: str, *, tag: str | None, tensorboard: str | None, status: str = "Completed"
+) -> None:
+    """A moto training job; `status` is what DescribeTrainingJob reports (moto creates jobs Completed)."""
     kwargs: dict[str, Any] = {}
     if tensorboard is not None:
         kwargs["TensorBoardOutputConfig"] = {"S3OutputPath": tensorboard}
@@ -65,6 +74,8 @@ def _register(plane: DataPlane, job: str, *, tag: str | None, tensorboard: str |
         Tags=[{"Key": "profstack:user", "Value": tag}] if tag is not None else [],
         **kwargs,
     )
+    if status != "Completed":
+        emulate_run(job, start=RUN_START, end=RUN_END, status=status)
 
 
 def _plant_bob(plane: DataPlane, traces_dir: Path, *prefixes: str) -> None:
@@ -183,7 +194,7 @@ def test_a_tensorboard_output_outside_the_owners_space_is_neither_read_nor_writt
     # points into bob's space
     _plant_bob(plane, traces_dir, "traces/bob/bob-run/", "tensorboard/bob/bob-run/", "tensorboard/bob/exp1/")
     plane.s3.upload_file(str(traces_dir / RANK0), TRACE_BUCKET, "tensorboard/alice/../bob/exp1/x.pt.trace.json.gz")
-    _register(plane, job, tag="alice", tensorboard=tensorboard)
+    _register(plane, job, tag="alice", tensorboard=tensorboard, status=status)
     bob_keys = set(plane.list_keys("traces/bob/")) | set(plane.list_keys("tensorboard/bob/"))
     # WHEN the job ends (also when it fails at once)
     assert _handle(job_event(job, status, user="alice"))["failed"] == []
@@ -214,6 +225,49 @@ def test_scalars_are_written_in_the_owners_tensorboard_folder_only(plane: DataPl
     assert _handle(job_event("own-tb"))["failed"] == []
     assert [k for k in plane.list_keys("tensorboard/alice/own-tb/profstack/") if "tfevents" in k]
     assert _summary(plane, "alice", "own-tb")["warnings"] == []
+
+
+@pytest.mark.parametrize(("described", "claimed"), [("InProgress", "Completed"), ("Stopping", "Stopped")])
+def test_a_message_saying_another_users_running_job_ended_is_not_processed(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str], described: str, claimed: str
+) -> None:
+    # GIVEN bob's job still running (DescribeTrainingJob says so) with a first, half-written trace uploaded
+    job = "bob-live"
+    _register(plane, job, tag="bob", tensorboard=f"s3://{TRACE_BUCKET}/tensorboard/bob/", status=described)
+    key = f"{layout.job_tensorboard_prefix('bob', job)}r0.pt.trace.json.gz"
+    plane.s3.upload_file(str(traces_dir / RANK0), TRACE_BUCKET, key)
+    # WHEN a message that anyone with sqs:SendMessage could put on the queue says it ended (owner right: bob)
+    result = _handle(job_event(job, claimed, user="bob"))
+    # THEN the record fails with its own reason, and no report, scalars or e-mail exist for bob's job
+    assert result["failed"] == [result["record"]["messageId"]]
+    assert any(d.get("reason") == "status_mismatch" for d in structured(log_lines(capsys)))
+    assert _written_by_processor(plane) == []
+    assert plane.notifications() == []
+    # AND when the job really ends, SageMaker's own event is not swallowed by an idempotency record: bob gets
+    # his one report and one e-mail
+    emulate_run(job, start=RUN_START, end=RUN_END, status=claimed)
+    assert _handle(job_event(job, claimed, user="bob"))["failed"] == []
+    assert _summary(plane, "bob", job)["ranks"]
+    assert len(plane.notifications()) == 1
+
+
+def test_a_message_with_another_terminal_status_than_sagemakers_is_not_processed(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN bob's job that completed, and its report
+    _register(plane, "bob-done", tag="bob", tensorboard=f"s3://{TRACE_BUCKET}/tensorboard/bob/")
+    key = f"{layout.job_tensorboard_prefix('bob', 'bob-done')}r0.pt.trace.json.gz"
+    plane.s3.upload_file(str(traces_dir / RANK0), TRACE_BUCKET, key)
+    assert _handle(job_event("bob-done", user="bob"))["failed"] == []
+    before = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in _written_by_processor(plane)}
+    assert len(plane.notifications()) == 1
+    # WHEN a forged message says it Failed THEN it is refused: no second report run, no "Failed" e-mail
+    result = _handle(job_event("bob-done", "Failed", user="bob"))
+    assert result["failed"] == [result["record"]["messageId"]]
+    assert any(d.get("reason") == "status_mismatch" for d in structured(log_lines(capsys)))
+    after = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in _written_by_processor(plane)}
+    assert after == before
+    assert plane.notifications() == []
 
 
 @pytest.mark.parametrize("name", ["evil\n", "../bob", "a.b", "bob/x", "-lead"])
@@ -307,3 +361,68 @@ def test_extra_prefix_templates_are_read_for_the_owner_only(plane: DataPlane, tr
     # THEN only alice's file there was analysed
     summary = _summary(plane, "alice", "teamjob")
     assert [i["name"] for i in summary["inputs"]] == ["s3://team-profiles/runs/alice/teamjob/r0.pt.trace.json.gz"]
+
+
+# --- the legacy rule-output expiry tag (it deletes what it marks) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("output", "tagged"),
+    [
+        (f"s3://{TRACE_BUCKET}/traces/bob/", False),  # bob's traces
+        (f"s3://{TRACE_BUCKET}/reports/bob/", False),  # bob's reports
+        (f"s3://{TRACE_BUCKET}/tensorboard/bob/", False),  # bob's TensorBoard logs
+        (f"s3://{TRACE_BUCKET}/traces/alice/../bob/", False),  # dot segments
+        (f"s3://{TRACE_BUCKET}/traces/alice/", True),  # her own space: tagged
+    ],
+)
+def test_a_jobs_output_path_cannot_point_the_expiry_tag_at_another_users_objects(
+    plane: DataPlane, output: str, tagged: bool
+) -> None:
+    # GIVEN objects under <output>/<alice's job>/rule-output/ (as SageMaker Debugger would write them)
+    job = "alice-legacy"
+    key = f"{output.removeprefix(f's3://{TRACE_BUCKET}/')}{job}/rule-output/ProfilerReport/profiler-report.html"
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=key, Body=b"<html></html>")
+    # AND alice's job whose OutputDataConfig (and ProfilerConfig) point there
+    plane.sagemaker.create_training_job(
+        TrainingJobName=job,
+        AlgorithmSpecification={"TrainingImage": "pytorch-training:2.5-gpu-py311", "TrainingInputMode": "File"},
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
+        OutputDataConfig={"S3OutputPath": output},
+        ProfilerConfig={"S3OutputPath": output},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 100},
+        StoppingCondition={"MaxRuntimeInSeconds": 86400},
+        Tags=[{"Key": "profstack:user", "Value": "alice"}],
+    )
+    # WHEN its event is processed
+    assert _handle(job_event(job, user="alice"))["failed"] == []
+    # THEN the expiry tag lands only in alice's own space, never on another user's object
+    tags = {t["Key"]: t["Value"] for t in plane.s3.get_object_tagging(Bucket=TRACE_BUCKET, Key=key)["TagSet"]}
+    assert (tags.get(layout.LEGACY_RULE_OUTPUT_TAG[0]) == layout.LEGACY_RULE_OUTPUT_TAG[1]) is tagged
+
+
+# --- the history baseline -----------------------------------------------------------------------------------
+
+
+def test_the_history_baseline_reads_only_the_owners_rows(plane: DataPlane) -> None:
+    from lambdas.trace_processor.history import S3HistoryReader
+    from profstack.history.rows import partition_prefix
+
+    # GIVEN rows of the same family "resnet" in bob's and alice's partitions, on the same day
+    day = "2026-11-30"
+    for user, job in (("bob", "resnet-bob-1"), ("alice", "resnet-alice-1")):
+        row = {"job": job, "user": user, "family": "resnet", "ended_at": f"{day}T08:00:00Z", "step_p50_us": 1.0}
+        key = f"{partition_prefix('jobs', day, user)}{job}.jsonl"
+        plane.s3.put_object(Bucket=TRACE_BUCKET, Key=key, Body=(json.dumps(row) + "\n").encode())
+    kernels = f"{partition_prefix('kernels', day, 'bob')}resnet-bob-1.jsonl"
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=kernels, Body=b'{"job": "resnet-bob-1", "name": "bob_only_gemm"}\n')
+    reader = S3HistoryReader(plane.s3, TRACE_BUCKET)
+    assert reader.kernels(user="bob", row={"job": "resnet-bob-1", "ended_at": f"{day}T08:00:00Z"})  # bob's own: read
+    # WHEN alice's job looks for its family's baseline
+    found = reader.recent_jobs(
+        user="alice", family="resnet", before=datetime(2026, 12, 1, tzinfo=UTC), lookback_days=7, limit=10
+    )
+    # THEN only her own rows are candidates: bob's job (name, numbers) never reaches her report
+    assert [r["job"] for r in found] == ["resnet-alice-1"]
+    # AND a row that names bob's job cannot pull bob's kernels into hers (the key is built from her partition)
+    assert reader.kernels(user="alice", row={"job": "resnet-bob-1", "ended_at": f"{day}T08:00:00Z"}) == []

@@ -12,6 +12,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from tests.functional.processing_support import (
     USER,
     DataPlane,
     create_data_plane,
+    emulate_run,
     job_event,
     processor_environ,
     register_training_job,
@@ -372,6 +374,9 @@ def test_job_without_traces_gets_a_summary_that_says_so(plane: DataPlane) -> Non
     # GIVEN a finished job that never wrote a trace
     job = "no-trace-job"
     register_training_job(plane, job)
+    # that failed: DescribeTrainingJob says so too (the processor refuses a status SageMaker does not report)
+    now = datetime.now(UTC)
+    emulate_run(job, start=now - timedelta(hours=1), end=now, status="Failed")
     from lambdas.trace_processor import handler
 
     # WHEN processed

@@ -220,3 +220,94 @@ def test_without_the_backstop_an_identity_grant_would_cross_users(world: World) 
     context = {"aws:SecureTransport": "true", TAG: "alice"}
     request = Request("s3:GetObject", f"{BUCKET_ARN}/{_key('traces', 'bob')}", context)
     assert same_account_decision([*role.statements, *S3_EVERYTHING], ssl_only, role.principal(), request)
+
+
+# --- history rows and Athena results (issue 16's history/ and athena-results/, all users in one prefix) -------
+
+HISTORY_KEYS = (
+    "history/jobs/dt=2026-12-01/user=bob/bob-job.jsonl",
+    "history/kernels/dt=2026-12-01/user=alice/alice-job.jsonl",
+    "history/ranks/dt=2026-12-01/user=_unowned/job-1.jsonl",
+)
+RESULTS_KEY = "athena-results/0b7f4e5c-query.csv"
+
+
+def _analyst(world: World) -> Role:
+    (role,) = [r for r in world.roles.values() if "/profstack/analysts/" in r.arn]
+    return role
+
+
+@pytest.mark.parametrize(
+    "arn",
+    [
+        ADMIN,  # an administrator (or a training job's role) with s3:* in the same account
+        WRITER,  # the configured trace writer: it writes traces, not history
+        f"arn:aws:iam::{ACCOUNT}:role/profstack/analysts-evil/x",  # looks like the analysts' path
+        f"arn:aws:iam::{ACCOUNT}:role/other/profstack/analysts/x",  # path suffix, not prefix
+        "arn:aws:iam::210987654321:role/profstack/analysts/x",  # the analysts' path in another account
+    ],
+)
+def test_history_rows_and_query_results_are_closed_to_everyone_else_even_with_s3_star(world: World, arn: str) -> None:
+    # GIVEN a principal outside ProfStack whose identity policy allows s3:* on everything
+    who = Principal(arn=arn, account=arn.split(":")[4])
+    for key in HISTORY_KEYS:
+        # THEN it reads no user's history rows (job names, costs, kernel names) AND plants none: a row under
+        # user=bob would be read as bob's family baseline and put a Regression finding into bob's report
+        for action in ("s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObject"):
+            assert not _can(world, who, S3_EVERYTHING, action, key), (arn, action, key)
+    # AND it reads or replaces no Athena result (every user's rows, as the analyst queried them)
+    for action in ("s3:GetObject", "s3:PutObject"):
+        assert not _can(world, who, S3_EVERYTHING, action, RESULTS_KEY), (arn, action)
+
+
+def test_a_users_role_touches_no_history_not_even_its_own_rows(world: World) -> None:
+    # GIVEN alice's execution role with s3:* THEN not even the rows of her own partition (all users share history/)
+    role = _user_role(world, "alice")
+    identity = [*role.statements, *S3_EVERYTHING]
+    for key in (*HISTORY_KEYS, "history/jobs/dt=2026-12-01/user=alice/alice-job.jsonl", RESULTS_KEY):
+        for action in ("s3:GetObject", "s3:PutObject"):
+            assert not _can(world, role.principal(), identity, action, key, **role.tags), (action, key)
+
+
+def test_processing_writes_history_and_the_analyst_role_queries_it(world: World) -> None:
+    roles = _processing_roles(world)
+    processor = next(r for k, r in roles.items() if k.startswith("TraceProcessorRole"))
+    analyst = _analyst(world)
+    for key in HISTORY_KEYS:
+        # GIVEN the roles as deployed THEN the processor writes the rows and reads its family's baseline
+        assert _can(world, processor.principal(), processor.statements, "s3:PutObject", key)
+        assert _can(world, processor.principal(), processor.statements, "s3:GetObject", key)
+        # AND the analyst role reads every row (Athena reads with the caller's credentials) but writes none
+        assert _can(world, analyst.principal(), analyst.statements, "s3:GetObject", key)
+        assert not _can(world, analyst.principal(), [*analyst.statements, *S3_EVERYTHING], "s3:PutObject", key)
+        # AND break-glass keeps both
+        assert _can(world, Principal(arn=BREAK_GLASS), S3_EVERYTHING, "s3:GetObject", key)
+        assert _can(world, Principal(arn=BREAK_GLASS), S3_EVERYTHING, "s3:PutObject", key)
+    # AND the analyst role writes and reads its query results; the processing roles have no business there
+    assert _can(world, analyst.principal(), analyst.statements, "s3:PutObject", RESULTS_KEY)
+    assert _can(world, analyst.principal(), analyst.statements, "s3:GetObject", RESULTS_KEY)
+    assert not _can(world, processor.principal(), S3_EVERYTHING, "s3:GetObject", RESULTS_KEY)
+
+
+@pytest.mark.parametrize("owner", ["alice", "al"])
+def test_a_users_role_lists_only_its_own_prefixes_even_with_s3_star(world: World, owner: str) -> None:
+    # GIVEN a user's execution role that an identity policy gives s3:* (key names are data: jobs, hosts, files)
+    role = _user_role(world, owner)
+    identity = [*role.statements, *S3_EVERYTHING]
+
+    def can_list(prefix: str | None, action: str = "s3:ListBucket") -> bool:
+        context = {"aws:SecureTransport": "true", **{f"aws:PrincipalTag/{k}": v for k, v in role.tags.items()}}
+        if prefix is not None:
+            context["s3:prefix"] = prefix
+        request = Request(action, BUCKET_ARN, context)
+        return same_account_decision(identity, world.bucket_policy, role.principal(), request)
+
+    # THEN it lists its own folders
+    for prefix in PREFIXES:
+        assert can_list(f"{prefix}/{owner}/")
+        assert can_list(f"{prefix}/{owner}/job-1/")
+    # AND not the bucket, a top-level prefix, another user's folder (al vs alice included) or history/
+    others = [u for u in USERS if u != owner]
+    for prefix in (None, "", "traces/", f"traces/{owner}", "history/", *[f"reports/{o}/" for o in others]):
+        assert not can_list(prefix), prefix
+        assert not can_list(prefix, "s3:ListBucketVersions"), prefix

@@ -532,3 +532,115 @@ def test_processor_env_carries_the_links_prefix_and_the_system_thresholds(
                                             "IDEMPOTENCY_TABLE": "t", "AWS_REGION": "eu-west-1"})  # fmt: skip
         assert parsed.name_prefix == example_config.prefix
         assert parsed.region == "eu-west-1"
+
+
+def test_only_the_processor_may_describe_fanout_executions_and_only_those(template: dict[str, Any]) -> None:
+    # GIVEN the synthesized stack (the processor checks that an existing execution of a job's name has its input)
+    processor = _role_of(template, "lambdas.trace_processor.handler.handler")
+    holders = {
+        role["Ref"]: st
+        for res in _of_type(template, "AWS::IAM::Policy").values()
+        for st in res["Properties"]["PolicyDocument"]["Statement"]
+        if "states:DescribeExecution" in _actions(st)
+        for role in res["Properties"]["Roles"]
+    }
+    # THEN of the functions' roles only the processor's holds it (the state machine's own role has it for its
+    # map runs), alone in its statement, on the fan-out machine's executions only
+    lambdas = _of_type(template, "AWS::Lambda::Function").values()
+    functions = {str(f["Properties"]["Role"]["Fn::GetAtt"][0]) for f in lambdas}
+    assert set(holders) & functions == {processor}
+    statement = holders[processor]
+    assert _actions(statement) == ["states:DescribeExecution"]
+    (resource,) = _resources(statement)
+    assert ":execution:" in resource
+    assert resource.endswith(":*")
+    assert "FanoutStateMachine" in json.dumps(statement["Resource"])
+
+
+TOPIC_ARN = "arn:aws:sns:us-east-1:123456789012:profstack-notifications"
+
+
+def _topic_policy(template: dict[str, Any]) -> list[dict[str, Any]]:
+    from tests.infra.iam_eval import Resolver
+
+    (topic_id,) = _of_type(template, "AWS::SNS::Topic")
+    (policy,) = _of_type(template, "AWS::SNS::TopicPolicy").values()
+    assert policy["Properties"]["Topics"] == [{"Ref": topic_id}]
+    statements: list[dict[str, Any]] = Resolver(refs={topic_id: TOPIC_ARN})(policy["Properties"]["PolicyDocument"])[
+        "Statement"
+    ]
+    return statements
+
+
+def test_only_the_configured_addresses_may_subscribe_to_every_users_notifications(
+    template: dict[str, Any], example_config: Any
+) -> None:
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    statements = _topic_policy(template)
+    sns_everything = [{"Effect": "Allow", "Action": "sns:*", "Resource": "*"}]
+
+    def subscribe(who: str, endpoint: str, protocol: str = "email") -> bool:
+        context = {"aws:SecureTransport": "true", "sns:Endpoint": endpoint, "sns:Protocol": protocol}
+        request = Request("sns:Subscribe", TOPIC_ARN, context)
+        return same_account_decision(sns_everything, statements, Principal(arn=who), request)
+
+    # GIVEN the topic every user's findings, failure reasons and kernel names go through, and a user of the
+    # account whose identity policy allows sns:* (say alice)
+    alice = "arn:aws:iam::123456789012:role/alice-dev"
+    # WHEN she subscribes her own address, an SQS queue or an HTTPS endpoint of hers THEN denied
+    assert not subscribe(alice, "alice@example.com")
+    assert not subscribe(alice, "arn:aws:sqs:us-east-1:123456789012:alice-inbox", "sqs")
+    assert not subscribe(alice, "https://alice.example/hook", "https")
+    # AND the configured addresses (what CloudFormation subscribes) are not denied
+    for email in example_config.notifications.emails:
+        assert subscribe("arn:aws:iam::123456789012:role/cdk-deploy", email)
+    # AND publishing is untouched by the statement (the functions and alarms publish)
+    publish = Request("sns:Publish", TOPIC_ARN, {"aws:SecureTransport": "true"})
+    assert same_account_decision(sns_everything, statements, Principal(arn=alice), publish)
+
+
+def test_without_configured_addresses_nobody_may_subscribe() -> None:
+    import aws_cdk as cdk
+    from aws_cdk import aws_kms as kms
+    from aws_cdk.assertions import Template
+
+    from stacks.components.notification_topic import NotificationTopic
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    stack = cdk.Stack(cdk.App(), "t")
+    NotificationTopic(stack, "Notifications", key=kms.Key(stack, "K"), emails=[])
+    template = Template.from_stack(stack).to_json()
+    request = Request("sns:Subscribe", TOPIC_ARN, {"aws:SecureTransport": "true", "sns:Endpoint": "x@example.com"})
+    allow = [{"Effect": "Allow", "Action": "sns:*", "Resource": "*"}]
+    caller = Principal(arn="arn:aws:iam::123456789012:role/x")
+    assert not same_account_decision(allow, _topic_policy(template), caller, request)
+
+
+def test_only_the_processor_may_take_a_job_event_off_the_queue(template: dict[str, Any]) -> None:
+    from tests.infra.iam_eval import Principal, Request, same_account_decision
+
+    # GIVEN the job queue's policy (a job's event is its only trigger: an event received and deleted by someone
+    # else means that job never gets a report)
+    statements, _ = _queue_policy(template)
+    sqs_everything = [{"Effect": "Allow", "Action": "sqs:*", "Resource": "*"}]
+    secure = {"aws:SecureTransport": "true"}
+
+    def can(who: str, action: str) -> bool:
+        return same_account_decision(sqs_everything, statements, Principal(arn=who), Request(action, QUEUE_ARN, secure))
+
+    # WHEN a role outside the processing path with sqs:* (an administrator, a user's role, a look-alike path)
+    for who in (
+        "arn:aws:iam::123456789012:role/Admin",
+        "arn:aws:iam::123456789012:role/profstack/users/alice/x",
+        "arn:aws:iam::123456789012:role/profstack/processing-evil/x",
+    ):
+        # THEN it cannot receive, delete, hide or purge the messages
+        for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility", "sqs:PurgeQueue"):
+            assert not can(who, action), (who, action)
+        # AND the queue's attributes stay readable (dashboards, operators)
+        assert can(who, "sqs:GetQueueAttributes")
+    # AND the processor's role (what the event-source mapping polls with) keeps receive and delete
+    processor = "arn:aws:iam::123456789012:role/profstack/processing/TraceProcessorRole"
+    for action in ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility"):
+        assert can(processor, action)

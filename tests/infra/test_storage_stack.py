@@ -142,3 +142,30 @@ def test_messaging_key_admits_eventbridge_and_cloudwatch_only_for_this_account(s
     assert set(services) == {"events.amazonaws.com", "cloudwatch.amazonaws.com"}
     for statement in services.values():
         assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+
+
+def test_idempotency_items_are_touched_only_by_processing_and_break_glass(synthesized: SynthesizedApp) -> None:
+    from tests.infra.iam_eval import Principal, Request, Resolver, same_account_decision
+
+    # GIVEN the idempotency table's resource policy (a record per job and status decides whether its event is
+    # processed: one planted for bob's (job, Completed) would swallow SageMaker's event for the record's lifetime)
+    (table,) = _resources(Template.from_stack(synthesized.stacks.storage), "AWS::DynamoDB::Table").values()
+    statements = Resolver()(table["Properties"]["ResourcePolicy"]["PolicyDocument"])["Statement"]
+    table_arn = "arn:aws:dynamodb:us-east-1:123456789012:table/profstack-idempotency"
+    everything = [{"Effect": "Allow", "Action": "dynamodb:*", "Resource": "*"}]
+
+    def can(who: str, action: str) -> bool:
+        return same_account_decision(everything, statements, Principal(arn=who), Request(action, table_arn))
+
+    # WHEN a role outside ProfStack (an administrator, a user's role) with dynamodb:* writes, reads or deletes items
+    for who in ("arn:aws:iam::123456789012:role/Admin", "arn:aws:iam::123456789012:role/profstack/users/alice/x"):
+        for action in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:GetItem",
+                       "dynamodb:BatchWriteItem", "dynamodb:PartiQLInsert"):  # fmt: skip
+            # THEN denied
+            assert not can(who, action), (who, action)
+        # AND the table itself stays manageable (control plane is left to identity policies)
+        assert can(who, "dynamodb:DescribeTable")
+    # AND the processor's role (the processing path) keeps what Powertools' idempotency layer calls
+    processor = "arn:aws:iam::123456789012:role/profstack/processing/TraceProcessorRole"
+    for action in ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"):
+        assert can(processor, action)
