@@ -10,9 +10,11 @@ from typing import Any
 from profstack import __version__
 from profstack.analysis import plausibility, rules, runs
 from profstack.analysis.errors import (
+    DuplicateEventsError,
     ImplausibleResultError,
     InternalAnalysisError,
     OverlappingRankFilesError,
+    RoundingLossError,
     SeparateRunsError,
     StepWindowError,
     TraceError,
@@ -216,6 +218,16 @@ def analyse_files(
         for problem in plausibility.check_rank(r.summary, host):
             r.summary["complete"] = False
             warnings.append(FileError(rd.label, ImplausibleResultError(problem, source=rd.label), fatal=False))
+        noted: list[TraceError] = []  # recorded like a plausibility failure: the entry is incomplete
+        lost = plausibility.rounding_loss(r.internal.gpu_op_raw_us, r.internal.gpu_op_rounded_us)
+        if lost is not None:
+            noted.append(RoundingLossError(lost, source=rd.label))
+        dup = plausibility.duplicates(r.internal.duplicate_gpu_ops)
+        if dup is not None:
+            noted.append(DuplicateEventsError(dup, source=rd.label))
+        for note in noted:
+            r.summary["complete"] = False
+            warnings.append(FileError(rd.label, note, fatal=False))
         analysed.append((rd, r, span))
 
     def parse(idx: int, stream_gpu: bool) -> FileData:

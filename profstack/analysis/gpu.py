@@ -174,6 +174,8 @@ class GpuAccumulator:
         self.n_negative_delays = 0
         self.sync_us = 0.0
         self.n_sync = 0
+        self.raw_us = 0.0  # analysed kernels, memcpy and memset: their durations as written, before HTA's rounding
+        self.n_duplicates = 0  # ops equal to the op before them on their stream (name, launch, start, duration)
         self.launch_cpu_sum = 0.0
         self.launch_cpu_n = 0
         self.occ_w = self.occ_t = 0.0
@@ -191,7 +193,8 @@ class GpuAccumulator:
         self.ops_lo = _INF  # every op's first start / last end, analysed or not (set by ``GpuFeed.finish``)
         self.ops_hi = -_INF
         self.parts: dict[int, float] = {}
-        self.stream_state: dict[int, list[float]] = {}  # stream -> [prev_end, host_wait, kernel_wait, other]
+        # stream -> [latest end, host_wait, kernel_wait, other, and the previous op's ts, dur, correlation, name id]
+        self.stream_state: dict[int, list[float]] = {}
         self.finished = False
         self.timeline = TimeBins(GPU_SERIES)  # busy time over time, from the folded intervals
         # CUDA graph launches: correlation -> [ops, GPU time, signature of the op names, first op's name id]
@@ -238,8 +241,8 @@ class GpuAccumulator:
         all_t = n_types + 1
         all_s, all_e = open_s[all_t], open_e[all_t]
         all_calls, clip = self.all_launch_calls, self.clip_delays
-        n_neg = n_sync = 0
-        sync_us = 0.0
+        n_neg = n_sync = n_dup = 0
+        sync_us = raw_us = 0.0
         need_launch = sel.need_launch
         union_us, gpu_lo, gpu_hi = self.union_us, self.gpu_lo, self.gpu_hi
         type_total = self.type_total
@@ -301,11 +304,14 @@ class GpuAccumulator:
                 type_cache[nid] = kt
             kind = kind_col[i]
             rd_us = e - s
+            if rd_us < 0:  # noqa: PLR1730 - hot loop; within one whole µs: no time left (HTA's own value: -1 µs)
+                rd_us = 0
             if kind == OP_SYNC:
                 n_sync += 1
                 sync_us += rd_us
             else:
                 n_sel += 1
+                raw_us += dur
                 time_by_kind[kind] += rd_us
                 st = kstats.get(nid)
                 if st is None:
@@ -391,17 +397,27 @@ class GpuAccumulator:
             stream = stream_col[i]
             ss = state_get(stream)
             if ss is None:
-                stream_state[stream] = [e, 0.0, 0.0, 0.0]
+                stream_state[stream] = [e, 0.0, 0.0, 0.0, ts, dur, corr, nid]
                 continue
             prev_end = ss[0]
             gap = s - prev_end
-            if has_launch and ceil(rts) > prev_end:  # launched after the previous op ended
-                ss[1] += gap
-            elif gap < delay_thr:
-                ss[2] += gap
-            else:
-                ss[3] += gap
-            ss[0] = e
+            if gap > 0:
+                if has_launch and ceil(rts) > prev_end:  # launched after the previous op ended
+                    ss[1] += gap
+                elif gap < delay_thr:
+                    ss[2] += gap
+                else:
+                    ss[3] += gap
+                ss[0] = e
+            else:  # overlaps the ops before it on its stream (PDL, a copy): no idle time (HTA: a negative gap)
+                if e > prev_end:
+                    ss[0] = e
+                if ts == ss[4] and dur == ss[5] and corr == ss[6] and nid == ss[7]:
+                    n_dup += 1  # the same op (name, launch, start, duration) twice on one stream: a copied event
+            ss[4] = ts
+            ss[5] = dur
+            ss[6] = corr
+            ss[7] = nid
         open_s[all_t], open_e[all_t] = all_s, all_e
         self.union_us, self.gpu_lo, self.gpu_hi = union_us, gpu_lo, gpu_hi
         self.n_sel += n_sel
@@ -415,6 +431,8 @@ class GpuAccumulator:
         self.n_negative_delays += n_neg
         self.n_sync += n_sync
         self.sync_us += sync_us
+        self.raw_us += raw_us
+        self.n_duplicates += n_dup
         if delays:
             self.delays.extend(delays)
         if launch_s:

@@ -16,6 +16,35 @@ SLACK_US = 1_000_000.0  # 1 s: GPU work queued at the end of a window may run th
 EPS_US = 1.0  # rounding (HTA rounds to whole µs)
 
 
+#: HTA rounds each GPU op to whole µs (start up, end down). When that removes more than this share of the analysed
+#: GPU op time, and at least ``ROUNDING_MIN_LOSS_US``, busy time and kernel totals are materially understated
+ROUNDING_LOSS_SHARE = 0.10
+ROUNDING_MIN_LOSS_US = 100.0
+
+
+def rounding_loss(raw_us: float, rounded_us: float) -> str | None:
+    """A one-line warning when HTA's rounding removed a material share of the GPU op time, else None."""
+    lost = raw_us - rounded_us
+    if raw_us <= 0 or lost < ROUNDING_MIN_LOSS_US or lost < ROUNDING_LOSS_SHARE * raw_us:
+        return None
+    return (
+        f"HTA's whole-µs rounding (start up, end down) keeps {rounded_us:,.0f} µs of the {raw_us:,.0f} µs the "
+        f"analysed GPU ops last ({100 * lost / raw_us:.0f} % lost: many ops last a few µs or less); GPU busy time, "
+        "kernel totals and utilisation are understated by about as much"
+    )
+
+
+def duplicates(n_duplicates: int) -> str | None:
+    """A one-line warning when GPU ops were written twice (same stream, name, launch, start, duration), else None."""
+    if n_duplicates <= 0:
+        return None
+    return (
+        f"{n_duplicates:,} analysed GPU op(s) repeat the op before them on their stream (same name, launch, "
+        "start and duration): duplicated events (traces concatenated?); op counts, per-kernel totals and kernel "
+        "time include the copies (busy and idle time do not)"
+    )
+
+
 def host_range(launch_span: tuple[float, float] | None, step_ts: list[float], step_end: list[float]) -> float | None:
     """Length of the host-side time range a rank's files cover (launches and ProfilerSteps), µs."""
     lo, hi = float("inf"), -float("inf")
