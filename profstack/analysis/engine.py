@@ -215,7 +215,7 @@ def analyse_files(
         finally:
             release_columns(rd.data)
         span = (min(sp[0] for sp in spans), max(sp[1] for sp in spans)) if spans else None
-        for problem in plausibility.check_rank(r.summary, host):
+        for problem in plausibility.check_rank(r.summary, host, d.launch_span):
             r.summary["complete"] = False
             warnings.append(FileError(rd.label, ImplausibleResultError(problem, source=rd.label), fatal=False))
         noted: list[TraceError] = []  # recorded like a plausibility failure: the entry is incomplete

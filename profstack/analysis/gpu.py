@@ -664,8 +664,9 @@ class LaunchJoin:
     def add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
         if not corrs:
             return
-        if self.first_ts is None:
-            self.first_ts = starts[0]
+        first = min(starts)  # the earliest launch, whatever order the file writes them in
+        if self.first_ts is None or first < self.first_ts:
+            self.first_ts = first
         self.last_end = max(self.last_end, *map(float.__add__, starts, durs))
         self.count += len(corrs)
         unjoined = self.unjoined

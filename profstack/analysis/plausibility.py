@@ -55,12 +55,26 @@ def host_range(launch_span: tuple[float, float] | None, step_ts: list[float], st
     return hi - lo if hi >= lo else None
 
 
-def check_rank(rank: Mapping[str, Any], host_range_us: float | None) -> list[str]:
-    """Messages (one line each) for every failed check; empty when the result is plausible."""
+def check_rank(
+    rank: Mapping[str, Any], host_range_us: float | None, launch_span: tuple[float, float] | None = None
+) -> list[str]:
+    """Messages (one line each) for every failed check; empty when the result is plausible.
+
+    ``launch_span``: the first launch's start and the last launch's end (the rank's clock), when it has launches."""
     problems: list[str] = []
     tb = rank.get("temporal_breakdown") or {}
     span = float(tb.get("gpu_span_us") or 0.0)
     if rank.get("has_gpu") and span > 0:
+        win = rank.get("window") or {}
+        g_lo, g_hi = win.get("start_us"), win.get("end_us")
+        if launch_span is not None and g_lo is not None and g_hi is not None:
+            lo, hi = launch_span
+            if g_lo > hi + SLACK_US or g_hi < lo - SLACK_US:
+                problems.append(
+                    f"the analysed GPU ops ({g_lo / 1e6:,.3f} .. {g_hi / 1e6:,.3f} s) lie outside the time their "
+                    f"launches cover ({lo / 1e6:,.3f} .. {hi / 1e6:,.3f} s): GPU and host timestamps are on different "
+                    "clocks, so launch delays and the idle breakdown are not meaningful"
+                )
         idle = float(tb.get("idle_time_us") or 0.0)
         compute = float(tb.get("compute_time_us") or 0.0)
         non_compute = float(tb.get("non_compute_time_us") or 0.0)

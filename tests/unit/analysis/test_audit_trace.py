@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -261,3 +262,22 @@ def test_no_time_in_the_summary_is_negative_whatever_the_gpu_ops(events: list[di
         shares = [idle[k] for k in ("host_wait_pct", "kernel_wait_pct", "other_pct")]
         shares += [rank["temporal_breakdown"][k] for k in ("idle_pct", "compute_pct", "non_compute_pct")]
         assert all(0.0 <= p <= 100.0 for p in shares), shares
+
+
+# ------------------------------------------------------------------------------- GPU and host on different clocks
+
+
+@pytest.mark.parametrize("shift_us", [10e6, -10e6])
+def test_gpu_ops_on_another_clock_than_their_launches_are_implausible(shift_us: float) -> None:
+    # GIVEN a healthy trace whose GPU ops are stamped 10 s after (or before) the host's clock (a tracer that did
+    # not convert GPU timestamps to the host clock)
+    events = busy_steps().events
+    for ev in events:
+        if ev["cat"] == "kernel":
+            ev["ts"] += shift_us
+    # WHEN analysed THEN the result is marked implausible (before: complete, with a 10 s mean launch delay, or
+    # every delay clipped to 0 and CPUBound from a 100 % "host wait")
+    summary = analyze([_src(events)]).summary
+    problems = _messages(summary, "ImplausibleResultError")
+    assert any("different clocks" in p for p in problems), problems
+    assert summary["complete"] is False
