@@ -17,8 +17,10 @@ from profstack.analysis.errors import (
     RoundingLossError,
     SeparateRunsError,
     StepWindowError,
+    StreamsFoldedError,
     TraceError,
 )
+from profstack.analysis.gpu import MAX_STREAMS, OTHER_STREAM
 from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.metrics import RankAnalysis, RankData, analyze_rank, merge_files, release_columns
 from profstack.analysis.options import DEFAULT_INCLUDE_LAST_STEP, AnalysisOptions
@@ -225,6 +227,9 @@ def analyse_files(
         dup = plausibility.duplicates(r.internal.duplicate_gpu_ops)
         if dup is not None:
             noted.append(DuplicateEventsError(dup, source=rd.label))
+        folded = plausibility.streams_folded(r.internal.streams_folded_ops, MAX_STREAMS, OTHER_STREAM)
+        if folded is not None:
+            noted.append(StreamsFoldedError(folded, source=rd.label))
         for note in noted:
             r.summary["complete"] = False
             warnings.append(FileError(rd.label, note, fatal=False))

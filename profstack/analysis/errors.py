@@ -132,6 +132,12 @@ class DuplicateEventsError(TraceError):
     partial_ok = True
 
 
+class StreamsFoldedError(TraceError):
+    """GPU ops on more distinct streams than ProfStack keeps share one idle-breakdown row (recorded, incomplete)."""
+
+    partial_ok = True
+
+
 class MultipleDevicesError(TraceError):
     """One file holds GPU ops of several devices: its GPU span, busy and idle time are their union (recorded)."""
 

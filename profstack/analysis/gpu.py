@@ -67,6 +67,11 @@ def launch_code(dur: float, klass: int) -> float:
 
 Step = tuple[int, float, float]  # number, start, duration
 
+#: streams with a row of their own in the idle breakdown; ops on further streams share the row ``OTHER_STREAM``
+#: (a hostile trace with a stream per op would otherwise grow state and summary with its ops)
+MAX_STREAMS = 1024
+OTHER_STREAM = -(2**31)
+
 # Bounds of the streaming pass (module constants so tests can shrink them to exercise every path).
 REORDER_WINDOW_OPS = 1 << 13  # newest ops (file order) held back: later ops may start before them
 DRAIN_BATCH_OPS = 1 << 13  # ops handed over at a time
@@ -176,6 +181,7 @@ class GpuAccumulator:
         self.n_sync = 0
         self.raw_us = 0.0  # analysed kernels, memcpy and memset: their durations as written, before HTA's rounding
         self.n_duplicates = 0  # ops equal to the op before them on their stream (name, launch, start, duration)
+        self.n_stream_folded = 0  # ops on streams beyond MAX_STREAMS (idle breakdown row OTHER_STREAM)
         self.launch_cpu_sum = 0.0
         self.launch_cpu_n = 0
         self.occ_w = self.occ_t = 0.0
@@ -241,7 +247,7 @@ class GpuAccumulator:
         all_t = n_types + 1
         all_s, all_e = open_s[all_t], open_e[all_t]
         all_calls, clip = self.all_launch_calls, self.clip_delays
-        n_neg = n_sync = n_dup = 0
+        n_neg = n_sync = n_dup = n_fold = 0
         sync_us = raw_us = 0.0
         need_launch = sel.need_launch
         union_us, gpu_lo, gpu_hi = self.union_us, self.gpu_lo, self.gpu_hi
@@ -397,8 +403,13 @@ class GpuAccumulator:
             stream = stream_col[i]
             ss = state_get(stream)
             if ss is None:
-                stream_state[stream] = [e, 0.0, 0.0, 0.0, ts, dur, corr, nid]
-                continue
+                if len(stream_state) >= MAX_STREAMS:
+                    n_fold += 1
+                    stream = OTHER_STREAM
+                    ss = state_get(stream)
+                if ss is None:
+                    stream_state[stream] = [e, 0.0, 0.0, 0.0, ts, dur, corr, nid]
+                    continue
             prev_end = ss[0]
             gap = s - prev_end
             if gap > 0:
@@ -433,6 +444,7 @@ class GpuAccumulator:
         self.sync_us += sync_us
         self.raw_us += raw_us
         self.n_duplicates += n_dup
+        self.n_stream_folded += n_fold
         if delays:
             self.delays.extend(delays)
         if launch_s:

@@ -29,10 +29,12 @@ from profstack.analysis.errors import (
 )
 from profstack.analysis.gpu import (
     HTA_LAUNCH_CALLS,
+    MAX_STREAMS,
     OP_KERNEL,
     OP_MEMCPY,
     OP_MEMSET,
     OP_SYNC,
+    OTHER_STREAM,
     GpuAccumulator,
     GpuFeed,
     Selection,
@@ -169,6 +171,7 @@ KNOWN_OTHER_CATEGORIES = frozenset(
     }
 )
 MAX_UNKNOWN_CATEGORIES = 64  # distinct unknown device-like categories remembered per file
+MAX_DEVICES = 64  # distinct device ids remembered per file (a hostile trace could name one per op)
 
 SYNC_CALLS = frozenset(
     {
@@ -598,6 +601,7 @@ class FileData:
     # X rows in a category the parser does not know that carry a stream or device (category -> count)
     unknown_device_cats: dict[str, int] = field(default_factory=dict)
     no_ph: int = 0  # events with a known category and a duration but no "ph" (skipped)
+    streams_folded: int = 0  # ops whose stream string was beyond MAX_STREAMS distinct ones (row OTHER_STREAM)
     begin_end: int = 0  # "B"/"E" events (a duration written as a begin/end pair) in an analysed category (skipped)
     args_dropped: int = 0  # events kept without their args (an ill-typed field, e.g. an integer beyond int64)
     repaired: int = 0  # events whose invalid UTF-8 / raw control characters were replaced (U+FFFD / space)
@@ -703,6 +707,9 @@ class _Parser:
                 sid = int(m.group()) if m else None
             if sid is None or not -(2**31) <= sid < 2**31:
                 sid = -(len(self.stream_ids) + 2)  # unparseable or pointer-sized: a stable small id
+            if len(self.stream_ids) >= MAX_STREAMS:
+                self.fd.streams_folded += 1  # bounded (hostile traces): not remembered, one shared row
+                return OTHER_STREAM
             self.stream_ids[key] = sid
         return sid
 
@@ -903,7 +910,7 @@ class _Parser:
                     o = a.occupancy
                     occ = o if o is not None and 0.0 <= o <= 100.0 else -1.0  # a percentage, or unknown
                     dev = a.device
-                    if dev is not None and dev not in fd.devices:
+                    if dev is not None and dev not in fd.devices and len(fd.devices) < MAX_DEVICES:
                         fd.devices.add(dev)
                 else:
                     stream = 0

@@ -45,6 +45,16 @@ def duplicates(n_duplicates: int) -> str | None:
     )
 
 
+def streams_folded(n_ops: int, max_streams: int, other_stream: int) -> str | None:
+    """A one-line warning when ops on streams beyond ``max_streams`` share one idle-breakdown row, else None."""
+    if n_ops <= 0:
+        return None
+    return (
+        f"GPU ops on more than {max_streams:,} distinct streams: {n_ops:,} op(s) on the further streams share one "
+        f"idle-breakdown row (stream {other_stream}); its idle times mix those streams"
+    )
+
+
 def host_range(launch_span: tuple[float, float] | None, step_ts: list[float], step_end: list[float]) -> float | None:
     """Length of the host-side time range a rank's files cover (launches and ProfilerSteps), µs."""
     lo, hi = float("inf"), -float("inf")

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profstack.analysis import BytesTraceSource, analyze
+from profstack.analysis.gpu import MAX_STREAMS, OTHER_STREAM
 from profstack.analysis.summary import Summary
 
 from .synth import busy_steps, kernel_event, launch_event, step_event
@@ -280,4 +281,29 @@ def test_gpu_ops_on_another_clock_than_their_launches_are_implausible(shift_us: 
     summary = analyze([_src(events)]).summary
     problems = _messages(summary, "ImplausibleResultError")
     assert any("different clocks" in p for p in problems), problems
+    assert summary["complete"] is False
+
+
+# ------------------------------------------------------------------------------- hostile: a stream per op
+
+
+@pytest.mark.parametrize("as_string", [False, True])
+def test_a_stream_per_gpu_op_keeps_the_summary_bounded_and_says_so(as_string: bool) -> None:
+    # GIVEN 1,100 kernels, each on a stream of its own (stream ids as integers, or strings like "stream 7")
+    events = [step_event(0, 0, 20_000)]
+    for i in range(1, 1101):
+        k = kernel_event(i, 10.0 * i + 3, 5, stream=i)
+        k["args"]["stream"] = f"stream {i}" if as_string else i
+        events += [launch_event(i, 10.0 * i), k]
+    # WHEN analysed THEN the idle breakdown keeps at most MAX_STREAMS rows plus one shared row (before: one row per
+    # stream, so a 31 MB trace with a stream per op gave a 16 MB summary), totals still count every op, and a
+    # warning says rows were folded
+    summary = analyze([_src(events)]).summary
+    (rank,) = summary["ranks"]
+    per_stream = rank["idle_breakdown"]["per_stream"]
+    assert len(per_stream) == MAX_STREAMS + 1
+    assert OTHER_STREAM in {s["stream"] for s in per_stream}
+    assert rank["counts"]["gpu_ops_analyzed"] == 1100
+    (msg,) = _messages(summary, "StreamsFoldedError")
+    assert "1,024 distinct streams" in msg
     assert summary["complete"] is False
