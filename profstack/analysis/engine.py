@@ -10,13 +10,17 @@ from typing import Any
 from profstack import __version__
 from profstack.analysis import plausibility, rules, runs
 from profstack.analysis.errors import (
+    DuplicateEventsError,
     ImplausibleResultError,
     InternalAnalysisError,
     OverlappingRankFilesError,
+    RoundingLossError,
     SeparateRunsError,
     StepWindowError,
+    StreamsFoldedError,
     TraceError,
 )
+from profstack.analysis.gpu import MAX_STREAMS, OTHER_STREAM
 from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.metrics import RankAnalysis, RankData, analyze_rank, merge_files, release_columns
 from profstack.analysis.options import DEFAULT_INCLUDE_LAST_STEP, AnalysisOptions
@@ -213,9 +217,22 @@ def analyse_files(
         finally:
             release_columns(rd.data)
         span = (min(sp[0] for sp in spans), max(sp[1] for sp in spans)) if spans else None
-        for problem in plausibility.check_rank(r.summary, host):
+        for problem in plausibility.check_rank(r.summary, host, d.launch_span):
             r.summary["complete"] = False
             warnings.append(FileError(rd.label, ImplausibleResultError(problem, source=rd.label), fatal=False))
+        noted: list[TraceError] = []  # recorded like a plausibility failure: the entry is incomplete
+        lost = plausibility.rounding_loss(r.internal.gpu_op_raw_us, r.internal.gpu_op_rounded_us)
+        if lost is not None:
+            noted.append(RoundingLossError(lost, source=rd.label))
+        dup = plausibility.duplicates(r.internal.duplicate_gpu_ops)
+        if dup is not None:
+            noted.append(DuplicateEventsError(dup, source=rd.label))
+        folded = plausibility.streams_folded(r.internal.streams_folded_ops, MAX_STREAMS, OTHER_STREAM)
+        if folded is not None:
+            noted.append(StreamsFoldedError(folded, source=rd.label))
+        for note in noted:
+            r.summary["complete"] = False
+            warnings.append(FileError(rd.label, note, fatal=False))
         analysed.append((rd, r, span))
 
     def parse(idx: int, stream_gpu: bool) -> FileData:

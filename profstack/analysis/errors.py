@@ -118,3 +118,27 @@ class UnknownDeviceCategoryError(TraceError):
     """Rows that look like device activity carry a category the parser does not know: not analysed as GPU ops."""
 
     partial_ok = True
+
+
+class RoundingLossError(TraceError):
+    """HTA's whole-µs rounding removed a material share of the analysed GPU op time (recorded, marked incomplete)."""
+
+    partial_ok = True
+
+
+class DuplicateEventsError(TraceError):
+    """GPU ops written twice (same launch, stream and start): counts include the copies (recorded, incomplete)."""
+
+    partial_ok = True
+
+
+class StreamsFoldedError(TraceError):
+    """GPU ops on more distinct streams than ProfStack keeps share one idle-breakdown row (recorded, incomplete)."""
+
+    partial_ok = True
+
+
+class MultipleDevicesError(TraceError):
+    """One file holds GPU ops of several devices: its GPU span, busy and idle time are their union (recorded)."""
+
+    partial_ok = True

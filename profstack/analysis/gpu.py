@@ -67,6 +67,11 @@ def launch_code(dur: float, klass: int) -> float:
 
 Step = tuple[int, float, float]  # number, start, duration
 
+#: streams with a row of their own in the idle breakdown; ops on further streams share the row ``OTHER_STREAM``
+#: (a hostile trace with a stream per op would otherwise grow state and summary with its ops)
+MAX_STREAMS = 1024
+OTHER_STREAM = -(2**31)
+
 # Bounds of the streaming pass (module constants so tests can shrink them to exercise every path).
 REORDER_WINDOW_OPS = 1 << 13  # newest ops (file order) held back: later ops may start before them
 DRAIN_BATCH_OPS = 1 << 13  # ops handed over at a time
@@ -174,6 +179,9 @@ class GpuAccumulator:
         self.n_negative_delays = 0
         self.sync_us = 0.0
         self.n_sync = 0
+        self.raw_us = 0.0  # analysed kernels, memcpy and memset: their durations as written, before HTA's rounding
+        self.n_duplicates = 0  # ops equal to the op before them on their stream (name, launch, start, duration)
+        self.n_stream_folded = 0  # ops on streams beyond MAX_STREAMS (idle breakdown row OTHER_STREAM)
         self.launch_cpu_sum = 0.0
         self.launch_cpu_n = 0
         self.occ_w = self.occ_t = 0.0
@@ -191,7 +199,8 @@ class GpuAccumulator:
         self.ops_lo = _INF  # every op's first start / last end, analysed or not (set by ``GpuFeed.finish``)
         self.ops_hi = -_INF
         self.parts: dict[int, float] = {}
-        self.stream_state: dict[int, list[float]] = {}  # stream -> [prev_end, host_wait, kernel_wait, other]
+        # stream -> [latest end, host_wait, kernel_wait, other, and the previous op's ts, dur, correlation, name id]
+        self.stream_state: dict[int, list[float]] = {}
         self.finished = False
         self.timeline = TimeBins(GPU_SERIES)  # busy time over time, from the folded intervals
         # CUDA graph launches: correlation -> [ops, GPU time, signature of the op names, first op's name id]
@@ -238,8 +247,8 @@ class GpuAccumulator:
         all_t = n_types + 1
         all_s, all_e = open_s[all_t], open_e[all_t]
         all_calls, clip = self.all_launch_calls, self.clip_delays
-        n_neg = n_sync = 0
-        sync_us = 0.0
+        n_neg = n_sync = n_dup = n_fold = 0
+        sync_us = raw_us = 0.0
         need_launch = sel.need_launch
         union_us, gpu_lo, gpu_hi = self.union_us, self.gpu_lo, self.gpu_hi
         type_total = self.type_total
@@ -301,11 +310,14 @@ class GpuAccumulator:
                 type_cache[nid] = kt
             kind = kind_col[i]
             rd_us = e - s
+            if rd_us < 0:  # noqa: PLR1730 - hot loop; within one whole µs: no time left (HTA's own value: -1 µs)
+                rd_us = 0
             if kind == OP_SYNC:
                 n_sync += 1
                 sync_us += rd_us
             else:
                 n_sel += 1
+                raw_us += dur
                 time_by_kind[kind] += rd_us
                 st = kstats.get(nid)
                 if st is None:
@@ -391,17 +403,32 @@ class GpuAccumulator:
             stream = stream_col[i]
             ss = state_get(stream)
             if ss is None:
-                stream_state[stream] = [e, 0.0, 0.0, 0.0]
-                continue
+                if len(stream_state) >= MAX_STREAMS:
+                    n_fold += 1
+                    stream = OTHER_STREAM
+                    ss = state_get(stream)
+                if ss is None:
+                    stream_state[stream] = [e, 0.0, 0.0, 0.0, ts, dur, corr, nid]
+                    continue
             prev_end = ss[0]
             gap = s - prev_end
-            if has_launch and ceil(rts) > prev_end:  # launched after the previous op ended
-                ss[1] += gap
-            elif gap < delay_thr:
-                ss[2] += gap
-            else:
-                ss[3] += gap
-            ss[0] = e
+            if gap > 0:
+                if has_launch and ceil(rts) > prev_end:  # launched after the previous op ended
+                    ss[1] += gap
+                elif gap < delay_thr:
+                    ss[2] += gap
+                else:
+                    ss[3] += gap
+                ss[0] = e
+            else:  # overlaps the ops before it on its stream (PDL, a copy): no idle time (HTA: a negative gap)
+                if e > prev_end:
+                    ss[0] = e
+                if ts == ss[4] and dur == ss[5] and corr == ss[6] and nid == ss[7]:
+                    n_dup += 1  # the same op (name, launch, start, duration) twice on one stream: a copied event
+            ss[4] = ts
+            ss[5] = dur
+            ss[6] = corr
+            ss[7] = nid
         open_s[all_t], open_e[all_t] = all_s, all_e
         self.union_us, self.gpu_lo, self.gpu_hi = union_us, gpu_lo, gpu_hi
         self.n_sel += n_sel
@@ -415,6 +442,9 @@ class GpuAccumulator:
         self.n_negative_delays += n_neg
         self.n_sync += n_sync
         self.sync_us += sync_us
+        self.raw_us += raw_us
+        self.n_duplicates += n_dup
+        self.n_stream_folded += n_fold
         if delays:
             self.delays.extend(delays)
         if launch_s:
@@ -644,8 +674,9 @@ class LaunchJoin:
     def add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
         if not corrs:
             return
-        if self.first_ts is None:
-            self.first_ts = starts[0]
+        first = min(starts)  # the earliest launch, whatever order the file writes them in
+        if self.first_ts is None or first < self.first_ts:
+            self.first_ts = first
         self.last_end = max(self.last_end, *map(float.__add__, starts, durs))
         self.count += len(corrs)
         unjoined = self.unjoined

@@ -1,13 +1,13 @@
 """Memory from ``profile_memory=True`` traces: the ``[memory]`` instant events, per device.
 
-Each event (``ph: i``, ``cat: cpu_instant_event``, ``name: [memory]``) is one allocation (``Bytes`` > 0) or
-free (< 0) on a device (``Device Type`` 0 = CPU, 1 = CUDA; ``Device Id``), with the allocator's totals after
-it (``Total Allocated``, ``Total Reserved``). The parse keeps them in compact columns (``MemoryEvents``, at
-most ``MAX_EVENTS``; beyond, they are counted and the result says it is incomplete). The operator that
-allocated is the innermost CPU op on the same thread around the event, allocation primitives
-(``aten::empty``, ``aten::empty_strided``, ``aten::resize_``, ...) aside; Kineto writes the memory events
-after the ops, so ``attribute`` reads the trace a second time for its CPU ops, only when it has memory
-events, and keeps nothing per op.
+Each event (``ph: i``, ``cat: cpu_instant_event``, ``name: [memory]``) is one allocation (``Bytes`` > 0) or free
+(< 0) on a device (``Device Type``: c10::DeviceType, 0 = CPU, 1 = CUDA, 12 = XPU, ...; ``Device Id``), with the
+allocator's totals after it (``Total Allocated``, ``Total Reserved``). The parse keeps them in compact columns
+(``MemoryEvents``, at most ``MAX_EVENTS``; beyond, they are counted and the result says it is incomplete). The
+operator that allocated is the innermost CPU op on the same thread around the event, allocation primitives
+(``aten::empty``, ``aten::empty_strided``, ``aten::resize_``, ...) aside; Kineto writes the memory events after
+the ops, so ``attribute`` reads the trace a second time for its CPU ops, only when it has memory events, and
+keeps nothing per op.
 """
 
 from __future__ import annotations
@@ -26,13 +26,19 @@ from profstack.analysis.sources import TraceSource
 
 MEMORY_EVENT = "[memory]"
 MAX_EVENTS = 2_000_000
-DEVICE_TYPES = {0: "cpu", 1: "cuda"}
+#: c10::DeviceType (c10/core/DeviceType.h) of the backends whose allocators profile_memory reports
+DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuse1"}
 
 
 def device_label(key: int) -> str:
     dtype, did = divmod(key, 1 << 16)
     name = DEVICE_TYPES.get(dtype, f"device-type-{dtype}")
     return name if did == 0xFFFF else f"{name}:{did}"
+
+
+def is_accelerator(label: str) -> bool:
+    """A ``device_label`` of device memory (every device type but the CPU's)."""
+    return label.split(":", 1)[0] != "cpu"
 
 
 def device_key(dtype: int | None, did: int | None) -> int:

@@ -127,6 +127,10 @@ class RankInternal:
     tiny_kernels: int  # kernels shorter than the tiny_kernel_us threshold
     kernels_selected: int  # kernels in the analysed window
     step_total_us: float  # sum of the analysed steps' durations
+    gpu_op_raw_us: float = 0.0  # analysed kernels, memcpy and memset as written
+    gpu_op_rounded_us: float = 0.0  # the same after HTA's whole-µs rounding (what every GPU total uses)
+    duplicate_gpu_ops: int = 0  # analysed GPU ops that repeat the op before them on their stream
+    streams_folded_ops: int = 0  # GPU ops on streams beyond gpu.MAX_STREAMS (one shared idle-breakdown row)
 
 
 @dataclass(frozen=True)
@@ -185,5 +189,13 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "memory": memory(v),
         "cuda_graphs": cuda_graphs(v),
     }
-    internal = RankInternal(tiny_kernels=v.acc.tiny, kernels_selected=v.acc.n_kern_sel, step_total_us=step_total)
+    internal = RankInternal(
+        tiny_kernels=v.acc.tiny,
+        kernels_selected=v.acc.n_kern_sel,
+        step_total_us=step_total,
+        gpu_op_raw_us=v.acc.raw_us,
+        gpu_op_rounded_us=float(sum(v.acc.time_by_kind)),
+        duplicate_gpu_ops=v.acc.n_duplicates,
+        streams_folded_ops=v.acc.n_stream_folded + sum(f.streams_folded for f in rd.files),
+    )
     return RankAnalysis(summary, internal)

@@ -20,6 +20,7 @@ from profstack.analysis import classify
 from profstack.analysis.errors import (
     EmptyTraceError,
     InvalidEventError,
+    MultipleDevicesError,
     NegativeDurationError,
     NotKinetoError,
     StepWindowError,
@@ -28,10 +29,12 @@ from profstack.analysis.errors import (
 )
 from profstack.analysis.gpu import (
     HTA_LAUNCH_CALLS,
+    MAX_STREAMS,
     OP_KERNEL,
     OP_MEMCPY,
     OP_MEMSET,
     OP_SYNC,
+    OTHER_STREAM,
     GpuAccumulator,
     GpuFeed,
     Selection,
@@ -168,6 +171,7 @@ KNOWN_OTHER_CATEGORIES = frozenset(
     }
 )
 MAX_UNKNOWN_CATEGORIES = 64  # distinct unknown device-like categories remembered per file
+MAX_DEVICES = 64  # distinct device ids remembered per file (a hostile trace could name one per op)
 
 SYNC_CALLS = frozenset(
     {
@@ -597,6 +601,8 @@ class FileData:
     # X rows in a category the parser does not know that carry a stream or device (category -> count)
     unknown_device_cats: dict[str, int] = field(default_factory=dict)
     no_ph: int = 0  # events with a known category and a duration but no "ph" (skipped)
+    streams_folded: int = 0  # ops whose stream string was beyond MAX_STREAMS distinct ones (row OTHER_STREAM)
+    begin_end: int = 0  # "B"/"E" events (a duration written as a begin/end pair) in an analysed category (skipped)
     args_dropped: int = 0  # events kept without their args (an ill-typed field, e.g. an integer beyond int64)
     repaired: int = 0  # events whose invalid UTF-8 / raw control characters were replaced (U+FFFD / space)
     # things worth knowing that lost no number (a byte-order mark, repaired names): never make a file partial
@@ -701,6 +707,9 @@ class _Parser:
                 sid = int(m.group()) if m else None
             if sid is None or not -(2**31) <= sid < 2**31:
                 sid = -(len(self.stream_ids) + 2)  # unparseable or pointer-sized: a stable small id
+            if len(self.stream_ids) >= MAX_STREAMS:
+                self.fd.streams_folded += 1  # bounded (hostile traces): not remembered, one shared row
+                return OTHER_STREAM
             self.stream_ids[key] = sid
         return sid
 
@@ -831,6 +840,8 @@ class _Parser:
                 if ph != "X":
                     if not ph and ts == ts:  # noqa: PLR0124
                         fd.no_ph += 1  # not a flow or instant: a writer that left "ph" out
+                    elif ph in ("B", "E"):
+                        fd.begin_end += 1  # Kineto writes "X"; another writer's begin/end pairs are not analysed
                     continue  # flows/instants in a known category carry nothing we use
                 self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}", negative=dur < 0)
                 continue
@@ -899,7 +910,7 @@ class _Parser:
                     o = a.occupancy
                     occ = o if o is not None and 0.0 <= o <= 100.0 else -1.0  # a percentage, or unknown
                     dev = a.device
-                    if dev is not None and dev not in fd.devices:
+                    if dev is not None and dev not in fd.devices and len(fd.devices) < MAX_DEVICES:
                         fd.devices.add(dev)
                 else:
                     stream = 0
@@ -1164,6 +1175,15 @@ def _parse(
     if fd.error is None and fd.x_events == 0:
         if fd.no_ph:
             why = f'trace has no duration events: {fd.no_ph:,} event(s) have no "ph" field (X, i, ...)'
+        elif fd.begin_end:
+            why = (
+                f'trace has no "X" duration events: {fd.begin_end:,} begin/end ("B"/"E") event(s), which Kineto '
+                "does not write, are not analysed"
+            )
+        elif fd.invalid_events:
+            why = (
+                f"trace has no valid duration event: {fd.invalid_events:,} invalid event(s); first: {fd.first_invalid}"
+            )
         elif fd.events == 0:
             why = "trace has no duration events: traceEvents is empty (the profiler recorded nothing)"
         else:
@@ -1171,6 +1191,14 @@ def _parse(
         fd.error = EmptyTraceError(why, source=src.name)
     elif fd.no_ph:
         fd.warnings.append(InvalidEventError(f'{fd.no_ph:,} event(s) without a "ph" field skipped', source=src.name))
+    if fd.begin_end and fd.x_events:
+        fd.warnings.append(
+            InvalidEventError(
+                f'{fd.begin_end:,} begin/end ("B"/"E") event(s) in analysed categories skipped: Kineto writes complete '
+                '("X") events; steps, ops or kernels written as begin/end pairs are missing from the results',
+                source=src.name,
+            )
+        )
     if fd.args_dropped:
         fd.warnings.append(
             InvalidEventError(
@@ -1204,6 +1232,15 @@ def _parse(
                 f"rows that look like device activity (they carry a stream or device) are in categories the parser "
                 f"does not know: {cats}; they are not analysed as GPU ops, so GPU results may be missing",
                 source=src.name,
+            )
+        )
+    if len(fd.devices) > 1:
+        fd.warnings.append(
+            MultipleDevicesError(
+                f"GPU ops of {len(fd.devices)} devices ({', '.join(map(str, sorted(fd.devices)[:8]))}) in one file: "
+                "the GPU span, busy and idle time are their union (HTA's per-rank definition), no one device's, and "
+                "streams with the same id on different devices are one stream in the idle breakdown",
+                source=fd.name,
             )
         )
     parser.long_names += long_strings.strings_cut

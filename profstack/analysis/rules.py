@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from profstack.analysis.memory import is_accelerator
 from profstack.analysis.metrics import RankInternal
 from profstack.analysis.options import RuleThresholds
 from profstack.analysis.summary import (
@@ -241,7 +242,7 @@ def gpu_memory_increase(r: RankSummary, th: RuleThresholds) -> list[Finding]:
     for dev in mem["devices"] if mem is not None else []:
         rise = dev["increase_pct"]
         peaks = dev["step_peaks"]
-        if not dev["device"].startswith("cuda") or rise is None or rise <= th.gpu_memory_increase_pct:
+        if not is_accelerator(dev["device"]) or rise is None or rise <= th.gpu_memory_increase_pct:
             continue
         out.append(
             _f(

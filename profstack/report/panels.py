@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from profstack.analysis.memory import is_accelerator
 from profstack.analysis.perfetto_plan import perfetto_plan
 from profstack.report.format import count, dur, dur_tick, esc, get, nbytes, num, pct, short_kernel_name
 from profstack.report.style import COLORS
@@ -340,10 +341,10 @@ def panel_memory(rank: Mapping[str, Any]) -> str:
         )
     total_mem = num(get(rank, "device", "total_global_mem_bytes"))
     blocks = []
-    for d in sorted(devices, key=lambda d: (not str(get(d, "device")).startswith("cuda"), str(get(d, "device")))):
+    for d in sorted(devices, key=lambda d: (not is_accelerator(str(get(d, "device"))), str(get(d, "device")))):
         peak = num(get(d, "peak_allocated_bytes"))
         res = num(get(d, "peak_reserved_bytes"))
-        is_gpu = str(get(d, "device")).startswith("cuda")
+        is_gpu = is_accelerator(str(get(d, "device")))
         stats = [
             ("peak allocated", nbytes(peak)),
             ("peak reserved", nbytes(res) if res else "—"),  # the CPU allocator reserves nothing

@@ -49,7 +49,7 @@ def idle_breakdown(v: RankView, th: RuleThresholds) -> IdleBreakdown:
     streams_out: list[StreamIdle] = []
     tot_host = tot_kern = tot_other = 0.0
     for stream in sorted(acc.stream_state):
-        _, host, kern, other = acc.stream_state[stream]
+        _, host, kern, other = acc.stream_state[stream][:4]
         streams_out.append(
             {"stream": stream, "host_wait_us": r2(host), "kernel_wait_us": r2(kern), "other_us": r2(other)}
         )
