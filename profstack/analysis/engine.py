@@ -221,9 +221,13 @@ def analyse_files(
             r.summary["complete"] = False
             warnings.append(FileError(rd.label, ImplausibleResultError(problem, source=rd.label), fatal=False))
         noted: list[TraceError] = []  # recorded like a plausibility failure: the entry is incomplete
-        lost = plausibility.rounding_loss(r.internal.gpu_op_raw_us, r.internal.gpu_op_rounded_us)
+        raw_us, rounded_us = r.internal.gpu_op_raw_us, r.internal.gpu_op_rounded_us
+        lost = plausibility.rounding_loss(raw_us, rounded_us)
         if lost is not None:
-            noted.append(RoundingLossError(lost, source=rd.label))
+            if plausibility.rounding_loss_severe(raw_us, rounded_us):
+                noted.append(RoundingLossError(lost, source=rd.label))
+            else:  # HTA's definition, understated and said so: a warning, the entry stays complete
+                warnings.append(FileError(rd.label, RoundingLossError(lost, source=rd.label), fatal=False))
         dup = plausibility.duplicates(r.internal.duplicate_gpu_ops)
         if dup is not None:
             noted.append(DuplicateEventsError(dup, source=rd.label))

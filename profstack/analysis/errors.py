@@ -121,7 +121,8 @@ class UnknownDeviceCategoryError(TraceError):
 
 
 class RoundingLossError(TraceError):
-    """HTA's whole-µs rounding removed a material share of the analysed GPU op time (recorded, marked incomplete)."""
+    """HTA's whole-µs rounding removed a material share of the analysed GPU op time (recorded; from half of it
+    on, also marked incomplete)."""
 
     partial_ok = True
 

@@ -20,6 +20,10 @@ EPS_US = 1.0  # rounding (HTA rounds to whole µs)
 #: GPU op time, and at least ``ROUNDING_MIN_LOSS_US``, busy time and kernel totals are materially understated
 ROUNDING_LOSS_SHARE = 0.10
 ROUNDING_MIN_LOSS_US = 100.0
+#: ... and from this share on, the entry is also marked incomplete: the GPU did more than twice what it shows.
+#: Below it the numbers are HTA's definition, understated and said so: many torch >= 2 traces of kernels a few
+#: µs long lose 10-50 % to the rounding, and marking each incomplete would drown the signal in noise.
+ROUNDING_INCOMPLETE_SHARE = 0.5
 
 
 def rounding_loss(raw_us: float, rounded_us: float) -> str | None:
@@ -32,6 +36,11 @@ def rounding_loss(raw_us: float, rounded_us: float) -> str | None:
         f"analysed GPU ops last ({100 * lost / raw_us:.0f} % lost: many ops last a few µs or less); GPU busy time, "
         "kernel totals and utilisation are understated by about as much"
     )
+
+
+def rounding_loss_severe(raw_us: float, rounded_us: float) -> bool:
+    """Whether the rounding removed so much (``ROUNDING_INCOMPLETE_SHARE``) that the entry is incomplete."""
+    return rounding_loss(raw_us, rounded_us) is not None and raw_us - rounded_us >= ROUNDING_INCOMPLETE_SHARE * raw_us
 
 
 def duplicates(n_duplicates: int) -> str | None:

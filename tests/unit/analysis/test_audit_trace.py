@@ -153,6 +153,19 @@ def test_kernels_shorter_than_a_microsecond_never_get_negative_times_and_the_los
     assert summary["complete"] is False
 
 
+def test_rounding_a_third_away_is_a_warning_and_the_result_stays_complete() -> None:
+    # GIVEN 150 analysed kernels of 4.5 µs with ns timestamps: ceil(start) and floor(end) keep 3 µs of each
+    summary = analyze([_src(_sub_microsecond(dur=4.5))]).summary
+    (rank,) = summary["ranks"]
+    # THEN the kernel time is HTA's (rounded) one, the warning says how much the rounding removed
+    assert rank["gpu_activity"]["kernel_time_us"] == 150 * 3.0
+    (msg,) = _messages(summary, "RoundingLossError")
+    assert "33 % lost" in msg
+    # AND a third lost is HTA's definition, said, not an incomplete result (from half on it is: test above)
+    assert rank["complete"] is True
+    assert summary["complete"] is True
+
+
 def test_rounding_a_few_short_ops_away_is_no_warning() -> None:
     # GIVEN long kernels plus a few 0.9 µs ones on a second stream: the rounding removes far less than a tenth of
     # the GPU op time
