@@ -36,7 +36,7 @@ from profstack.migrate._cst import (
     import_module_name,
     parse_statements,
 )
-from profstack.migrate.scan import PROFILER_CLASSES, PROFILER_METHODS
+from profstack.migrate.scan import PROFILER_CLASSES, PROFILER_METHODS, TRAINING_JOB_CALLS
 from profstack.migrate.smprof import TENSORBOARD_DIR
 
 USER_TAG = "profstack:user"
@@ -89,6 +89,12 @@ class _Analysis(cst.CSTVisitor):
         self.v3 = False
         self.last_import: cst.CSTNode | None = None
         self.bound: set[str] = set()
+        # what the file imports (before the walk): only a file that imports sagemaker (or boto3, for
+        # create_training_job's ProfilerConfig=) is a launcher; another library's `profiler_config=`
+        # or `disable_profiling()` is not SageMaker's
+        roots = _imported_roots(module)
+        self.uses_sagemaker = "sagemaker" in roots
+        self.uses_boto = bool(roots & {"boto3", "botocore", "aiobotocore", "aioboto3"})
 
     def line(self, node: cst.CSTNode) -> int:
         return int(self.get_metadata(PositionProvider, node).start.line)
@@ -135,11 +141,9 @@ class _Analysis(cst.CSTVisitor):
                     self.v3 = True
             self.bound.add((dotted(alias.asname.name) if alias.asname else name.split(".")[0]) or "")
 
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if isinstance(self.parent(node), cst.Module) and any(
-            isinstance(s, cst.Import | cst.ImportFrom) for s in node.body
-        ):
-            self.last_import = node
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
+        # after its children: visit_ImportFrom has marked the aliases to drop by now
+        node = original_node
         if len(node.body) != 1:
             return
         small = node.body[0]
@@ -149,6 +153,15 @@ class _Analysis(cst.CSTVisitor):
                 self.edits.append(Finding(self.line(node), "removed the SageMaker Profiler import"))
             elif any(id(a) in self.drop_aliases for a in small.names):
                 self.edits.append(Finding(self.line(node), "dropped SageMaker Profiler names from the import"))
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        if isinstance(self.parent(node), cst.Module) and any(
+            isinstance(s, cst.Import | cst.ImportFrom) for s in node.body
+        ):
+            self.last_import = node
+        if len(node.body) != 1:
+            return
+        small = node.body[0]
         if (
             isinstance(small, cst.Assign)
             and len(small.targets) == 1
@@ -161,7 +174,7 @@ class _Analysis(cst.CSTVisitor):
             self.edits.append(Finding(self.line(node), f"removed {small.targets[0].target.value} (Profiler settings)"))
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in PROFILER_METHODS:
+            if isinstance(func, cst.Attribute) and func.attr.value in PROFILER_METHODS and self.uses_sagemaker:
                 self.mark(node)
                 self.plan.remove[id(node)] = None
                 self.edits.append(Finding(self.line(node), f"removed .{func.attr.value}(...)"))
@@ -191,9 +204,22 @@ class _Analysis(cst.CSTVisitor):
             self.edits.append(Finding(self.line(node), "removed a profiler rule"))
 
     def visit_Call(self, node: cst.Call) -> None:
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else ""
         for arg in node.args:
             keyword = arg.keyword.value if arg.keyword else None
-            drop = keyword in LOWER_KEYWORDS | BOTO_KEYWORDS
+            drop = (keyword in LOWER_KEYWORDS and self.uses_sagemaker) or (
+                keyword in BOTO_KEYWORDS and (self.uses_boto or self.uses_sagemaker or method in TRAINING_JOB_CALLS)
+            )
+            if drop and dotted(node.func) == "dict":
+                # keywords gathered for `**kw`: the tags/TensorBoard ones added here could clash with the
+                # call's own (`tags` twice is a TypeError at launch), so a person moves them
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"{keyword}= in dict(...) spread into a call: move it into the launcher call, then rerun",
+                    )
+                )
+                continue
             if keyword == "rules" and (
                 self.is_profiler(arg.value)
                 or (
@@ -501,6 +527,17 @@ def _insert_after_imports(module: cst.Module, analysis: _Analysis, sources: list
             break
     del analysis
     return module.with_changes(body=[*body[:index], *statements, *body[index:]])
+
+
+def _imported_roots(module: cst.Module) -> set[str]:
+    """The top-level packages the module imports anywhere (`sagemaker`, `boto3`, ...)."""
+    roots: set[str] = set()
+    for node in _walk(module):
+        if isinstance(node, cst.Import):
+            roots.update((dotted(a.name) or "").split(".")[0] for a in node.names)
+        elif isinstance(node, cst.ImportFrom) and not node.relative:
+            roots.add(import_module_name(node).split(".")[0])
+    return roots
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:
