@@ -25,6 +25,8 @@ handled by `profstack.migrate.launcher`; `rewrite_source` runs both.
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +41,8 @@ TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # SageMaker uploads it to Tensor
 TRACE_DIR_ENV = "PROFSTACK_TRACE_DIR"
 KNOWN_MEMBERS = frozenset({"SMProfiler", "Config", "annotate", "annotation_begin", "annotation_end"})
 SCHEDULE = "wait=1, warmup=1, active=3, repeat=1"
+# every use either codemod acts on, or --check reports, contains one of these words
+_MENTIONS_PROFILER = re.compile(r"smprof|smppy|smdebug|profiler|profiling", re.IGNORECASE)
 
 __all__ = ["Finding", "RewriteError", "RewriteResult", "rewrite_script", "rewrite_source"]
 
@@ -73,11 +77,23 @@ def profile_call(*, schedule: bool) -> str:
     )
 
 
+class _NewerSyntax(RewriteError):
+    """Valid Python (LibCST reads it) that this interpreter's `ast` cannot: PEP 695 on 3.11, ..."""
+
+
 def _parse(source: str, filename: str) -> cst.Module:
     try:
         ast.parse(source, filename=filename)
     except SyntaxError as exc:
-        raise RewriteError(f"{filename}:{exc.lineno}: cannot parse: {exc.msg}") from None
+        try:
+            cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            raise RewriteError(f"{filename}:{exc.lineno}: cannot parse: {exc.msg}") from None
+        version = ".".join(map(str, sys.version_info[:2]))
+        raise _NewerSyntax(
+            f"{filename}:{exc.lineno}: uses Python syntax newer than this Python ({version}) reads: "
+            "run profstack under the Python version the code is written for"
+        ) from None
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -376,7 +392,15 @@ class _Analysis(cst.CSTVisitor):
     # --- expressions
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:
+            if node.asynchronous is not None and self._is_annotate(item.item):
+                # record_function has no __aenter__/__aexit__: `async with` on it is a TypeError
+                self.mark(item.item)
+                self.block_use(node, "`async with annotate(...)`: record_function is not an async context manager")
+                continue
             self._annotate_call(item.item)
+
+    def _is_annotate(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Call) and self.member(expr.func) == "annotate"
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         if self.member(node.decorator) == "annotate":  # bare @smprof.annotate
@@ -562,7 +586,25 @@ class _Analysis(cst.CSTVisitor):
                 return ancestor
         return None
 
+    def _strings(self) -> None:
+        """The module, or a name imported from it, named in a string: the rewrite would remove what it names."""
+        exported = self.aliases | set(self.members)
+        for node in _walk(self.module):
+            if not isinstance(node, cst.SimpleString | cst.ConcatenatedString):
+                continue
+            value = node.evaluated_value
+            if isinstance(value, bytes):
+                continue
+            if value in SMPROF_MODULES or (value in exported and self._in_all(node)):
+                where = "`__all__` exports" if self._in_all(node) else "a string names"
+                self.block_use(node, f'{where} "{value}", which the rewrite removes: drop it, then rerun')
+
+    def _in_all(self, node: cst.CSTNode) -> bool:
+        statement = next((a for a in self.ancestors(node) if isinstance(a, cst.SimpleStatementLine)), None)
+        return statement is not None and any(n.value == "__all__" for n in _names(statement))
+
     def _unmapped_names(self) -> None:
+        self._strings()
         watched = self.aliases | set(self.members) | set(self.config_names)
         for node in _walk(self.module):
             if isinstance(node, cst.Name) and node.value in watched and id(node) not in self.handled:
@@ -754,7 +796,12 @@ def rewrite_source(source: str, *, filename: str = "<script>", launcher: object 
     from profstack.migrate.launcher import LauncherOptions, rewrite_launcher
     from profstack.migrate.scan import remaining_uses
 
-    module = _parse(source, filename)
+    try:
+        module = _parse(source, filename)
+    except _NewerSyntax:
+        if not _MENTIONS_PROFILER.search(source):
+            return RewriteResult(source=source, changed=False)  # nothing to migrate: no reason to fail
+        raise
     options = launcher if isinstance(launcher, LauncherOptions) else LauncherOptions()
     edits: list[Finding] = []
     manual: list[Finding] = []

@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from profstack.migrate.scan import remaining_uses
-from profstack.migrate.smprof import rewrite_source
+from profstack.migrate.smprof import RewriteError, rewrite_source
 
 
 def _src(text: str) -> str:
@@ -131,7 +131,79 @@ def test_check_does_not_flag_other_libraries_profiler_names(source: str) -> None
         ("import sagemaker\n\nest = sagemaker.estimator.Estimator()\nest.disable_profiling()\n", 4),
         ("from smdebug.profiler.analysis.utils import pandas_data_analysis\n", 1),
         ("import smdebug.profiler\n", 1),
+        ('import boto3\n\nparams = {"ProfilerConfig": {"DisableProfiler": False}}\n', 3),
     ],
 )
 def test_check_still_flags_sagemaker_profiler_uses(source: str, line: int) -> None:
     assert line in {f.line for f in remaining_uses(source)}
+
+
+# --- training scripts -----------------------------------------------------------------------------
+
+
+def test_async_with_annotate_is_refused() -> None:
+    # GIVEN `async with smprof.annotate(...)` in a coroutine
+    source = _src(
+        """
+        import smprof
+
+
+        async def step(batch):
+            async with smprof.annotate("fetch"):
+                await batch.load()
+        """
+    )
+    # WHEN rewritten
+    result = rewrite_source(source)
+    # THEN the file is left as is and the line reported (before: `async with
+    # torch.profiler.record_function(...)`, which has no __aenter__: TypeError when the step runs)
+    assert not result.changed
+    assert any(f.line == 5 and "async with" in f.message for f in result.manual), result.manual
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        ('import smprof\n\n__all__ = ["smprof", "train"]\n', 3),
+        ('from smprof import annotate\n\n__all__ = ("annotate",)\n\nwith annotate("x"):\n    pass\n', 3),
+        ('import smprof\n\n__all__ = []\n__all__ += ["smprof"]\n', 4),
+    ],
+)
+def test_all_that_exports_a_removed_name_is_refused(source: str, line: int) -> None:
+    # GIVEN a module whose __all__ exports the profiler module or a name imported from it
+    # WHEN rewritten
+    result = rewrite_source(source)
+    # THEN nothing changes and the __all__ line is reported (before: the import went, __all__ kept the
+    # name, so `from this_module import *` raised AttributeError; the file was still written)
+    assert not result.changed
+    assert any(f.line == line and "__all__" in f.message for f in result.manual), result.manual
+
+
+def test_the_module_named_in_a_string_is_refused() -> None:
+    # GIVEN the profiler imported statically and looked up by name
+    source = (
+        "import importlib\nimport smprof\n\n"
+        'prof = importlib.import_module("smprof")\nwith smprof.annotate("a"):\n    pass\n'
+    )
+    # WHEN rewritten THEN the file is converted whole or not at all (before: half-converted and written)
+    result = rewrite_source(source)
+    assert not result.changed
+    assert any(f.line == 4 for f in result.manual)
+
+
+def test_newer_python_syntax_without_the_profiler_is_left_alone() -> None:
+    # GIVEN a file in Python 3.12 syntax (PEP 695) with nothing of SageMaker Profiler in it
+    source = "type Batch = list[int]\n\n\ndef first[T](xs: list[T]) -> T:\n    return xs[0]\n"
+    # WHEN rewritten THEN it is untouched, no error (before: RewriteError "cannot parse: invalid
+    # syntax", so `migrate smprof --check` failed on every 3.12 codebase)
+    result = rewrite_source(source, filename="util.py")
+    assert not result.changed
+    assert result.manual == []
+
+
+def test_newer_python_syntax_with_the_profiler_gets_a_clear_refusal() -> None:
+    source = (
+        'import smprof\n\n\ndef first[T](xs: list[T]) -> T:\n    with smprof.annotate("a"):\n        return xs[0]\n'
+    )
+    with pytest.raises(RewriteError, match=r"train.py:4: .*newer than"):
+        rewrite_source(source, filename="train.py")
