@@ -68,9 +68,15 @@ class _Outcome:
     manual: list[Any] = field(default_factory=list)
 
 
-def _candidates(paths: list[Path]) -> Iterator[Path]:
+def _candidates(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
+    """(file, dependency kind or None for Python) of each file to process, each once. A requirements
+    file's `-r`/`-c` includes are requirements files too, whatever their name (`-r base.txt`), when they
+    lie under one of the given paths (never a file outside what was asked for)."""
     from profstack.migrate.dependencies import kind_of
 
+    seen: set[Path] = set()
+    roots = [p.resolve() for p in paths]
+    pending: list[tuple[Path, str | None]] = []
     for path in paths:
         if path.is_dir():
             for root, dirs, files in os.walk(path):
@@ -78,11 +84,31 @@ def _candidates(paths: list[Path]) -> Iterator[Path]:
                 for name in sorted(files):
                     candidate = Path(root) / name
                     if candidate.suffix == ".py" or kind_of(candidate) is not None:
-                        yield candidate
+                        pending.append((candidate, kind_of(candidate)))
         elif path.is_file():
-            yield path
+            pending.append((path, kind_of(path)))
         else:
             raise CliError(f"{path}: no such file or directory")
+    while pending:
+        path, kind = pending.pop(0)
+        key = path.resolve()
+        if key in seen:
+            continue
+        seen.add(key)
+        yield path, kind
+        if kind == "requirements":
+            pending += [(p, "requirements") for p in _includes(path, roots) if p.resolve() not in seen]
+
+
+def _includes(path: Path, roots: list[Path]) -> list[Path]:
+    from profstack.migrate.dependencies import included_files
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []  # reported when the file itself is processed
+    found = [path.parent / name for name in included_files(text)]
+    return [p for p in found if p.is_file() and any(p.resolve().is_relative_to(root) for root in roots)]
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -93,12 +119,11 @@ def _write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _process(path: Path, text: str, args: argparse.Namespace) -> _Outcome:
-    from profstack.migrate.dependencies import kind_of, rewrite_dependencies
+def _process(path: Path, kind: str | None, text: str, args: argparse.Namespace) -> _Outcome:
+    from profstack.migrate.dependencies import rewrite_dependencies
     from profstack.migrate.launcher import LauncherOptions
     from profstack.migrate.smprof import rewrite_source
 
-    kind = kind_of(path)
     if kind is not None:
         dep = rewrite_dependencies(kind, text)
         return _Outcome(dep.changed, dep.source, dep.edits, dep.manual)
@@ -119,7 +144,7 @@ def run_smprof(args: argparse.Namespace) -> int:
         except LayoutError as exc:
             raise CliError(str(exc)) from None
     changed = needs_review = failed = 0
-    for path in _candidates(args.paths):
+    for path, kind in _candidates(args.paths):
         try:
             original = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -127,7 +152,7 @@ def run_smprof(args: argparse.Namespace) -> int:
             failed += 1
             continue
         try:
-            outcome = _process(path, original, args)
+            outcome = _process(path, kind, original, args)
         except RewriteError as exc:
             print(f"{exc} (file left as is)", file=sys.stderr)
             failed += 1

@@ -23,6 +23,35 @@ _NAME = r"(?:smprof|smppy)"
 _WHEEL = re.compile(r"(?:https?://[^\s\"']*smppy[^\s\"']*|[^\s\"']*\b" + _NAME + r"-[^\s\"']*\.whl)", re.I)
 _REQUIREMENT = re.compile(r"^\s*" + _NAME + r"(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?:[<>=!~;@].*)?$", re.I)
 _MENTION = re.compile(_NAME, re.I)  # anywhere: `SMPROF_WHEEL` in an ARG counts
+# pip install options that take no value: a Profiler token after one of these is a package; after any
+# other option (`-i`, `--index-url`, `-f`, `-c`, ...) it is that option's value and the line is reported
+PIP_FLAGS = frozenset(
+    {
+        "-U",
+        "--upgrade",
+        "--user",
+        "-q",
+        "--quiet",
+        "-v",
+        "--verbose",
+        "--no-cache-dir",
+        "--no-deps",
+        "--force-reinstall",
+        "--pre",
+        "-I",
+        "--ignore-installed",
+        "--no-build-isolation",
+        "--break-system-packages",
+        "--no-compile",
+        "--compile",
+        "--no-warn-script-location",
+        "--disable-pip-version-check",
+        "--require-hashes",
+        "--no-index",
+        "--isolated",
+        "--prefer-binary",
+    }
+)
 
 
 @dataclass
@@ -45,6 +74,20 @@ def kind_of(path: PurePath) -> str | None:
     if name.endswith((".txt", ".in")) and ("requirements" in name or "constraints" in name):
         return "requirements"
     return None
+
+
+_INCLUDE = re.compile(r"^\s*(?:-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+)(?P<path>[^\s#]+)")
+
+
+def included_files(text: str) -> list[str]:
+    """The files a requirements file includes (`-r base.txt`, `--constraint=pins.txt`), as written.
+    URLs are not files."""
+    out = []
+    for line in text.splitlines():
+        match = _INCLUDE.match(line)
+        if match and "://" not in match.group("path"):
+            out.append(match.group("path"))
+    return out
 
 
 def _is_profiler_token(token: str) -> bool:
@@ -94,9 +137,16 @@ def _rewrite_pip_segment(segment: str) -> tuple[str | None, list[str]]:
     pip = next((i for i, t in enumerate(tokens) if t == "install"), None)
     if pip is None or not any("pip" in t for t in tokens[:pip]):
         return segment, []
-    removed = [t for t in tokens[pip + 1 :] if _is_profiler_token(t)]
+    args = tokens[pip + 1 :]
+    if any(t.startswith("#") for t in args):
+        return segment, []  # a shell comment: shlex.join would quote it into a package named '#'
+    removed = [t for t in args if _is_profiler_token(t)]
     if not removed:
         return segment, []
+    for i, token in enumerate(args):
+        before = args[i - 1] if i else ""
+        if _is_profiler_token(token) and before.startswith("-") and "=" not in before and before not in PIP_FLAGS:
+            return segment, []  # the value of an option (`--index-url <smppy URL>`, `-f <dir>`): not a package
     packages = [t for t in tokens[pip + 1 :] if not t.startswith("-") and not _is_profiler_token(t)]
     if not packages:
         return None, removed

@@ -6,7 +6,7 @@ from pathlib import Path, PurePath
 
 import pytest
 
-from profstack.migrate.dependencies import kind_of, rewrite_dependencies
+from profstack.migrate.dependencies import included_files, kind_of, rewrite_dependencies
 
 DEPS = Path(__file__).resolve().parents[2] / "fixtures" / "smprof" / "deps"
 
@@ -71,3 +71,62 @@ def test_requirement_lines(line: str, removed: bool) -> None:
 )
 def test_kind_of(name: str, kind: str | None) -> None:
     assert kind_of(PurePath(name)) == kind
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the index URL is the option's value: dropping it made torch the index URL
+        "RUN pip install --index-url https://smppy.s3.amazonaws.com/simple torch\n",
+        "RUN pip install -f https://smppy.s3.amazonaws.com/pytorch/cu121/ torch smprof\n",
+        # `#` starts a shell comment: shlex.join quoted it into a package named '#'
+        "RUN pip install smprof  # profiler\n",
+        "RUN pip install torch smprof # profiler\n",
+    ],
+)
+def test_pip_lines_that_cannot_be_edited_token_by_token_are_reported(line: str) -> None:
+    # GIVEN a RUN pip install where the Profiler token is an option's value, or a comment follows
+    # WHEN rewritten
+    result = rewrite_dependencies("dockerfile", "FROM python:3.11\n" + line)
+    # THEN the line is kept and reported (before: `--index-url torch`, or `pip install '#' profiler`)
+    assert result.source == "FROM python:3.11\n" + line
+    assert [f.line for f in result.manual] == [2]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("RUN pip install --no-cache-dir -U torch smprof==0.3\n", "RUN pip install --no-cache-dir -U torch\n"),
+        ("RUN pip install -r requirements.txt smprof\n", "RUN pip install -r requirements.txt\n"),
+        ("RUN pip install --no-cache-dir smprof\n", ""),
+    ],
+)
+def test_pip_lines_keep_flags_and_their_values(line: str, expected: str) -> None:
+    result = rewrite_dependencies("dockerfile", line)
+    assert result.source == expected
+    assert result.manual == []
+
+
+def test_cli_follows_requirements_includes_inside_the_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from profstack.cli import main
+
+    # GIVEN requirements.txt including base.txt (a name the tree walk does not pick), which installs
+    # smprof, and an include outside the given folder
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("-r base.txt\n--constraint=../outside.txt\ntorch==2.3\n")
+    (repo / "base.txt").write_text("numpy==2.0\nsmprof==0.3\n")
+    (tmp_path / "outside.txt").write_text("smprof==0.3\n")
+    # WHEN checked THEN it fails on base.txt (before: exit 0, a false all-clear)
+    assert main(["migrate", "smprof", "--check", str(repo)]) == 1
+    # WHEN written THEN base.txt loses smprof; the file outside the given folder is untouched
+    assert main(["migrate", "smprof", "--write", str(repo)]) == 0
+    assert (repo / "base.txt").read_text() == "numpy==2.0\n"
+    assert (tmp_path / "outside.txt").read_text() == "smprof==0.3\n"
+    assert "rewrote 1 file(s)" in capsys.readouterr().err
+    assert main(["migrate", "smprof", "--check", str(repo)]) == 0
+
+
+def test_included_files() -> None:
+    text = "-r base.txt\n  -c pins.txt  # pins\n--requirement=dev.txt\n-r https://x/req.txt\ntorch\n"
+    assert included_files(text) == ["base.txt", "pins.txt", "dev.txt"]
