@@ -118,6 +118,8 @@ def account_clients(region: str | None) -> Any:
         events=make_client("events", region),
         stepfunctions=make_client("stepfunctions", region),
         lambda_=make_client("lambda", region),
+        # the account whose buckets cleanup may write: a job's output in another account's bucket is left alone
+        account_id=str(make_client("sts", region).get_caller_identity()["Account"]),
     )
 
 

@@ -509,6 +509,7 @@ def test_cli_audit_table_json_and_cleanup(
         "events": c.events,
         "stepfunctions": c.stepfunctions,
         "lambda": c.lambda_,
+        "sts": boto3.client("sts", region_name=REGION),  # the caller's account: the expected bucket owner
     }
     monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
     # WHEN the audit prints its table THEN each finding has its size, cost and the command to act on it

@@ -1,0 +1,141 @@
+"""Legacy audit and cleanup at the account boundary: another account's bucket, and more jobs than
+--max-jobs. botocore's Stubber validates every request and response against the service models; an
+S3 call the test did not expect fails the test, so "cleanup made no call" is checked, not assumed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from profstack.layout import LEGACY_RULE_OUTPUT_TAG
+from profstack.migrate.legacy_profiler import AccountClients, audit_account, cleanup
+
+NOW = datetime(2026, 11, 29, tzinfo=UTC)
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+LIST_PARAMS = {"CreationTimeAfter": ANY, "SortBy": ANY, "SortOrder": ANY}
+
+
+def _job(name: str, output: str) -> dict[str, Any]:
+    return {
+        "TrainingJobName": name,
+        "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}",
+        "ModelArtifacts": {"S3ModelArtifacts": f"{output}/{name}/output/model.tar.gz"},
+        "TrainingJobStatus": "Completed",
+        "SecondaryStatus": "Completed",
+        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
+        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
+        "CreationTime": NOW,
+        "OutputDataConfig": {"S3OutputPath": output},
+        "ProfilerConfig": {"S3OutputPath": output},
+    }
+
+
+def _list(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "TrainingJobSummaries": [
+            {
+                "TrainingJobName": j["TrainingJobName"],
+                "TrainingJobArn": j["TrainingJobArn"],
+                "CreationTime": NOW,
+                "TrainingJobStatus": "Completed",
+            }
+            for j in jobs
+        ]
+    }
+
+
+@pytest.fixture
+def stubbed(aws_credentials: None) -> Iterator[tuple[AccountClients, Stubber, Stubber]]:
+    sm = boto3.client("sagemaker", region_name=REGION)
+    s3 = boto3.client("s3", region_name=REGION)
+    with Stubber(sm) as sm_stub, Stubber(s3) as s3_stub:
+        yield AccountClients(sagemaker=sm, s3=s3, account_id=ACCOUNT), sm_stub, s3_stub
+
+
+def _listing(stub: Stubber, bucket: str, prefix: str, keys: list[str]) -> None:
+    stub.add_response(
+        "list_objects_v2",
+        {"Contents": [{"Key": k, "Size": 10} for k in keys], "KeyCount": len(keys), "IsTruncated": False},
+        {"Bucket": bucket, "Prefix": prefix, "ExpectedBucketOwner": ACCOUNT},
+    )
+
+
+def test_output_in_another_accounts_bucket_is_never_tagged_nor_given_a_lifecycle(
+    stubbed: tuple[AccountClients, Stubber, Stubber],
+) -> None:
+    clients, sm_stub, s3_stub = stubbed
+    # GIVEN a profiled job whose output path is a bucket of another account (S3 answers 403 when the
+    # request names this account as the expected owner)
+    job = _job("job-x", "s3://partner-bucket/jobs")
+    sm_stub.add_response("list_training_jobs", _list([job]), LIST_PARAMS)
+    sm_stub.add_response("describe_training_job", job, {"TrainingJobName": "job-x"})
+    for folder in ("rule-output", "profiler-output"):
+        s3_stub.add_client_error(
+            "list_objects_v2",
+            service_error_code="AccessDenied",
+            http_status_code=403,
+            expected_params={
+                "Bucket": "partner-bucket",
+                "Prefix": f"jobs/job-x/{folder}/",
+                "ExpectedBucketOwner": ACCOUNT,
+            },
+        )
+    sm_stub.add_response("list_apps", {"Apps": []}, {})
+    # WHEN audited
+    report = audit_account(clients, since_days=30, now=NOW)
+    # THEN nothing in that bucket is a finding, and the report says why it is incomplete (before: no
+    # owner was named, so the other account's objects were listed, tagged for expiry and its bucket
+    # lifecycle rewritten)
+    assert [f for f in report.found if f.kind in {"rule-output", "profiler-output"}] == []
+    assert any("partner-bucket" in w and f"not account {ACCOUNT}'s bucket" in w for w in report.incomplete)
+    # WHEN cleanup is applied THEN it makes no S3 call at all (Stubber: any call would be unexpected)
+    result = cleanup(report, clients, apply=True)
+    assert result.tagged == 0
+    assert result.expiry_rules == []
+    s3_stub.assert_no_pending_responses()
+
+
+def test_cleanup_names_this_account_as_owner_on_every_s3_call(
+    stubbed: tuple[AccountClients, Stubber, Stubber],
+) -> None:
+    clients, sm_stub, s3_stub = stubbed
+    # GIVEN a profiled job with one rule-output object in this account's bucket
+    job = _job("job-a", "s3://own-bucket/jobs")
+    sm_stub.add_response("list_training_jobs", _list([job]), LIST_PARAMS)
+    sm_stub.add_response("describe_training_job", job, {"TrainingJobName": "job-a"})
+    key = "jobs/job-a/rule-output/ProfilerReport/profiler-report.html"
+    _listing(s3_stub, "own-bucket", "jobs/job-a/rule-output/", [key])
+    _listing(s3_stub, "own-bucket", "jobs/job-a/profiler-output/", [])
+    sm_stub.add_response("list_apps", {"Apps": []}, {})
+    report = audit_account(clients, since_days=30, now=NOW)
+    # WHEN cleanup is applied THEN listing, tagging and the lifecycle all carry ExpectedBucketOwner
+    # (Stubber compares the exact parameters: a call without it fails the test)
+    _listing(s3_stub, "own-bucket", "jobs/job-a/rule-output/", [key])
+    owner = {"ExpectedBucketOwner": ACCOUNT}
+    s3_stub.add_response("get_object_tagging", {"TagSet": []}, {"Bucket": "own-bucket", "Key": key, **owner})
+    tag = {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}
+    s3_stub.add_response(
+        "put_object_tagging", {}, {"Bucket": "own-bucket", "Key": key, "Tagging": {"TagSet": [tag]}, **owner}
+    )
+    s3_stub.add_client_error(
+        "get_bucket_lifecycle_configuration",
+        service_error_code="NoSuchLifecycleConfiguration",
+        http_status_code=404,
+        expected_params={"Bucket": "own-bucket", **owner},
+    )
+    s3_stub.add_response(
+        "put_bucket_lifecycle_configuration",
+        {},
+        {"Bucket": "own-bucket", "LifecycleConfiguration": {"Rules": ANY}, **owner},
+    )
+    result = cleanup(report, clients, apply=True)
+    s3_stub.assert_no_pending_responses()
+    assert result.tagged == 1
+    assert result.expiry_rules == ["own-bucket"]
