@@ -163,6 +163,8 @@ def _verified_prefixes(args: argparse.Namespace) -> list[str]:
             max_jobs=args.max_jobs,
             measure_output=False,
         )
+    for what in report.incomplete:  # e.g. more jobs than --max-jobs: older jobs' output is not tagged
+        print(f"warning: incomplete: {what}", file=sys.stderr)
     return sorted(
         {
             p.prefix

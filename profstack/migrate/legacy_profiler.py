@@ -273,7 +273,13 @@ def audit(
     since = (now or datetime.now(UTC)) - timedelta(days=since_days)
     jobs: list[ProfilerJob] = []
     report = AuditReport(jobs=jobs, scanned=0, since=since)
-    for name in _training_job_names(sm, since, max_jobs):
+    for name in _training_job_names(sm, since, max_jobs + 1):  # one more: to know there are more
+        if report.scanned >= max_jobs:
+            report.incomplete.append(
+                f"more than {max_jobs} training jobs since {since:%Y-%m-%d}: only the {max_jobs} newest "
+                "were read (raise --max-jobs)"
+            )
+            break
         report.scanned += 1
         job = _describe(sm, name)
         if job is None:

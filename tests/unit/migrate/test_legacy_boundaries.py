@@ -139,3 +139,38 @@ def test_cleanup_names_this_account_as_owner_on_every_s3_call(
     s3_stub.assert_no_pending_responses()
     assert result.tagged == 1
     assert result.expiry_rules == ["own-bucket"]
+
+
+def test_more_jobs_than_max_jobs_marks_the_audit_incomplete(
+    stubbed: tuple[AccountClients, Stubber, Stubber],
+) -> None:
+    clients, sm_stub, _ = stubbed
+    # GIVEN three training jobs and --max-jobs 2 (none profiled: only the count matters)
+    jobs = [_job(f"job-{i}", "s3://own-bucket/jobs") for i in range(3)]
+    for job in jobs:
+        del job["ProfilerConfig"]
+    sm_stub.add_response("list_training_jobs", _list(jobs), LIST_PARAMS)
+    for job in jobs[:2]:
+        sm_stub.add_response("describe_training_job", job, {"TrainingJobName": job["TrainingJobName"]})
+    sm_stub.add_response("list_apps", {"Apps": []}, {})
+    # WHEN audited
+    report = audit_account(clients, since_days=30, now=NOW, max_jobs=2)
+    # THEN two were read and the report says it stopped (before: it stopped silently, a confident
+    # "no job uses the Profiler" about an account it had not finished reading)
+    sm_stub.assert_no_pending_responses()
+    assert report.scanned == 2
+    assert any("more than 2 training jobs" in w for w in report.incomplete), report.incomplete
+
+
+def test_exactly_max_jobs_is_complete(stubbed: tuple[AccountClients, Stubber, Stubber]) -> None:
+    clients, sm_stub, _ = stubbed
+    jobs = [_job(f"job-{i}", "s3://own-bucket/jobs") for i in range(2)]
+    for job in jobs:
+        del job["ProfilerConfig"]
+    sm_stub.add_response("list_training_jobs", _list(jobs), LIST_PARAMS)
+    for job in jobs:
+        sm_stub.add_response("describe_training_job", job, {"TrainingJobName": job["TrainingJobName"]})
+    sm_stub.add_response("list_apps", {"Apps": []}, {})
+    report = audit_account(clients, since_days=30, now=NOW, max_jobs=2)
+    assert report.scanned == 2
+    assert report.incomplete == []
