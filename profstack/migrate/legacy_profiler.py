@@ -751,6 +751,9 @@ def merge_expiry_rule(existing: Sequence[dict[str, Any]], *, days: int) -> list[
         "Status": "Enabled",
         "Filter": {"Tag": {"Key": key, "Value": value}},
         "Expiration": {"Days": days},
+        # a versioned bucket keeps an expired object as a noncurrent version (with its tag) behind a
+        # delete marker: without this its bytes are never freed. Ignored by unversioned buckets.
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
     }
     others = [dict(rule) for rule in existing if rule.get("ID") != EXPIRY_RULE_ID]
     if len(others) + 1 > MAX_LIFECYCLE_RULES:

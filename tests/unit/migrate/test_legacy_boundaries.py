@@ -174,3 +174,25 @@ def test_exactly_max_jobs_is_complete(stubbed: tuple[AccountClients, Stubber, St
     report = audit_account(clients, since_days=30, now=NOW, max_jobs=2)
     assert report.scanned == 2
     assert report.incomplete == []
+
+
+def test_expiry_rule_frees_the_versions_a_versioned_bucket_keeps(aws_credentials: None) -> None:
+    from moto import mock_aws
+
+    from profstack.migrate.legacy_profiler import EXPIRY_RULE_ID, apply_expiry_rule, current_lifecycle_rules
+
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        # GIVEN a versioned bucket (Expiration there only adds a delete marker; the version stays)
+        s3.create_bucket(Bucket="versioned-out")
+        s3.put_bucket_versioning(Bucket="versioned-out", VersioningConfiguration={"Status": "Enabled"})
+        # WHEN the expiry rule is applied
+        apply_expiry_rule(s3, "versioned-out", days=30, apply=True)
+        rule = {r["ID"]: r for r in current_lifecycle_rules(s3, "versioned-out")}[EXPIRY_RULE_ID]
+        # THEN the tagged versions left behind the marker expire too, by the same tag (before: no
+        # NoncurrentVersionExpiration, so the legacy bytes and their cost stayed forever)
+        assert rule["Expiration"] == {"Days": 30}
+        assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == 1
+        assert rule["Filter"] == {"Tag": {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}}
+        # AND applying it again changes nothing
+        assert apply_expiry_rule(s3, "versioned-out", days=30, apply=True)[1] is False
