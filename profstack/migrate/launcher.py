@@ -229,6 +229,17 @@ class _Analysis(cst.CSTVisitor):
                 )
             ):
                 drop = True
+            if drop and any(a.star == "**" for a in node.args):
+                # `f(**kw, profiler_config=...)`: the keywords this adds (tags, disable_profiler,
+                # TensorBoard output) may be in kw already, a TypeError at launch; a person decides
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"{keyword}= in a call that also spreads **: profstack cannot see whether the spread "
+                        "sets tags/disable_profiler/TensorBoard output; pass those explicitly, then rerun",
+                    )
+                )
+                continue
             if drop:
                 self.drop_args.add(id(arg))
                 self.mark(arg)
@@ -289,6 +300,8 @@ class _Rewrite(PlannedTransformer):
         if flavour == "estimator" and "disable_profiler" not in keywords:
             new.append("disable_profiler=True")
             self.edits.append(Finding(line, "added disable_profiler=True (SDK v2 profiles by default)"))
+        elif flavour == "estimator":
+            updated_node = self._disable_profiler(updated_node, line)
         wrap = False
         if self.options.tensorboard:
             tb_keyword = {
@@ -328,6 +341,21 @@ class _Rewrite(PlannedTransformer):
             assert isinstance(chained.func, cst.Attribute)
             return chained.with_changes(func=chained.func.with_changes(value=updated_node))
         return updated_node
+
+    def _disable_profiler(self, call: cst.Call, line: int) -> cst.Call:
+        """An explicit `disable_profiler=False` would keep SDK v2's default Profiler on once
+        profiler_config is gone: it becomes True; an expression is reported."""
+        arg = next(a for a in call.args if a.keyword and a.keyword.value == "disable_profiler")
+        if isinstance(arg.value, cst.Name) and arg.value.value == "True":
+            return call
+        if isinstance(arg.value, cst.Name) and arg.value.value == "False":
+            self.edits.append(Finding(line, "disable_profiler=False -> True (SDK v2 profiles by default)"))
+            new_arg = arg.with_changes(value=cst.Name("True"))
+            return call.with_changes(args=[new_arg if a is arg else a for a in call.args])
+        self.manual.append(
+            Finding(line, "disable_profiler= is an expression: it must be True, or SDK v2 turns its Profiler on")
+        )
+        return call
 
     def _imports_for(self, flavour: str) -> None:
         module = {

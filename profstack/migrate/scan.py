@@ -121,6 +121,13 @@ def remaining_uses(source: str) -> list[Finding]:
             for keyword in node.keywords:
                 if keyword.arg in PROFILER_KEYWORDS and _launcher_keyword(keyword.arg, node, bound):
                     found.append(Finding(keyword.lineno, f"passes {keyword.arg}="))
+                elif (
+                    keyword.arg == "disable_profiler"
+                    and isinstance(keyword.value, ast.Constant)
+                    and keyword.value.value is False
+                    and bound.sagemaker
+                ):
+                    found.append(Finding(keyword.lineno, "disable_profiler=False keeps SDK v2's default Profiler on"))
         elif isinstance(node, ast.Dict) and (bound.sagemaker or bound.boto):
             for key in node.keys:  # `params = {"ProfilerConfig": {...}}; sm.create_training_job(**params)`
                 if isinstance(key, ast.Constant) and key.value in PROFILER_KEYWORDS:

@@ -207,3 +207,58 @@ def test_newer_python_syntax_with_the_profiler_gets_a_clear_refusal() -> None:
     )
     with pytest.raises(RewriteError, match=r"train.py:4: .*newer than"):
         rewrite_source(source, filename="train.py")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'PyTorch(entry_point="t.py", profiler_config=ProfilerConfig(), **common)',
+        'PyTorch(**common, entry_point="t.py", profiler_config=ProfilerConfig())',
+    ],
+)
+def test_a_launcher_call_that_spreads_kwargs_is_refused(call: str) -> None:
+    # GIVEN an estimator call that spreads ** keywords, which here already hold tags
+    source = (
+        "from sagemaker.debugger import ProfilerConfig\nfrom sagemaker.pytorch import PyTorch\n\n"
+        f'common = {{"tags": [{{"Key": "team", "Value": "vision"}}]}}\nest = {call}\n'
+    )
+    # WHEN rewritten
+    result = rewrite_source(source)
+    # THEN nothing changes and the call is reported (before: tags= was added beside **common, so
+    # PyTorch(...) got `tags` twice: TypeError at launch)
+    assert not result.changed
+    assert any(f.line == 5 and "spreads **" in f.message for f in result.manual), result.manual
+
+
+def test_explicit_disable_profiler_false_becomes_true() -> None:
+    # GIVEN profiler_config= beside an explicit disable_profiler=False
+    source = _src(
+        """
+        from sagemaker.debugger import ProfilerConfig
+        from sagemaker.pytorch import PyTorch
+
+        est = PyTorch(entry_point="t.py", profiler_config=ProfilerConfig(), disable_profiler=False)
+        """
+    )
+    # WHEN rewritten
+    result = rewrite_source(source)
+    # THEN it is True (before: False stayed, so without ProfilerConfig SDK v2 turned its default
+    # Profiler monitoring and report rule back on, and --check passed)
+    assert "disable_profiler=True" in result.source
+    assert "disable_profiler=False" not in result.source
+    assert [f for f in result.manual if f.line] == []
+    # AND the gate flags a False left anywhere in a SageMaker launcher
+    assert remaining_uses(source.replace("profiler_config=ProfilerConfig(), ", "")) != []
+
+
+def test_disable_profiler_from_an_expression_is_reported() -> None:
+    source = _src(
+        """
+        from sagemaker.debugger import ProfilerConfig
+        from sagemaker.pytorch import PyTorch
+
+        est = PyTorch(entry_point="t.py", profiler_config=ProfilerConfig(), disable_profiler=args.no_prof)
+        """
+    )
+    result = rewrite_source(source)
+    assert any(f.line == 4 and "disable_profiler=" in f.message for f in result.manual), result.manual
