@@ -5,9 +5,12 @@ Each test names the input, what the tools did before the fix, and what they must
 
 from __future__ import annotations
 
+import ast
 import textwrap
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from profstack.migrate.scan import remaining_uses
 from profstack.migrate.smprof import RewriteError, rewrite_source
@@ -262,3 +265,75 @@ def test_disable_profiler_from_an_expression_is_reported() -> None:
     )
     result = rewrite_source(source)
     assert any(f.line == 4 and "disable_profiler=" in f.message for f in result.manual), result.manual
+
+
+# --- generated programs ---------------------------------------------------------------------------
+
+_IMPORTS = [
+    "import smprof",
+    "import smppy as smprof",
+    "import smprof as sp\nsmprof = sp",
+    "try:\n    import smppy as smprof\nexcept ImportError:\n    import smprof  # old images",
+    "from smprof import annotate, annotation_begin, annotation_end, SMProfiler, Config",
+]
+_FRAGMENTS = [
+    "x = 1  # keep me",
+    'with smprof.annotate("a"):\n    x = 2',
+    'smprof.annotation_begin("r")\ny = 1\nsmprof.annotation_end("r")',
+    'h = smprof.annotation_begin("h")\nz = 3\nsmprof.annotation_end(h)',
+    "P = smprof.SMProfiler.instance()\nP.start_profiling()\n"
+    "for i in range(2):\n    loss.backward()\nP.stop_profiling()",
+    "cfg = smprof.Config()\ncfg.profile_cuda = True",
+    '@smprof.annotate("f")\ndef f():\n    pass',
+    'g = lambda: smprof.annotate("l")',
+    'if x:\n    smprof.annotation_begin("i")\n    smprof.annotation_end("i")',
+    'class C:\n    def m(self):\n        with smprof.annotate(f"{self!r}"):\n            return 1',
+    'match x:\n    case 1:\n        with smprof.annotate("c"):\n            pass',
+    "while (n := 0):\n    pass",
+    'async def a():\n    with smprof.annotate("a"):\n        await q()',
+    'async def b():\n    async with smprof.annotate("b"):\n        await q()',
+    '__all__ = ["smprof", "annotate"]',
+    "smprof = None",
+    'for i in range(2): smprof.annotation_begin("o"); smprof.annotation_end("o")',
+]
+_PROFILER_NAMES = {"smprof", "sp", "annotate", "annotation_begin", "annotation_end", "SMProfiler", "Config"}
+
+
+@pytest.mark.slow  # ~15 s on a shared core: run by `make test`
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(imports="import smprof", fragments=['__all__ = ["smprof", "annotate"]', _FRAGMENTS[1]], in_function=False)
+@given(
+    imports=st.sampled_from(_IMPORTS),
+    fragments=st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=4),
+    in_function=st.booleans(),
+)
+def test_generated_scripts_are_converted_whole_or_refused_untouched(
+    imports: str, fragments: list[str], in_function: bool
+) -> None:
+    # GIVEN a valid program built from smprof fragments in any import style
+    body = "\n".join(fragments)
+    if imports.startswith("from smprof"):
+        body = body.replace("smprof.", "")
+    if in_function:
+        body = "def main():\n" + textwrap.indent(body, "    ")
+    source = imports + "\n" + body + "\n"
+    try:
+        compile(source, "<in>", "exec")
+    except SyntaxError:
+        return  # `async with` in a plain def, ...: not a program
+    # WHEN rewritten (a valid program never raises)
+    result = rewrite_source(source)
+    if not result.changed:
+        # THEN a refusal leaves the text as it was and says why
+        assert result.source == source
+        assert result.manual
+        return
+    # THEN the output compiles, uses nothing of smprof, names no removed name, and is a fixed point
+    compile(result.source, "<out>", "exec")
+    assert remaining_uses(result.source) == []
+    removed = _PROFILER_NAMES - ({"smprof"} if imports.startswith("from smprof") else set())
+    loaded = {n.id for n in ast.walk(ast.parse(result.source)) if isinstance(n, ast.Name)}
+    assert not loaded & removed, result.source
+    assert "# old images" in result.source or "# old images" not in source  # comments survive
+    again = rewrite_source(result.source)
+    assert not again.changed
