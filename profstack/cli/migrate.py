@@ -10,10 +10,13 @@ cleanup, ...) live under `profstack legacy`.
 from __future__ import annotations
 
 import argparse
+import codecs
 import difflib
+import io
 import os
 import sys
 import tempfile
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,10 +114,22 @@ def _includes(path: Path, roots: list[Path]) -> list[Path]:
     return [p for p in found if p.is_file() and any(p.resolve().is_relative_to(root) for root in roots)]
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _read(path: Path, kind: str | None) -> tuple[str, str]:
+    """(text, encoding), byte for byte: line endings kept as they are (CRLF stays CRLF), a Python
+    file decoded as its coding line or BOM says (PEP 263: latin-1 files, utf-8-sig), others UTF-8."""
+    data = path.read_bytes()
+    if kind is None:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    else:
+        encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
+    return data.decode(encoding), encoding
+
+
+def _write_atomically(path: Path, text: str, encoding: str) -> None:
+    data = text.encode(encoding)  # before the temp file: an unencodable text leaves nothing behind
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
     os.chmod(tmp, path.stat().st_mode)
     os.replace(tmp, path)
 
@@ -146,8 +161,8 @@ def run_smprof(args: argparse.Namespace) -> int:
     changed = needs_review = failed = 0
     for path, kind in _candidates(args.paths):
         try:
-            original = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            original, encoding = _read(path, kind)
+        except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:  # SyntaxError: a bad coding line
             print(f"{path}: error: cannot read ({exc})", file=sys.stderr)
             failed += 1
             continue
@@ -167,7 +182,7 @@ def run_smprof(args: argparse.Namespace) -> int:
             continue
         changed += 1
         if args.write:
-            _write_atomically(path, outcome.source)
+            _write_atomically(path, outcome.source, encoding)
         elif not args.check:
             sys.stdout.writelines(
                 difflib.unified_diff(

@@ -6,7 +6,9 @@ Each test names the input, what the tools did before the fix, and what they must
 from __future__ import annotations
 
 import ast
+import codecs
 import textwrap
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -337,3 +339,39 @@ def test_generated_scripts_are_converted_whole_or_refused_untouched(
     assert "# old images" in result.source or "# old images" not in source  # comments survive
     again = rewrite_source(result.source)
     assert not again.changed
+
+
+# --- the CLI on real files: bytes in, bytes out ---------------------------------------------------
+
+
+def test_cli_keeps_line_endings_bom_and_declared_encoding(tmp_path: Path) -> None:
+    from profstack.cli import main
+
+    # GIVEN a CRLF script, a CRLF requirements file, a script with a UTF-8 BOM, and PEP 263 latin-1
+    # files, one using smprof and one that does not
+    files = {
+        "crlf.py": b'import smprof\r\n\r\nwith smprof.annotate("a"):  # c\r\n    x = 1\r\n',
+        "requirements.txt": b"torch\r\nsmprof\r\n",
+        "bom.py": codecs.BOM_UTF8 + b'import smprof\nwith smprof.annotate("a"):\n    x = 1\n',
+        "latin.py": b'# -*- coding: latin-1 -*-\nname = "caf\xe9"\n',
+        "latin_smprof.py": b'# -*- coding: latin-1 -*-\nimport smprof\nwith smprof.annotate("caf\xe9"):\n    pass\n',
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    # WHEN written (before: exit 1 - the BOM file 'did not parse', both latin-1 files 'could not be
+    # read' so --check failed on a file without smprof - and every CRLF became LF)
+    assert main(["migrate", "smprof", "--write", str(tmp_path)]) == 0
+    # THEN each file keeps its line endings, BOM and encoding; only the Profiler lines changed
+    assert (tmp_path / "crlf.py").read_bytes() == (
+        b'import torch.profiler\r\n\r\nwith torch.profiler.record_function("a"):  # c\r\n    x = 1\r\n'
+    )
+    assert (tmp_path / "requirements.txt").read_bytes() == b"torch\r\n"
+    assert (tmp_path / "bom.py").read_bytes() == codecs.BOM_UTF8 + (
+        b'import torch.profiler\nwith torch.profiler.record_function("a"):\n    x = 1\n'
+    )
+    assert (tmp_path / "latin.py").read_bytes() == files["latin.py"]
+    assert (tmp_path / "latin_smprof.py").read_bytes() == (
+        b'# -*- coding: latin-1 -*-\nimport torch.profiler\nwith torch.profiler.record_function("caf\xe9"):\n    pass\n'
+    )
+    # AND the tree now passes the gate
+    assert main(["migrate", "smprof", "--check", str(tmp_path)]) == 0
