@@ -15,6 +15,7 @@ import ast
 from dataclasses import dataclass, field
 
 from profstack.migrate._cst import Finding
+from profstack.migrate.dependencies import is_requirement
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
 PROFILER_CLASSES = frozenset(
@@ -134,6 +135,8 @@ def remaining_uses(source: str) -> list[Finding]:
                     found.append(Finding(key.lineno, f"sets {key.value!r}"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SMPROF_MODULES:
             found.append(Finding(node.lineno, f'names the module "{node.value}"'))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and is_requirement(node.value):
+            found.append(Finding(node.lineno, f'requires "{node.value}" (setup.py / install list)'))
         elif isinstance(node, ast.Name) and (node.id in bound.classes or (bound.star and node.id in PROFILER_CLASSES)):
             found.append(Finding(node.lineno, f"uses {node.id}"))
     return sorted(set(found))

@@ -130,3 +130,70 @@ def test_cli_follows_requirements_includes_inside_the_tree(tmp_path: Path, capsy
 def test_included_files() -> None:
     text = "-r base.txt\n  -c pins.txt  # pins\n--requirement=dev.txt\n-r https://x/req.txt\ntorch\n"
     assert included_files(text) == ["base.txt", "pins.txt", "dev.txt"]
+
+
+def test_poetry_dependency_tables_lose_the_profiler() -> None:
+    # GIVEN Poetry tables (name = version / inline table), the way most Poetry projects pin
+    text = (
+        "[tool.poetry.dependencies]\n"
+        'python = "^3.10"\n'
+        'smprof = "^0.3"\n'
+        'smppy = { version = "0.3.1", optional = true }  # images before 2024\n'
+        "\n"
+        "[tool.poetry.group.dev.dependencies]\n"
+        'smprof = ">=0.3"\n'
+        "\n"
+        "[tool.other]\n"
+        'smprof = "not a dependency table"\n'
+    )
+    # WHEN rewritten
+    result = rewrite_dependencies("pyproject", text)
+    # THEN the entries in dependency tables go, the rest stays (before: each was kept and reported as
+    # "an inline array")
+    assert result.source == (
+        '[tool.poetry.dependencies]\npython = "^3.10"\n\n[tool.poetry.group.dev.dependencies]\n\n'
+        '[tool.other]\nsmprof = "not a dependency table"\n'
+    )
+    assert [f.line for f in result.edits] == [3, 4, 7]
+    assert [f.line for f in result.manual] == [10]
+
+
+def test_pipfile_packages_lose_the_profiler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from profstack.cli import main
+
+    # GIVEN a Pipfile (before: never scanned, so --check passed on it)
+    assert kind_of(PurePath("Pipfile")) == "pipfile"
+    (tmp_path / "Pipfile").write_text('[packages]\ntorch = "==2.3"\nsmprof = "*"\n\n[dev-packages]\nsmppy = "*"\n')
+    assert main(["migrate", "smprof", "--check", str(tmp_path)]) == 1
+    assert main(["migrate", "smprof", "--write", str(tmp_path)]) == 0
+    assert (tmp_path / "Pipfile").read_text() == '[packages]\ntorch = "==2.3"\n\n[dev-packages]\n'
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("name", ["environment.yml", "environment.yaml", "conda-gpu.yml", "env.conda.yaml"])
+def test_conda_environment_files_are_recognised(name: str) -> None:
+    assert kind_of(PurePath(name)) == "conda"
+
+
+def test_conda_environment_loses_the_profiler_pip_entries() -> None:
+    # GIVEN a conda environment whose pip section installs smprof (before: never scanned)
+    text = (
+        "name: train\n"
+        "dependencies:\n"
+        "  - python=3.10\n"
+        "  - pip\n"
+        "  - pip:\n"
+        "      - torch==2.3\n"
+        "      - smprof==0.3  # profiler\n"
+        "      - https://smppy.s3.amazonaws.com/pytorch/cu121/smppy-0.3-py3-none-any.whl\n"
+        "      - --extra-index-url https://smppy.s3.amazonaws.com/simple\n"
+    )
+    # WHEN rewritten
+    result = rewrite_dependencies("conda", text)
+    # THEN the two entries that install it go; the index option naming its bucket is reported
+    assert "smprof==0.3" not in result.source
+    assert "smppy-0.3" not in result.source
+    assert "      - torch==2.3\n" in result.source
+    assert [f.line for f in result.edits] == [7, 8]
+    assert [f.line for f in result.manual] == [9]
+    assert not rewrite_dependencies("conda", result.source).changed

@@ -375,3 +375,17 @@ def test_cli_keeps_line_endings_bom_and_declared_encoding(tmp_path: Path) -> Non
     )
     # AND the tree now passes the gate
     assert main(["migrate", "smprof", "--check", str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'from setuptools import setup\n\nsetup(name="t", install_requires=["torch", "smprof>=0.3"])\n',
+        'EXTRAS = {"profiling": ["smppy==0.3.1; python_version < \'3.10\'"]}\n',
+    ],
+)
+def test_check_flags_requirement_strings_in_setup_py(source: str) -> None:
+    # GIVEN a setup.py requiring smprof with a version (before: only the bare "smprof" was flagged,
+    # so --check passed on setup.py files that still install it)
+    # WHEN scanned THEN the line is reported
+    assert [f.line for f in remaining_uses(source)] == [source.count("\n", 0, source.index("smp")) + 1]
