@@ -253,12 +253,20 @@ class _Analysis(cst.CSTVisitor):
     def _bind_import(self, small: cst.BaseSmallStatement) -> None:
         if isinstance(small, cst.Import):
             for alias in small.names:
+                if _root(alias) in SMPROF_MODULES and alias.asname and "." in (dotted(alias.name) or ""):
+                    # `import smppy.x as p` binds the submodule: its API is not the one mapped here
+                    self.block_use(small, f"`{dotted(alias.name)}` is a submodule with no known torch.profiler mapping")
+                    continue
                 if _root(alias) in SMPROF_MODULES:
                     name = alias.asname.name if alias.asname else None
                     bound = dotted(name) if isinstance(name, cst.Name) else (dotted(alias.name) or "").split(".")[0]
                     self.aliases.add(bound or "")
             return
         assert isinstance(small, cst.ImportFrom)
+        module = dotted(small.module) if small.module is not None else ""
+        if module and "." in module:
+            self.block_use(small, f"`from {module} import ...`: a submodule with no known torch.profiler mapping")
+            return
         if isinstance(small.names, cst.ImportStar):
             self.block_use(small, "`from ... import *` of the profiler module: name what you use")
             return

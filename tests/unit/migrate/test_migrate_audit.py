@@ -389,3 +389,26 @@ def test_check_flags_requirement_strings_in_setup_py(source: str) -> None:
     # so --check passed on setup.py files that still install it)
     # WHEN scanned THEN the line is reported
     assert [f.line for f in remaining_uses(source)] == [source.count("\n", 0, source.index("smp")) + 1]
+
+
+@pytest.mark.parametrize(
+    ("source", "why"),
+    [
+        ('import smppy.profiler as prof\n\nwith prof.annotate("a"):\n    pass\n', "submodule"),
+        ('from smprof.core import annotate\n\nwith annotate("a"):\n    pass\n', "submodule"),
+    ],
+)
+def test_submodule_imports_are_not_mapped_as_the_package(source: str, why: str) -> None:
+    # GIVEN a submodule of the profiler package bound to a name (an API the mapping does not know)
+    # WHEN rewritten THEN the file is left alone and reported (before: `prof.annotate` was mapped as
+    # if it were smppy.annotate, a guess)
+    result = rewrite_source(source)
+    assert not result.changed
+    assert any(f.line == 1 and why in f.message for f in result.manual), result.manual
+
+
+def test_importing_a_submodule_without_alias_still_maps_the_package() -> None:
+    # `import smprof.utils` binds `smprof` itself: its top-level API is the one mapped
+    result = rewrite_source('import smprof.utils\n\nwith smprof.annotate("a"):\n    pass\n')
+    assert 'with torch.profiler.record_function("a"):' in result.source
+    assert remaining_uses(result.source) == []
