@@ -764,36 +764,49 @@ def merge_expiry_rule(existing: Sequence[dict[str, Any]], *, days: int) -> list[
 
 
 def current_lifecycle_rules(s3: S3Client, bucket: str, *, expected_owner: str | None = None) -> list[dict[str, Any]]:
+    return _current_lifecycle(s3, bucket, expected_owner=expected_owner)[0]
+
+
+def _current_lifecycle(
+    s3: S3Client, bucket: str, *, expected_owner: str | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """(rules, TransitionDefaultMinimumObjectSize): the bucket's whole lifecycle configuration."""
 
     from botocore.exceptions import ClientError  # lazily: the `aws` extra
 
     from profstack.migrate.rule_output import owner_kwargs
 
     try:
-        rules: list[dict[str, Any]] = list(
-            s3.get_bucket_lifecycle_configuration(Bucket=bucket, **owner_kwargs(expected_owner))["Rules"]  # type: ignore[arg-type]
-        )
+        response = s3.get_bucket_lifecycle_configuration(Bucket=bucket, **owner_kwargs(expected_owner))
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "NoSuchLifecycleConfiguration":
-            return []
+            return [], None
         raise
-    return rules
+    rules: list[dict[str, Any]] = list(response["Rules"])  # type: ignore[arg-type]
+    return rules, response.get("TransitionDefaultMinimumObjectSize")
 
 
 def apply_expiry_rule(
     s3: S3Client, bucket: str, *, days: int, apply: bool, expected_owner: str | None = None
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Returns (merged rules, changed). Writes only with apply=True and only when something changes."""
+    """Returns (merged rules, changed). Writes only with apply=True and only when something changes.
+
+    PutBucketLifecycleConfiguration replaces the whole configuration: the bucket's other rules and
+    its TransitionDefaultMinimumObjectSize (omitted, it resets to all_storage_classes_128K) are
+    written back as they were."""
     from profstack.migrate.rule_output import owner_kwargs
 
-    existing = current_lifecycle_rules(s3, bucket, expected_owner=expected_owner)
+    existing, minimum_size = _current_lifecycle(s3, bucket, expected_owner=expected_owner)
     merged = merge_expiry_rule(existing, days=days)
     changed = merged != existing
     if apply and changed:
+        extra: dict[str, Any] = owner_kwargs(expected_owner)
+        if minimum_size:
+            extra["TransitionDefaultMinimumObjectSize"] = minimum_size
         s3.put_bucket_lifecycle_configuration(
             Bucket=bucket,
             LifecycleConfiguration={"Rules": merged},  # type: ignore[typeddict-item]
-            **owner_kwargs(expected_owner),
+            **extra,
         )
     return merged, changed
 

@@ -196,3 +196,39 @@ def test_expiry_rule_frees_the_versions_a_versioned_bucket_keeps(aws_credentials
         assert rule["Filter"] == {"Tag": {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}}
         # AND applying it again changes nothing
         assert apply_expiry_rule(s3, "versioned-out", days=30, apply=True)[1] is False
+
+
+def test_expiry_rule_keeps_the_buckets_transition_minimum_size(aws_credentials: None) -> None:
+    from profstack.migrate.legacy_profiler import apply_expiry_rule
+
+    s3 = boto3.client("s3", region_name=REGION)
+    own = {
+        "ID": "archive",
+        "Status": "Enabled",
+        "Filter": {"Prefix": "a/"},
+        "Transitions": [{"Days": 30, "StorageClass": "GLACIER"}],
+    }
+    with Stubber(s3) as stub:
+        # GIVEN a bucket whose lifecycle lets small objects transition (varies_by_storage_class)
+        stub.add_response(
+            "get_bucket_lifecycle_configuration",
+            {"Rules": [own], "TransitionDefaultMinimumObjectSize": "varies_by_storage_class"},
+            {"Bucket": "own-bucket", "ExpectedBucketOwner": ACCOUNT},
+        )
+        # WHEN the expiry rule is merged in THEN the put writes that setting back with both rules
+        # (before: it was omitted, and S3 reset it to all_storage_classes_128K, silently changing
+        # how the bucket's own Glacier rule treats small objects)
+        stub.add_response(
+            "put_bucket_lifecycle_configuration",
+            {},
+            {
+                "Bucket": "own-bucket",
+                "LifecycleConfiguration": {"Rules": ANY},
+                "ExpectedBucketOwner": ACCOUNT,
+                "TransitionDefaultMinimumObjectSize": "varies_by_storage_class",
+            },
+        )
+        rules, changed = apply_expiry_rule(s3, "own-bucket", days=30, apply=True, expected_owner=ACCOUNT)
+        stub.assert_no_pending_responses()
+    assert changed
+    assert rules[0] == own
