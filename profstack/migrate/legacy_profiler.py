@@ -838,6 +838,7 @@ def cleanup(
     apply: bool,
     expire_days: int = 30,
     delete_log_streams: bool = False,
+    on_object: Callable[[str, int], None] | None = None,
 ) -> CleanupResult:
     """Act on the verified findings only; with apply=False count what would be done and change nothing."""
     from profstack.migrate.rule_output import TaggingError, iter_prefix_keys, merge_object_tag
@@ -853,7 +854,9 @@ def cleanup(
             keys = iter_prefix_keys(
                 clients.s3, location.bucket, [location.prefix.rstrip("/") + "/"], expected_owner=owner
             )
-            for key, _size in keys:
+            for key, size in keys:
+                if on_object is not None:  # the exact listing: s3://bucket/key and its size
+                    on_object(f"s3://{location.bucket}/{key}", size)
                 if not apply:
                     result.tagged += 1
                     continue
