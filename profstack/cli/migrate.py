@@ -14,6 +14,7 @@ import codecs
 import difflib
 import io
 import os
+import re
 import sys
 import tempfile
 import tokenize
@@ -24,6 +25,8 @@ from typing import Any
 
 from profstack.cli import CliError
 
+# S3 general purpose bucket names: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", "cdk.out"})
 
 
@@ -149,15 +152,24 @@ def _process(path: Path, kind: str | None, text: str, args: argparse.Namespace) 
     return _Outcome(result.changed, result.source, result.edits, result.manual)
 
 
-def run_smprof(args: argparse.Namespace) -> int:
+def _check_launcher_values(args: argparse.Namespace) -> None:
+    """--user and --trace-bucket are written into launchers as string literals: only plain values."""
     from profstack.layout import LayoutError, user_tensorboard_prefix
-    from profstack.migrate.smprof import RewriteError
 
     if args.user is not None:
         try:
             user_tensorboard_prefix(args.user)
         except LayoutError as exc:
             raise CliError(str(exc)) from None
+    if args.trace_bucket is not None and not BUCKET_NAME.fullmatch(args.trace_bucket):
+        # a quote in it would break (or inject into) the launcher's code
+        raise CliError(f"--trace-bucket '{args.trace_bucket}' is not an S3 bucket name")
+
+
+def run_smprof(args: argparse.Namespace) -> int:
+    from profstack.migrate.smprof import RewriteError
+
+    _check_launcher_values(args)
     changed = needs_review = failed = 0
     for path, kind in _candidates(args.paths):
         try:

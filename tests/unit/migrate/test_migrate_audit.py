@@ -412,3 +412,23 @@ def test_importing_a_submodule_without_alias_still_maps_the_package() -> None:
     result = rewrite_source('import smprof.utils\n\nwith smprof.annotate("a"):\n    pass\n')
     assert 'with torch.profiler.record_function("a"):' in result.source
     assert remaining_uses(result.source) == []
+
+
+@pytest.mark.parametrize("bucket", ['x"+__import__("os").system("id")+"', "My_Bucket", "ab", "bucket/prefix"])
+def test_cli_refuses_a_trace_bucket_that_is_not_a_bucket_name(
+    bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from profstack.cli import main
+
+    # GIVEN a launcher and a --trace-bucket value that is not an S3 bucket name
+    launcher = tmp_path / "launch.py"
+    text = (
+        "from sagemaker.debugger import ProfilerConfig\nfrom sagemaker.pytorch import PyTorch\n\n"
+        "est = PyTorch(profiler_config=ProfilerConfig())\n"
+    )
+    launcher.write_text(text)
+    # WHEN written THEN it is a one-line usage error and the file is untouched (before: the value
+    # was pasted into a string literal, so a quote broke the launcher or injected code into it)
+    assert main(["migrate", "smprof", "--write", "--user", "alice", "--trace-bucket", bucket, str(launcher)]) == 2
+    assert "is not an S3 bucket name" in capsys.readouterr().err
+    assert launcher.read_text() == text
