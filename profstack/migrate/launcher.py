@@ -77,6 +77,8 @@ class _Analysis(cst.CSTVisitor):
         self.names: set[str] = set()  # local names of profiler classes
         self.sagemaker_modules: set[str] = set()  # local names bound to sagemaker modules
         self.rule_configs: set[str] = set()
+        self.rule_config_aliases: list[tuple[str, cst.ImportAlias]] = []
+        self.import_froms: list[cst.SimpleStatementLine] = []  # sagemaker from-imports, decided in finish()
         self.vars: set[str] = set()  # variables holding profiler configuration
         self.plan = StatementPlan()
         self.drop_aliases: set[int] = set()  # ImportAlias ids to drop
@@ -128,6 +130,7 @@ class _Analysis(cst.CSTVisitor):
                 self.mark(alias)
             elif name == "rule_configs":
                 self.rule_configs.add(local)
+                self.rule_config_aliases.append((local, alias))
             elif name in {"debugger", "shapes"}:
                 self.sagemaker_modules.add(local)
 
@@ -142,13 +145,29 @@ class _Analysis(cst.CSTVisitor):
             self.bound.add((dotted(alias.asname.name) if alias.asname else name.split(".")[0]) or "")
 
     def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
-        # after its children: visit_ImportFrom has marked the aliases to drop by now
         node = original_node
-        if len(node.body) != 1:
-            return
-        small = node.body[0]
-        if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-            if small.names and all(id(a) in self.drop_aliases for a in small.names):
+        if len(node.body) == 1 and isinstance(node.body[0], cst.ImportFrom):
+            self.import_froms.append(node)  # what goes is known once every use has been seen: finish()
+
+    def _drop_unused_rule_configs(self) -> None:
+        """`rule_configs` used only inside removed profiler rules goes too (an unused import, F401)."""
+        for local, alias in self.rule_config_aliases:
+            own = {id(n) for n in _walk(alias)}
+            live = [
+                n
+                for n in _walk(self.module)
+                if isinstance(n, cst.Name) and n.value == local and id(n) not in own and id(n) not in self.handled
+            ]
+            if not live:
+                self.drop_aliases.add(id(alias))
+
+    def _plan_imports(self) -> None:
+        for node in self.import_froms:
+            small = node.body[0]
+            assert isinstance(small, cst.ImportFrom)
+            if isinstance(small.names, cst.ImportStar) or not small.names:
+                continue
+            if all(id(a) in self.drop_aliases for a in small.names):
                 self.plan.remove[id(node)] = None
                 self.edits.append(Finding(self.line(node), "removed the SageMaker Profiler import"))
             elif any(id(a) in self.drop_aliases for a in small.names):
@@ -257,6 +276,9 @@ class _Analysis(cst.CSTVisitor):
         return "estimator"
 
     def finish(self) -> None:
+        if self.edits or self.calls:  # a launcher being rewritten: an import its removals leave unused goes
+            self._drop_unused_rule_configs()
+        self._plan_imports()
         watched = self.names | self.vars
         for node in _walk(self.module):
             if isinstance(node, cst.Name) and node.value in watched and id(node) not in self.handled:

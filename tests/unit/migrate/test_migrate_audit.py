@@ -432,3 +432,45 @@ def test_cli_refuses_a_trace_bucket_that_is_not_a_bucket_name(
     assert main(["migrate", "smprof", "--write", "--user", "alice", "--trace-bucket", bucket, str(launcher)]) == 2
     assert "is not an S3 bucket name" in capsys.readouterr().err
     assert launcher.read_text() == text
+
+
+def test_rule_configs_used_only_by_profiler_rules_is_removed_with_them(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    # GIVEN a launcher whose only rule is the profiler report
+    source = _src(
+        """
+        from sagemaker.debugger import ProfilerRule, rule_configs
+        from sagemaker.pytorch import PyTorch
+
+        est = PyTorch(
+            entry_point="t.py",
+            rules=[ProfilerRule.sagemaker(rule_configs.ProfilerReport())],
+        )
+        """
+    )
+    # WHEN rewritten
+    result = rewrite_source(source)
+    # THEN rule_configs goes with the rule (before: `from sagemaker.debugger import rule_configs`
+    # stayed, unused: ruff F401 on the converted launcher)
+    assert "rule_configs" not in result.source
+    (tmp_path / "launch.py").write_text(result.source)
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    run = subprocess.run(
+        [ruff, "check", "--isolated", "--select", "E,F", "--output-format", "concise", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout
+    # AND a Debugger rule keeps it
+    kept = rewrite_source(
+        source.replace(
+            "rules=[ProfilerRule.sagemaker(rule_configs.ProfilerReport())]",
+            "rules=[ProfilerRule.sagemaker(rule_configs.ProfilerReport()), "
+            "Rule.sagemaker(rule_configs.vanishing_gradient())]",
+        ).replace("import ProfilerRule, rule_configs", "import ProfilerRule, Rule, rule_configs")
+    ).source
+    assert "from sagemaker.debugger import Rule, rule_configs" in kept
