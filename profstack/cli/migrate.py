@@ -74,10 +74,12 @@ class _Outcome:
     manual: list[Any] = field(default_factory=list)
 
 
-def _candidates(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
-    """(file, dependency kind or None for Python) of each file to process, each once. A requirements
-    file's `-r`/`-c` includes are requirements files too, whatever their name (`-r base.txt`), when they
-    lie under one of the given paths (never a file outside what was asked for)."""
+def _candidates(paths: list[Path]) -> Iterator[tuple[Path, str | None, str | None]]:
+    """(file, dependency kind or None for Python, why it is not processed or None) of each file, each
+    once. A requirements file's `-r`/`-c` includes are requirements files too, whatever their name
+    (`-r base.txt`), when they lie under one of the given paths (never a file outside what was asked
+    for). A symbolic link is followed to its file, which is rewritten in place (the link stays a link),
+    when that file lies under a given path; a link out of them is reported, not followed."""
     from profstack.migrate.dependencies import kind_of
 
     seen: set[Path] = set()
@@ -101,7 +103,12 @@ def _candidates(paths: list[Path]) -> Iterator[tuple[Path, str | None]]:
         if key in seen:
             continue
         seen.add(key)
-        yield path, kind
+        if path.is_symlink():
+            if not any(key.is_relative_to(root) for root in roots):
+                yield path, kind, f"a link to {key}, outside the given paths: not rewritten"
+                continue
+            path = key
+        yield path, kind, None
         if kind == "requirements":
             pending += [(p, "requirements") for p in _includes(path, roots) if p.resolve() not in seen]
 
@@ -171,7 +178,11 @@ def run_smprof(args: argparse.Namespace) -> int:
 
     _check_launcher_values(args)
     changed = needs_review = failed = 0
-    for path, kind in _candidates(args.paths):
+    for path, kind, skipped in _candidates(args.paths):
+        if skipped is not None:
+            print(f"{path}: needs review: {skipped}", file=sys.stderr)
+            needs_review += 1
+            continue
         try:
             original, encoding = _read(path, kind)
         except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:  # SyntaxError: a bad coding line

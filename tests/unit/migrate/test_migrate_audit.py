@@ -474,3 +474,32 @@ def test_rule_configs_used_only_by_profiler_rules_is_removed_with_them(tmp_path:
         ).replace("import ProfilerRule, rule_configs", "import ProfilerRule, Rule, rule_configs")
     ).source
     assert "from sagemaker.debugger import Rule, rule_configs" in kept
+
+
+def test_cli_rewrites_a_links_file_and_never_one_outside_the_tree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from profstack.cli import main
+
+    # GIVEN a tree with a script, a link to it, and a link to a script outside the tree
+    script = 'import smprof\nwith smprof.annotate("a"):\n    pass\n'
+    repo, outside = tmp_path / "repo", tmp_path / "outside"
+    repo.mkdir()
+    outside.mkdir()
+    (outside / "lib.py").write_text(script)
+    (repo / "real.py").write_text(script)
+    (repo / "link_in.py").symlink_to("real.py")
+    (repo / "link_out.py").symlink_to(outside / "lib.py")
+    # WHEN written
+    main(["migrate", "smprof", "--write", str(repo)])
+    err = capsys.readouterr().err
+    # THEN the linked file is converted and both links stay links (before: link_in.py, first in
+    # order, became a converted regular copy and real.py, the same file, was skipped and kept smprof;
+    # link_out.py became a copy too)
+    assert (repo / "link_in.py").is_symlink()
+    assert (repo / "link_out.py").is_symlink()
+    assert "torch.profiler.record_function" in (repo / "real.py").read_text()
+    # AND the file outside the tree is untouched, and reported
+    assert (outside / "lib.py").read_text() == script
+    assert "link_out.py: needs review: a link to" in err
+    assert main(["migrate", "smprof", "--check", str(repo)]) == 1
