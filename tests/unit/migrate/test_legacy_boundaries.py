@@ -232,3 +232,92 @@ def test_expiry_rule_keeps_the_buckets_transition_minimum_size(aws_credentials: 
         stub.assert_no_pending_responses()
     assert changed
     assert rules[0] == own
+
+
+def test_cleanup_tags_exactly_the_jobs_keys_and_no_look_alike(aws_credentials: None) -> None:
+    from moto import mock_aws
+
+    from profstack.migrate.legacy_profiler import audit
+
+    # GIVEN job-a's legacy output with keys holding unicode, spaces and `..`, and look-alikes beside
+    # it that are not job-a's Profiler output (a guard: the prefixes are exact, this passed before)
+    legacy = [
+        "jobs/job-a/rule-output/ProfilerReport/profiler-report.html",
+        "jobs/job-a/rule-output/ProfilerReport/ümlaut report.html",
+        "jobs/job-a/rule-output/../escape.json",  # a literal key under the prefix: S3 does not resolve `..`
+        "jobs/job-a/profiler-output/framework/trace 1.json",
+    ]
+    look_alikes = [
+        "jobs/job-a/rule-output-backup/keep.json",
+        "jobs/job-a/profiler-output-other-tool/keep.json",
+        "jobs/job-a/rule-output",  # an object named like the folder, not inside it
+        "jobs/job-a-2/rule-output/keep.json",  # another job (not profiled) whose name starts the same
+        "jobs/escape.json",
+        "datasets/jobs/job-a/rule-output/keep.json",
+    ]
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="own-bucket")
+        for key in legacy + look_alikes:
+            s3.put_object(Bucket="own-bucket", Key=key, Body=b"x")
+        sm = boto3.client("sagemaker", region_name=REGION)
+        with Stubber(sm) as sm_stub:
+            job = _job("job-a", "s3://own-bucket/jobs")
+            sm_stub.add_response("list_training_jobs", _list([job]), LIST_PARAMS)
+            sm_stub.add_response("describe_training_job", job, {"TrainingJobName": "job-a"})
+            report = audit(sm, s3, since_days=30, now=NOW, expected_owner=ACCOUNT)
+        clients = AccountClients(sagemaker=sm, s3=s3, account_id=ACCOUNT)
+        # WHEN a dry run lists what it would tag THEN exactly job-a's objects, each once
+        listed: list[str] = []
+        cleanup(report, clients, apply=False, on_object=lambda uri, size: listed.append(uri))
+        assert sorted(listed) == sorted(f"s3://own-bucket/{k}" for k in legacy)
+        # WHEN applied THEN those carry the tag and no look-alike does
+        assert cleanup(report, clients, apply=True).tagged == len(legacy)
+        tag = {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}
+        for key in legacy:
+            assert tag in s3.get_object_tagging(Bucket="own-bucket", Key=key)["TagSet"], key
+        for key in look_alikes:
+            assert s3.get_object_tagging(Bucket="own-bucket", Key=key)["TagSet"] == [], key
+
+
+def test_cleanup_follows_the_listing_past_its_first_page(stubbed: tuple[AccountClients, Stubber, Stubber]) -> None:
+    clients, sm_stub, s3_stub = stubbed
+    # GIVEN a prefix whose listing comes in two pages (S3 returns 1,000 keys a page)
+    job = _job("job-a", "s3://own-bucket/jobs")
+    sm_stub.add_response("list_training_jobs", _list([job]), LIST_PARAMS)
+    sm_stub.add_response("describe_training_job", job, {"TrainingJobName": "job-a"})
+    sm_stub.add_response("list_apps", {"Apps": []}, {})
+    prefix = "jobs/job-a/rule-output/"
+    first = [f"{prefix}a-{i:04d}" for i in range(1000)]
+    second = [f"{prefix}b-{i}" for i in range(3)]
+
+    def pages() -> None:
+        base = {"Bucket": "own-bucket", "Prefix": prefix, "ExpectedBucketOwner": ACCOUNT}
+        s3_stub.add_response(
+            "list_objects_v2",
+            {"Contents": [{"Key": k, "Size": 1} for k in first], "IsTruncated": True, "NextContinuationToken": "t1"},
+            base,
+        )
+        s3_stub.add_response(
+            "list_objects_v2",
+            {"Contents": [{"Key": k, "Size": 1} for k in second], "IsTruncated": False},
+            {**base, "ContinuationToken": "t1"},
+        )
+
+    pages()
+    _listing(s3_stub, "own-bucket", "jobs/job-a/profiler-output/", [])
+    report = audit_account(clients, since_days=30, now=NOW)
+    # WHEN a dry run counts what it would tag THEN both pages, 1,003 objects, are there
+    assert sum(f.bytes or 0 for f in report.found) == 1003
+    pages()
+    s3_stub.add_client_error(
+        "get_bucket_lifecycle_configuration",
+        service_error_code="NoSuchLifecycleConfiguration",
+        http_status_code=404,
+        expected_params={"Bucket": "own-bucket", "ExpectedBucketOwner": ACCOUNT},
+    )
+    listed: list[str] = []
+    result = cleanup(report, clients, apply=False, on_object=lambda uri, size: listed.append(uri))
+    s3_stub.assert_no_pending_responses()
+    assert result.tagged == 1003
+    assert len(set(listed)) == 1003
