@@ -145,7 +145,13 @@ class BatchJobRequest:
 
 def create_tagging_job(s3: S3Client, s3control: S3ControlClient, request: BatchJobRequest, manifest: bytes) -> str:
     """Upload the manifest, then create the S3 Batch Operations tagging job. Returns the job id."""
-    put = s3.put_object(Bucket=request.manifest_bucket, Key=request.manifest_key, Body=manifest, ContentType="text/csv")
+    put = s3.put_object(
+        Bucket=request.manifest_bucket,
+        Key=request.manifest_key,
+        Body=manifest,
+        ContentType="text/csv",
+        ExpectedBucketOwner=request.account_id,
+    )
     etag = str(put["ETag"]).strip('"')
     tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
     params: dict[str, Any] = {

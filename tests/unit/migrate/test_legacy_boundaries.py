@@ -321,3 +321,41 @@ def test_cleanup_follows_the_listing_past_its_first_page(stubbed: tuple[AccountC
     s3_stub.assert_no_pending_responses()
     assert result.tagged == 1003
     assert len(set(listed)) == 1003
+
+
+def test_tag_rule_output_refuses_another_accounts_bucket(
+    stubbed: tuple[AccountClients, Stubber, Stubber],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import profstack.cli.legacy as legacy_cli
+    from profstack.cli import main
+
+    clients, sm_stub, s3_stub = stubbed
+    # GIVEN `legacy tag-rule-output --bucket partner-bucket`, a bucket of another account that holds
+    # a profiled job's output (S3 answers 403 when this account is named as the owner)
+    job = _job("job-x", "s3://partner-bucket/jobs")
+    sm_stub.add_response("list_training_jobs", _list([job]), LIST_PARAMS)
+    sm_stub.add_response("describe_training_job", job, {"TrainingJobName": "job-x"})
+    sts = boto3.client("sts", region_name=REGION)
+    services = {"sagemaker": clients.sagemaker, "s3": clients.s3, "sts": sts}
+    monkeypatch.setattr(legacy_cli, "make_client", lambda service, region: services[service])
+    s3_stub.add_client_error(
+        "list_objects_v2",
+        service_error_code="AccessDenied",
+        http_status_code=403,
+        expected_params={
+            "Bucket": "partner-bucket",
+            "Prefix": "jobs/job-x/rule-output/",
+            "ExpectedBucketOwner": ACCOUNT,
+        },
+    )
+    with Stubber(sts) as sts_stub:
+        sts_stub.add_response(
+            "get_caller_identity", {"Account": ACCOUNT, "Arn": f"arn:aws:iam::{ACCOUNT}:user/a", "UserId": "A"}
+        )
+        # WHEN applied THEN one line, exit 2, and no tagging call was made (before: the listing named no
+        # owner, and the other account's objects were tagged for expiry)
+        assert main(["legacy", "tag-rule-output", "--bucket", "partner-bucket", "--apply"]) == 2
+    assert "AccessDenied" in capsys.readouterr().err
+    s3_stub.assert_no_pending_responses()
