@@ -714,7 +714,11 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
             analysis.plan.remove[id(stmt)] = None
         analysis.edits.append(Finding(analysis.line(stmt), "profiler import -> import torch.profiler"))
     if analysis.singleton_needed:
-        anchor = _last_top_level_import(module) or analysis.import_stmts[0]
+        anchor = _singleton_anchor(module, analysis)
+        if anchor is None:
+            line = analysis.line(analysis.import_stmts[0])
+            why = "the profiler is imported inside a block but its singleton is used: import it at the top, then rerun"
+            return module, [], [Finding(line, why)]
         analysis.plan.insert_after[id(anchor)] = [
             "\n_profiler = " + profile_call(schedule=schedule.get("_profiler", False)) + "\n"
         ]
@@ -749,6 +753,22 @@ def _last_top_level_import(module: cst.Module) -> cst.CSTNode | None:
             last = stmt
         elif last is not None or not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr)):
             break
+    return last
+
+
+def _singleton_anchor(module: cst.Module, analysis: _Analysis) -> cst.CSTNode | None:
+    """The module-level statement after which `_profiler = torch.profiler.profile(...)` goes: after the
+    leading imports, unless the profiler import (which becomes `import torch.profiler`) comes later
+    (`sys.path.insert(...)` first), then right after it. None when that import is not at module level
+    (inside a function or an `if`): the module-level singleton could not see torch there."""
+    first = analysis.import_stmts[0]
+    body = list(module.body)
+    position = next((i for i, stmt in enumerate(body) if stmt is first), None)
+    if position is None:
+        return None
+    last = _last_top_level_import(module)
+    if last is None or next(i for i, stmt in enumerate(body) if stmt is last) < position:
+        return first
     return last
 
 

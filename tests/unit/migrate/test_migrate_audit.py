@@ -503,3 +503,48 @@ def test_cli_rewrites_a_links_file_and_never_one_outside_the_tree(
     assert (outside / "lib.py").read_text() == script
     assert "link_out.py: needs review: a link to" in err
     assert main(["migrate", "smprof", "--check", str(repo)]) == 1
+
+
+def test_inline_singleton_after_a_late_profiler_import_is_defined_after_torch() -> None:
+    # GIVEN the inline singleton, and the profiler imported after `sys.path.insert(...)` (SageMaker
+    # entry points often do this)
+    source = _src(
+        """
+        import sys
+        sys.path.insert(0, "/opt/ml/code")
+        import smprof
+
+
+        def train(data, opt):
+            smprof.SMProfiler.instance().start_profiling()
+            for _batch in data:
+                opt.step()
+            smprof.SMProfiler.instance().stop_profiling()
+        """
+    )
+    # WHEN rewritten
+    result = rewrite_source(source)
+    # THEN `_profiler = torch.profiler.profile(...)` comes after `import torch.profiler` (before: it
+    # was put after `import sys`, above the import: NameError on `torch` when the module loads)
+    lines = result.source.splitlines()
+    assert lines.index("import torch.profiler") < lines.index("_profiler = torch.profiler.profile(")
+    assert lines.index("import os") < lines.index("_profiler = torch.profiler.profile(")
+
+
+def test_inline_singleton_with_the_import_inside_a_function_is_refused() -> None:
+    source = _src(
+        """
+        def train(data, opt):
+            import smprof
+
+            smprof.SMProfiler.instance().start_profiling()
+            for _batch in data:
+                opt.step()
+            smprof.SMProfiler.instance().stop_profiling()
+        """
+    )
+    # WHEN rewritten THEN nothing changes and the import is reported (before: the module-level
+    # singleton was written, referring to a torch imported only inside train(): NameError on load)
+    result = rewrite_source(source)
+    assert not result.changed
+    assert any(f.line == 2 and "import it at the top" in f.message for f in result.manual), result.manual
