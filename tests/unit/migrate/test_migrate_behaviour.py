@@ -1,6 +1,8 @@
 """The codemod preserves behaviour: a generated smprof program, run against a recording stand-in for
 smprof, opens and closes the same ranges in the same order as its rewrite run against a recording
-stand-in for torch.profiler (record_function enter/exit, profiler start/stop).
+stand-in for torch.profiler (record_function enter/exit, profiler start/stop). With the profiler
+imported after `sys.path.insert(...)` or inside a function, this is what found the inline singleton
+defined above `import torch.profiler` (NameError on load).
 
 The stand-ins are small on purpose: what is compared is the sequence of ("enter", label),
 ("exit", label), "start" and "stop" events, which is what a trace's ranges are built from.
@@ -47,6 +49,16 @@ _FRAGMENTS = [
     "smprof.SMProfiler.instance().start_profiling()\nfor b in data:\n    opt.step()\n"
     "smprof.SMProfiler.instance().stop_profiling()",
     'if True:\n    smprof.annotation_begin("n")\n    for i in range(2):\n        pass\n    smprof.annotation_end("n")',
+]
+
+
+# what comes before the profiler import: nothing, a path tweak first (SageMaker entry points), a
+# docstring, a __future__ import
+_PRELUDES = [
+    "",
+    "import sys\nsys.path.insert(0, '/opt/ml/code')\n",
+    '"""Train."""\nimport sys\n',
+    "from __future__ import annotations\n",
 ]
 
 
@@ -159,22 +171,28 @@ def _run(source: str, modules: Callable[[Log], dict[str, types.ModuleType]], *, 
 
 
 @pytest.mark.slow  # ~10 s on a shared core: run by `make test`
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     imports=st.sampled_from(_IMPORTS),
     fragments=st.lists(st.sampled_from(_FRAGMENTS), min_size=1, max_size=4, unique=True),
     in_function=st.booleans(),
+    prelude=st.sampled_from(_PRELUDES),
+    import_inside=st.booleans(),
 )
 def test_rewritten_programs_open_and_close_the_same_ranges(
-    imports: str, fragments: list[str], in_function: bool
+    imports: str, fragments: list[str], in_function: bool, prelude: str, import_inside: bool
 ) -> None:
-    # GIVEN a program that runs cleanly against smprof
+    # GIVEN a program that runs cleanly against smprof: its code at module level or in main(), the
+    # profiler imported at the top (after a prelude) or inside main()
     body = "\n".join(fragments)
     if imports.startswith("from smprof"):
         body = body.replace("smprof.", "")
-    if in_function:
-        body = "def main():\n" + textwrap.indent(body, "    ")
-    source = imports + "\n" + body + "\n"
+    if in_function and import_inside:
+        source = prelude + "def main():\n" + textwrap.indent(imports + "\n" + body, "    ") + "\n"
+    elif in_function:
+        source = prelude + imports + "\ndef main():\n" + textwrap.indent(body, "    ") + "\n"
+    else:
+        source = prelude + imports + "\n" + body + "\n"
     before, error = _run(source, _smprof, call_main=in_function)
     if error:
         return
