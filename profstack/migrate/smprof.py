@@ -143,6 +143,7 @@ class _Analysis(cst.CSTVisitor):
         self.config_names: set[str] = set()
         self.annotations: list[_Annotation] = []
         self.singleton_needed = False
+        self.instance_sites = 0  # SMProfiler.instance() calls: more than one share one profile object
         self.uses_os = False
         self.uses_torch = False
         self._starts: list[tuple[str, cst.SimpleStatementLine]] = []
@@ -301,6 +302,7 @@ class _Analysis(cst.CSTVisitor):
             self.mark(value)
             self.mark(target)
             self.profilers[target_code] = _Profiler(code=target_code, assign=stmt)
+            self.instance_sites += 1
             self.edits.append(Finding(self.line(stmt), "SMProfiler.instance() -> torch.profiler.profile(...)"))
             return
         if isinstance(value, cst.Call) and self.member(value.func) == "Config" and isinstance(target, cst.Name):
@@ -342,6 +344,7 @@ class _Analysis(cst.CSTVisitor):
             return
         if self.is_instance_call(owner):
             self.singleton_needed = True
+            self.instance_sites += 1
             self.mark(owner)
             self.expr_replace[id(owner)] = "_profiler"
             owner_code = "_profiler"
@@ -632,12 +635,15 @@ class _Analysis(cst.CSTVisitor):
 
 
 class _Rewrite(PlannedTransformer):
-    def __init__(self, analysis: _Analysis, *, schedule: dict[str, bool]) -> None:
+    def __init__(self, analysis: _Analysis, *, schedule: dict[str, bool], shared: bool = False) -> None:
         super().__init__(analysis.plan)
         self.a = analysis
         self.schedule = schedule
+        self.shared = shared  # every instance() site is the module-level `_profiler`
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        if self.a.is_instance_call(original_node.value) and self.shared:
+            return updated_node.with_changes(value=cst.Name("_profiler"))
         if self.a.is_instance_call(original_node.value):
             code = self.a.code(original_node.targets[0].target)
             return updated_node.with_changes(
@@ -693,6 +699,12 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
         return module, [], sorted(set(analysis.blocking))
     schedule: dict[str, bool] = {}
     manual: list[Finding] = []
+    # SMProfiler.instance() is a singleton: with more than one call site (a start in one function and
+    # the stop in another, an instance in a variable and one inline) every site must be the same
+    # profile object, or stop() lands on a profiler that never started and no trace is written
+    shared = analysis.instance_sites > 1
+    if shared:
+        analysis.singleton_needed = True
     for code, profiler in analysis.profilers.items():
         schedule[code] = bool(profiler.loops) and not profiler.loop_missing
         for line in profiler.loop_missing:
@@ -719,10 +731,14 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
             line = analysis.line(analysis.import_stmts[0])
             why = "the profiler is imported inside a block but its singleton is used: import it at the top, then rerun"
             return module, [], [Finding(line, why)]
-        analysis.plan.insert_after[id(anchor)] = [
-            "\n_profiler = " + profile_call(schedule=schedule.get("_profiler", False)) + "\n"
-        ]
-    new = module.visit(_Rewrite(analysis, schedule=schedule))
+        profilers = analysis.profilers.values()
+        scheduled = (
+            any(p.loops for p in profilers) and not any(p.loop_missing for p in profilers)
+            if shared
+            else schedule.get("_profiler", False)
+        )
+        analysis.plan.insert_after[id(anchor)] = ["\n_profiler = " + profile_call(schedule=scheduled) + "\n"]
+    new = module.visit(_Rewrite(analysis, schedule=schedule, shared=shared))
     return new, sorted(set(analysis.edits)), manual
 
 

@@ -205,3 +205,54 @@ def test_rewritten_programs_open_and_close_the_same_ranges(
     after, error = _run(result.source, _torch, call_main=in_function)
     assert error == "", result.source
     assert after == before, result.source
+
+
+class _StrictProfiler(_Profiler):
+    """torch.profiler.profile's rule: stop() only after start(), once."""
+
+    running = False
+
+    def start(self) -> None:
+        assert not self.running, "started twice"
+        self.running = True
+        super().start()
+
+    def stop(self) -> None:
+        assert self.running, "stop() on a profiler that never started"
+        self.running = False
+        super().stop()
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        # start in one function, stop in another, each with its own instance() call
+        "import smprof\n\n\ndef begin():\n    prof = smprof.SMProfiler.instance()\n    prof.start_profiling()\n\n\n"
+        "def end():\n    prof = smprof.SMProfiler.instance()\n    prof.stop_profiling()\n\n\n"
+        "begin()\nfor b in data:\n    opt.step()\nend()\n",
+        # an instance in a variable, stopped inline
+        "import smprof\n\nP = smprof.SMProfiler.instance()\nP.start_profiling()\nfor b in data:\n    opt.step()\n"
+        "smprof.SMProfiler.instance().stop_profiling()\n",
+    ],
+)
+def test_every_instance_call_is_the_same_profiler(program: str) -> None:
+    # GIVEN SMProfiler.instance() called at more than one site (it is a singleton)
+    # WHEN rewritten and run against a profiler that only stops what it started
+    result = rewrite_source(program)
+    assert result.changed
+    log: Log = []
+    created: list[_StrictProfiler] = []
+
+    def profile(**kwargs: Any) -> _StrictProfiler:
+        created.append(_StrictProfiler(log))
+        return created[-1]
+
+    modules = _torch(log)
+    modules["torch.profiler"].__dict__["profile"] = profile
+    namespace: dict[str, Any] = {"opt": _Anything(), "data": [1, 2]}
+    with _modules(modules):
+        exec(compile(result.source, "<program>", "exec"), namespace)
+    # THEN one profile object is started and stopped (before: one per site, so stop() went to a
+    # profiler that never started and the started one was never stopped: no trace written)
+    assert len(created) == 1, result.source
+    assert log == ["start", "stop"]
