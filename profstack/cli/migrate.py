@@ -91,10 +91,10 @@ def _candidates(paths: list[Path]) -> Iterator[tuple[Path, str | None, str | Non
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
                 for name in sorted(files):
                     candidate = Path(root) / name
-                    if candidate.suffix == ".py" or kind_of(candidate) is not None:
-                        pending.append((candidate, kind_of(candidate)))
+                    if candidate.suffix in {".py", ".ipynb"} or kind_of(candidate) is not None:
+                        pending.append((candidate, _kind(candidate)))
         elif path.is_file():
-            pending.append((path, kind_of(path)))
+            pending.append((path, _kind(path)))
         else:
             raise CliError(f"{path}: no such file or directory")
     while pending:
@@ -111,6 +111,12 @@ def _candidates(paths: list[Path]) -> Iterator[tuple[Path, str | None, str | Non
         yield path, kind, None
         if kind == "requirements":
             pending += [(p, "requirements") for p in _includes(path, roots) if p.resolve() not in seen]
+
+
+def _kind(path: Path) -> str | None:
+    from profstack.migrate.dependencies import kind_of
+
+    return "notebook" if path.suffix == ".ipynb" else kind_of(path)
 
 
 def _includes(path: Path, roots: list[Path]) -> list[Path]:
@@ -149,6 +155,10 @@ def _process(path: Path, kind: str | None, text: str, args: argparse.Namespace) 
     from profstack.migrate.launcher import LauncherOptions
     from profstack.migrate.smprof import rewrite_source
 
+    if kind == "notebook":
+        from profstack.migrate.scan import notebook_uses
+
+        return _Outcome(False, text, [], notebook_uses(text))
     if kind is not None:
         dep = rewrite_dependencies(kind, text)
         return _Outcome(dep.changed, dep.source, dep.edits, dep.manual)

@@ -12,6 +12,8 @@ Lightning's `Profiler` or another library's `ProfilerConfig` is not the Profiler
 from __future__ import annotations
 
 import ast
+import json
+import re
 from dataclasses import dataclass, field
 
 from profstack.migrate._cst import Finding
@@ -148,3 +150,31 @@ def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:
         method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
         return bound.boto or bound.sagemaker or method in TRAINING_JOB_CALLS
     return bound.sagemaker
+
+
+_NOTEBOOK_MENTION = re.compile(r"\b(?:smprof|smppy)\b|smdebug\.profiler", re.IGNORECASE)
+
+
+def notebook_uses(text: str) -> list[Finding]:
+    """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0).
+
+    Notebooks are reported, never rewritten: a cell is Python plus IPython magics (`%pip install
+    smprof`, `!pip ...`), which the codemods do not parse. Unreadable JSON is one finding."""
+    try:
+        cells = json.loads(text).get("cells", [])
+    except (ValueError, AttributeError):
+        return [Finding(0, "not a readable notebook (JSON)")]
+    found: list[Finding] = []
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        code = "".join(source) if isinstance(source, list) else str(source)
+        python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
+        uses = [f.message for f in remaining_uses(python) if not f.message.startswith("cannot parse")]
+        if uses or _NOTEBOOK_MENTION.search(code):
+            why = uses[0] if uses else "names smprof/smppy (a magic or pip line)"
+            found.append(
+                Finding(0, f"cell {number}: {why}; notebooks are not rewritten: convert it by hand or export to .py")
+            )
+    return found

@@ -548,3 +548,48 @@ def test_inline_singleton_with_the_import_inside_a_function_is_refused() -> None
     result = rewrite_source(source)
     assert not result.changed
     assert any(f.line == 2 and "import it at the top" in f.message for f in result.manual), result.manual
+
+
+def _notebook(*cells: tuple[str, str]) -> str:
+    import json
+
+    return json.dumps(
+        {
+            "cells": [
+                {"cell_type": kind, "metadata": {}, "source": source.splitlines(keepends=True)}
+                for kind, source in cells
+            ],
+            "metadata": {},
+            "nbformat": 4,
+            "nbformat_minor": 5,
+        }
+    )
+
+
+def test_cli_check_reports_notebooks_that_use_the_profiler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from profstack.cli import main
+
+    # GIVEN a SageMaker Studio notebook installing and using smppy, one launching with ProfilerConfig,
+    # and a clean notebook
+    used = _notebook(
+        ("markdown", "# Profiling with smppy\n"),
+        ("code", "%pip install smppy\n"),
+        ("code", "import smppy\n\nprof = smppy.SMProfiler.instance()\n"),
+    )
+    launcher = _notebook(("code", "from sagemaker.debugger import ProfilerConfig\n\npc = ProfilerConfig()\n"))
+    clean = _notebook(("code", "import torch\n%matplotlib inline\n"))
+    for name, text in (("train.ipynb", used), ("launch.ipynb", launcher), ("clean.ipynb", clean)):
+        (tmp_path / name).write_text(text)
+    # WHEN checked (before: notebooks were never read, so --check passed on them)
+    assert main(["migrate", "smprof", "--check", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    # THEN each cell that uses the Profiler is reported by number, and only those
+    assert "train.ipynb: needs review: cell 2:" in err
+    assert "train.ipynb: needs review: cell 3: imports smppy" in err
+    assert "launch.ipynb: needs review: cell 1: imports ProfilerConfig" in err
+    assert "clean.ipynb" not in err
+    assert "train.ipynb: needs review: cell 1:" not in err  # the markdown cell is not code
+    # AND --write never edits a notebook
+    assert main(["migrate", "smprof", "--write", str(tmp_path)]) == 0
+    assert (tmp_path / "train.ipynb").read_text() == used
+    assert main(["migrate", "smprof", "--check", str(tmp_path / "clean.ipynb")]) == 0
