@@ -229,6 +229,18 @@ class _Analysis(cst.CSTVisitor):
             drop = (keyword in LOWER_KEYWORDS and self.uses_sagemaker) or (
                 keyword in BOTO_KEYWORDS and (self.uses_boto or self.uses_sagemaker or method in TRAINING_JOB_CALLS)
             )
+            if drop and keyword == "ProfilerConfig" and _disables_profiler(arg.value):
+                continue  # `ProfilerConfig={"DisableProfiler": True}` turns the Profiler off: keep it
+            if drop and method == "update_training_job":
+                # UpdateTrainingJob takes no TensorBoardOutputConfig or Tags: nothing to swap it for
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"update_training_job({keyword}=...) changes a running job's Profiler: remove it by hand "
+                        '(ProfilerConfig={"DisableProfiler": True} turns it off)',
+                    )
+                )
+                continue
             if drop and dotted(node.func) == "dict":
                 # keywords gathered for `**kw`: the tags/TensorBoard ones added here could clash with the
                 # call's own (`tags` twice is a TypeError at launch), so a person moves them
@@ -577,6 +589,20 @@ def _insert_after_imports(module: cst.Module, analysis: _Analysis, sources: list
             break
     del analysis
     return module.with_changes(body=[*body[:index], *statements, *body[index:]])
+
+
+def _disables_profiler(value: cst.BaseExpression) -> bool:
+    """`{"DisableProfiler": True}`: the one ProfilerConfig that is not a use of the Profiler."""
+    if not isinstance(value, cst.Dict) or len(value.elements) != 1:
+        return False
+    element = value.elements[0]
+    return (
+        isinstance(element, cst.DictElement)
+        and isinstance(element.key, cst.SimpleString)
+        and element.key.evaluated_value == "DisableProfiler"
+        and isinstance(element.value, cst.Name)
+        and element.value.value == "True"
+    )
 
 
 def _imported_roots(module: cst.Module) -> set[str]:

@@ -147,6 +147,17 @@ def remaining_uses(source: str) -> list[Finding]:
 def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:
     """`profiler_config=` of a SageMaker SDK call, or `ProfilerConfig=` of boto3's create/update_training_job."""
     if keyword in BOTO_KEYWORDS:
+        value = next(k.value for k in call.keywords if k.arg == keyword)
+        if (
+            keyword == "ProfilerConfig"
+            and isinstance(value, ast.Dict)
+            and len(value.keys) == 1
+            and isinstance(value.keys[0], ast.Constant)
+            and value.keys[0].value == "DisableProfiler"
+            and isinstance(value.values[0], ast.Constant)
+            and value.values[0].value is True
+        ):
+            return False  # turns the Profiler off (UpdateTrainingJob / CreateTrainingJob)
         method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
         return bound.boto or bound.sagemaker or method in TRAINING_JOB_CALLS
     return bound.sagemaker

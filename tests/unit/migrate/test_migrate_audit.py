@@ -593,3 +593,37 @@ def test_cli_check_reports_notebooks_that_use_the_profiler(tmp_path: Path, capsy
     assert main(["migrate", "smprof", "--write", str(tmp_path)]) == 0
     assert (tmp_path / "train.ipynb").read_text() == used
     assert main(["migrate", "smprof", "--check", str(tmp_path / "clean.ipynb")]) == 0
+
+
+def test_disabling_the_profiler_with_boto3_is_kept_and_not_a_use() -> None:
+    # GIVEN the boto3 call that turns the Profiler off on a running job (ProfStack's own
+    # `legacy disable-profiler` makes it)
+    source = _src(
+        """
+        import boto3
+
+        sm = boto3.client("sagemaker")
+        sm.update_training_job(TrainingJobName="j", ProfilerConfig={"DisableProfiler": True})
+        """
+    )
+    # WHEN rewritten and checked
+    result = rewrite_source(source)
+    # THEN it is untouched and not flagged (before: ProfilerConfig= was removed and
+    # TensorBoardOutputConfig= and Tags= added, which UpdateTrainingJob rejects: a launcher that no
+    # longer even stops the Profiler)
+    assert not result.changed
+    assert result.manual == []
+
+
+def test_update_training_job_with_other_profiler_settings_is_refused() -> None:
+    source = _src(
+        """
+        import boto3
+
+        sm = boto3.client("sagemaker")
+        sm.update_training_job(TrainingJobName="j", ProfilerConfig={"ProfilingIntervalInMilliseconds": 100})
+        """
+    )
+    result = rewrite_source(source)
+    assert not result.changed
+    assert any(f.line == 4 and "update_training_job" in f.message for f in result.manual), result.manual
