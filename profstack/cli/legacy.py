@@ -132,13 +132,15 @@ def _aws_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         raise CliError(f"{what}: {exc}") from None
 
 
-def _spool_matches(s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress) -> tuple[IO[str], int]:
+def _spool_matches(
+    s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress, owner: str | None = None
+) -> tuple[IO[str], int]:
     """Matching keys, one per line in a temp file: a bucket with millions of keys is never held whole."""
     from profstack.migrate.rule_output import iter_prefix_keys
 
     spool = tempfile.TemporaryFile(mode="w+", encoding="utf-8")  # noqa: SIM115 - returned to the caller
     count = 0
-    for key, _size in iter_prefix_keys(s3, bucket, prefixes):
+    for key, _size in iter_prefix_keys(s3, bucket, prefixes, expected_owner=owner):
         spool.write(key + "\n")
         count += 1
         progress.update(count, "legacy objects found")
@@ -163,6 +165,8 @@ def _verified_prefixes(args: argparse.Namespace) -> list[str]:
             max_jobs=args.max_jobs,
             measure_output=False,
         )
+    for what in report.incomplete:  # e.g. more jobs than --max-jobs: older jobs' output is not tagged
+        print(f"warning: incomplete: {what}", file=sys.stderr)
     return sorted(
         {
             p.prefix
@@ -195,11 +199,19 @@ def tag_rule_output_command(args: argparse.Namespace) -> int:
     prefixes = _verified_prefixes(args)
     s3 = make_client("s3", args.region)
     where = f"s3://{args.bucket}/{args.prefix}"
+    # every S3 call names this account as the bucket's owner: S3 answers 403 for another account's
+    # bucket instead of letting this tag (or batch-tag) what that account owns
+    account = str(
+        args.account_id
+        or _aws_call(
+            "sts get-caller-identity", lambda: make_client("sts", args.region).get_caller_identity()["Account"]
+        )
+    )
     if not prefixes:
         print(f"no training job that used the Profiler has its output under {where}; nothing to tag")
         return 0
     finding = ObjectProgress(None, sys.stderr, "scanning:")
-    spool, count = _aws_call(f"listing {where}", _spool_matches, s3, args.bucket, prefixes, finding)
+    spool, count = _aws_call(f"listing {where}", _spool_matches, s3, args.bucket, prefixes, finding, account)
     tag = "=".join(LEGACY_RULE_OUTPUT_TAG)
     with spool:
         batch = args.batch or count > args.batch_threshold
@@ -223,14 +235,11 @@ def tag_rule_output_command(args: argparse.Namespace) -> int:
                     "S3 Batch Operations replaces each object's whole tag set; SageMaker writes rule output "
                     "untagged, so this is normally safe: confirm with --replace-existing-tags"
                 )
-            account = args.account_id or _aws_call(
-                "sts get-caller-identity", lambda: make_client("sts", args.region).get_caller_identity()["Account"]
-            )
             manifest, rows = manifest_csv(args.bucket, _keys(spool))
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
             prefix = args.manifest_prefix.rstrip("/") + "/"
             request = BatchJobRequest(
-                account_id=str(account),
+                account_id=account,
                 bucket=args.bucket,
                 manifest_bucket=args.bucket,
                 manifest_key=f"{prefix}rule-output-{stamp}.csv",
@@ -257,7 +266,14 @@ def tag_rule_output_command(args: argparse.Namespace) -> int:
         for done, key in enumerate(_keys(spool), start=1):
             try:
                 changed = _aws_call(
-                    f"tagging s3://{args.bucket}/{key}", merge_object_tag, s3, args.bucket, key, tag_key, tag_value
+                    f"tagging s3://{args.bucket}/{key}",
+                    merge_object_tag,
+                    s3,
+                    args.bucket,
+                    key,
+                    tag_key,
+                    tag_value,
+                    expected_owner=account,
                 )
             except TaggingError as exc:
                 errors.append(str(exc))

@@ -71,6 +71,11 @@ def add_parsers(commands: Any) -> None:
         action="store_true",
         help="also delete the rule-evaluation jobs' log streams in /aws/sagemaker/ProcessingJobs",
     )
+    clean.add_argument(
+        "--list-objects",
+        action="store_true",
+        help="print every object that is (or would be) tagged for expiry, with its size",
+    )
     clean.set_defaults(handler=run_cleanup)
 
     expire = commands.add_parser(
@@ -118,6 +123,8 @@ def account_clients(region: str | None) -> Any:
         events=make_client("events", region),
         stepfunctions=make_client("stepfunctions", region),
         lambda_=make_client("lambda", region),
+        # the account whose buckets cleanup may write: a job's output in another account's bucket is left alone
+        account_id=str(make_client("sts", region).get_caller_identity()["Account"]),
     )
 
 
@@ -202,8 +209,14 @@ def run_cleanup(args: argparse.Namespace) -> int:
     days = _positive(args.expire_days, "--expire-days")
     clients, report = _full_audit(args)
     with aws_errors("cleanup"):
+        listed: list[tuple[str, int]] = []
         result = cleanup(
-            report, clients, apply=args.apply, expire_days=days, delete_log_streams=args.delete_log_streams
+            report,
+            clients,
+            apply=args.apply,
+            expire_days=days,
+            delete_log_streams=args.delete_log_streams,
+            on_object=(lambda uri, size: listed.append((uri, size))) if args.list_objects else None,
         )
     would = "" if args.apply else "would "
     prefixes = [f for f in report.found if f.kind in {"rule-output", "profiler-output"}]
@@ -212,6 +225,10 @@ def run_cleanup(args: argparse.Namespace) -> int:
         print(f"  {f.resource}")
     if result.already_tagged:
         print(f"  ({result.already_tagged:,} already tagged)")
+    if args.list_objects:
+        print(f"{'tagged' if args.apply else 'would tag'} for expiry ({len(listed):,} objects):")
+        for uri, size in listed:
+            print(f"  {uri}  ({human_bytes(size)})")
     for bucket in result.expiry_rules:
         print(f"{would}add lifecycle rule profstack-legacy-rule-output to {bucket} (expire after {days} days)")
     for app in result.apps:

@@ -10,10 +10,14 @@ cleanup, ...) live under `profstack legacy`.
 from __future__ import annotations
 
 import argparse
+import codecs
 import difflib
+import io
 import os
+import re
 import sys
 import tempfile
+import tokenize
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +25,8 @@ from typing import Any
 
 from profstack.cli import CliError
 
+# S3 general purpose bucket names: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".tox", ".mypy_cache", "cdk.out"})
 
 
@@ -68,37 +74,91 @@ class _Outcome:
     manual: list[Any] = field(default_factory=list)
 
 
-def _candidates(paths: list[Path]) -> Iterator[Path]:
+def _candidates(paths: list[Path]) -> Iterator[tuple[Path, str | None, str | None]]:
+    """(file, dependency kind or None for Python, why it is not processed or None) of each file, each
+    once. A requirements file's `-r`/`-c` includes are requirements files too, whatever their name
+    (`-r base.txt`), when they lie under one of the given paths (never a file outside what was asked
+    for). A symbolic link is followed to its file, which is rewritten in place (the link stays a link),
+    when that file lies under a given path; a link out of them is reported, not followed."""
     from profstack.migrate.dependencies import kind_of
 
+    seen: set[Path] = set()
+    roots = [p.resolve() for p in paths]
+    pending: list[tuple[Path, str | None]] = []
     for path in paths:
         if path.is_dir():
             for root, dirs, files in os.walk(path):
                 dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
                 for name in sorted(files):
                     candidate = Path(root) / name
-                    if candidate.suffix == ".py" or kind_of(candidate) is not None:
-                        yield candidate
+                    if candidate.suffix in {".py", ".ipynb"} or kind_of(candidate) is not None:
+                        pending.append((candidate, _kind(candidate)))
         elif path.is_file():
-            yield path
+            pending.append((path, _kind(path)))
         else:
             raise CliError(f"{path}: no such file or directory")
+    while pending:
+        path, kind = pending.pop(0)
+        key = path.resolve()
+        if key in seen:
+            continue
+        seen.add(key)
+        if path.is_symlink():
+            if not any(key.is_relative_to(root) for root in roots):
+                yield path, kind, f"a link to {key}, outside the given paths: not rewritten"
+                continue
+            path = key
+        yield path, kind, None
+        if kind == "requirements":
+            pending += [(p, "requirements") for p in _includes(path, roots) if p.resolve() not in seen]
 
 
-def _write_atomically(path: Path, text: str) -> None:
+def _kind(path: Path) -> str | None:
+    from profstack.migrate.dependencies import kind_of
+
+    return "notebook" if path.suffix == ".ipynb" else kind_of(path)
+
+
+def _includes(path: Path, roots: list[Path]) -> list[Path]:
+    from profstack.migrate.dependencies import included_files
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []  # reported when the file itself is processed
+    found = [path.parent / name for name in included_files(text)]
+    return [p for p in found if p.is_file() and any(p.resolve().is_relative_to(root) for root in roots)]
+
+
+def _read(path: Path, kind: str | None) -> tuple[str, str]:
+    """(text, encoding), byte for byte: line endings kept as they are (CRLF stays CRLF), a Python
+    file decoded as its coding line or BOM says (PEP 263: latin-1 files, utf-8-sig), others UTF-8."""
+    data = path.read_bytes()
+    if kind is None:
+        encoding = tokenize.detect_encoding(io.BytesIO(data).readline)[0]
+    else:
+        encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
+    return data.decode(encoding), encoding
+
+
+def _write_atomically(path: Path, text: str, encoding: str) -> None:
+    data = text.encode(encoding)  # before the temp file: an unencodable text leaves nothing behind
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-        handle.write(text)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
     os.chmod(tmp, path.stat().st_mode)
     os.replace(tmp, path)
 
 
-def _process(path: Path, text: str, args: argparse.Namespace) -> _Outcome:
-    from profstack.migrate.dependencies import kind_of, rewrite_dependencies
+def _process(path: Path, kind: str | None, text: str, args: argparse.Namespace) -> _Outcome:
+    from profstack.migrate.dependencies import rewrite_dependencies
     from profstack.migrate.launcher import LauncherOptions
     from profstack.migrate.smprof import rewrite_source
 
-    kind = kind_of(path)
+    if kind == "notebook":
+        from profstack.migrate.scan import notebook_uses
+
+        return _Outcome(False, text, [], notebook_uses(text))
     if kind is not None:
         dep = rewrite_dependencies(kind, text)
         return _Outcome(dep.changed, dep.source, dep.edits, dep.manual)
@@ -109,25 +169,38 @@ def _process(path: Path, text: str, args: argparse.Namespace) -> _Outcome:
     return _Outcome(result.changed, result.source, result.edits, result.manual)
 
 
-def run_smprof(args: argparse.Namespace) -> int:
+def _check_launcher_values(args: argparse.Namespace) -> None:
+    """--user and --trace-bucket are written into launchers as string literals: only plain values."""
     from profstack.layout import LayoutError, user_tensorboard_prefix
-    from profstack.migrate.smprof import RewriteError
 
     if args.user is not None:
         try:
             user_tensorboard_prefix(args.user)
         except LayoutError as exc:
             raise CliError(str(exc)) from None
+    if args.trace_bucket is not None and not BUCKET_NAME.fullmatch(args.trace_bucket):
+        # a quote in it would break (or inject into) the launcher's code
+        raise CliError(f"--trace-bucket '{args.trace_bucket}' is not an S3 bucket name")
+
+
+def run_smprof(args: argparse.Namespace) -> int:
+    from profstack.migrate.smprof import RewriteError
+
+    _check_launcher_values(args)
     changed = needs_review = failed = 0
-    for path in _candidates(args.paths):
+    for path, kind, skipped in _candidates(args.paths):
+        if skipped is not None:
+            print(f"{path}: needs review: {skipped}", file=sys.stderr)
+            needs_review += 1
+            continue
         try:
-            original = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            original, encoding = _read(path, kind)
+        except (OSError, UnicodeDecodeError, SyntaxError, LookupError) as exc:  # SyntaxError: a bad coding line
             print(f"{path}: error: cannot read ({exc})", file=sys.stderr)
             failed += 1
             continue
         try:
-            outcome = _process(path, original, args)
+            outcome = _process(path, kind, original, args)
         except RewriteError as exc:
             print(f"{exc} (file left as is)", file=sys.stderr)
             failed += 1
@@ -142,7 +215,7 @@ def run_smprof(args: argparse.Namespace) -> int:
             continue
         changed += 1
         if args.write:
-            _write_atomically(path, outcome.source)
+            _write_atomically(path, outcome.source, encoding)
         elif not args.check:
             sys.stdout.writelines(
                 difflib.unified_diff(

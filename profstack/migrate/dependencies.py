@@ -1,4 +1,5 @@
-"""Remove what installs SageMaker Profiler (smprof / smppy) from requirements, Dockerfiles, pyproject, setup.cfg.
+"""Remove what installs SageMaker Profiler (smprof / smppy) from requirements, Dockerfiles, pyproject
+(PEP 621 arrays and Poetry tables), setup.cfg, Pipfile and conda environment files.
 
 A line is removed only when it installs nothing else: a requirement line for smprof/smppy (with its
 `\\` continuation lines, e.g. `--hash=`), a wheel URL from smppy's S3 bucket, a Dockerfile
@@ -23,6 +24,35 @@ _NAME = r"(?:smprof|smppy)"
 _WHEEL = re.compile(r"(?:https?://[^\s\"']*smppy[^\s\"']*|[^\s\"']*\b" + _NAME + r"-[^\s\"']*\.whl)", re.I)
 _REQUIREMENT = re.compile(r"^\s*" + _NAME + r"(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?:[<>=!~;@].*)?$", re.I)
 _MENTION = re.compile(_NAME, re.I)  # anywhere: `SMPROF_WHEEL` in an ARG counts
+# pip install options that take no value: a Profiler token after one of these is a package; after any
+# other option (`-i`, `--index-url`, `-f`, `-c`, ...) it is that option's value and the line is reported
+PIP_FLAGS = frozenset(
+    {
+        "-U",
+        "--upgrade",
+        "--user",
+        "-q",
+        "--quiet",
+        "-v",
+        "--verbose",
+        "--no-cache-dir",
+        "--no-deps",
+        "--force-reinstall",
+        "--pre",
+        "-I",
+        "--ignore-installed",
+        "--no-build-isolation",
+        "--break-system-packages",
+        "--no-compile",
+        "--compile",
+        "--no-warn-script-location",
+        "--disable-pip-version-check",
+        "--require-hashes",
+        "--no-index",
+        "--isolated",
+        "--prefer-binary",
+    }
+)
 
 
 @dataclass
@@ -40,11 +70,34 @@ def kind_of(path: PurePath) -> str | None:
         return "pyproject"
     if name == "setup.cfg":
         return "setup.cfg"
+    if name == "pipfile":
+        return "pipfile"
+    if name in {"environment.yml", "environment.yaml"} or (name.endswith((".yml", ".yaml")) and "conda" in name):
+        return "conda"
     if name == "dockerfile" or name.startswith("dockerfile.") or name.endswith(".dockerfile"):
         return "dockerfile"
     if name.endswith((".txt", ".in")) and ("requirements" in name or "constraints" in name):
         return "requirements"
     return None
+
+
+_INCLUDE = re.compile(r"^\s*(?:-r|-c|--requirement|--constraint)(?:\s*=\s*|\s+)(?P<path>[^\s#]+)")
+
+
+def included_files(text: str) -> list[str]:
+    """The files a requirements file includes (`-r base.txt`, `--constraint=pins.txt`), as written.
+    URLs are not files."""
+    out = []
+    for line in text.splitlines():
+        match = _INCLUDE.match(line)
+        if match and "://" not in match.group("path"):
+            out.append(match.group("path"))
+    return out
+
+
+def is_requirement(text: str) -> bool:
+    """A requirement specifier for smprof/smppy (`smprof>=0.3`, `smppy==0.3; python_version<'3.10'`)."""
+    return bool(_REQUIREMENT.match(text))
 
 
 def _is_profiler_token(token: str) -> bool:
@@ -94,9 +147,16 @@ def _rewrite_pip_segment(segment: str) -> tuple[str | None, list[str]]:
     pip = next((i for i, t in enumerate(tokens) if t == "install"), None)
     if pip is None or not any("pip" in t for t in tokens[:pip]):
         return segment, []
-    removed = [t for t in tokens[pip + 1 :] if _is_profiler_token(t)]
+    args = tokens[pip + 1 :]
+    if any(t.startswith("#") for t in args):
+        return segment, []  # a shell comment: shlex.join would quote it into a package named '#'
+    removed = [t for t in args if _is_profiler_token(t)]
     if not removed:
         return segment, []
+    for i, token in enumerate(args):
+        before = args[i - 1] if i else ""
+        if _is_profiler_token(token) and before.startswith("-") and "=" not in before and before not in PIP_FLAGS:
+            return segment, []  # the value of an option (`--index-url <smppy URL>`, `-f <dir>`): not a package
     packages = [t for t in tokens[pip + 1 :] if not t.startswith("-") and not _is_profiler_token(t)]
     if not packages:
         return None, removed
@@ -132,13 +192,36 @@ def rewrite_dockerfile(text: str) -> DependencyResult:
 
 
 _TOML_ENTRY = re.compile(r"""^\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*,?\s*(?:#.*)?$""")
+# `smprof = "^0.3"` / `smppy = { version = "0.3", optional = true }` in a Poetry or Pipfile table
+_TOML_KEY = re.compile(
+    r"""^\s*["']?(?P<name>""" + _NAME + r""")["']?\s*=\s*(?:"[^"]*"|'[^']*'|\{[^{}]*\})\s*(?:#.*)?$""", re.I
+)
+_TOML_TABLE = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(?:#.*)?$")
+_PIPFILE_NOT_PACKAGES = frozenset({"source", "requires", "scripts", "pipenv"})
 
 
-def rewrite_pyproject(text: str) -> DependencyResult:
-    """Array entries on lines of their own (`"smprof>=0.3",`); inline arrays are reported."""
+def _package_table(table: str, kind: str) -> bool:
+    """A TOML table whose keys are package names: Poetry's (dev-)dependencies and groups, Pipfile's
+    packages, dev-packages and custom categories."""
+    if kind == "pipfile":
+        return bool(table) and table not in _PIPFILE_NOT_PACKAGES
+    return table.startswith("tool.poetry") and table.endswith(("dependencies", "dev-dependencies"))
+
+
+def rewrite_pyproject(text: str, kind: str = "pyproject") -> DependencyResult:
+    """Array entries on lines of their own (`"smprof>=0.3",`) and Poetry/Pipfile table entries
+    (`smprof = "^0.3"`); inline arrays are reported."""
     result = DependencyResult(source=text, changed=False)
     out: list[str] = []
+    table = ""
     for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        header = _TOML_TABLE.match(line)
+        if header:
+            table = header.group("name").strip().replace('"', "").replace("'", "")
+        key = _TOML_KEY.match(line)
+        if key and _package_table(table, kind):
+            result.edits.append(Finding(number, f"removed `{key.group('name')}` from [{table}]"))
+            continue
         match = _TOML_ENTRY.match(line)
         requirement = (match.group("dq") or match.group("sq") or "") if match else ""
         if requirement and _REQUIREMENT.match(requirement):
@@ -146,7 +229,7 @@ def rewrite_pyproject(text: str) -> DependencyResult:
             continue
         if _MENTION.search(line.split("#", 1)[0]):
             result.manual.append(
-                Finding(number, "names the SageMaker Profiler package in an inline array; edit by hand")
+                Finding(number, "names the SageMaker Profiler package (inline array or other table); edit by hand")
             )
         out.append(line)
     result.source = "".join(out)
@@ -171,11 +254,39 @@ def rewrite_setup_cfg(text: str) -> DependencyResult:
     return result
 
 
+def rewrite_pipfile(text: str) -> DependencyResult:
+    return rewrite_pyproject(text, kind="pipfile")
+
+
+_CONDA_ITEM = re.compile(r"""^\s*-\s+(?P<item>[^#]*?)\s*(?:#.*)?$""")
+
+
+def rewrite_conda(text: str) -> DependencyResult:
+    """conda environment files: a list item (conda or its `pip:` list) that installs only
+    smprof/smppy or its wheel goes; anything else naming them is reported."""
+    result = DependencyResult(source=text, changed=False)
+    out: list[str] = []
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        match = _CONDA_ITEM.match(line)
+        item = match.group("item").strip("\"'") if match else ""
+        if item and _is_profiler_token(item):
+            result.edits.append(Finding(number, f"removed `{item}`"))
+            continue
+        if _MENTION.search(line.split("#", 1)[0]):
+            result.manual.append(Finding(number, "names the SageMaker Profiler package; edit it by hand"))
+        out.append(line)
+    result.source = "".join(out)
+    result.changed = result.source != text
+    return result
+
+
 REWRITERS = {
     "requirements": rewrite_requirements,
     "dockerfile": rewrite_dockerfile,
     "pyproject": rewrite_pyproject,
     "setup.cfg": rewrite_setup_cfg,
+    "pipfile": rewrite_pipfile,
+    "conda": rewrite_conda,
 }
 
 

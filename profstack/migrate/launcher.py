@@ -36,7 +36,7 @@ from profstack.migrate._cst import (
     import_module_name,
     parse_statements,
 )
-from profstack.migrate.scan import PROFILER_CLASSES, PROFILER_METHODS
+from profstack.migrate.scan import PROFILER_CLASSES, PROFILER_METHODS, TRAINING_JOB_CALLS
 from profstack.migrate.smprof import TENSORBOARD_DIR
 
 USER_TAG = "profstack:user"
@@ -77,6 +77,8 @@ class _Analysis(cst.CSTVisitor):
         self.names: set[str] = set()  # local names of profiler classes
         self.sagemaker_modules: set[str] = set()  # local names bound to sagemaker modules
         self.rule_configs: set[str] = set()
+        self.rule_config_aliases: list[tuple[str, cst.ImportAlias]] = []
+        self.import_froms: list[cst.SimpleStatementLine] = []  # sagemaker from-imports, decided in finish()
         self.vars: set[str] = set()  # variables holding profiler configuration
         self.plan = StatementPlan()
         self.drop_aliases: set[int] = set()  # ImportAlias ids to drop
@@ -89,6 +91,12 @@ class _Analysis(cst.CSTVisitor):
         self.v3 = False
         self.last_import: cst.CSTNode | None = None
         self.bound: set[str] = set()
+        # what the file imports (before the walk): only a file that imports sagemaker (or boto3, for
+        # create_training_job's ProfilerConfig=) is a launcher; another library's `profiler_config=`
+        # or `disable_profiling()` is not SageMaker's
+        roots = _imported_roots(module)
+        self.uses_sagemaker = "sagemaker" in roots
+        self.uses_boto = bool(roots & {"boto3", "botocore", "aiobotocore", "aioboto3"})
 
     def line(self, node: cst.CSTNode) -> int:
         return int(self.get_metadata(PositionProvider, node).start.line)
@@ -122,6 +130,7 @@ class _Analysis(cst.CSTVisitor):
                 self.mark(alias)
             elif name == "rule_configs":
                 self.rule_configs.add(local)
+                self.rule_config_aliases.append((local, alias))
             elif name in {"debugger", "shapes"}:
                 self.sagemaker_modules.add(local)
 
@@ -135,6 +144,35 @@ class _Analysis(cst.CSTVisitor):
                     self.v3 = True
             self.bound.add((dotted(alias.asname.name) if alias.asname else name.split(".")[0]) or "")
 
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
+        node = original_node
+        if len(node.body) == 1 and isinstance(node.body[0], cst.ImportFrom):
+            self.import_froms.append(node)  # what goes is known once every use has been seen: finish()
+
+    def _drop_unused_rule_configs(self) -> None:
+        """`rule_configs` used only inside removed profiler rules goes too (an unused import, F401)."""
+        for local, alias in self.rule_config_aliases:
+            own = {id(n) for n in _walk(alias)}
+            live = [
+                n
+                for n in _walk(self.module)
+                if isinstance(n, cst.Name) and n.value == local and id(n) not in own and id(n) not in self.handled
+            ]
+            if not live:
+                self.drop_aliases.add(id(alias))
+
+    def _plan_imports(self) -> None:
+        for node in self.import_froms:
+            small = node.body[0]
+            assert isinstance(small, cst.ImportFrom)
+            if isinstance(small.names, cst.ImportStar) or not small.names:
+                continue
+            if all(id(a) in self.drop_aliases for a in small.names):
+                self.plan.remove[id(node)] = None
+                self.edits.append(Finding(self.line(node), "removed the SageMaker Profiler import"))
+            elif any(id(a) in self.drop_aliases for a in small.names):
+                self.edits.append(Finding(self.line(node), "dropped SageMaker Profiler names from the import"))
+
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         if isinstance(self.parent(node), cst.Module) and any(
             isinstance(s, cst.Import | cst.ImportFrom) for s in node.body
@@ -143,12 +181,6 @@ class _Analysis(cst.CSTVisitor):
         if len(node.body) != 1:
             return
         small = node.body[0]
-        if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
-            if small.names and all(id(a) in self.drop_aliases for a in small.names):
-                self.plan.remove[id(node)] = None
-                self.edits.append(Finding(self.line(node), "removed the SageMaker Profiler import"))
-            elif any(id(a) in self.drop_aliases for a in small.names):
-                self.edits.append(Finding(self.line(node), "dropped SageMaker Profiler names from the import"))
         if (
             isinstance(small, cst.Assign)
             and len(small.targets) == 1
@@ -161,7 +193,7 @@ class _Analysis(cst.CSTVisitor):
             self.edits.append(Finding(self.line(node), f"removed {small.targets[0].target.value} (Profiler settings)"))
         if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             func = small.value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in PROFILER_METHODS:
+            if isinstance(func, cst.Attribute) and func.attr.value in PROFILER_METHODS and self.uses_sagemaker:
                 self.mark(node)
                 self.plan.remove[id(node)] = None
                 self.edits.append(Finding(self.line(node), f"removed .{func.attr.value}(...)"))
@@ -191,9 +223,34 @@ class _Analysis(cst.CSTVisitor):
             self.edits.append(Finding(self.line(node), "removed a profiler rule"))
 
     def visit_Call(self, node: cst.Call) -> None:
+        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else ""
         for arg in node.args:
             keyword = arg.keyword.value if arg.keyword else None
-            drop = keyword in LOWER_KEYWORDS | BOTO_KEYWORDS
+            drop = (keyword in LOWER_KEYWORDS and self.uses_sagemaker) or (
+                keyword in BOTO_KEYWORDS and (self.uses_boto or self.uses_sagemaker or method in TRAINING_JOB_CALLS)
+            )
+            if drop and keyword == "ProfilerConfig" and _disables_profiler(arg.value):
+                continue  # `ProfilerConfig={"DisableProfiler": True}` turns the Profiler off: keep it
+            if drop and method == "update_training_job":
+                # UpdateTrainingJob takes no TensorBoardOutputConfig or Tags: nothing to swap it for
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"update_training_job({keyword}=...) changes a running job's Profiler: remove it by hand "
+                        '(ProfilerConfig={"DisableProfiler": True} turns it off)',
+                    )
+                )
+                continue
+            if drop and dotted(node.func) == "dict":
+                # keywords gathered for `**kw`: the tags/TensorBoard ones added here could clash with the
+                # call's own (`tags` twice is a TypeError at launch), so a person moves them
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"{keyword}= in dict(...) spread into a call: move it into the launcher call, then rerun",
+                    )
+                )
+                continue
             if keyword == "rules" and (
                 self.is_profiler(arg.value)
                 or (
@@ -203,6 +260,17 @@ class _Analysis(cst.CSTVisitor):
                 )
             ):
                 drop = True
+            if drop and any(a.star == "**" for a in node.args):
+                # `f(**kw, profiler_config=...)`: the keywords this adds (tags, disable_profiler,
+                # TensorBoard output) may be in kw already, a TypeError at launch; a person decides
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"{keyword}= in a call that also spreads **: profstack cannot see whether the spread "
+                        "sets tags/disable_profiler/TensorBoard output; pass those explicitly, then rerun",
+                    )
+                )
+                continue
             if drop:
                 self.drop_args.add(id(arg))
                 self.mark(arg)
@@ -220,6 +288,9 @@ class _Analysis(cst.CSTVisitor):
         return "estimator"
 
     def finish(self) -> None:
+        if self.edits or self.calls:  # a launcher being rewritten: an import its removals leave unused goes
+            self._drop_unused_rule_configs()
+        self._plan_imports()
         watched = self.names | self.vars
         for node in _walk(self.module):
             if isinstance(node, cst.Name) and node.value in watched and id(node) not in self.handled:
@@ -263,6 +334,8 @@ class _Rewrite(PlannedTransformer):
         if flavour == "estimator" and "disable_profiler" not in keywords:
             new.append("disable_profiler=True")
             self.edits.append(Finding(line, "added disable_profiler=True (SDK v2 profiles by default)"))
+        elif flavour == "estimator":
+            updated_node = self._disable_profiler(updated_node, line)
         wrap = False
         if self.options.tensorboard:
             tb_keyword = {
@@ -302,6 +375,21 @@ class _Rewrite(PlannedTransformer):
             assert isinstance(chained.func, cst.Attribute)
             return chained.with_changes(func=chained.func.with_changes(value=updated_node))
         return updated_node
+
+    def _disable_profiler(self, call: cst.Call, line: int) -> cst.Call:
+        """An explicit `disable_profiler=False` would keep SDK v2's default Profiler on once
+        profiler_config is gone: it becomes True; an expression is reported."""
+        arg = next(a for a in call.args if a.keyword and a.keyword.value == "disable_profiler")
+        if isinstance(arg.value, cst.Name) and arg.value.value == "True":
+            return call
+        if isinstance(arg.value, cst.Name) and arg.value.value == "False":
+            self.edits.append(Finding(line, "disable_profiler=False -> True (SDK v2 profiles by default)"))
+            new_arg = arg.with_changes(value=cst.Name("True"))
+            return call.with_changes(args=[new_arg if a is arg else a for a in call.args])
+        self.manual.append(
+            Finding(line, "disable_profiler= is an expression: it must be True, or SDK v2 turns its Profiler on")
+        )
+        return call
 
     def _imports_for(self, flavour: str) -> None:
         module = {
@@ -501,6 +589,31 @@ def _insert_after_imports(module: cst.Module, analysis: _Analysis, sources: list
             break
     del analysis
     return module.with_changes(body=[*body[:index], *statements, *body[index:]])
+
+
+def _disables_profiler(value: cst.BaseExpression) -> bool:
+    """`{"DisableProfiler": True}`: the one ProfilerConfig that is not a use of the Profiler."""
+    if not isinstance(value, cst.Dict) or len(value.elements) != 1:
+        return False
+    element = value.elements[0]
+    return (
+        isinstance(element, cst.DictElement)
+        and isinstance(element.key, cst.SimpleString)
+        and element.key.evaluated_value == "DisableProfiler"
+        and isinstance(element.value, cst.Name)
+        and element.value.value == "True"
+    )
+
+
+def _imported_roots(module: cst.Module) -> set[str]:
+    """The top-level packages the module imports anywhere (`sagemaker`, `boto3`, ...)."""
+    roots: set[str] = set()
+    for node in _walk(module):
+        if isinstance(node, cst.Import):
+            roots.update((dotted(a.name) or "").split(".")[0] for a in node.names)
+        elif isinstance(node, cst.ImportFrom) and not node.relative:
+            roots.add(import_module_name(node).split(".")[0])
+    return roots
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:

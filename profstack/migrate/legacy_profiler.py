@@ -235,9 +235,16 @@ def _describe(sm: SageMakerClient, name: str) -> ProfilerJob | None:
     )
 
 
-def measure_prefix(s3: S3Client, location: S3Prefix, folder: str = "rule-output") -> PrefixUsage:
+def measure_prefix(
+    s3: S3Client, location: S3Prefix, folder: str = "rule-output", *, expected_owner: str | None = None
+) -> PrefixUsage:
+    from profstack.migrate.rule_output import owner_kwargs
+
     objects = size = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=location.bucket, Prefix=location.prefix):
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket=location.bucket, Prefix=location.prefix, **owner_kwargs(expected_owner)
+    )
+    for page in pages:
         for item in page.get("Contents", []):
             objects += 1
             size += item["Size"]
@@ -253,15 +260,26 @@ def audit(
     now: datetime | None = None,
     measure_output: bool = True,
     s3_price: float = S3_USD_PER_GB_MONTH,
+    expected_owner: str | None = None,
 ) -> AuditReport:
-    """The profiled jobs and (a): the bytes under each job's own rule-output/ and profiler-output/."""
+    """The profiled jobs and (a): the bytes under each job's own rule-output/ and profiler-output/.
+
+    With expected_owner (the caller's account), a job whose output lies in another account's bucket
+    gets no finding (S3 answers 403): cleanup never tags, nor writes the lifecycle of, a bucket this
+    account does not own. The report says so under `incomplete`."""
 
     from botocore.exceptions import ClientError  # lazily: the `aws` extra
 
     since = (now or datetime.now(UTC)) - timedelta(days=since_days)
     jobs: list[ProfilerJob] = []
     report = AuditReport(jobs=jobs, scanned=0, since=since)
-    for name in _training_job_names(sm, since, max_jobs):
+    for name in _training_job_names(sm, since, max_jobs + 1):  # one more: to know there are more
+        if report.scanned >= max_jobs:
+            report.incomplete.append(
+                f"more than {max_jobs} training jobs since {since:%Y-%m-%d}: only the {max_jobs} newest "
+                "were read (raise --max-jobs)"
+            )
+            break
         report.scanned += 1
         job = _describe(sm, name)
         if job is None:
@@ -273,11 +291,12 @@ def audit(
             for folder in LEGACY_FOLDERS:
                 location = root.child(name, folder)
                 try:
-                    usage = measure_prefix(s3, location, folder)
+                    usage = measure_prefix(s3, location, folder, expected_owner=expected_owner)
                 except ClientError as exc:
                     code = exc.response.get("Error", {}).get("Code", "")
                     if code in {"AccessDenied", "NoSuchBucket"}:
-                        report.incomplete.append(f"{location}: {code}")
+                        owner = f" (or not account {expected_owner}'s bucket): left alone" if expected_owner else ""
+                        report.incomplete.append(f"{location}: {code}{owner}")
                         continue
                     raise
                 if usage.objects:
@@ -661,6 +680,7 @@ class AccountClients:
     events: Any = None
     stepfunctions: Any = None
     lambda_: Any = None
+    account_id: str | None = None  # the caller's account (STS): S3 calls name it as ExpectedBucketOwner
 
 
 def audit_account(
@@ -673,7 +693,15 @@ def audit_account(
     logs_price: float = LOGS_USD_PER_GB_MONTH,
 ) -> AuditReport:
     """The whole checklist, (a) to (e). A service that answers AccessDenied marks the report incomplete."""
-    report = audit(clients.sagemaker, clients.s3, since_days=since_days, max_jobs=max_jobs, now=now, s3_price=s3_price)
+    report = audit(
+        clients.sagemaker,
+        clients.s3,
+        since_days=since_days,
+        max_jobs=max_jobs,
+        now=now,
+        s3_price=s3_price,
+        expected_owner=clients.account_id,
+    )
     report.prices = (s3_price, logs_price)
     paths = LegacyPaths.of(report.jobs)
 
@@ -723,6 +751,9 @@ def merge_expiry_rule(existing: Sequence[dict[str, Any]], *, days: int) -> list[
         "Status": "Enabled",
         "Filter": {"Tag": {"Key": key, "Value": value}},
         "Expiration": {"Days": days},
+        # a versioned bucket keeps an expired object as a noncurrent version (with its tag) behind a
+        # delete marker: without this its bytes are never freed. Ignored by unversioned buckets.
+        "NoncurrentVersionExpiration": {"NoncurrentDays": 1},
     }
     others = [dict(rule) for rule in existing if rule.get("ID") != EXPIRY_RULE_ID]
     if len(others) + 1 > MAX_LIFECYCLE_RULES:
@@ -732,26 +763,51 @@ def merge_expiry_rule(existing: Sequence[dict[str, Any]], *, days: int) -> list[
     return [*others, ours]
 
 
-def current_lifecycle_rules(s3: S3Client, bucket: str) -> list[dict[str, Any]]:
+def current_lifecycle_rules(s3: S3Client, bucket: str, *, expected_owner: str | None = None) -> list[dict[str, Any]]:
+    return _current_lifecycle(s3, bucket, expected_owner=expected_owner)[0]
+
+
+def _current_lifecycle(
+    s3: S3Client, bucket: str, *, expected_owner: str | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """(rules, TransitionDefaultMinimumObjectSize): the bucket's whole lifecycle configuration."""
 
     from botocore.exceptions import ClientError  # lazily: the `aws` extra
 
+    from profstack.migrate.rule_output import owner_kwargs
+
     try:
-        rules: list[dict[str, Any]] = list(s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"])  # type: ignore[arg-type]
+        response = s3.get_bucket_lifecycle_configuration(Bucket=bucket, **owner_kwargs(expected_owner))
     except ClientError as exc:
         if exc.response.get("Error", {}).get("Code") == "NoSuchLifecycleConfiguration":
-            return []
+            return [], None
         raise
-    return rules
+    rules: list[dict[str, Any]] = list(response["Rules"])  # type: ignore[arg-type]
+    return rules, response.get("TransitionDefaultMinimumObjectSize")
 
 
-def apply_expiry_rule(s3: S3Client, bucket: str, *, days: int, apply: bool) -> tuple[list[dict[str, Any]], bool]:
-    """Returns (merged rules, changed). Writes only with apply=True and only when something changes."""
-    existing = current_lifecycle_rules(s3, bucket)
+def apply_expiry_rule(
+    s3: S3Client, bucket: str, *, days: int, apply: bool, expected_owner: str | None = None
+) -> tuple[list[dict[str, Any]], bool]:
+    """Returns (merged rules, changed). Writes only with apply=True and only when something changes.
+
+    PutBucketLifecycleConfiguration replaces the whole configuration: the bucket's other rules and
+    its TransitionDefaultMinimumObjectSize (omitted, it resets to all_storage_classes_128K) are
+    written back as they were."""
+    from profstack.migrate.rule_output import owner_kwargs
+
+    existing, minimum_size = _current_lifecycle(s3, bucket, expected_owner=expected_owner)
     merged = merge_expiry_rule(existing, days=days)
     changed = merged != existing
     if apply and changed:
-        s3.put_bucket_lifecycle_configuration(Bucket=bucket, LifecycleConfiguration={"Rules": merged})  # type: ignore[typeddict-item]
+        extra: dict[str, Any] = owner_kwargs(expected_owner)
+        if minimum_size:
+            extra["TransitionDefaultMinimumObjectSize"] = minimum_size
+        s3.put_bucket_lifecycle_configuration(
+            Bucket=bucket,
+            LifecycleConfiguration={"Rules": merged},  # type: ignore[typeddict-item]
+            **extra,
+        )
     return merged, changed
 
 
@@ -782,23 +838,30 @@ def cleanup(
     apply: bool,
     expire_days: int = 30,
     delete_log_streams: bool = False,
+    on_object: Callable[[str, int], None] | None = None,
 ) -> CleanupResult:
     """Act on the verified findings only; with apply=False count what would be done and change nothing."""
     from profstack.migrate.rule_output import TaggingError, iter_prefix_keys, merge_object_tag
 
     result = CleanupResult()
+    owner = clients.account_id  # every S3 call names it: never a write to another account's bucket
     tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
     buckets: set[str] = set()
     for finding in report.found:
         if finding.kind in LEGACY_FOLDERS:
             location = S3Prefix.parse(finding.resource)
             buckets.add(location.bucket)
-            for key, _size in iter_prefix_keys(clients.s3, location.bucket, [location.prefix.rstrip("/") + "/"]):
+            keys = iter_prefix_keys(
+                clients.s3, location.bucket, [location.prefix.rstrip("/") + "/"], expected_owner=owner
+            )
+            for key, size in keys:
+                if on_object is not None:  # the exact listing: s3://bucket/key and its size
+                    on_object(f"s3://{location.bucket}/{key}", size)
                 if not apply:
                     result.tagged += 1
                     continue
                 try:
-                    if merge_object_tag(clients.s3, location.bucket, key, tag_key, tag_value):
+                    if merge_object_tag(clients.s3, location.bucket, key, tag_key, tag_value, expected_owner=owner):
                         result.tagged += 1
                     else:
                         result.already_tagged += 1
@@ -823,7 +886,7 @@ def cleanup(
             result.left_alone.append(finding)
     result.left_alone += report.review
     for bucket in sorted(buckets):
-        _, changed = apply_expiry_rule(clients.s3, bucket, days=expire_days, apply=apply)
+        _, changed = apply_expiry_rule(clients.s3, bucket, days=expire_days, apply=apply, expected_owner=owner)
         if changed:
             result.expiry_rules.append(bucket)
     return result

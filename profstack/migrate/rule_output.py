@@ -42,13 +42,23 @@ def is_rule_output_key(key: str, job_prefixes: Sequence[str]) -> bool:
     return any(key.startswith(p) and len(key) > len(p) and not key.endswith("/") for p in job_prefixes)
 
 
-def iter_prefix_keys(s3: S3Client, bucket: str, job_prefixes: Sequence[str]) -> Iterator[tuple[str, int]]:
+def owner_kwargs(expected_owner: str | None) -> dict[str, Any]:
+    """`ExpectedBucketOwner`: S3 answers 403 instead of acting when the bucket is another account's."""
+    return {"ExpectedBucketOwner": expected_owner} if expected_owner else {}
+
+
+def iter_prefix_keys(
+    s3: S3Client, bucket: str, job_prefixes: Sequence[str], *, expected_owner: str | None = None
+) -> Iterator[tuple[str, int]]:
     """(key, size) of every object under the verified job prefixes, listed 1,000 at a time, each once."""
     seen: set[str] = set()
     for prefix in sorted(set(job_prefixes)):
         if not prefix.endswith("/"):
             raise TaggingError(f"job prefix must end with '/': {prefix}")
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        pages = s3.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix, **owner_kwargs(expected_owner)
+        )
+        for page in pages:
             for item in page.get("Contents", []):
                 key = item["Key"]
                 if key not in seen and is_rule_output_key(key, [prefix]):
@@ -56,16 +66,19 @@ def iter_prefix_keys(s3: S3Client, bucket: str, job_prefixes: Sequence[str]) -> 
                     yield key, int(item.get("Size", 0))
 
 
-def merge_object_tag(s3: S3Client, bucket: str, key: str, tag_key: str, tag_value: str) -> bool:
+def merge_object_tag(
+    s3: S3Client, bucket: str, key: str, tag_key: str, tag_value: str, *, expected_owner: str | None = None
+) -> bool:
     """Add one tag, keeping the object's other tags (PutObjectTagging replaces the whole set).
     Returns False when the tag was already there."""
-    current = s3.get_object_tagging(Bucket=bucket, Key=key).get("TagSet", [])
+    owner = owner_kwargs(expected_owner)
+    current = s3.get_object_tagging(Bucket=bucket, Key=key, **owner).get("TagSet", [])
     if any(t["Key"] == tag_key and t["Value"] == tag_value for t in current):
         return False
     merged = [t for t in current if t["Key"] != tag_key] + [{"Key": tag_key, "Value": tag_value}]
     if len(merged) > MAX_TAGS_PER_OBJECT:
         raise TaggingError(f"s3://{bucket}/{key} already has {MAX_TAGS_PER_OBJECT} tags; cannot add {tag_key}")
-    s3.put_object_tagging(Bucket=bucket, Key=key, Tagging={"TagSet": merged})
+    s3.put_object_tagging(Bucket=bucket, Key=key, Tagging={"TagSet": merged}, **owner)
     return True
 
 
@@ -132,7 +145,13 @@ class BatchJobRequest:
 
 def create_tagging_job(s3: S3Client, s3control: S3ControlClient, request: BatchJobRequest, manifest: bytes) -> str:
     """Upload the manifest, then create the S3 Batch Operations tagging job. Returns the job id."""
-    put = s3.put_object(Bucket=request.manifest_bucket, Key=request.manifest_key, Body=manifest, ContentType="text/csv")
+    put = s3.put_object(
+        Bucket=request.manifest_bucket,
+        Key=request.manifest_key,
+        Body=manifest,
+        ContentType="text/csv",
+        ExpectedBucketOwner=request.account_id,
+    )
     etag = str(put["ETag"]).strip('"')
     tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
     params: dict[str, Any] = {

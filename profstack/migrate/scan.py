@@ -1,15 +1,23 @@
 """What still uses SageMaker Profiler in a Python file, after any rewrite: the `--check` gate.
 
-Reads the syntax tree (not comments): imports of smprof/smppy, SageMaker SDK profiler classes
-(ProfilerConfig, Profiler, ProfilerRule, ...), the launcher keywords that configure the Profiler,
-and `importlib.import_module("smprof")`-style strings. Each is a Finding with its line.
+Reads the syntax tree (not comments): imports of smprof/smppy and smdebug.profiler, SageMaker SDK
+profiler classes (ProfilerConfig, Profiler, ProfilerRule, ...), the launcher keywords and dict keys
+that configure the Profiler, and `importlib.import_module("smprof")`-style strings. Each is a Finding
+with its line. Class names, methods and keywords count only where they are SageMaker's: a name bound
+by a `sagemaker` import (or an attribute of a `sagemaker` module), a method or `profiler_config=` in a
+file that imports sagemaker, `ProfilerConfig=` there, in a boto3 file or on create_training_job.
+Lightning's `Profiler` or another library's `ProfilerConfig` is not the Profiler.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import re
+from dataclasses import dataclass, field
 
 from profstack.migrate._cst import Finding
+from profstack.migrate.dependencies import is_requirement
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
 PROFILER_CLASSES = frozenset(
@@ -29,14 +37,61 @@ PROFILER_CLASSES = frozenset(
         "get_default_profiler_rule",
     }
 )
-PROFILER_KEYWORDS = frozenset(
-    {"profiler_config", "profiler_rule_configurations", "ProfilerConfig", "ProfilerRuleConfigurations"}
-)
+BOTO_KEYWORDS = frozenset({"ProfilerConfig", "ProfilerRuleConfigurations"})
+PROFILER_KEYWORDS = frozenset({"profiler_config", "profiler_rule_configurations"}) | BOTO_KEYWORDS
+TRAINING_JOB_CALLS = frozenset({"create_training_job", "update_training_job"})
 PROFILER_METHODS = frozenset({"update_profiler", "enable_default_profiling", "disable_profiling"})
 
 
 def _sagemaker_module(module: str | None) -> bool:
     return bool(module) and (module == "sagemaker" or str(module).startswith("sagemaker."))
+
+
+def _smdebug_profiler(module: str | None) -> bool:
+    return bool(module) and (module == "smdebug.profiler" or str(module).startswith("smdebug.profiler."))
+
+
+def _root(node: ast.expr) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+@dataclass
+class _Bindings:
+    """What the file binds from SageMaker: only those names count (Lightning has a `Profiler` too)."""
+
+    modules: set[str] = field(default_factory=set)  # local names of sagemaker modules
+    classes: set[str] = field(default_factory=set)  # local names of SageMaker profiler classes
+    star: bool = False  # `from sagemaker.debugger import *`
+    boto: bool = False  # boto3/botocore imported: ProfilerConfig= is create_training_job's
+
+    @property
+    def sagemaker(self) -> bool:
+        return bool(self.modules or self.classes or self.star)
+
+
+def _bindings(tree: ast.AST) -> _Bindings:
+    out = _Bindings()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                root = alias.name.split(".")[0]
+                if root == "sagemaker":
+                    out.modules.add(alias.asname or root)
+                elif root in {"boto3", "botocore", "aiobotocore", "aioboto3"}:
+                    out.boto = True
+        elif isinstance(node, ast.ImportFrom) and _sagemaker_module(node.module):
+            for alias in node.names:
+                if alias.name == "*":
+                    out.star = True
+                elif alias.name in PROFILER_CLASSES:
+                    out.classes.add(alias.asname or alias.name)
+                else:
+                    out.modules.add(alias.asname or alias.name)  # a submodule, or a class: harmless
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in {"boto3", "botocore"}:
+            out.boto = True
+    return out
 
 
 def remaining_uses(source: str) -> list[Finding]:
@@ -45,27 +100,92 @@ def remaining_uses(source: str) -> list[Finding]:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return [Finding(exc.lineno or 0, f"cannot parse: {exc.msg}")]
+    bound = _bindings(tree)
     found: list[Finding] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] in SMPROF_MODULES:
+                if alias.name.split(".")[0] in SMPROF_MODULES or _smdebug_profiler(alias.name):
                     found.append(Finding(node.lineno, f"imports {alias.name}"))
         elif isinstance(node, ast.ImportFrom):
-            if (node.module or "").split(".")[0] in SMPROF_MODULES:
+            if (node.module or "").split(".")[0] in SMPROF_MODULES or _smdebug_profiler(node.module):
                 found.append(Finding(node.lineno, f"imports from {node.module}"))
+            elif node.module == "smdebug" and any(a.name == "profiler" for a in node.names):
+                found.append(Finding(node.lineno, "imports smdebug.profiler"))
             elif _sagemaker_module(node.module):
                 for alias in node.names:
                     if alias.name in PROFILER_CLASSES:
                         found.append(Finding(node.lineno, f"imports {alias.name} from {node.module}"))
-        elif isinstance(node, ast.Attribute) and node.attr in PROFILER_CLASSES:
+        elif isinstance(node, ast.Attribute) and node.attr in PROFILER_CLASSES and _root(node) in bound.modules:
             found.append(Finding(node.lineno, f"uses {ast.unparse(node)}"))
-        elif isinstance(node, ast.Attribute) and node.attr in PROFILER_METHODS:
+        elif isinstance(node, ast.Attribute) and node.attr in PROFILER_METHODS and bound.sagemaker:
             found.append(Finding(node.lineno, f"calls {node.attr}()"))
-        elif isinstance(node, ast.keyword) and node.arg in PROFILER_KEYWORDS:
-            found.append(Finding(node.lineno, f"passes {node.arg}="))
+        elif isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg in PROFILER_KEYWORDS and _launcher_keyword(keyword.arg, node, bound):
+                    found.append(Finding(keyword.lineno, f"passes {keyword.arg}="))
+                elif (
+                    keyword.arg == "disable_profiler"
+                    and isinstance(keyword.value, ast.Constant)
+                    and keyword.value.value is False
+                    and bound.sagemaker
+                ):
+                    found.append(Finding(keyword.lineno, "disable_profiler=False keeps SDK v2's default Profiler on"))
+        elif isinstance(node, ast.Dict) and (bound.sagemaker or bound.boto):
+            for key in node.keys:  # `params = {"ProfilerConfig": {...}}; sm.create_training_job(**params)`
+                if isinstance(key, ast.Constant) and key.value in PROFILER_KEYWORDS:
+                    found.append(Finding(key.lineno, f"sets {key.value!r}"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SMPROF_MODULES:
             found.append(Finding(node.lineno, f'names the module "{node.value}"'))
-        elif isinstance(node, ast.Name) and node.id in PROFILER_CLASSES:
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and is_requirement(node.value):
+            found.append(Finding(node.lineno, f'requires "{node.value}" (setup.py / install list)'))
+        elif isinstance(node, ast.Name) and (node.id in bound.classes or (bound.star and node.id in PROFILER_CLASSES)):
             found.append(Finding(node.lineno, f"uses {node.id}"))
     return sorted(set(found))
+
+
+def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:
+    """`profiler_config=` of a SageMaker SDK call, or `ProfilerConfig=` of boto3's create/update_training_job."""
+    if keyword in BOTO_KEYWORDS:
+        value = next(k.value for k in call.keywords if k.arg == keyword)
+        if (
+            keyword == "ProfilerConfig"
+            and isinstance(value, ast.Dict)
+            and len(value.keys) == 1
+            and isinstance(value.keys[0], ast.Constant)
+            and value.keys[0].value == "DisableProfiler"
+            and isinstance(value.values[0], ast.Constant)
+            and value.values[0].value is True
+        ):
+            return False  # turns the Profiler off (UpdateTrainingJob / CreateTrainingJob)
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else ""
+        return bound.boto or bound.sagemaker or method in TRAINING_JOB_CALLS
+    return bound.sagemaker
+
+
+_NOTEBOOK_MENTION = re.compile(r"\b(?:smprof|smppy)\b|smdebug\.profiler", re.IGNORECASE)
+
+
+def notebook_uses(text: str) -> list[Finding]:
+    """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0).
+
+    Notebooks are reported, never rewritten: a cell is Python plus IPython magics (`%pip install
+    smprof`, `!pip ...`), which the codemods do not parse. Unreadable JSON is one finding."""
+    try:
+        cells = json.loads(text).get("cells", [])
+    except (ValueError, AttributeError):
+        return [Finding(0, "not a readable notebook (JSON)")]
+    found: list[Finding] = []
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        code = "".join(source) if isinstance(source, list) else str(source)
+        python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
+        uses = [f.message for f in remaining_uses(python) if not f.message.startswith("cannot parse")]
+        if uses or _NOTEBOOK_MENTION.search(code):
+            why = uses[0] if uses else "names smprof/smppy (a magic or pip line)"
+            found.append(
+                Finding(0, f"cell {number}: {why}; notebooks are not rewritten: convert it by hand or export to .py")
+            )
+    return found

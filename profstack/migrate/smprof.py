@@ -25,6 +25,8 @@ handled by `profstack.migrate.launcher`; `rewrite_source` runs both.
 from __future__ import annotations
 
 import ast
+import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +41,8 @@ TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # SageMaker uploads it to Tensor
 TRACE_DIR_ENV = "PROFSTACK_TRACE_DIR"
 KNOWN_MEMBERS = frozenset({"SMProfiler", "Config", "annotate", "annotation_begin", "annotation_end"})
 SCHEDULE = "wait=1, warmup=1, active=3, repeat=1"
+# every use either codemod acts on, or --check reports, contains one of these words
+_MENTIONS_PROFILER = re.compile(r"smprof|smppy|smdebug|profiler|profiling", re.IGNORECASE)
 
 __all__ = ["Finding", "RewriteError", "RewriteResult", "rewrite_script", "rewrite_source"]
 
@@ -73,11 +77,23 @@ def profile_call(*, schedule: bool) -> str:
     )
 
 
+class _NewerSyntax(RewriteError):
+    """Valid Python (LibCST reads it) that this interpreter's `ast` cannot: PEP 695 on 3.11, ..."""
+
+
 def _parse(source: str, filename: str) -> cst.Module:
     try:
         ast.parse(source, filename=filename)
     except SyntaxError as exc:
-        raise RewriteError(f"{filename}:{exc.lineno}: cannot parse: {exc.msg}") from None
+        try:
+            cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            raise RewriteError(f"{filename}:{exc.lineno}: cannot parse: {exc.msg}") from None
+        version = ".".join(map(str, sys.version_info[:2]))
+        raise _NewerSyntax(
+            f"{filename}:{exc.lineno}: uses Python syntax newer than this Python ({version}) reads: "
+            "run profstack under the Python version the code is written for"
+        ) from None
     try:
         return cst.parse_module(source)
     except cst.ParserSyntaxError as exc:
@@ -127,6 +143,7 @@ class _Analysis(cst.CSTVisitor):
         self.config_names: set[str] = set()
         self.annotations: list[_Annotation] = []
         self.singleton_needed = False
+        self.instance_sites = 0  # SMProfiler.instance() calls: more than one share one profile object
         self.uses_os = False
         self.uses_torch = False
         self._starts: list[tuple[str, cst.SimpleStatementLine]] = []
@@ -237,12 +254,20 @@ class _Analysis(cst.CSTVisitor):
     def _bind_import(self, small: cst.BaseSmallStatement) -> None:
         if isinstance(small, cst.Import):
             for alias in small.names:
+                if _root(alias) in SMPROF_MODULES and alias.asname and "." in (dotted(alias.name) or ""):
+                    # `import smppy.x as p` binds the submodule: its API is not the one mapped here
+                    self.block_use(small, f"`{dotted(alias.name)}` is a submodule with no known torch.profiler mapping")
+                    continue
                 if _root(alias) in SMPROF_MODULES:
                     name = alias.asname.name if alias.asname else None
                     bound = dotted(name) if isinstance(name, cst.Name) else (dotted(alias.name) or "").split(".")[0]
                     self.aliases.add(bound or "")
             return
         assert isinstance(small, cst.ImportFrom)
+        module = dotted(small.module) if small.module is not None else ""
+        if module and "." in module:
+            self.block_use(small, f"`from {module} import ...`: a submodule with no known torch.profiler mapping")
+            return
         if isinstance(small.names, cst.ImportStar):
             self.block_use(small, "`from ... import *` of the profiler module: name what you use")
             return
@@ -277,6 +302,7 @@ class _Analysis(cst.CSTVisitor):
             self.mark(value)
             self.mark(target)
             self.profilers[target_code] = _Profiler(code=target_code, assign=stmt)
+            self.instance_sites += 1
             self.edits.append(Finding(self.line(stmt), "SMProfiler.instance() -> torch.profiler.profile(...)"))
             return
         if isinstance(value, cst.Call) and self.member(value.func) == "Config" and isinstance(target, cst.Name):
@@ -318,6 +344,7 @@ class _Analysis(cst.CSTVisitor):
             return
         if self.is_instance_call(owner):
             self.singleton_needed = True
+            self.instance_sites += 1
             self.mark(owner)
             self.expr_replace[id(owner)] = "_profiler"
             owner_code = "_profiler"
@@ -376,7 +403,15 @@ class _Analysis(cst.CSTVisitor):
     # --- expressions
     def visit_With(self, node: cst.With) -> None:
         for item in node.items:
+            if node.asynchronous is not None and self._is_annotate(item.item):
+                # record_function has no __aenter__/__aexit__: `async with` on it is a TypeError
+                self.mark(item.item)
+                self.block_use(node, "`async with annotate(...)`: record_function is not an async context manager")
+                continue
             self._annotate_call(item.item)
+
+    def _is_annotate(self, expr: cst.BaseExpression) -> bool:
+        return isinstance(expr, cst.Call) and self.member(expr.func) == "annotate"
 
     def visit_Decorator(self, node: cst.Decorator) -> None:
         if self.member(node.decorator) == "annotate":  # bare @smprof.annotate
@@ -562,7 +597,25 @@ class _Analysis(cst.CSTVisitor):
                 return ancestor
         return None
 
+    def _strings(self) -> None:
+        """The module, or a name imported from it, named in a string: the rewrite would remove what it names."""
+        exported = self.aliases | set(self.members)
+        for node in _walk(self.module):
+            if not isinstance(node, cst.SimpleString | cst.ConcatenatedString):
+                continue
+            value = node.evaluated_value
+            if isinstance(value, bytes):
+                continue
+            if value in SMPROF_MODULES or (value in exported and self._in_all(node)):
+                where = "`__all__` exports" if self._in_all(node) else "a string names"
+                self.block_use(node, f'{where} "{value}", which the rewrite removes: drop it, then rerun')
+
+    def _in_all(self, node: cst.CSTNode) -> bool:
+        statement = next((a for a in self.ancestors(node) if isinstance(a, cst.SimpleStatementLine)), None)
+        return statement is not None and any(n.value == "__all__" for n in _names(statement))
+
     def _unmapped_names(self) -> None:
+        self._strings()
         watched = self.aliases | set(self.members) | set(self.config_names)
         for node in _walk(self.module):
             if isinstance(node, cst.Name) and node.value in watched and id(node) not in self.handled:
@@ -582,12 +635,15 @@ class _Analysis(cst.CSTVisitor):
 
 
 class _Rewrite(PlannedTransformer):
-    def __init__(self, analysis: _Analysis, *, schedule: dict[str, bool]) -> None:
+    def __init__(self, analysis: _Analysis, *, schedule: dict[str, bool], shared: bool = False) -> None:
         super().__init__(analysis.plan)
         self.a = analysis
         self.schedule = schedule
+        self.shared = shared  # every instance() site is the module-level `_profiler`
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
+        if self.a.is_instance_call(original_node.value) and self.shared:
+            return updated_node.with_changes(value=cst.Name("_profiler"))
         if self.a.is_instance_call(original_node.value):
             code = self.a.code(original_node.targets[0].target)
             return updated_node.with_changes(
@@ -643,6 +699,12 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
         return module, [], sorted(set(analysis.blocking))
     schedule: dict[str, bool] = {}
     manual: list[Finding] = []
+    # SMProfiler.instance() is a singleton: with more than one call site (a start in one function and
+    # the stop in another, an instance in a variable and one inline) every site must be the same
+    # profile object, or stop() lands on a profiler that never started and no trace is written
+    shared = analysis.instance_sites > 1
+    if shared:
+        analysis.singleton_needed = True
     for code, profiler in analysis.profilers.items():
         schedule[code] = bool(profiler.loops) and not profiler.loop_missing
         for line in profiler.loop_missing:
@@ -664,11 +726,19 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
             analysis.plan.remove[id(stmt)] = None
         analysis.edits.append(Finding(analysis.line(stmt), "profiler import -> import torch.profiler"))
     if analysis.singleton_needed:
-        anchor = _last_top_level_import(module) or analysis.import_stmts[0]
-        analysis.plan.insert_after[id(anchor)] = [
-            "\n_profiler = " + profile_call(schedule=schedule.get("_profiler", False)) + "\n"
-        ]
-    new = module.visit(_Rewrite(analysis, schedule=schedule))
+        anchor = _singleton_anchor(module, analysis)
+        if anchor is None:
+            line = analysis.line(analysis.import_stmts[0])
+            why = "the profiler is imported inside a block but its singleton is used: import it at the top, then rerun"
+            return module, [], [Finding(line, why)]
+        profilers = analysis.profilers.values()
+        scheduled = (
+            any(p.loops for p in profilers) and not any(p.loop_missing for p in profilers)
+            if shared
+            else schedule.get("_profiler", False)
+        )
+        analysis.plan.insert_after[id(anchor)] = ["\n_profiler = " + profile_call(schedule=scheduled) + "\n"]
+    new = module.visit(_Rewrite(analysis, schedule=schedule, shared=shared))
     return new, sorted(set(analysis.edits)), manual
 
 
@@ -699,6 +769,22 @@ def _last_top_level_import(module: cst.Module) -> cst.CSTNode | None:
             last = stmt
         elif last is not None or not (isinstance(stmt, cst.SimpleStatementLine) and isinstance(stmt.body[0], cst.Expr)):
             break
+    return last
+
+
+def _singleton_anchor(module: cst.Module, analysis: _Analysis) -> cst.CSTNode | None:
+    """The module-level statement after which `_profiler = torch.profiler.profile(...)` goes: after the
+    leading imports, unless the profiler import (which becomes `import torch.profiler`) comes later
+    (`sys.path.insert(...)` first), then right after it. None when that import is not at module level
+    (inside a function or an `if`): the module-level singleton could not see torch there."""
+    first = analysis.import_stmts[0]
+    body = list(module.body)
+    position = next((i for i, stmt in enumerate(body) if stmt is first), None)
+    if position is None:
+        return None
+    last = _last_top_level_import(module)
+    if last is None or next(i for i, stmt in enumerate(body) if stmt is last) < position:
+        return first
     return last
 
 
@@ -754,7 +840,12 @@ def rewrite_source(source: str, *, filename: str = "<script>", launcher: object 
     from profstack.migrate.launcher import LauncherOptions, rewrite_launcher
     from profstack.migrate.scan import remaining_uses
 
-    module = _parse(source, filename)
+    try:
+        module = _parse(source, filename)
+    except _NewerSyntax:
+        if not _MENTIONS_PROFILER.search(source):
+            return RewriteResult(source=source, changed=False)  # nothing to migrate: no reason to fail
+        raise
     options = launcher if isinstance(launcher, LauncherOptions) else LauncherOptions()
     edits: list[Finding] = []
     manual: list[Finding] = []

@@ -509,6 +509,7 @@ def test_cli_audit_table_json_and_cleanup(
         "events": c.events,
         "stepfunctions": c.stepfunctions,
         "lambda": c.lambda_,
+        "sts": boto3.client("sts", region_name=REGION),  # the caller's account: the expected bucket owner
     }
     monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
     # WHEN the audit prints its table THEN each finding has its size, cost and the command to act on it
@@ -665,3 +666,33 @@ def test_every_legacy_option_has_help() -> None:
         for action in tool._actions:
             if action.option_strings and action.dest != "help":
                 assert action.help, f"legacy {name} {action.option_strings[0]} has no help"
+
+
+def test_cli_cleanup_dry_run_lists_every_object_it_would_tag(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import profstack.cli._aws as aws
+
+    c = seeded.clients
+    services = {
+        "sagemaker": c.sagemaker,
+        "s3": c.s3,
+        "logs": c.logs,
+        "iam": c.iam,
+        "events": c.events,
+        "stepfunctions": c.stepfunctions,
+        "lambda": c.lambda_,
+        "sts": boto3.client("sts", region_name=REGION),
+    }
+    monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
+    _stub_account(seeded.stubber)
+    # WHEN a dry run asks for the objects (before: only the prefixes and a count were printed)
+    assert main(["legacy", "cleanup", "--days", "30", "--list-objects"]) == 0
+    out = capsys.readouterr().out
+    # THEN each verified legacy object is listed by URI, exactly once, and no decoy is
+    listed = [line.strip().split("  (")[0] for line in out.splitlines() if line.startswith("  s3://legacy-out/")]
+    objects = [u for u in listed if not u.endswith("/")]
+    assert sorted(objects) == sorted(f"s3://legacy-out/{k}" for k in LEGACY_KEYS)
+    assert f"would tag for expiry ({len(LEGACY_KEYS)} objects):" in out
+    assert not any(k in out for k in DECOY_KEYS)
+    assert all(not c.s3.get_object_tagging(Bucket="legacy-out", Key=k)["TagSet"] for k in LEGACY_KEYS)

@@ -6,7 +6,7 @@ from pathlib import Path, PurePath
 
 import pytest
 
-from profstack.migrate.dependencies import kind_of, rewrite_dependencies
+from profstack.migrate.dependencies import included_files, kind_of, rewrite_dependencies
 
 DEPS = Path(__file__).resolve().parents[2] / "fixtures" / "smprof" / "deps"
 
@@ -71,3 +71,129 @@ def test_requirement_lines(line: str, removed: bool) -> None:
 )
 def test_kind_of(name: str, kind: str | None) -> None:
     assert kind_of(PurePath(name)) == kind
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the index URL is the option's value: dropping it made torch the index URL
+        "RUN pip install --index-url https://smppy.s3.amazonaws.com/simple torch\n",
+        "RUN pip install -f https://smppy.s3.amazonaws.com/pytorch/cu121/ torch smprof\n",
+        # `#` starts a shell comment: shlex.join quoted it into a package named '#'
+        "RUN pip install smprof  # profiler\n",
+        "RUN pip install torch smprof # profiler\n",
+    ],
+)
+def test_pip_lines_that_cannot_be_edited_token_by_token_are_reported(line: str) -> None:
+    # GIVEN a RUN pip install where the Profiler token is an option's value, or a comment follows
+    # WHEN rewritten
+    result = rewrite_dependencies("dockerfile", "FROM python:3.11\n" + line)
+    # THEN the line is kept and reported (before: `--index-url torch`, or `pip install '#' profiler`)
+    assert result.source == "FROM python:3.11\n" + line
+    assert [f.line for f in result.manual] == [2]
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("RUN pip install --no-cache-dir -U torch smprof==0.3\n", "RUN pip install --no-cache-dir -U torch\n"),
+        ("RUN pip install -r requirements.txt smprof\n", "RUN pip install -r requirements.txt\n"),
+        ("RUN pip install --no-cache-dir smprof\n", ""),
+    ],
+)
+def test_pip_lines_keep_flags_and_their_values(line: str, expected: str) -> None:
+    result = rewrite_dependencies("dockerfile", line)
+    assert result.source == expected
+    assert result.manual == []
+
+
+def test_cli_follows_requirements_includes_inside_the_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from profstack.cli import main
+
+    # GIVEN requirements.txt including base.txt (a name the tree walk does not pick), which installs
+    # smprof, and an include outside the given folder
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "requirements.txt").write_text("-r base.txt\n--constraint=../outside.txt\ntorch==2.3\n")
+    (repo / "base.txt").write_text("numpy==2.0\nsmprof==0.3\n")
+    (tmp_path / "outside.txt").write_text("smprof==0.3\n")
+    # WHEN checked THEN it fails on base.txt (before: exit 0, a false all-clear)
+    assert main(["migrate", "smprof", "--check", str(repo)]) == 1
+    # WHEN written THEN base.txt loses smprof; the file outside the given folder is untouched
+    assert main(["migrate", "smprof", "--write", str(repo)]) == 0
+    assert (repo / "base.txt").read_text() == "numpy==2.0\n"
+    assert (tmp_path / "outside.txt").read_text() == "smprof==0.3\n"
+    assert "rewrote 1 file(s)" in capsys.readouterr().err
+    assert main(["migrate", "smprof", "--check", str(repo)]) == 0
+
+
+def test_included_files() -> None:
+    text = "-r base.txt\n  -c pins.txt  # pins\n--requirement=dev.txt\n-r https://x/req.txt\ntorch\n"
+    assert included_files(text) == ["base.txt", "pins.txt", "dev.txt"]
+
+
+def test_poetry_dependency_tables_lose_the_profiler() -> None:
+    # GIVEN Poetry tables (name = version / inline table), the way most Poetry projects pin
+    text = (
+        "[tool.poetry.dependencies]\n"
+        'python = "^3.10"\n'
+        'smprof = "^0.3"\n'
+        'smppy = { version = "0.3.1", optional = true }  # images before 2024\n'
+        "\n"
+        "[tool.poetry.group.dev.dependencies]\n"
+        'smprof = ">=0.3"\n'
+        "\n"
+        "[tool.other]\n"
+        'smprof = "not a dependency table"\n'
+    )
+    # WHEN rewritten
+    result = rewrite_dependencies("pyproject", text)
+    # THEN the entries in dependency tables go, the rest stays (before: each was kept and reported as
+    # "an inline array")
+    assert result.source == (
+        '[tool.poetry.dependencies]\npython = "^3.10"\n\n[tool.poetry.group.dev.dependencies]\n\n'
+        '[tool.other]\nsmprof = "not a dependency table"\n'
+    )
+    assert [f.line for f in result.edits] == [3, 4, 7]
+    assert [f.line for f in result.manual] == [10]
+
+
+def test_pipfile_packages_lose_the_profiler(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from profstack.cli import main
+
+    # GIVEN a Pipfile (before: never scanned, so --check passed on it)
+    assert kind_of(PurePath("Pipfile")) == "pipfile"
+    (tmp_path / "Pipfile").write_text('[packages]\ntorch = "==2.3"\nsmprof = "*"\n\n[dev-packages]\nsmppy = "*"\n')
+    assert main(["migrate", "smprof", "--check", str(tmp_path)]) == 1
+    assert main(["migrate", "smprof", "--write", str(tmp_path)]) == 0
+    assert (tmp_path / "Pipfile").read_text() == '[packages]\ntorch = "==2.3"\n\n[dev-packages]\n'
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("name", ["environment.yml", "environment.yaml", "conda-gpu.yml", "env.conda.yaml"])
+def test_conda_environment_files_are_recognised(name: str) -> None:
+    assert kind_of(PurePath(name)) == "conda"
+
+
+def test_conda_environment_loses_the_profiler_pip_entries() -> None:
+    # GIVEN a conda environment whose pip section installs smprof (before: never scanned)
+    text = (
+        "name: train\n"
+        "dependencies:\n"
+        "  - python=3.10\n"
+        "  - pip\n"
+        "  - pip:\n"
+        "      - torch==2.3\n"
+        "      - smprof==0.3  # profiler\n"
+        "      - https://smppy.s3.amazonaws.com/pytorch/cu121/smppy-0.3-py3-none-any.whl\n"
+        "      - --extra-index-url https://smppy.s3.amazonaws.com/simple\n"
+    )
+    # WHEN rewritten
+    result = rewrite_dependencies("conda", text)
+    # THEN the two entries that install it go; the index option naming its bucket is reported
+    assert "smprof==0.3" not in result.source
+    assert "smppy-0.3" not in result.source
+    assert "      - torch==2.3\n" in result.source
+    assert [f.line for f in result.edits] == [7, 8]
+    assert [f.line for f in result.manual] == [9]
+    assert not rewrite_dependencies("conda", result.source).changed

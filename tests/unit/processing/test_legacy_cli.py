@@ -91,7 +91,8 @@ class _Clients:
         self.sagemaker = boto3.client("sagemaker", region_name="us-east-1")
         self.stubber = Stubber(self.sagemaker)
         self.stubber.activate()
-        self.extra: dict[str, Any] = {}
+        # STS (moto) tells the CLI its account, the expected owner of the bucket
+        self.extra: dict[str, Any] = {"sts": boto3.client("sts", region_name="us-east-1")}
 
     def __call__(self, service: str, region: str | None) -> Any:
         if service == "sagemaker":
