@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 
 EXPIRY_RULE_ID = "profstack-legacy-rule-output"
 LEGACY_FOLDERS = ("rule-output", "profiler-output")
+#: SageMaker's final training-job statuses: only such a job's legacy folders are tagged for expiry by cleanup
+TERMINAL_JOB_STATUSES = frozenset({"Completed", "Failed", "Stopped"})
 MAX_LIFECYCLE_RULES = 1000  # per bucket (docs/platform-facts.md A7)
 PROCESSING_LOG_GROUP = "/aws/sagemaker/ProcessingJobs"
 # List prices, us-east-1 (S3 Standard storage; CloudWatch Logs archived storage). Override with flags.
@@ -301,14 +303,24 @@ def audit(
                     raise
                 if usage.objects:
                     job.usage.append(usage)
+                    running = job.status not in TERMINAL_JOB_STATUSES
                     report.findings.append(
                         Finding(
                             kind=folder,
                             resource=str(location),
-                            why=f"{folder}/ of training job {name} ({usage.objects} objects)",
+                            why=f"{folder}/ of training job {name} ({usage.objects} objects)"
+                            + (
+                                f"; the job is {job.status}: its rules may still write here, review after it ends"
+                                if running
+                                else ""
+                            ),
                             bytes=usage.bytes,
                             monthly_usd=usage.bytes / GB * s3_price,
-                            command="profstack legacy cleanup --apply",
+                            # a running job's folder is listed for review, never tagged for expiry by cleanup
+                            verified=not running,
+                            command="profstack legacy cleanup --apply (after the job ends)"
+                            if running
+                            else "profstack legacy cleanup --apply",
                         )
                     )
     return report

@@ -359,3 +359,41 @@ def test_tag_rule_output_refuses_another_accounts_bucket(
         assert main(["legacy", "tag-rule-output", "--bucket", "partner-bucket", "--apply"]) == 2
     assert "AccessDenied" in capsys.readouterr().err
     s3_stub.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize("status", ["InProgress", "Stopping"])
+def test_a_running_jobs_legacy_output_is_listed_for_review_never_tagged(aws_credentials: None, status: str) -> None:
+    from moto import mock_aws
+
+    from profstack.migrate.legacy_profiler import audit
+
+    # GIVEN a profiled job that is still running, with rule output its Debugger rules are still writing, and a
+    # finished job beside it
+    with mock_aws():
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket="own-bucket")
+        for job_name in ("job-running", "job-done"):
+            s3.put_object(Bucket="own-bucket", Key=f"jobs/{job_name}/rule-output/ProfilerReport/r.json", Body=b"x")
+        sm = boto3.client("sagemaker", region_name=REGION)
+        running = _job("job-running", "s3://own-bucket/jobs") | {"TrainingJobStatus": status}
+        done = _job("job-done", "s3://own-bucket/jobs")
+        with Stubber(sm) as sm_stub:
+            sm_stub.add_response("list_training_jobs", _list([running, done]), LIST_PARAMS)
+            sm_stub.add_response("describe_training_job", running, {"TrainingJobName": "job-running"})
+            sm_stub.add_response("describe_training_job", done, {"TrainingJobName": "job-done"})
+            report = audit(sm, s3, since_days=30, now=NOW, expected_owner=ACCOUNT)
+        # WHEN cleanup is applied
+        result = cleanup(report, AccountClients(sagemaker=sm, s3=s3, account_id=ACCOUNT), apply=True)
+        tagged = {
+            job_name: s3.get_object_tagging(
+                Bucket="own-bucket", Key=f"jobs/{job_name}/rule-output/ProfilerReport/r.json"
+            )["TagSet"]
+            for job_name in ("job-running", "job-done")
+        }
+    # THEN only the finished job's output carries the expiry tag; the running job's is left for review, saying why
+    assert tagged["job-running"] == []
+    assert tagged["job-done"] == [{"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}]
+    assert result.tagged == 1
+    (review,) = [f for f in result.left_alone if "job-running" in f.resource]
+    assert f"the job is {status}" in review.why
+    assert review.verified is False
