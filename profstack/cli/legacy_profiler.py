@@ -189,7 +189,7 @@ def run_audit(args: argparse.Namespace) -> int:
     else:
         print("No job uses SageMaker Profiler or Debugger profiler rules.")
     print_findings(report.found, title=f"{len(report.found)} legacy resources:")
-    print_findings(report.review, title=f"{len(report.review)} to review (they name no verified job):")
+    print_findings(report.review, title=f"{len(report.review)} to review (not cleaned up: each says why):")
     print(f"Estimated storage cost of what was found: {report.monthly_usd:.2f} USD/month (list prices).")
     for what in report.incomplete:
         print(f"warning: incomplete: {what}")

@@ -48,6 +48,10 @@ LEGACY_KEYS = {
     "jobs/job-a/rule-output/ProfilerReport-1764000000/profiler-output/profiler-report.html": 1000,
     "jobs/job-a/rule-output/ProfilerReport-1764000000/profiler-output/profiler-reports/Dataloader.json": 200,
     "jobs/job-a/profiler-output/system/incremental/1.json": 300,
+}
+#: the running job-b's: Profiler output too, but its rules may still write there, so it is listed for review and
+#: never tagged (cleanup acts on finished jobs only)
+RUNNING_KEYS = {
     "jobs/job-b/profiler-output/system/incremental/2.json": 400,
 }
 DECOY_KEYS = {
@@ -181,7 +185,7 @@ def seeded(aws_credentials: None) -> Iterator[Seeded]:
         s3 = boto3.client("s3", region_name=REGION)
         for bucket in ("legacy-out", "datasets"):
             s3.create_bucket(Bucket=bucket)
-        for key, size in {**LEGACY_KEYS, **DECOY_KEYS}.items():
+        for key, size in {**LEGACY_KEYS, **RUNNING_KEYS, **DECOY_KEYS}.items():
             s3.put_object(Bucket="legacy-out", Key=key, Body=b"x" * size)
         s3.put_object(Bucket="datasets", Key="rule-output/labels.csv", Body=b"y" * 10)
         logs = boto3.client("logs", region_name=REGION)
@@ -323,7 +327,6 @@ def seeded(aws_credentials: None) -> Iterator[Seeded]:
             legacy = {
                 ("rule-output", "s3://legacy-out/jobs/job-a/rule-output/"),
                 ("profiler-output", "s3://legacy-out/jobs/job-a/profiler-output/"),
-                ("profiler-output", "s3://legacy-out/jobs/job-b/profiler-output/"),
                 ("log-stream", f"{PROCESSING_LOG_GROUP}:{RULE_STREAM}"),
                 ("iam-policy", reader),
                 ("iam-role", profiler_role),
@@ -392,7 +395,9 @@ def _snapshot(seeded: Seeded) -> dict[str, Any]:
         "functions": sorted(
             (f["FunctionName"], json.dumps(f.get("Environment"))) for f in c.lambda_.list_functions()["Functions"]
         ),
-        "decoy_tags": {k: c.s3.get_object_tagging(Bucket="legacy-out", Key=k)["TagSet"] for k in DECOY_KEYS},
+        "decoy_tags": {
+            k: c.s3.get_object_tagging(Bucket="legacy-out", Key=k)["TagSet"] for k in {**DECOY_KEYS, **RUNNING_KEYS}
+        },
         "datasets_tags": c.s3.get_object_tagging(Bucket="datasets", Key="rule-output/labels.csv")["TagSet"],
         "datasets_lifecycle": current_lifecycle_rules(c.s3, "datasets"),
         "other_stream": [
@@ -410,7 +415,7 @@ def test_audit_finds_every_seeded_resource_and_no_decoy(seeded: Seeded, capsys: 
     report = audit_account(seeded.clients, since_days=30, now=NOW)
     seeded.stubber.assert_no_pending_responses()
     found = _found(report)
-    # THEN recall and precision on the 13 seeded resources are both 1.0, and no decoy is found
+    # THEN recall and precision on the 12 seeded resources are both 1.0, and no decoy is found
     hits = found & seeded.legacy
     recall = len(hits) / len(seeded.legacy)
     precision = len(hits) / len(found)
@@ -423,21 +428,28 @@ def test_audit_finds_every_seeded_resource_and_no_decoy(seeded: Seeded, capsys: 
     assert found == seeded.legacy, (seeded.legacy - found, found - seeded.legacy)
     assert recall == precision == 1.0
     # AND what mentions rule-output/ without a verified job is listed for review, never as found
-    assert {(f.kind, f.resource.rsplit(":", 1)[-1].rsplit("/", 1)[-1]) for f in report.review} == {
+    assert {
+        (f.kind, f.resource.rsplit(":", 1)[-1].rsplit("/", 1)[-1]) for f in report.review if f.kind != "profiler-output"
+    } == {
         ("iam-policy", "labels-reader"),
         ("state-machine", "label-pipeline"),
     }
+    # AND so is the still-running job-b's profiler output, with its size and why (never as found: not cleaned up)
+    (running,) = [f for f in report.review if f.kind == "profiler-output"]
+    assert running.resource == "s3://legacy-out/jobs/job-b/profiler-output/"
+    assert running.bytes == 400
+    assert "the job is InProgress" in running.why
     # AND sizes and costs are those of the seeded objects and logs
     by = {(f.kind, f.resource): f for f in report.found}
     assert by[("rule-output", "s3://legacy-out/jobs/job-a/rule-output/")].bytes == 1200
-    assert by[("profiler-output", "s3://legacy-out/jobs/job-b/profiler-output/")].bytes == 400
     assert by[("log-stream", f"{PROCESSING_LOG_GROUP}:{RULE_STREAM}")].bytes == 100
     role = next(f for f in report.found if f.kind == "iam-role")
     assert role.profiler_only is True
-    assert report.buckets == {"legacy-out": 1900}
-    assert report.monthly_usd == pytest.approx(1900 / 1024**3 * 0.023 + 100 / 1024**3 * 0.03)
+    assert report.buckets == {"legacy-out": 1900}  # every profiled job's output, the running one's included
+    assert report.monthly_usd == pytest.approx(1500 / 1024**3 * 0.023 + 100 / 1024**3 * 0.03)  # what cleanup frees
     as_json = json.loads(json.dumps(report.to_dict()))
-    assert len(as_json["findings"]) == 11
+    assert len(as_json["findings"]) == 10
+    assert len(as_json["review"]) == 3
     assert as_json["estimated_monthly_usd"] >= 0
     assert as_json["incomplete"] == []
 
@@ -517,22 +529,22 @@ def test_cli_audit_table_json_and_cleanup(
     assert main(["legacy", "audit", "--days", "30"]) == 0
     out = capsys.readouterr().out
     assert "Scanned 4 training jobs" in out
-    assert "11 legacy resources:" in out
+    assert "10 legacy resources:" in out
     assert "s3://legacy-out/jobs/job-a/rule-output/" in out
     assert "[Profiler-only]" in out
-    assert "2 to review" in out
+    assert "3 to review" in out
     assert "USD/month" in out
     assert "profstack legacy disable-profiler --apply" in out
     assert "profstack legacy cleanup " in out
     # WHEN as JSON THEN the same findings
     _stub_account(seeded.stubber)
     assert main(["legacy", "audit", "--days", "30", "--json"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["findings"]) == 11
+    assert len(json.loads(capsys.readouterr().out)["findings"]) == 10
     # WHEN cleanup runs without --apply THEN it prints what it would do and the commands for the rest
     _stub_account(seeded.stubber)
     assert main(["legacy", "cleanup", "--days", "30"]) == 0
     out = capsys.readouterr().out
-    assert "would tag 4 objects under 3 verified job prefixes" in out
+    assert "would tag 3 objects under 2 verified job prefixes" in out  # job-a's; the running job-b's are reviewed
     assert "would delete DetailedProfiler app d-abc123/alice/DetailedProfiler/default" in out
     assert "Left alone (cleanup never edits these)" in out
     assert "$ aws iam delete-policy --policy-arn arn:aws:iam::123456789012:policy/profiler-report-reader" in out
