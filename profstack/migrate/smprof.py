@@ -707,6 +707,15 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
         analysis.singleton_needed = True
     for code, profiler in analysis.profilers.items():
         schedule[code] = bool(profiler.loops) and not profiler.loop_missing
+        for loop in profiler.loops:
+            for skip in _own_continues(loop):
+                manual.append(
+                    Finding(
+                        analysis.line(skip),
+                        f"`continue` skips the {code}.step() added at the end of this loop: call {code}.step() "
+                        "before it too, or the profiler's schedule counts fewer steps than ran",
+                    )
+                )
         for line in profiler.loop_missing:
             manual.append(
                 Finding(
@@ -744,6 +753,21 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
 
 # --------------------------------------------------------------------------------------------
 # small CST utilities
+
+
+def _own_continues(loop: cst.CSTNode) -> list[cst.Continue]:
+    """The `continue` statements of ``loop`` itself (not of a loop, function or class inside it); its `else`
+    block runs after the loop, so it is not searched either."""
+    found: list[cst.Continue] = []
+    body = getattr(loop, "body", None)
+    stack: list[cst.CSTNode] = [body] if body is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Continue):
+            found.append(node)
+        elif not isinstance(node, cst.For | cst.While | cst.FunctionDef | cst.ClassDef | cst.Lambda):
+            stack.extend(node.children)
+    return found
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:

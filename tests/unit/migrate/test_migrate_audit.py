@@ -627,3 +627,52 @@ def test_update_training_job_with_other_profiler_settings_is_refused() -> None:
     result = rewrite_source(source)
     assert not result.changed
     assert any(f.line == 4 and "update_training_job" in f.message for f in result.manual), result.manual
+
+
+def test_a_continue_that_skips_the_added_step_is_reported() -> None:
+    # GIVEN a training loop that skips some batches with `continue`, and an inner loop with its own continue
+    source = _src(
+        """
+        import smppy as smprof
+
+        P = smprof.SMProfiler.instance()
+        P.start_profiling()
+        for batch in loader:
+            if batch is None:
+                continue
+            for retry in range(3):
+                if retry:
+                    continue
+            loss = model(batch)
+            loss.backward()
+        else:
+            continue_after = True
+        P.stop_profiling()
+        """
+    )
+    # WHEN rewritten
+    result = rewrite_source(source)
+    # THEN the step() is added at the end of the loop, as before
+    compile(result.source, "<migrated>", "exec")
+    assert "P.step()" in result.source
+    # AND the loop's own continue (line 7), which skips that step() on its iterations, is reported for a person
+    # (before: nothing was said, and the schedule silently counted fewer steps than ran); the inner loop's is not
+    skips = [f for f in result.manual if "skips the P.step()" in f.message]
+    assert [f.line for f in skips] == [7], result.manual
+
+
+def test_a_loop_without_continue_reports_no_skipped_step() -> None:
+    source = _src(
+        """
+        import smppy as smprof
+
+        P = smprof.SMProfiler.instance()
+        P.start_profiling()
+        for batch in loader:
+            model(batch).backward()
+        P.stop_profiling()
+        """
+    )
+    result = rewrite_source(source)
+    assert "P.step()" in result.source
+    assert not [f for f in result.manual if "skips the" in f.message]
