@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
@@ -237,14 +238,15 @@ def rewrite_pyproject(text: str, kind: str = "pyproject") -> DependencyResult:
     return result
 
 
-def rewrite_setup_cfg(text: str) -> DependencyResult:
-    """Indented requirement lines (install_requires, extras) naming only smprof/smppy."""
+def _drop_lines(text: str, removable: Callable[[str], str | None]) -> DependencyResult:
+    """Drop each line ``removable`` names an item of (it returns the item, for the edit); any other line that
+    still names the Profiler's package is reported, not edited."""
     result = DependencyResult(source=text, changed=False)
     out: list[str] = []
     for number, line in enumerate(text.splitlines(keepends=True), start=1):
-        stripped = line.split("#", 1)[0].strip()
-        if line[:1].isspace() and stripped and _REQUIREMENT.match(stripped):
-            result.edits.append(Finding(number, f"removed `{stripped}`"))
+        item = removable(line)
+        if item:
+            result.edits.append(Finding(number, f"removed `{item}`"))
             continue
         if _MENTION.search(line.split("#", 1)[0]):
             result.manual.append(Finding(number, "names the SageMaker Profiler package; edit it by hand"))
@@ -252,6 +254,16 @@ def rewrite_setup_cfg(text: str) -> DependencyResult:
     result.source = "".join(out)
     result.changed = result.source != text
     return result
+
+
+def _setup_cfg_requirement(line: str) -> str | None:
+    stripped = line.split("#", 1)[0].strip()
+    return stripped if line[:1].isspace() and stripped and _REQUIREMENT.match(stripped) else None
+
+
+def rewrite_setup_cfg(text: str) -> DependencyResult:
+    """Indented requirement lines (install_requires, extras) naming only smprof/smppy."""
+    return _drop_lines(text, _setup_cfg_requirement)
 
 
 def rewrite_pipfile(text: str) -> DependencyResult:
@@ -261,23 +273,16 @@ def rewrite_pipfile(text: str) -> DependencyResult:
 _CONDA_ITEM = re.compile(r"""^\s*-\s+(?P<item>[^#]*?)\s*(?:#.*)?$""")
 
 
+def _conda_item(line: str) -> str | None:
+    match = _CONDA_ITEM.match(line)
+    item = match.group("item").strip("\"'") if match else ""
+    return item if item and _is_profiler_token(item) else None
+
+
 def rewrite_conda(text: str) -> DependencyResult:
     """conda environment files: a list item (conda or its `pip:` list) that installs only
     smprof/smppy or its wheel goes; anything else naming them is reported."""
-    result = DependencyResult(source=text, changed=False)
-    out: list[str] = []
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
-        match = _CONDA_ITEM.match(line)
-        item = match.group("item").strip("\"'") if match else ""
-        if item and _is_profiler_token(item):
-            result.edits.append(Finding(number, f"removed `{item}`"))
-            continue
-        if _MENTION.search(line.split("#", 1)[0]):
-            result.manual.append(Finding(number, "names the SageMaker Profiler package; edit it by hand"))
-        out.append(line)
-    result.source = "".join(out)
-    result.changed = result.source != text
-    return result
+    return _drop_lines(text, _conda_item)
 
 
 REWRITERS = {

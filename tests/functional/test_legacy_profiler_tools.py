@@ -507,12 +507,10 @@ def test_cleanup_dry_run_changes_nothing_and_apply_touches_only_verified(seeded:
     assert _snapshot(seeded) == before
 
 
-def test_cli_audit_table_json_and_cleanup(
-    seeded: Seeded, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
+def _cli_clients(c: AccountClients, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's AWS clients are the seeded account's (sts: the caller's account, the expected bucket owner)."""
     import profstack.cli._aws as aws
 
-    c = seeded.clients
     services = {
         "sagemaker": c.sagemaker,
         "s3": c.s3,
@@ -521,9 +519,16 @@ def test_cli_audit_table_json_and_cleanup(
         "events": c.events,
         "stepfunctions": c.stepfunctions,
         "lambda": c.lambda_,
-        "sts": boto3.client("sts", region_name=REGION),  # the caller's account: the expected bucket owner
+        "sts": boto3.client("sts", region_name=REGION),
     }
     monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
+
+
+def test_cli_audit_table_json_and_cleanup(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    c = seeded.clients
+    _cli_clients(c, monkeypatch)
     # WHEN the audit prints its table THEN each finding has its size, cost and the command to act on it
     _stub_account(seeded.stubber)
     assert main(["legacy", "audit", "--days", "30"]) == 0
@@ -683,20 +688,8 @@ def test_every_legacy_option_has_help() -> None:
 def test_cli_cleanup_dry_run_lists_every_object_it_would_tag(
     seeded: Seeded, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import profstack.cli._aws as aws
-
     c = seeded.clients
-    services = {
-        "sagemaker": c.sagemaker,
-        "s3": c.s3,
-        "logs": c.logs,
-        "iam": c.iam,
-        "events": c.events,
-        "stepfunctions": c.stepfunctions,
-        "lambda": c.lambda_,
-        "sts": boto3.client("sts", region_name=REGION),
-    }
-    monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
+    _cli_clients(c, monkeypatch)
     _stub_account(seeded.stubber)
     # WHEN a dry run asks for the objects (before: only the prefixes and a count were printed)
     assert main(["legacy", "cleanup", "--days", "30", "--list-objects"]) == 0
