@@ -793,7 +793,7 @@ class GpuFeed:
         settle, by_op_start = (_INF, True) if final or self.frozen else self.frontier.horizon(self.join.count > 0)
         s_col = ops.s
         prefix = s_col[:candidates]
-        if all(a <= b for a, b in itertools.pairwise(prefix)):
+        if all(map(operator.le, prefix, itertools.islice(prefix, 1, None))):  # in start order already (in C)
             order: Sequence[int] = range(candidates)
         else:
             order = sorted(range(candidates), key=s_col.__getitem__)  # stable: ties stay in file order

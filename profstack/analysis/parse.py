@@ -849,11 +849,13 @@ class _Parser:
             if kind == K_CPU:
                 cpu_start(ts)  # one start per CPU op: len(cpu_starts) counts them
                 name = e.name
-                if len(name) > max_name:
-                    name = self._bounded(name)
                 rec = cpu_get(name)
-                if rec is None:
-                    rec = self._new_cpu_rec(name)
+                if rec is None:  # a new name, or a long one: this file's table keys only bounded names
+                    if len(name) > max_name:
+                        name = self._bounded(name)
+                        rec = cpu_get(name)
+                    if rec is None:
+                        rec = self._new_cpu_rec(name)
                 rec[1] += 1
                 rec[2] += dur
                 flag = rec[0]
@@ -866,11 +868,13 @@ class _Parser:
             elif kind == K_RUNTIME:
                 n_rt += 1
                 name = e.name
-                if len(name) > max_name:
-                    name = self._bounded(name)
                 rrec = rt_get(name)
-                if rrec is None:
-                    rrec = self._new_runtime(name)
+                if rrec is None:  # as for CPU ops: the table keys only bounded names
+                    if len(name) > max_name:
+                        name = self._bounded(name)
+                        rrec = rt_get(name)
+                    if rrec is None:
+                        rrec = self._new_runtime(name)
                 a = e.args
                 klass = rrec[2]
                 if klass >= 0 and a is not None and a.correlation is not None:
