@@ -220,22 +220,23 @@ def analyse_files(
         for problem in plausibility.check_rank(r.summary, host, d.launch_span):
             r.summary["complete"] = False
             warnings.append(FileError(rd.label, ImplausibleResultError(problem, source=rd.label), fatal=False))
-        noted: list[TraceError] = []  # recorded like a plausibility failure: the entry is incomplete
+        # (warning, whether it marks the entry incomplete as a plausibility failure does)
+        noted: list[tuple[TraceError, bool]] = []
         raw_us, rounded_us = r.internal.gpu_op_raw_us, r.internal.gpu_op_rounded_us
         lost = plausibility.rounding_loss(raw_us, rounded_us)
-        if lost is not None:
-            if plausibility.rounding_loss_severe(raw_us, rounded_us):
-                noted.append(RoundingLossError(lost, source=rd.label))
-            else:  # HTA's definition, understated and said so: a warning, the entry stays complete
-                warnings.append(FileError(rd.label, RoundingLossError(lost, source=rd.label), fatal=False))
+        if lost is not None:  # below the severe share: HTA's definition, understated and said so
+            noted.append(
+                (RoundingLossError(lost, source=rd.label), plausibility.rounding_loss_severe(raw_us, rounded_us))
+            )
         dup = plausibility.duplicates(r.internal.duplicate_gpu_ops)
         if dup is not None:
-            noted.append(DuplicateEventsError(dup, source=rd.label))
+            noted.append((DuplicateEventsError(dup, source=rd.label), True))
         folded = plausibility.streams_folded(r.internal.streams_folded_ops, MAX_STREAMS, OTHER_STREAM)
         if folded is not None:
-            noted.append(StreamsFoldedError(folded, source=rd.label))
-        for note in noted:
-            r.summary["complete"] = False
+            noted.append((StreamsFoldedError(folded, source=rd.label), True))
+        for note, incomplete in noted:
+            if incomplete:
+                r.summary["complete"] = False
             warnings.append(FileError(rd.label, note, fatal=False))
         analysed.append((rd, r, span))
 

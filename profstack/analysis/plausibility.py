@@ -39,8 +39,9 @@ def rounding_loss(raw_us: float, rounded_us: float) -> str | None:
 
 
 def rounding_loss_severe(raw_us: float, rounded_us: float) -> bool:
-    """Whether the rounding removed so much (``ROUNDING_INCOMPLETE_SHARE``) that the entry is incomplete."""
-    return rounding_loss(raw_us, rounded_us) is not None and raw_us - rounded_us >= ROUNDING_INCOMPLETE_SHARE * raw_us
+    """Whether a loss ``rounding_loss`` reports is so large (``ROUNDING_INCOMPLETE_SHARE``) that the entry is
+    incomplete."""
+    return raw_us - rounded_us >= ROUNDING_INCOMPLETE_SHARE * raw_us
 
 
 def duplicates(n_duplicates: int) -> str | None:
