@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import marshal
 from pathlib import Path
 
 import pytest
@@ -26,7 +28,36 @@ def test_bundle_holds_dependencies_for_the_lambda_platform_and_our_code(wheels: 
     extensions = [p.name for p in tmp_path.rglob("*.so")]
     assert extensions
     assert all("cpython-311-aarch64-linux-gnu" in name for name in extensions), extensions
-    assert not list(tmp_path.rglob("__pycache__"))
+    # AND every module comes with the runtime's bytecode (Lambda cannot write __pycache__: without it each cold
+    # start compiles everything again), checked against its source's hash and naming the path Lambda runs it from
+    sources = [p for p in tmp_path.rglob("*.py") if "__pycache__" not in p.parts]
+    ours = [p for p in sources if p.relative_to(tmp_path).parts[0] in ("lambdas", "profstack")]
+    assert ours
+    missing = [p for p in sources if not _pyc(p).exists()]
+    assert not [p for p in missing if p in ours], missing
+    assert len(missing) <= len(sources) // 100, missing  # only files that do not compile (none of ours)
+    for src in [*ours, tmp_path / "pydantic" / "main.py", tmp_path / "msgspec" / "__init__.py"]:
+        data = _pyc(src).read_bytes()
+        assert data[:4] == importlib.util.MAGIC_NUMBER
+        assert int.from_bytes(data[4:8], "little") == 0b11  # hash-based and checked (PEP 552)
+        assert data[8:16] == importlib.util.source_hash(src.read_bytes())
+        code = marshal.loads(data[16:])
+        assert code.co_filename == f"/var/task/{src.relative_to(tmp_path).as_posix()}"
+
+
+def _pyc(src: Path) -> Path:
+    return Path(importlib.util.cache_from_source(str(src)))
+
+
+def test_bytecode_is_left_out_when_synth_runs_on_another_python(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a synth on an interpreter other than the runtime's (its bytecode would be another version's)
+    monkeypatch.setattr(pf, "RUNTIME_PYTHON_VERSION", "3.99")
+    (tmp_path / "m.py").write_text("X = 1\n")
+    # WHEN compiling THEN nothing is written and the bundle ships its sources alone
+    assert pf.compile_bytecode(tmp_path) is False
+    assert not list(tmp_path.rglob("*.pyc"))
 
 
 def test_bundler_refuses_to_go_online_without_fetched_wheels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
