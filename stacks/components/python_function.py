@@ -181,7 +181,7 @@ def compile_bytecode(folder: Path, files: Sequence[Path] | None = None) -> bool:
     """Byte-compile ``files`` (default: every ``.py`` under ``folder``) for the Lambda's Python.
 
     Lambda cannot write ``__pycache__`` (its code folder is read-only), so without these every cold start
-    compiles every module it imports again: 1.7 s of CPU for the trace processor's imports against 0.6 s
+    compiles every module it imports again: 1.6 s of CPU for the trace processor's imports against 0.6 s
     with them (measured on this machine's core, see bench/README.md). Checked-hash pycs: the interpreter
     uses one only while the source beside it has the hash it was compiled from, whatever the zip's
     timestamps, so a pyc can never stand in for other code. Compiled only by the runtime's own Python
