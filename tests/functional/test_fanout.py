@@ -171,6 +171,11 @@ def _fanned_out(plane: DataPlane, sfn: Any, traces_dir: Path, job: str, user: st
     return payload, manifest
 
 
+def _report_etags(plane: DataPlane) -> dict[str, str]:
+    """Every object under reports/ and its ETag: what a refused step must leave as it was."""
+    return {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+
+
 def _step(name: str, payload: dict[str, Any]) -> Any:
     from lambdas.trace_processor import runtime
     from lambdas.trace_processor.fanout import aggregate, analyze_one
@@ -220,7 +225,7 @@ def test_a_forged_job_context_is_refused_by_both_steps(
     plane, sfn = fanout_plane
     # GIVEN bob's fanned-out job
     bob, bob_manifest = _fanned_out(plane, sfn, traces_dir, "bob-big", "bob")
-    before = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    before = _report_etags(plane)
     # WHEN its execution input is replayed with one field of the job context changed
     forged = {**bob, "context": {**bob["context"], **change}}
     with pytest.raises(FanoutInputError):
@@ -228,7 +233,7 @@ def test_a_forged_job_context_is_refused_by_both_steps(
     with pytest.raises(FanoutInputError):
         _step("aggregate", forged)
     # THEN neither step wrote anything, and no e-mail went out
-    after = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    after = _report_etags(plane)
     assert after == before
     assert plane.notifications() == []
 
@@ -249,12 +254,12 @@ def test_the_aggregate_refuses_a_replayed_input_with_another_job_description(
     plane, sfn = fanout_plane
     # GIVEN bob's fanned-out job
     bob, _ = _fanned_out(plane, sfn, traces_dir, "bob-big", "bob")
-    before = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    before = _report_etags(plane)
     # WHEN its genuine context and manifest come with another job description (the e-mail's FailureReason, the
     # system view's hosts and times) THEN the aggregate refuses, and writes and sends nothing
     with pytest.raises(FanoutInputError, match="is not what the processor sent"):
         _step("aggregate", {**bob, **change})
-    after = {k: plane.s3.head_object(Bucket=TRACE_BUCKET, Key=k)["ETag"] for k in plane.list_keys("reports/")}
+    after = _report_etags(plane)
     assert after == before
     assert plane.notifications() == []
 

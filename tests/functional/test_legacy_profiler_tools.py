@@ -37,10 +37,9 @@ from profstack.migrate.legacy_profiler import (
     disable_profiler,
     merge_expiry_rule,
 )
+from tests.training_jobs import ACCOUNT, REGION, describe_training_job
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
 RULE_JOB = "job-a-profilerreport-1a2b3c4d"
 RULE_STREAM = f"{RULE_JOB}/algo-1-1764000000"
 OTHER_STREAM = "data-prep-2026-11-01/algo-1-1764000000"  # decoy: a processing job that is not a rule job
@@ -66,20 +65,7 @@ def _job(
     name: str, status: str, *, profiler: dict[str, Any] | None, rules: list[str], rule_job: bool = False
 ) -> dict[str, Any]:
     """A DescribeTrainingJob response shaped by the real service model (Stubber validates it)."""
-    job: dict[str, Any] = {
-        "TrainingJobName": name,
-        "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}",
-        "ModelArtifacts": {"S3ModelArtifacts": f"s3://legacy-out/jobs/{name}/output/model.tar.gz"},
-        "TrainingJobStatus": status,
-        "SecondaryStatus": "Completed" if status == "Completed" else "Training",
-        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
-        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
-        "CreationTime": NOW,
-        "OutputDataConfig": {"S3OutputPath": "s3://legacy-out/jobs"},
-    }
-    if profiler is not None:
-        job["ProfilerConfig"] = profiler
+    job = describe_training_job(name, output="s3://legacy-out/jobs", created=NOW, status=status, profiler=profiler)
     if rules:
         job["ProfilerRuleConfigurations"] = [
             {"RuleConfigurationName": r, "RuleEvaluatorImage": "rules-image"} for r in rules

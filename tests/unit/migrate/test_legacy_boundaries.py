@@ -14,27 +14,14 @@ from botocore.stub import ANY, Stubber
 
 from profstack.layout import LEGACY_RULE_OUTPUT_TAG
 from profstack.migrate.legacy_profiler import AccountClients, audit_account, cleanup
+from tests.training_jobs import ACCOUNT, REGION, describe_training_job
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
-ACCOUNT = "123456789012"
-REGION = "us-east-1"
 LIST_PARAMS = {"CreationTimeAfter": ANY, "SortBy": ANY, "SortOrder": ANY}
 
 
 def _job(name: str, output: str) -> dict[str, Any]:
-    return {
-        "TrainingJobName": name,
-        "TrainingJobArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}",
-        "ModelArtifacts": {"S3ModelArtifacts": f"{output}/{name}/output/model.tar.gz"},
-        "TrainingJobStatus": "Completed",
-        "SecondaryStatus": "Completed",
-        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
-        "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
-        "CreationTime": NOW,
-        "OutputDataConfig": {"S3OutputPath": output},
-        "ProfilerConfig": {"S3OutputPath": output},
-    }
+    return describe_training_job(name, output=output, created=NOW, profiler={"S3OutputPath": output})
 
 
 def _list(jobs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from profstack.cli import legacy as legacy_cli
 from profstack.cli import main
 from profstack.layout import LEGACY_RULE_OUTPUT_TAG
 from profstack.migrate.rule_output import is_rule_output_key, manifest_csv
+from tests.training_jobs import describe_training_job
 
 BUCKET = "ml-output"
 RULE_KEYS = [
@@ -59,21 +60,13 @@ def test_manifest_is_bucket_key_csv_with_url_encoded_keys() -> None:
 
 
 def _describe(name: str, root: str, *, profiled: bool) -> dict[str, Any]:
-    job: dict[str, Any] = {
-        "TrainingJobName": name,
-        "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{name}",
-        "ModelArtifacts": {"S3ModelArtifacts": f"{root}/{name}/output/model.tar.gz"},
-        "TrainingJobStatus": "Completed",
-        "SecondaryStatus": "Completed",
-        "AlgorithmSpecification": {"TrainingInputMode": "File", "TrainingImage": "img"},
-        "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 50},
-        "StoppingCondition": {"MaxRuntimeInSeconds": 3600},
-        "CreationTime": datetime(2026, 11, 1, tzinfo=UTC),
-        "OutputDataConfig": {"S3OutputPath": root},
-    }
-    if profiled:
-        job["ProfilerConfig"] = {"S3OutputPath": root}
-    return job
+    return describe_training_job(
+        name,
+        output=root,
+        created=datetime(2026, 11, 1, tzinfo=UTC),
+        instance_type="ml.g5.xlarge",
+        profiler={"S3OutputPath": root} if profiled else None,
+    )
 
 
 JOBS = [
