@@ -190,17 +190,16 @@ def compile_bytecode(folder: Path, files: Sequence[Path] | None = None) -> bool:
     """
     if f"{sys.version_info.major}.{sys.version_info.minor}" != RUNTIME_PYTHON_VERSION:
         return False
-    mode = py_compile.PycInvalidationMode.CHECKED_HASH
-    # quiet=2: a file that does not compile (a package's Python 2 example) fails at import, as it would without
-    if files is None:
-        compileall.compile_dir(
-            folder, quiet=2, invalidation_mode=mode, stripdir=str(folder), prependdir=LAMBDA_TASK_ROOT
+    paths = sorted(folder.rglob("*.py")) if files is None else [folder / f for f in files if f.suffix == ".py"]
+    for path in paths:
+        # quiet=2: a file that does not compile (a package's Python 2 example) fails at import, as it would without
+        compileall.compile_file(
+            path,
+            quiet=2,
+            invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH,
+            stripdir=str(folder),
+            prependdir=LAMBDA_TASK_ROOT,
         )
-    else:
-        for rel in (f for f in files if f.suffix == ".py"):
-            compileall.compile_file(
-                folder / rel, quiet=2, invalidation_mode=mode, stripdir=str(folder), prependdir=LAMBDA_TASK_ROOT
-            )
     return True
 
 
