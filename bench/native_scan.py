@@ -3,19 +3,20 @@
     python -m bench.native_scan bench/data/100MB-json/rank-0.pt.trace.json [--repeat 5] [--out FILE]
 
 Target 1 asks the whole analysis to run 1.25x faster than msgspec decoding the file into one typed struct per
-event (the "floor"). This measures, in one process pinned to one CPU, interleaved rounds, best of each, in CPU
-milliseconds per MB of JSON, each Python measurement in a fresh child process (as ``make bench``):
+event (the "floor"). This measures, pinned to one CPU, interleaved rounds, best of each, in CPU milliseconds per
+MB of JSON, each Python measurement in a fresh child process through ``bench.workers`` (as ``make bench``):
 
 * **native scan**: ``bench/native/kineto_scan.c``, compiled here with ``cc -O2``: the columns ProfStack's reader
   fills (ph, name and cat ids, ts, dur, pid, tid, args.correlation, args.stream) without an object per event.
   It neither unescapes nor validates, so it is a lower bound for a native reader. Before any time is reported,
   its event count, sum of ``dur``, correlation count and sum, and number of distinct strings are checked against
   msgspec's decode of the same file; a mismatch stops the probe.
-* **floor**: ``bench.floor_types`` (as in ``make bench``), whole file, cyclic GC off during the decode.
-* **ProfStack**, split into **decode** (its batch decoder, ``parse._LIST_DECODER``), **consume** (its per-event
-  loop, ``parse._Parser.consume``, which turns structs into columns) and **rest** (the work on columns: the GPU
-  accumulator, the launch join and the time bins, which ``consume`` calls once per batch and which are timed out
-  of it (``COLUMN_WORK``), then the analyzers, rules and the summary), by wrapping those with CPU timers.
+* **floor**: ``bench.workers.run_msgspec``, the floor of ``make bench``.
+* **ProfStack** (``bench.workers.run_profstack``), split into **decode** (its batch decoder,
+  ``parse._LIST_DECODER``), **consume** (its per-event loop, ``parse._Parser.consume``, which turns structs into
+  columns) and **rest** (the work on columns: the GPU accumulator, the launch join and the time bins, which
+  ``consume`` calls once per batch and which are timed out of it (``COLUMN_WORK``), then the analyzers, rules and
+  the summary), by wrapping those with CPU timers.
 
 The last line projects the best a native reader could give with today's analysis behind it: the floor's time
 over (native scan + rest). That is optimistic, since consume's classification work is not in the scan.
@@ -24,7 +25,6 @@ over (native scan + rest). That is optimistic, since consume's classification wo
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import shutil
@@ -34,6 +34,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from bench import workers
+from bench.run import SINGLE_THREAD_ENV
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 NATIVE_REPEAT = 5  # runs inside each kineto_scan process, best kept: its allocations warm, like the Python heap
@@ -102,21 +105,6 @@ def check_agreement(scan: dict[str, Any], ref: dict[str, Any]) -> None:
         raise ProbeError(f"kineto_scan disagrees with msgspec on {wrong} (scan, msgspec)")
 
 
-def floor_time(trace: Path) -> float:
-    import msgspec
-
-    from bench.floor_types import Trace
-
-    decoder = msgspec.json.Decoder(Trace)
-    start = time.process_time()
-    gc.disable()
-    try:
-        decoder.decode(trace.read_bytes())
-    finally:
-        gc.enable()
-    return time.process_time() - start
-
-
 # Column work that ``consume`` calls once per batch (not per event): settling GPU ops into the accumulator, the
 # launch join, the CPU time bins. A native reader would still hand its columns to these, so the probe counts them
 # with the rest, not with the per-event loop.
@@ -127,8 +115,7 @@ def profstack_split(trace: Path) -> dict[str, float]:
     """One analysis, its CPU time split into decode, the per-event loop and the rest (the column work)."""
     import importlib
 
-    from profstack.analysis import analyze, parse
-    from profstack.analysis.sources import discover_sources
+    from profstack.analysis import parse
 
     acc = {"decode": 0.0, "consume": 0.0, "column_work_in_consume": 0.0}
     depth = [0]
@@ -173,9 +160,7 @@ def profstack_split(trace: Path) -> dict[str, float]:
         patched.append((cls, method, inner))
         setattr(cls, method, column_timer(inner))
     try:
-        start = time.process_time()
-        analyze(discover_sources([trace]))
-        total = time.process_time() - start
+        total = float(workers.run_profstack(trace)["cpu_seconds"])  # make bench's ProfStack measurement
     finally:
         parse._LIST_DECODER = inner_decoder
         parse._Parser.consume = inner_consume  # type: ignore[method-assign]
@@ -194,12 +179,13 @@ def profstack_split(trace: Path) -> dict[str, float]:
 
 
 def in_child(kind: str, trace: Path) -> dict[str, float]:
-    """One measurement in a fresh interpreter (imports done before the clock starts), as ``make bench`` runs each
-    tool: a floor measured in a process that already decoded the file several times is slower (its heap is
+    """One measurement in a fresh interpreter, through ``bench.workers`` as ``make bench`` runs each tool (imports
+    are not timed): a floor measured in a process that already decoded the file several times is slower (its heap is
     fragmented), which would flatter every ratio to it."""
     done = subprocess.run(
         [sys.executable, "-m", "bench.native_scan", "--child", kind, str(trace)],
         cwd=REPO_ROOT,
+        env={**os.environ, **SINGLE_THREAD_ENV, "PYTHONPATH": str(REPO_ROOT)},  # as bench.run starts its workers
         capture_output=True,
         text=True,
         check=False,
@@ -211,13 +197,8 @@ def in_child(kind: str, trace: Path) -> dict[str, float]:
 
 
 def child(kind: str, trace: Path) -> dict[str, float]:
-    import msgspec  # noqa: F401 - imported before the clock starts
-
-    import bench.floor_types  # noqa: F401
-    import profstack.analysis.sources  # noqa: F401
-
     if kind == "floor":
-        return {"total": floor_time(trace)}
+        return {"total": float(workers.run_msgspec(trace)["cpu_seconds"])}  # make bench's floor measurement
     return profstack_split(trace)
 
 
