@@ -52,7 +52,13 @@ $(STAMPS)/mlflow-venv: requirements/mlflow-server.txt
 	.venv-mlflow/bin/python -m pip install -q --disable-pip-version-check -r requirements/mlflow-server.txt
 	@touch $@
 
-install: $(STAMPS)/venv $(STAMPS)/node $(STAMPS)/lambda-wheels $(STAMPS)/mlflow-venv  ## .venv, node_modules, Lambda wheels and the test MLflow server from the pinned files
+# The C per-op loop of the GPU accumulator (profstack/analysis/native.py): built with the machine's C compiler,
+# skipped with a notice without one (the Python loop gives the same summaries, slower).
+$(STAMPS)/native: $(STAMPS)/venv profstack/analysis/_gpuaccel.c profstack/analysis/native_build.py
+	$(BIN)/python -m profstack.analysis.native_build
+	@touch $@
+
+install: $(STAMPS)/venv $(STAMPS)/node $(STAMPS)/lambda-wheels $(STAMPS)/mlflow-venv $(STAMPS)/native  ## .venv, node_modules, Lambda wheels, the C accelerator and the test MLflow server from the pinned files
 
 lint: $(STAMPS)/venv  ## ruff lint and format check
 	$(BIN)/ruff check .
@@ -71,7 +77,7 @@ typecheck: $(STAMPS)/venv  ## mypy --strict on profstack/, lambdas/, stacks/, de
 test: install lint typecheck  ## lint, type-check and run the whole test suite
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS)
 
-test-fast: $(STAMPS)/venv  ## tests only, no lint
+test-fast: $(STAMPS)/venv $(STAMPS)/native  ## tests only, no lint
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "not slow"
 
 CONFIG ?= config/profstack.yaml
@@ -87,7 +93,7 @@ demo: synth  ## synthesize, show the deployment plan, then run the main job on a
 
 BENCH_ARGS ?=
 
-bench: $(STAMPS)/venv  ## speed and memory benchmarks against HTA 0.5.0 / 0.6.1 and a bare msgspec decode (BENCH_ARGS=--quick)
+bench: $(STAMPS)/venv $(STAMPS)/native  ## speed and memory benchmarks against HTA 0.5.0 / 0.6.1 and a bare msgspec decode (BENCH_ARGS=--quick)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 screenshot: demo  ## render the demo's whole HTML report in headless Chromium to demo-output/report.png

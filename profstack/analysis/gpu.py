@@ -25,8 +25,9 @@ import operator
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from profstack.analysis import classify, intervals
+from profstack.analysis import classify, intervals, native
 from profstack.analysis.errors import StepWindowError
 from profstack.analysis.options import LAUNCH_DELAY_CUTOFFS_US, AnalysisOptions
 from profstack.analysis.sketch import DelayDistribution
@@ -220,7 +221,69 @@ class GpuAccumulator:
     ) -> int:
         """Consume ops ``order[0], order[1], ...`` (start order) until one starts after ``stop_s`` or is not
         settled (its launch, or without a launch and ``by_op_start`` its own start, is after ``settle``).
-        Returns how many were consumed; each is joined to its launch through ``join`` on the way."""
+        Returns how many were consumed; each is joined to its launch through ``join`` on the way.
+
+        The per-op loop runs in C (``native.ACCEL``, a transliteration of ``_add_ops``) where that module is
+        built; the two leave the same state to the bit (tests/unit/analysis/test_gpu_native.py)."""
+        accel = native.ACCEL
+        r = NotImplemented if accel is None else accel.add_ops(self, ops, order, join, stop_s, settle, by_op_start)
+        if r is NotImplemented:  # no C module, or it declined (an input outside its exact range) and changed nothing
+            r = self._add_ops(ops, order, join, stop_s, settle, by_op_start)
+        (
+            taken,
+            n_sel,
+            n_kern,
+            tiny,
+            n_occ,
+            occ_w,
+            occ_t,
+            cpu_sum,
+            cpu_n,
+            n_neg,
+            n_sync,
+            sync_us,
+            raw_us,
+            n_dup,
+            n_fold,
+            n_closed,
+            delays,
+            launch_s,
+            launch_e,
+        ) = r
+        self.n_sel += n_sel
+        self.n_kern_sel += n_kern
+        self.tiny += tiny
+        self.n_occ += n_occ
+        self.occ_w += occ_w
+        self.occ_t += occ_t
+        self.launch_cpu_sum += cpu_sum
+        self.launch_cpu_n += cpu_n
+        self.n_negative_delays += n_neg
+        self.n_sync += n_sync
+        self.sync_us += sync_us
+        self.raw_us += raw_us
+        self.n_duplicates += n_dup
+        self.n_stream_folded += n_fold
+        if delays:
+            self.delays.extend(delays)
+        if launch_s:
+            self._add_launches(launch_s, launch_e)
+        self.n_closed = n_closed
+        if n_closed >= self.FLUSH_INTERVALS:
+            self._flush()
+        return taken  # type: ignore[no-any-return]
+
+    def _add_ops(  # noqa: PLR0917 - the C module's positional signature
+        self,
+        ops: OpColumns,
+        order: Sequence[int],
+        join: LaunchJoin,
+        stop_s: float,
+        settle: float,
+        by_op_start: bool,
+    ) -> tuple[Any, ...]:
+        """The per-op loop of ``add``: updates the per-name, per-type and per-stream state in place and returns
+        the batch's counters and sums for ``add`` to fold in (``_gpuaccel.c`` returns the same tuple)."""
         sel = self.selection
         mode = sel.mode
         in_window, hta = mode == "window", mode == "hta"
@@ -431,28 +494,27 @@ class GpuAccumulator:
             ss[7] = nid
         open_s[all_t], open_e[all_t] = all_s, all_e
         self.union_us, self.gpu_lo, self.gpu_hi = union_us, gpu_lo, gpu_hi
-        self.n_sel += n_sel
-        self.n_kern_sel += n_kern
-        self.tiny += tiny
-        self.n_occ += n_occ
-        self.occ_w += occ_w
-        self.occ_t += occ_t
-        self.launch_cpu_sum += cpu_sum
-        self.launch_cpu_n += cpu_n
-        self.n_negative_delays += n_neg
-        self.n_sync += n_sync
-        self.sync_us += sync_us
-        self.raw_us += raw_us
-        self.n_duplicates += n_dup
-        self.n_stream_folded += n_fold
-        if delays:
-            self.delays.extend(delays)
-        if launch_s:
-            self._add_launches(launch_s, launch_e)
-        self.n_closed = n_closed
-        if n_closed >= self.FLUSH_INTERVALS:
-            self._flush()
-        return taken
+        return (
+            taken,
+            n_sel,
+            n_kern,
+            tiny,
+            n_occ,
+            occ_w,
+            occ_t,
+            cpu_sum,
+            cpu_n,
+            n_neg,
+            n_sync,
+            sync_us,
+            raw_us,
+            n_dup,
+            n_fold,
+            n_closed,
+            delays,
+            launch_s,
+            launch_e,
+        )
 
     def _flush(self) -> None:
         """Fold the closed intervals that lie wholly in the past into the type-overlap partition.

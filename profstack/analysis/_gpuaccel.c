@@ -1,0 +1,1134 @@
+/* The per-op loop of GpuAccumulator.add (profstack/analysis/gpu.py, _add_ops), transliterated to C.
+ *
+ * Contract: add_ops(acc, ops, order, join, stop_s, settle, by_op_start) returns exactly the tuple _add_ops
+ * returns and leaves acc and join exactly as _add_ops leaves them: the same values with the same Python types
+ * (ints stay ints, floats floats), dict and set entries added in the same order, the same methods called
+ * (join.missing, acc._graph_op, classify.type_index, classify.memcpy_direction) with the same arguments in the
+ * same order, and the same exception where Python raises one. Or, before it changes anything, it returns
+ * NotImplemented when an input lies outside what it handles exactly (a column of another type, a time at or
+ * beyond 2**53, a kind or name id out of range, a threshold that is not a float or small int); add() then runs
+ * the Python loop.
+ *
+ * Python's arithmetic is kept: the columns' times are within +-2**53 (checked), so ceil/floor of them and their
+ * differences are exact in int64; launch times are not bounded, so their ceil/floor go through Python ints when
+ * large, and raise as math.ceil/math.floor do on infinity; int-float comparisons are exact, as in Python (not
+ * a conversion of the int to double); sums stored in Python objects (per-name stats, per-stream waits, memcpy
+ * and memset totals) are updated with Python's own number protocol when an int64 would overflow.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#define LIM53 9007199254740992.0 /* 2**53 */
+#define TWO63 9223372036854775808.0
+
+/* a value that Python holds as an int (fitting int64) or a float */
+typedef struct {
+    int is_int;
+    long long i;
+    double f;
+} Num;
+
+static int num_from(PyObject *o, Num *n) { /* 0 ok, -1 unsupported (no exception set) */
+    if (PyFloat_CheckExact(o)) {
+        n->is_int = 0;
+        n->f = PyFloat_AS_DOUBLE(o);
+        return 0;
+    }
+    if (PyLong_CheckExact(o)) {
+        int ovf = 0;
+        long long v = PyLong_AsLongLongAndOverflow(o, &ovf);
+        if (ovf || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return -1;
+        }
+        n->is_int = 1;
+        n->i = v;
+        return 0;
+    }
+    return -1;
+}
+
+static PyObject *num_obj(const Num *n) { return n->is_int ? PyLong_FromLongLong(n->i) : PyFloat_FromDouble(n->f); }
+
+/* exact comparison of an int64 with a double, as Python compares int and float: -1, 0, 1; 2 if f is NaN */
+static int cmp_if(long long i, double f) {
+    if (f != f) return 2;
+    if (f >= TWO63) return -1;
+    if (f < -TWO63) return 1;
+    double fl = floor(f);
+    long long fi = (long long)fl;
+    if (i < fi) return -1;
+    if (i > fi) return 1;
+    return f > fl ? -1 : 0;
+}
+
+/* compare a (Num) with b (Num): -1, 0, 1, or 2 when unordered (NaN) */
+static int cmp_nn(const Num *a, const Num *b) {
+    if (a->is_int && b->is_int) return a->i < b->i ? -1 : (a->i > b->i ? 1 : 0);
+    if (a->is_int) return cmp_if(a->i, b->f);
+    if (b->is_int) {
+        int c = cmp_if(b->i, a->f);
+        return c == 2 ? 2 : -c;
+    }
+    if (a->f != a->f || b->f != b->f) return 2;
+    return a->f < b->f ? -1 : (a->f > b->f ? 1 : 0);
+}
+
+static inline Num NI(long long v) {
+    Num n = {1, v, 0.0};
+    return n;
+}
+static inline Num NF(double v) {
+    Num n = {0, 0, v};
+    return n;
+}
+#define LT(a, b) (cmp_nn(&(a), &(b)) == -1)
+#define GT(a, b) (cmp_nn(&(a), &(b)) == 1)
+#define LE(a, b) (cmp_nn(&(a), &(b)) == -1 || cmp_nn(&(a), &(b)) == 0)
+
+/* Python's a - b for two Nums, as a double to add to a float total (int - int exact, then rounded once) */
+static double num_sub_as_double(const Num *a, const Num *b) {
+    if (a->is_int && b->is_int) return (double)(a->i - b->i);
+    double x = a->is_int ? (double)a->i : a->f;
+    double y = b->is_int ? (double)b->i : b->f;
+    return x - y;
+}
+
+static double num_as_double(const Num *a) { return a->is_int ? (double)a->i : a->f; }
+
+/* ---- updates of Python objects held in lists, with Python's semantics ---- */
+
+static int set_item(PyObject *list, Py_ssize_t k, PyObject *v) { /* steals v */
+    if (v == NULL) return -1;
+    if (PyList_CheckExact(list)) {
+        if (k < 0 || k >= PyList_GET_SIZE(list)) {
+            Py_DECREF(v);
+            PyErr_SetString(PyExc_IndexError, "list assignment index out of range");
+            return -1;
+        }
+        PyList_SetItem(list, k, v);
+        return 0;
+    }
+    int r = PySequence_SetItem(list, k, v);
+    Py_DECREF(v);
+    return r;
+}
+
+static PyObject *get_item(PyObject *list, Py_ssize_t k) { /* new reference */
+    if (PyList_CheckExact(list) && k >= 0 && k < PyList_GET_SIZE(list)) {
+        PyObject *v = PyList_GET_ITEM(list, k);
+        Py_INCREF(v);
+        return v;
+    }
+    return PySequence_GetItem(list, k);
+}
+
+/* list[k] += v (v an int) */
+static int add_long(PyObject *list, Py_ssize_t k, long long v) {
+    PyObject *item = get_item(list, k);
+    if (item == NULL) return -1;
+    PyObject *res = NULL;
+    if (PyLong_CheckExact(item)) {
+        int ovf = 0;
+        long long x = PyLong_AsLongLongAndOverflow(item, &ovf);
+        long long r;
+        if (!ovf && !(x == -1 && PyErr_Occurred()) && !__builtin_add_overflow(x, v, &r)) res = PyLong_FromLongLong(r);
+        PyErr_Clear();
+    } else if (PyFloat_CheckExact(item)) {
+        res = PyFloat_FromDouble(PyFloat_AS_DOUBLE(item) + (double)v);
+    }
+    if (res == NULL) {
+        PyObject *vo = PyLong_FromLongLong(v);
+        if (vo == NULL) {
+            Py_DECREF(item);
+            return -1;
+        }
+        res = PyNumber_InPlaceAdd(item, vo);
+        Py_DECREF(vo);
+    }
+    Py_DECREF(item);
+    return set_item(list, k, res);
+}
+
+/* list[k] += o (o a Python int object, e.g. a square beyond int64) */
+static int add_obj(PyObject *list, Py_ssize_t k, PyObject *o) {
+    PyObject *item = get_item(list, k);
+    if (item == NULL) return -1;
+    PyObject *res = PyNumber_InPlaceAdd(item, o);
+    Py_DECREF(item);
+    return set_item(list, k, res);
+}
+
+/* list[k] += v (v a float) */
+static int add_double(PyObject *list, Py_ssize_t k, double v) {
+    PyObject *item = get_item(list, k);
+    if (item == NULL) return -1;
+    PyObject *res;
+    if (PyFloat_CheckExact(item)) {
+        res = PyFloat_FromDouble(PyFloat_AS_DOUBLE(item) + v);
+    } else {
+        PyObject *vo = PyFloat_FromDouble(v);
+        if (vo == NULL) {
+            Py_DECREF(item);
+            return -1;
+        }
+        res = PyNumber_InPlaceAdd(item, vo);
+        Py_DECREF(vo);
+    }
+    Py_DECREF(item);
+    return set_item(list, k, res);
+}
+
+/* rich comparison of list[k] with an int v: 1 true, 0 false, -1 error */
+static int cmp_item_long(PyObject *list, Py_ssize_t k, long long v, int op) {
+    PyObject *item = get_item(list, k);
+    if (item == NULL) return -1;
+    Num a, b = NI(v);
+    int r;
+    if (num_from(item, &a) == 0) {
+        int c = cmp_nn(&a, &b);
+        switch (op) {
+        case Py_LT: r = c == -1; break;
+        case Py_GT: r = c == 1; break;
+        case Py_EQ: r = c == 0; break;
+        default: r = 0;
+        }
+    } else {
+        PyObject *vo = PyLong_FromLongLong(v);
+        r = vo == NULL ? -1 : PyObject_RichCompareBool(item, vo, op);
+        Py_XDECREF(vo);
+    }
+    Py_DECREF(item);
+    return r;
+}
+
+static int eq_item_double(PyObject *list, Py_ssize_t k, double v) {
+    PyObject *item = get_item(list, k);
+    if (item == NULL) return -1;
+    int r;
+    if (PyFloat_CheckExact(item)) {
+        r = PyFloat_AS_DOUBLE(item) == v;
+    } else {
+        PyObject *vo = PyFloat_FromDouble(v);
+        r = vo == NULL ? -1 : PyObject_RichCompareBool(item, vo, Py_EQ);
+        Py_XDECREF(vo);
+    }
+    Py_DECREF(item);
+    return r;
+}
+
+/* math.ceil / math.floor of a double into a Num when it fits int64, else a Python int in *big (new ref) */
+static int round_to_int(double x, int up, Num *out, PyObject **big) {
+    *big = NULL;
+    if (x != x) {
+        PyErr_SetString(PyExc_ValueError, "cannot convert float NaN to integer");
+        return -1;
+    }
+    if (isinf(x)) {
+        PyErr_SetString(PyExc_OverflowError, "cannot convert float infinity to integer");
+        return -1;
+    }
+    double r = up ? ceil(x) : floor(x);
+    if (r > -TWO63 && r < TWO63) {
+        *out = NI((long long)r);
+        return 0;
+    }
+    *big = PyLong_FromDouble(r);
+    return *big == NULL ? -1 : 1;
+}
+
+/* ---- typed views of the op columns ---- */
+
+typedef struct {
+    Py_buffer b;
+    int ok;
+} Col;
+
+static int col_get(PyObject *ops, const char *attr, const char *fmt, Py_ssize_t itemsize, Col *c, Py_ssize_t *n) {
+    /* 0 ok, 1 unsupported, -1 error */
+    c->ok = 0;
+    PyObject *a = PyObject_GetAttrString(ops, attr);
+    if (a == NULL) return -1;
+    if (PyObject_GetBuffer(a, &c->b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(a);
+        PyErr_Clear();
+        return 1;
+    }
+    Py_DECREF(a); /* the buffer keeps the array alive and its size fixed */
+    c->ok = 1;
+    if (c->b.itemsize != itemsize || c->b.format == NULL || strcmp(c->b.format, fmt) != 0) return 1;
+    Py_ssize_t len = c->b.len / itemsize;
+    if (*n < 0) *n = len;
+    return len == *n ? 0 : 1;
+}
+
+static void col_release(Col *c) {
+    if (c->ok) PyBuffer_Release(&c->b);
+    c->ok = 0;
+}
+
+/* a growing buffer of doubles */
+typedef struct {
+    double *v;
+    Py_ssize_t n, cap;
+} DBuf;
+
+static int dbuf_push(DBuf *d, double x) {
+    if (d->n == d->cap) {
+        Py_ssize_t cap = d->cap ? d->cap * 2 : 256;
+        double *v = PyMem_Realloc(d->v, (size_t)cap * sizeof(double));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        d->v = v;
+        d->cap = cap;
+    }
+    d->v[d->n++] = x;
+    return 0;
+}
+
+static PyObject *array_type = NULL;
+
+static PyObject *dbuf_array(const DBuf *d) { /* array('d', ...) */
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)d->v, d->n * (Py_ssize_t)sizeof(double));
+    if (bytes == NULL) return NULL;
+    PyObject *a = PyObject_CallFunction(array_type, "sO", "d", bytes);
+    Py_DECREF(bytes);
+    return a;
+}
+
+static int dbuf_extend(PyObject *arr, const DBuf *d) { /* arr.frombytes(...) */
+    if (d->n == 0) return 0;
+    PyObject *bytes = PyBytes_FromStringAndSize((const char *)d->v, d->n * (Py_ssize_t)sizeof(double));
+    if (bytes == NULL) return -1;
+    PyObject *r = PyObject_CallMethod(arr, "frombytes", "O", bytes);
+    Py_DECREF(bytes);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* attribute helpers */
+static PyObject *attr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }
+
+static int attr_num(PyObject *o, const char *name, Num *n, int *unsupported) {
+    PyObject *v = attr(o, name);
+    if (v == NULL) return -1;
+    if (num_from(v, n) < 0) *unsupported = 1;
+    Py_DECREF(v);
+    return 0;
+}
+
+/* a float or an int within +-2**53, as a double that compares with doubles as the original does */
+static int exact_double(const Num *n, double *out) {
+    if (!n->is_int) {
+        *out = n->f;
+        return 0;
+    }
+    if (n->i > (long long)LIM53 || n->i < -(long long)LIM53) return -1;
+    *out = (double)n->i;
+    return 0;
+}
+
+#define MAXT 64
+
+static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "add_ops(acc, ops, order, join, stop_s, settle, by_op_start)");
+        return NULL;
+    }
+    PyObject *acc = args[0], *ops = args[1], *order = args[2], *join = args[3];
+    PyObject *result = NULL;
+    int unsupported = 0;
+    Col cs = {0}, cts = {0}, cdur = {0}, cname = {0}, ckind = {0}, cstream = {0}, ccorr = {0}, cbytes = {0}, cocc = {0};
+    Py_ssize_t *idx = NULL, n_order = 0;
+    DBuf delays = {0}, launch_s = {0}, launch_e = {0};
+    DBuf closed_buf[MAXT];
+    memset(closed_buf, 0, sizeof(closed_buf));
+    PyObject *sel = NULL, *mode = NULL, *names = NULL, *type_cache = NULL, *kstats = NULL, *kernel_ids = NULL;
+    PyObject *time_by_kind = NULL, *memset_l = NULL, *dir_cache = NULL, *mem_dir = NULL, *open_s_l = NULL;
+    PyObject *open_e_l = NULL, *closed_l = NULL, *type_total_l = NULL, *stream_state = NULL, *launches = NULL;
+    PyObject *used = NULL, *missing = NULL, *classify = NULL, *type_index = NULL, *memcpy_direction = NULL;
+    PyObject *kernel_types = NULL, *gpu = NULL, *graph_op = NULL;
+    Num open_s[MAXT + 2], open_e[MAXT + 2];
+    double type_total[MAXT];
+    double tbk[3];
+    int inplace_loaded = 0; /* per-type state cached in C: written back on success and on error */
+
+    /* ---- module constants ---- */
+    gpu = PyImport_ImportModule("profstack.analysis.gpu");
+    if (gpu == NULL) goto error;
+    classify = PyImport_ImportModule("profstack.analysis.classify");
+    if (classify == NULL) goto error;
+    long long MAX_STREAMS, OTHER_STREAM, OPK[4];
+    {
+        const char *cn[6] = {"MAX_STREAMS", "OTHER_STREAM", "OP_KERNEL", "OP_MEMCPY", "OP_MEMSET", "OP_SYNC"};
+        long long cv[6];
+        for (int k = 0; k < 6; k++) {
+            PyObject *v = attr(gpu, cn[k]);
+            if (v == NULL) goto error;
+            cv[k] = PyLong_AsLongLong(v);
+            Py_DECREF(v);
+            if (cv[k] == -1 && PyErr_Occurred()) goto error;
+        }
+        MAX_STREAMS = cv[0];
+        OTHER_STREAM = cv[1];
+        for (int k = 0; k < 4; k++) OPK[k] = cv[2 + k];
+        if (OPK[0] != 0 || OPK[1] != 1 || OPK[2] != 2 || OPK[3] != 3) unsupported = 1; /* kinds index time_by_kind */
+    }
+    if ((type_index = attr(classify, "type_index")) == NULL) goto error;
+    if ((memcpy_direction = attr(classify, "memcpy_direction")) == NULL) goto error;
+    if ((kernel_types = attr(classify, "KERNEL_TYPES")) == NULL) goto error;
+    Py_ssize_t n_types = PyObject_Length(kernel_types);
+    if (n_types < 0) goto error;
+    if (n_types > MAXT) unsupported = 1;
+
+    /* ---- selection and thresholds ---- */
+    if ((sel = attr(acc, "selection")) == NULL) goto error;
+    if ((mode = attr(sel, "mode")) == NULL) goto error;
+    int in_window = PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "window") == 0;
+    int hta = PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "hta") == 0;
+    int select_none = PyUnicode_Check(mode) && PyUnicode_CompareWithASCIIString(mode, "none") == 0;
+    Num win_lo_n, win_hi_n, last_start, last_end, stop_s, settle_n, tiny_n, thr_n, union_n, gpu_lo, gpu_hi;
+    if (attr_num(sel, "win_lo", &win_lo_n, &unsupported) < 0) goto error;
+    if (attr_num(sel, "win_hi", &win_hi_n, &unsupported) < 0) goto error;
+    if (attr_num(sel, "last_start", &last_start, &unsupported) < 0) goto error;
+    if (attr_num(sel, "last_end", &last_end, &unsupported) < 0) goto error;
+    int incl, need_launch, by_op_start, all_calls, clip;
+    {
+        PyObject *v;
+        if ((v = attr(sel, "include_last")) == NULL) goto error;
+        incl = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if ((v = attr(sel, "need_launch")) == NULL) goto error;
+        need_launch = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if ((v = attr(acc, "all_launch_calls")) == NULL) goto error;
+        all_calls = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if ((v = attr(acc, "clip_delays")) == NULL) goto error;
+        clip = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        by_op_start = PyObject_IsTrue(args[6]);
+        if (incl < 0 || need_launch < 0 || all_calls < 0 || clip < 0 || by_op_start < 0) goto error;
+    }
+    if (num_from(args[4], &stop_s) < 0) unsupported = 1;
+    if (num_from(args[5], &settle_n) < 0) unsupported = 1;
+    if (attr_num(acc, "tiny_us", &tiny_n, &unsupported) < 0) goto error;
+    if (attr_num(acc, "delay_thr", &thr_n, &unsupported) < 0) goto error;
+    if (attr_num(acc, "union_us", &union_n, &unsupported) < 0) goto error;
+    if (attr_num(acc, "gpu_lo", &gpu_lo, &unsupported) < 0) goto error;
+    if (attr_num(acc, "gpu_hi", &gpu_hi, &unsupported) < 0) goto error;
+    double win_lo = 0, win_hi = 0, settle = 0, tiny_us = 0;
+    if (!unsupported) {
+        if (exact_double(&win_lo_n, &win_lo) || exact_double(&win_hi_n, &win_hi) || exact_double(&settle_n, &settle) ||
+            exact_double(&tiny_n, &tiny_us) || union_n.is_int)
+            unsupported = 1;
+    }
+    long long n_closed;
+    {
+        PyObject *v = attr(acc, "n_closed");
+        if (v == NULL) goto error;
+        Num nc;
+        if (num_from(v, &nc) < 0 || !nc.is_int) unsupported = 1;
+        n_closed = nc.i;
+        Py_DECREF(v);
+    }
+
+    /* ---- containers ---- */
+    if ((names = attr(acc, "names")) == NULL) goto error;
+    if ((type_cache = attr(acc, "type_cache")) == NULL) goto error;
+    if ((kstats = attr(acc, "kstats")) == NULL) goto error;
+    if ((kernel_ids = attr(acc, "kernel_ids")) == NULL) goto error;
+    if ((time_by_kind = attr(acc, "time_by_kind")) == NULL) goto error;
+    if ((memset_l = attr(acc, "memset")) == NULL) goto error;
+    if ((dir_cache = attr(acc, "dir_cache")) == NULL) goto error;
+    if ((mem_dir = attr(acc, "mem_dir")) == NULL) goto error;
+    if ((open_s_l = attr(acc, "open_s")) == NULL) goto error;
+    if ((open_e_l = attr(acc, "open_e")) == NULL) goto error;
+    if ((closed_l = attr(acc, "closed")) == NULL) goto error;
+    if ((type_total_l = attr(acc, "type_total")) == NULL) goto error;
+    if ((stream_state = attr(acc, "stream_state")) == NULL) goto error;
+    if ((graph_op = attr(acc, "_graph_op")) == NULL) goto error;
+    if ((launches = attr(join, "launches")) == NULL) goto error;
+    if ((used = attr(join, "used")) == NULL) goto error;
+    if ((missing = attr(join, "missing")) == NULL) goto error;
+    if (!PyDict_CheckExact(type_cache) || !PyDict_CheckExact(kstats) || !PySet_CheckExact(kernel_ids) ||
+        !PyList_CheckExact(time_by_kind) || !PyList_CheckExact(memset_l) || !PyDict_CheckExact(dir_cache) ||
+        !PyDict_CheckExact(mem_dir) || !PyList_CheckExact(open_s_l) || !PyList_CheckExact(open_e_l) ||
+        !PyList_CheckExact(closed_l) || !PyList_CheckExact(type_total_l) || !PyDict_CheckExact(stream_state) ||
+        !PyDict_CheckExact(launches) || !PySet_CheckExact(used) || !PyList_CheckExact(names))
+        unsupported = 1;
+    if (!unsupported) {
+        if (PyList_GET_SIZE(open_s_l) != n_types + 2 || PyList_GET_SIZE(open_e_l) != n_types + 2 ||
+            PyList_GET_SIZE(type_total_l) != n_types || PyList_GET_SIZE(closed_l) != n_types ||
+            PyList_GET_SIZE(time_by_kind) != 3)
+            unsupported = 1;
+    }
+    if (!unsupported) {
+        for (Py_ssize_t k = 0; k < n_types + 2 && !unsupported; k++) {
+            if (num_from(PyList_GET_ITEM(open_s_l, k), &open_s[k]) < 0) unsupported = 1;
+            else if (num_from(PyList_GET_ITEM(open_e_l, k), &open_e[k]) < 0) unsupported = 1;
+            else if ((open_s[k].is_int && (open_s[k].i > 2 * (long long)LIM53 || open_s[k].i < -2 * (long long)LIM53)) ||
+                     (open_e[k].is_int && (open_e[k].i > 2 * (long long)LIM53 || open_e[k].i < -2 * (long long)LIM53)))
+                unsupported = 1; /* differences stay exact in int64 */
+        }
+        for (Py_ssize_t k = 0; k < n_types && !unsupported; k++) {
+            PyObject *v = PyList_GET_ITEM(type_total_l, k);
+            if (!PyFloat_CheckExact(v)) unsupported = 1;
+            else type_total[k] = PyFloat_AS_DOUBLE(v);
+        }
+        for (Py_ssize_t k = 0; k < 3 && !unsupported; k++) {
+            PyObject *v = PyList_GET_ITEM(time_by_kind, k);
+            if (!PyFloat_CheckExact(v)) unsupported = 1;
+            else tbk[k] = PyFloat_AS_DOUBLE(v);
+        }
+    }
+    if (unsupported) goto decline;
+
+    /* ---- columns, checked whole: every value within the range where C and Python agree ---- */
+    Py_ssize_t n = -1;
+    int rc;
+#define COL(c, a, f, sz)                                                                                                  \
+    rc = col_get(ops, a, f, sz, &c, &n);                                                                               \
+    if (rc < 0) goto error;                                                                                            \
+    if (rc > 0) goto decline;
+    COL(cs, "s", "q", 8)
+    COL(cts, "ts", "d", 8)
+    COL(cdur, "dur", "d", 8)
+    COL(cname, "name", "i", 4)
+    COL(ckind, "kind", "b", 1)
+    COL(cstream, "stream", "i", 4)
+    COL(ccorr, "corr", "q", 8)
+    COL(cbytes, "nbytes", "q", 8)
+    COL(cocc, "occ", "f", 4)
+#undef COL
+    const long long *s_col = cs.b.buf, *corr_col = ccorr.b.buf, *bytes_col = cbytes.b.buf;
+    const double *ts_col = cts.b.buf, *dur_col = cdur.b.buf;
+    const int *name_col = cname.b.buf, *stream_col = cstream.b.buf;
+    const signed char *kind_col = ckind.b.buf;
+    const float *occ_col = cocc.b.buf;
+    Py_ssize_t n_names = PyList_GET_SIZE(names);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double t = ts_col[i], d = dur_col[i];
+        if (!(t > -LIM53 && t < LIM53 && d > -LIM53 && d < LIM53)) goto decline;
+        if (s_col[i] > (long long)LIM53 || s_col[i] < -(long long)LIM53) goto decline;
+        if (kind_col[i] < 0 || kind_col[i] > 3 || name_col[i] < 0 || name_col[i] >= n_names) goto decline;
+    }
+
+    /* ---- the order: a range or a sequence of valid indices ---- */
+    if (PyRange_Check(order)) {
+        Py_ssize_t r3[3];
+        const char *rn[3] = {"start", "stop", "step"};
+        for (int k = 0; k < 3; k++) {
+            PyObject *v = attr(order, rn[k]);
+            if (v == NULL) goto error;
+            r3[k] = PyLong_AsSsize_t(v);
+            Py_DECREF(v);
+            if (r3[k] == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto decline;
+            }
+        }
+        if (r3[2] != 1 || r3[0] < 0 || r3[1] > n) goto decline;
+        n_order = r3[1] > r3[0] ? r3[1] - r3[0] : 0;
+        idx = PyMem_Malloc((size_t)(n_order ? n_order : 1) * sizeof(Py_ssize_t));
+        if (idx == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        for (Py_ssize_t k = 0; k < n_order; k++) idx[k] = r3[0] + k;
+    } else if (PyList_CheckExact(order)) {
+        n_order = PyList_GET_SIZE(order);
+        idx = PyMem_Malloc((size_t)(n_order ? n_order : 1) * sizeof(Py_ssize_t));
+        if (idx == NULL) {
+            PyErr_NoMemory();
+            goto error;
+        }
+        for (Py_ssize_t k = 0; k < n_order; k++) {
+            PyObject *v = PyList_GET_ITEM(order, k);
+            if (!PyLong_CheckExact(v)) goto decline;
+            Py_ssize_t j = PyLong_AsSsize_t(v);
+            if (j == -1 && PyErr_Occurred()) {
+                PyErr_Clear();
+                goto decline;
+            }
+            if (j < 0 || j >= n) goto decline;
+            idx[k] = j;
+        }
+    } else {
+        goto decline;
+    }
+
+    /* ---- the loop (gpu.py _add_ops, line by line) ---- */
+    inplace_loaded = 1;
+    long long n_neg = 0, n_sync = 0, n_dup = 0, n_fold = 0, cpu_n = 0, n_sel = 0, n_kern = 0, tiny = 0, n_occ = 0;
+    long long taken = 0;
+    double sync_us = 0.0, raw_us = 0.0, cpu_sum = 0.0, occ_w = 0.0, occ_t = 0.0;
+    double union_us = union_n.f;
+    Num all_s = open_s[n_types + 1], all_e = open_e[n_types + 1];
+    long long ff_c = -1, ff_n = -1, ff_d = 0;
+    for (Py_ssize_t k = 0; k < n_order; k++) {
+        Py_ssize_t i = idx[k];
+        Num s = NI(s_col[i]);
+        if (GT(s, stop_s)) break;
+        double ts = ts_col[i];
+        long long corr = corr_col[i];
+        double rts = NAN, rdur_l = NAN;
+        PyObject *corr_o = NULL;
+        if (corr >= 0) {
+            corr_o = PyLong_FromLongLong(corr);
+            if (corr_o == NULL) goto error;
+            PyObject *launch = PyDict_GetItemWithError(launches, corr_o);
+            if (launch == NULL && PyErr_Occurred()) goto error_corr;
+            if (launch != NULL) {
+                if (!PyComplex_CheckExact(launch)) {
+                    PyErr_SetString(PyExc_TypeError, "a launch is not a complex (start + 1j * duration)");
+                    goto error_corr;
+                }
+                rts = PyComplex_RealAsDouble(launch);
+                rdur_l = PyComplex_ImagAsDouble(launch);
+            }
+        }
+        int has_launch = rts == rts;
+        if (has_launch) {
+            if (rts > settle) {
+                Py_XDECREF(corr_o);
+                break;
+            }
+        } else if ((by_op_start ? ts : -INFINITY) > settle) {
+            Py_XDECREF(corr_o);
+            break;
+        } else if (corr >= 0) {
+            PyObject *r = PyObject_CallOneArg(missing, corr_o);
+            if (r == NULL) goto error_corr;
+            Py_DECREF(r);
+        }
+        taken += 1;
+        int first = 0;
+        if (has_launch) {
+            int c = PySet_Contains(used, corr_o);
+            if (c < 0) goto error_corr;
+            first = !c;
+            if (first && PySet_Add(used, corr_o) < 0) goto error_corr;
+        }
+        if (select_none) {
+            Py_XDECREF(corr_o);
+            continue;
+        }
+        if (in_window) {
+            if (need_launch && !has_launch) {
+                Py_XDECREF(corr_o);
+                continue;
+            }
+            double ref = has_launch ? rts : ts;
+            if (ref < win_lo || ref >= win_hi) {
+                Py_XDECREF(corr_o);
+                continue;
+            }
+        } else if (hta) {
+            if (!has_launch) {
+                Py_XDECREF(corr_o);
+                continue;
+            }
+            Num rc_n;
+            PyObject *big;
+            int rr = round_to_int(rts, 1, &rc_n, &big);
+            if (rr < 0) goto error_corr;
+            int skip;
+            if (rr == 1) {
+                PyObject *lo = num_obj(incl ? &last_end : &last_start);
+                skip = lo == NULL ? -1 : PyObject_RichCompareBool(big, lo, incl ? Py_GT : Py_GE);
+                Py_XDECREF(lo);
+                Py_DECREF(big);
+                if (skip < 0) goto error_corr;
+            } else if (incl) {
+                skip = GT(rc_n, last_end);
+            } else {
+                skip = !LT(rc_n, last_start) && cmp_nn(&rc_n, &last_start) != 2;
+            }
+            if (skip) {
+                Py_XDECREF(corr_o);
+                continue;
+            }
+        }
+        double dur = dur_col[i];
+        long long e = (long long)floor(ts + dur); /* |ts + dur| < 2**54: exact */
+        long long nid = name_col[i];
+        PyObject *nid_o = PyLong_FromLongLong(nid);
+        if (nid_o == NULL) goto error_corr;
+        long long kt;
+        {
+            PyObject *kto = PyDict_GetItemWithError(type_cache, nid_o);
+            if (kto == NULL) {
+                if (PyErr_Occurred()) goto error_nid;
+                PyObject *r = PyObject_CallOneArg(type_index, PyList_GET_ITEM(names, nid));
+                if (r == NULL) goto error_nid;
+                if (PyDict_SetItem(type_cache, nid_o, r) < 0) {
+                    Py_DECREF(r);
+                    goto error_nid;
+                }
+                kt = PyLong_AsLongLong(r);
+                Py_DECREF(r);
+            } else {
+                kt = PyLong_AsLongLong(kto);
+            }
+            if (kt == -1 && PyErr_Occurred()) goto error_nid;
+            if (kt < 0 || kt > n_types) {
+                PyErr_SetString(PyExc_IndexError, "kernel type index out of range");
+                goto error_nid;
+            }
+        }
+        int kind = kind_col[i];
+        long long rd_us = e - s.i;
+        if (rd_us < 0) rd_us = 0;
+        if (kind == 3) {
+            n_sync += 1;
+            sync_us += (double)rd_us;
+        } else {
+            n_sel += 1;
+            raw_us += dur;
+            tbk[kind] += (double)rd_us;
+            PyObject *st = PyDict_GetItemWithError(kstats, nid_o);
+            long long sq;
+            int sq_ovf = __builtin_mul_overflow(rd_us, rd_us, &sq);
+            PyObject *rd_o = PyLong_FromLongLong(rd_us);
+            if (rd_o == NULL) goto error_nid;
+            PyObject *sq_o = sq_ovf ? PyNumber_Multiply(rd_o, rd_o) : NULL;
+            if (sq_ovf && sq_o == NULL) {
+                Py_DECREF(rd_o);
+                goto error_nid;
+            }
+            if (st == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_DECREF(rd_o);
+                    Py_XDECREF(sq_o);
+                    goto error_nid;
+                }
+                PyObject *sq_new = sq_ovf ? (Py_INCREF(sq_o), sq_o) : PyLong_FromLongLong(sq);
+                PyObject *one = PyLong_FromLong(1);
+                PyObject *l = (sq_new && one) ? PyList_New(5) : NULL;
+                if (l == NULL) {
+                    Py_XDECREF(sq_new);
+                    Py_XDECREF(one);
+                    Py_DECREF(rd_o);
+                    Py_XDECREF(sq_o);
+                    goto error_nid;
+                }
+                PyList_SET_ITEM(l, 0, one);
+                Py_INCREF(rd_o);
+                PyList_SET_ITEM(l, 1, rd_o);
+                PyList_SET_ITEM(l, 2, sq_new);
+                Py_INCREF(rd_o);
+                PyList_SET_ITEM(l, 3, rd_o);
+                Py_INCREF(rd_o);
+                PyList_SET_ITEM(l, 4, rd_o);
+                int r = PyDict_SetItem(kstats, nid_o, l);
+                Py_DECREF(l);
+                Py_DECREF(rd_o);
+                Py_XDECREF(sq_o);
+                if (r < 0) goto error_nid;
+            } else {
+                Py_INCREF(st);
+                int bad = add_long(st, 0, 1) < 0 || add_long(st, 1, rd_us) < 0 ||
+                          (sq_ovf ? add_obj(st, 2, sq_o) : add_long(st, 2, sq)) < 0;
+                int c = bad ? -1 : cmp_item_long(st, 3, rd_us, Py_GT); /* rd_us < st[3] */
+                if (c > 0) {
+                    Py_INCREF(rd_o);
+                    bad = set_item(st, 3, rd_o) < 0;
+                } else if (c < 0) bad = 1;
+                if (!bad) {
+                    c = cmp_item_long(st, 4, rd_us, Py_LT); /* rd_us > st[4] */
+                    if (c > 0) {
+                        Py_INCREF(rd_o);
+                        bad = set_item(st, 4, rd_o) < 0;
+                    } else if (c < 0) bad = 1;
+                }
+                Py_DECREF(st);
+                Py_DECREF(rd_o);
+                Py_XDECREF(sq_o);
+                if (bad) goto error_nid;
+            }
+            if (kind == 0) {
+                n_kern += 1;
+                if (PySet_Add(kernel_ids, nid_o) < 0) goto error_nid;
+                if (dur < tiny_us) tiny += 1;
+                double occ = (double)occ_col[i];
+                if (occ >= 0) {
+                    n_occ += 1;
+                    occ_w += occ * dur;
+                    occ_t += dur;
+                }
+            } else if (kind == 1) {
+                PyObject *md = PyDict_GetItemWithError(dir_cache, nid_o);
+                if (md == NULL) {
+                    if (PyErr_Occurred()) goto error_nid;
+                    PyObject *dir = PyObject_CallOneArg(memcpy_direction, PyList_GET_ITEM(names, nid));
+                    if (dir == NULL) goto error_nid;
+                    PyObject *fresh = Py_BuildValue("[iid]", 0, 0, 0.0);
+                    if (fresh == NULL) {
+                        Py_DECREF(dir);
+                        goto error_nid;
+                    }
+                    md = PyDict_SetDefault(mem_dir, dir, fresh); /* borrowed */
+                    Py_DECREF(dir);
+                    Py_DECREF(fresh);
+                    if (md == NULL || PyDict_SetItem(dir_cache, nid_o, md) < 0) goto error_nid;
+                }
+                Py_INCREF(md);
+                int bad = add_long(md, 0, 1) < 0 || add_long(md, 1, bytes_col[i]) < 0 || add_double(md, 2, dur) < 0;
+                Py_DECREF(md);
+                if (bad) goto error_nid;
+            } else {
+                if (add_long(memset_l, 0, 1) < 0 || add_long(memset_l, 1, bytes_col[i]) < 0 ||
+                    add_double(memset_l, 2, dur) < 0)
+                    goto error_nid;
+            }
+            if (first) {
+                double rdur = rdur_l;
+                if (rdur >= 0 || (all_calls && rdur < 0)) {
+                    if (rdur < 0) rdur = -rdur - 1.0;
+                    Num fl;
+                    PyObject *big;
+                    int rr = round_to_int(rts + rdur, 0, &fl, &big);
+                    if (rr < 0) goto error_nid;
+                    double delay;
+                    if (rr == 0 && fl.i > -(1LL << 62) && fl.i < (1LL << 62)) {
+                        delay = (double)(s.i - fl.i);
+                    } else {
+                        if (rr == 0) {
+                            big = PyLong_FromLongLong(fl.i);
+                            if (big == NULL) goto error_nid;
+                        }
+                        PyObject *so = PyLong_FromLongLong(s.i);
+                        PyObject *diff = so ? PyNumber_Subtract(so, big) : NULL;
+                        Py_XDECREF(so);
+                        Py_DECREF(big);
+                        if (diff == NULL) goto error_nid;
+                        delay = PyLong_AsDouble(diff);
+                        Py_DECREF(diff);
+                        if (delay == -1.0 && PyErr_Occurred()) goto error_nid;
+                    }
+                    if (delay < 0) {
+                        n_neg += 1;
+                        if (clip) delay = 0.0;
+                    }
+                    if (dbuf_push(&delays, delay) < 0) goto error_nid;
+                    cpu_sum += rdur;
+                    cpu_n += 1;
+                    if (dbuf_push(&launch_s, rts) < 0 || dbuf_push(&launch_e, rts + rdur) < 0) goto error_nid;
+                }
+                ff_c = corr;
+                ff_n = nid;
+                ff_d = rd_us;
+            } else if (has_launch) {
+                PyObject *firstarg;
+                if (ff_c == corr) {
+                    firstarg = Py_BuildValue("(LL)", ff_n, ff_d);
+                    if (firstarg == NULL) goto error_nid;
+                } else {
+                    firstarg = Py_None;
+                    Py_INCREF(firstarg);
+                }
+                PyObject *r = PyObject_CallFunction(graph_op, "OOLO", corr_o, nid_o, rd_us, firstarg);
+                Py_DECREF(firstarg);
+                if (r == NULL) goto error_nid;
+                Py_DECREF(r);
+            }
+        }
+        /* ---- sweep: unions per kernel type and overall ---- */
+        Num en = NI(e);
+        if (e > s.i) {
+            if (kt == n_types) {
+                /* OTHER: busy, but in no kernel-type class */
+            } else if (LE(s, open_e[kt])) {
+                if (GT(en, open_e[kt])) open_e[kt] = en;
+            } else {
+                if (GT(open_e[kt], open_s[kt])) {
+                    if (dbuf_push(&closed_buf[kt], num_as_double(&open_s[kt])) < 0 ||
+                        dbuf_push(&closed_buf[kt], num_as_double(&open_e[kt])) < 0)
+                        goto error_nid;
+                    type_total[kt] += num_sub_as_double(&open_e[kt], &open_s[kt]);
+                    n_closed += 1;
+                }
+                open_s[kt] = s;
+                open_e[kt] = en;
+            }
+            if (LE(s, all_e)) {
+                if (GT(en, all_e)) all_e = en;
+            } else {
+                if (GT(all_e, all_s)) {
+                    union_us += num_sub_as_double(&all_e, &all_s);
+                    if (!gpu_lo.is_int && gpu_lo.f != gpu_lo.f) gpu_lo = all_s;
+                    gpu_hi = all_e;
+                }
+                all_s = s;
+                all_e = en;
+            }
+        }
+        if (kind == 3) {
+            Py_DECREF(nid_o);
+            Py_XDECREF(corr_o);
+            continue;
+        }
+        /* ---- HTA idle breakdown per stream ---- */
+        {
+            long long stream = stream_col[i];
+            PyObject *stream_o = PyLong_FromLongLong(stream);
+            if (stream_o == NULL) goto error_nid;
+            PyObject *ss = PyDict_GetItemWithError(stream_state, stream_o);
+            if (ss == NULL && PyErr_Occurred()) {
+                Py_DECREF(stream_o);
+                goto error_nid;
+            }
+            if (ss == NULL) {
+                if (PyDict_GET_SIZE(stream_state) >= MAX_STREAMS) {
+                    n_fold += 1;
+                    Py_DECREF(stream_o);
+                    stream_o = PyLong_FromLongLong(OTHER_STREAM);
+                    if (stream_o == NULL) goto error_nid;
+                    ss = PyDict_GetItemWithError(stream_state, stream_o);
+                    if (ss == NULL && PyErr_Occurred()) {
+                        Py_DECREF(stream_o);
+                        goto error_nid;
+                    }
+                }
+                if (ss == NULL) {
+                    PyObject *corr_v = corr_o ? (Py_INCREF(corr_o), corr_o) : PyLong_FromLongLong(corr);
+                    PyObject *l = corr_v ? Py_BuildValue("[LdddddNO]", e, 0.0, 0.0, 0.0, ts, dur, corr_v, nid_o) : NULL;
+                    int r = l == NULL ? -1 : PyDict_SetItem(stream_state, stream_o, l);
+                    Py_XDECREF(l);
+                    Py_DECREF(stream_o);
+                    Py_DECREF(nid_o);
+                    Py_XDECREF(corr_o);
+                    if (r < 0) goto error;
+                    continue;
+                }
+            }
+            Py_DECREF(stream_o);
+            Py_INCREF(ss);
+            int bad = 0;
+            PyObject *pe = get_item(ss, 0);
+            Num prev_end;
+            if (pe == NULL) bad = 1;
+            else if (num_from(pe, &prev_end) < 0 || !prev_end.is_int ||
+                     prev_end.i > 2 * (long long)LIM53 || prev_end.i < -2 * (long long)LIM53) {
+                PyErr_SetString(PyExc_TypeError, "a stream's latest end is not an int within 2**54");
+                bad = 1;
+            }
+            Py_XDECREF(pe);
+            if (!bad) {
+                long long gap = s.i - prev_end.i;
+                if (gap > 0) {
+                    int launched_after = 0;
+                    if (has_launch) {
+                        Num rc_n;
+                        PyObject *big;
+                        int rr = round_to_int(rts, 1, &rc_n, &big);
+                        if (rr < 0) bad = 1;
+                        else if (rr == 1) {
+                            PyObject *po = PyLong_FromLongLong(prev_end.i);
+                            launched_after = po == NULL ? -1 : PyObject_RichCompareBool(big, po, Py_GT);
+                            Py_XDECREF(po);
+                            Py_DECREF(big);
+                            if (launched_after < 0) bad = 1;
+                        } else {
+                            launched_after = rc_n.i > prev_end.i;
+                        }
+                    }
+                    if (!bad) {
+                        Num g = NI(gap);
+                        if (launched_after) bad = add_long(ss, 1, gap) < 0;
+                        else if (LT(g, thr_n)) bad = add_long(ss, 2, gap) < 0;
+                        else bad = add_long(ss, 3, gap) < 0;
+                    }
+                    if (!bad) bad = set_item(ss, 0, PyLong_FromLongLong(e)) < 0;
+                } else {
+                    if (e > prev_end.i) bad = set_item(ss, 0, PyLong_FromLongLong(e)) < 0;
+                    if (!bad) {
+                        int c = eq_item_double(ss, 4, ts);
+                        if (c > 0) c = eq_item_double(ss, 5, dur);
+                        if (c > 0) c = cmp_item_long(ss, 6, corr, Py_EQ);
+                        if (c > 0) c = cmp_item_long(ss, 7, nid, Py_EQ);
+                        if (c < 0) bad = 1;
+                        else if (c > 0) n_dup += 1;
+                    }
+                }
+            }
+            if (!bad) bad = set_item(ss, 4, PyFloat_FromDouble(ts)) < 0;
+            if (!bad) bad = set_item(ss, 5, PyFloat_FromDouble(dur)) < 0;
+            if (!bad) bad = set_item(ss, 6, PyLong_FromLongLong(corr)) < 0;
+            if (!bad) {
+                Py_INCREF(nid_o);
+                bad = set_item(ss, 7, nid_o) < 0;
+            }
+            Py_DECREF(ss);
+            if (bad) goto error_nid;
+        }
+        Py_DECREF(nid_o);
+        Py_XDECREF(corr_o);
+        continue;
+    error_nid:
+        Py_DECREF(nid_o);
+    error_corr:
+        Py_XDECREF(corr_o);
+        goto error;
+    }
+
+    /* ---- success: what _add_ops writes back, then its tuple ---- */
+    {
+        open_s[n_types + 1] = all_s;
+        open_e[n_types + 1] = all_e;
+        for (Py_ssize_t k = 0; k < n_types + 2; k++) {
+            if (set_item(open_s_l, k, num_obj(&open_s[k])) < 0 || set_item(open_e_l, k, num_obj(&open_e[k])) < 0)
+                goto error_written;
+        }
+        inplace_loaded = 0;
+        for (Py_ssize_t k = 0; k < n_types; k++) {
+            if (set_item(type_total_l, k, PyFloat_FromDouble(type_total[k])) < 0) goto error;
+            if (closed_buf[k].n) {
+                PyObject *m = PyList_GET_ITEM(closed_l, k);
+                PyObject *st = attr(m, "starts"), *en = attr(m, "ends");
+                DBuf a = {0}, b = {0};
+                int bad = st == NULL || en == NULL;
+                for (Py_ssize_t j = 0; !bad && j < closed_buf[k].n; j += 2)
+                    bad = dbuf_push(&a, closed_buf[k].v[j]) < 0 || dbuf_push(&b, closed_buf[k].v[j + 1]) < 0;
+                if (!bad) bad = dbuf_extend(st, &a) < 0 || dbuf_extend(en, &b) < 0;
+                PyMem_Free(a.v);
+                PyMem_Free(b.v);
+                Py_XDECREF(st);
+                Py_XDECREF(en);
+                if (bad) goto error;
+            }
+            closed_buf[k].n = 0;
+        }
+        for (Py_ssize_t k = 0; k < 3; k++)
+            if (set_item(time_by_kind, k, PyFloat_FromDouble(tbk[k])) < 0) goto error;
+        PyObject *u = PyFloat_FromDouble(union_us);
+        if (u == NULL || PyObject_SetAttrString(acc, "union_us", u) < 0) {
+            Py_XDECREF(u);
+            goto error;
+        }
+        Py_DECREF(u);
+        PyObject *lo = num_obj(&gpu_lo), *hi = num_obj(&gpu_hi);
+        int bad = lo == NULL || hi == NULL || PyObject_SetAttrString(acc, "gpu_lo", lo) < 0 ||
+                  PyObject_SetAttrString(acc, "gpu_hi", hi) < 0;
+        Py_XDECREF(lo);
+        Py_XDECREF(hi);
+        if (bad) goto error;
+        PyObject *d = dbuf_array(&delays), *ls = dbuf_array(&launch_s), *le = dbuf_array(&launch_e);
+        if (d == NULL || ls == NULL || le == NULL) {
+            Py_XDECREF(d);
+            Py_XDECREF(ls);
+            Py_XDECREF(le);
+            goto error;
+        }
+        result = Py_BuildValue("(LLLLLdddLLLddLLLNNN)", taken, n_sel, n_kern, tiny, n_occ, occ_w, occ_t, cpu_sum, cpu_n,
+                               n_neg, n_sync, sync_us, raw_us, n_dup, n_fold, n_closed, d, ls, le);
+        /* types as _add_ops: counters int; occ_w, occ_t, cpu_sum, sync_us, raw_us float */
+    }
+    goto done;
+
+decline:
+    Py_INCREF(Py_NotImplemented);
+    result = Py_NotImplemented;
+    goto done;
+
+error:
+    /* Python's loop had already changed these in place when it raised: keep them equal */
+    if (inplace_loaded) {
+        PyObject *exc_type, *exc_value, *exc_tb;
+        PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        for (Py_ssize_t k = 0; k < n_types; k++) {
+            set_item(open_s_l, k, num_obj(&open_s[k]));
+            set_item(open_e_l, k, num_obj(&open_e[k]));
+            set_item(type_total_l, k, PyFloat_FromDouble(type_total[k]));
+            if (closed_buf[k].n) {
+                PyObject *m = PyList_GET_ITEM(closed_l, k);
+                PyObject *st = attr(m, "starts"), *en = attr(m, "ends");
+                DBuf a = {0}, b = {0};
+                for (Py_ssize_t j = 0; j < closed_buf[k].n; j += 2) {
+                    dbuf_push(&a, closed_buf[k].v[j]);
+                    dbuf_push(&b, closed_buf[k].v[j + 1]);
+                }
+                if (st && en) {
+                    dbuf_extend(st, &a);
+                    dbuf_extend(en, &b);
+                }
+                PyMem_Free(a.v);
+                PyMem_Free(b.v);
+                Py_XDECREF(st);
+                Py_XDECREF(en);
+            }
+        }
+        for (Py_ssize_t k = 0; k < 3; k++) set_item(time_by_kind, k, PyFloat_FromDouble(tbk[k]));
+        PyErr_Clear();
+        PyErr_Restore(exc_type, exc_value, exc_tb);
+    }
+error_written:
+    result = NULL;
+
+done:
+    col_release(&cs);
+    col_release(&cts);
+    col_release(&cdur);
+    col_release(&cname);
+    col_release(&ckind);
+    col_release(&cstream);
+    col_release(&ccorr);
+    col_release(&cbytes);
+    col_release(&cocc);
+    PyMem_Free(idx);
+    PyMem_Free(delays.v);
+    PyMem_Free(launch_s.v);
+    PyMem_Free(launch_e.v);
+    for (int k = 0; k < MAXT; k++) PyMem_Free(closed_buf[k].v);
+    Py_XDECREF(sel);
+    Py_XDECREF(mode);
+    Py_XDECREF(names);
+    Py_XDECREF(type_cache);
+    Py_XDECREF(kstats);
+    Py_XDECREF(kernel_ids);
+    Py_XDECREF(time_by_kind);
+    Py_XDECREF(memset_l);
+    Py_XDECREF(dir_cache);
+    Py_XDECREF(mem_dir);
+    Py_XDECREF(open_s_l);
+    Py_XDECREF(open_e_l);
+    Py_XDECREF(closed_l);
+    Py_XDECREF(type_total_l);
+    Py_XDECREF(stream_state);
+    Py_XDECREF(launches);
+    Py_XDECREF(used);
+    Py_XDECREF(missing);
+    Py_XDECREF(graph_op);
+    Py_XDECREF(type_index);
+    Py_XDECREF(memcpy_direction);
+    Py_XDECREF(kernel_types);
+    Py_XDECREF(classify);
+    Py_XDECREF(gpu);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"add_ops", (PyCFunction)(void (*)(void))add_ops, METH_FASTCALL,
+     "add_ops(acc, ops, order, join, stop_s, settle, by_op_start): GpuAccumulator._add_ops in C, or NotImplemented"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_gpuaccel", "C per-op loop of GpuAccumulator.add", -1,
+                                       methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__gpuaccel(void) {
+    PyObject *arr = PyImport_ImportModule("array");
+    if (arr == NULL) return NULL;
+    array_type = PyObject_GetAttrString(arr, "array");
+    Py_DECREF(arr);
+    if (array_type == NULL) return NULL;
+    return PyModule_Create(&moduledef);
+}
