@@ -205,21 +205,6 @@ static int cmp_item_long(PyObject *list, Py_ssize_t k, long long v, int op) {
     return r;
 }
 
-static int eq_item_double(PyObject *list, Py_ssize_t k, double v) {
-    PyObject *item = get_item(list, k);
-    if (item == NULL) return -1;
-    int r;
-    if (PyFloat_CheckExact(item)) {
-        r = PyFloat_AS_DOUBLE(item) == v;
-    } else {
-        PyObject *vo = PyFloat_FromDouble(v);
-        r = vo == NULL ? -1 : PyObject_RichCompareBool(item, vo, Py_EQ);
-        Py_XDECREF(vo);
-    }
-    Py_DECREF(item);
-    return r;
-}
-
 /* math.ceil / math.floor of a double into a Num when it fits int64, else a Python int in *big (new ref) */
 static int round_to_int(double x, int up, Num *out, PyObject **big) {
     *big = NULL;
@@ -334,6 +319,246 @@ static int exact_double(const Num *n, double *out) {
     return 0;
 }
 
+/* ---- this call's state in C: an int64 -> slot map, per-name info and stats, per-stream state ---- */
+
+typedef struct {
+    long long *keys;
+    int *vals;
+    Py_ssize_t cap, n; /* cap: a power of two, or 0 */
+} IMap;
+
+static inline size_t imap_hash(long long k) {
+    unsigned long long x = (unsigned long long)k * 0x9E3779B97F4A7C15ULL;
+    return (size_t)(x ^ (x >> 29));
+}
+
+static int imap_get(const IMap *m, long long key) {
+    if (m->cap == 0) return -1;
+    size_t mask = (size_t)m->cap - 1;
+    for (size_t j = imap_hash(key) & mask;; j = (j + 1) & mask) {
+        if (m->vals[j] < 0) return -1;
+        if (m->keys[j] == key) return m->vals[j];
+    }
+}
+
+static int imap_put(IMap *m, long long key, int val) { /* key not present */
+    if ((m->n + 1) * 2 > m->cap) {
+        Py_ssize_t cap = m->cap ? m->cap * 2 : 64;
+        long long *keys = PyMem_Malloc((size_t)cap * sizeof(long long));
+        int *vals = PyMem_Malloc((size_t)cap * sizeof(int));
+        if (keys == NULL || vals == NULL) {
+            PyMem_Free(keys);
+            PyMem_Free(vals);
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t j = 0; j < cap; j++) vals[j] = -1;
+        size_t mask = (size_t)cap - 1;
+        for (Py_ssize_t j = 0; j < m->cap; j++) {
+            if (m->vals[j] < 0) continue;
+            size_t h = imap_hash(m->keys[j]) & mask;
+            while (vals[h] >= 0) h = (h + 1) & mask;
+            keys[h] = m->keys[j];
+            vals[h] = m->vals[j];
+        }
+        PyMem_Free(m->keys);
+        PyMem_Free(m->vals);
+        m->keys = keys;
+        m->vals = vals;
+        m->cap = cap;
+    }
+    size_t mask = (size_t)m->cap - 1;
+    size_t h = imap_hash(key) & mask;
+    while (m->vals[h] >= 0) h = (h + 1) & mask;
+    m->keys[h] = key;
+    m->vals[h] = val;
+    m->n += 1;
+    return 0;
+}
+
+static void imap_free(IMap *m) {
+    PyMem_Free(m->keys);
+    PyMem_Free(m->vals);
+    m->keys = NULL;
+    m->vals = NULL;
+    m->cap = m->n = 0;
+}
+
+typedef struct {
+    long long nid;
+    int kt;           /* index into classify.KERNEL_TYPES, as type_cache holds it */
+    int kernel_added; /* kernel_ids.add(nid) done in this call */
+    int ks;           /* index into this call's KStat vector, or -1 */
+    PyObject *md;     /* dir_cache[nid] (borrowed), or NULL */
+} NidInfo;
+
+typedef struct {
+    long long nid;
+    int is_new; /* not in kstats before this call */
+    long long cnt;
+    __int128 sum, sumsq;
+    long long mn, mx;
+} KStat;
+
+static PyObject *i128_obj(__int128 v) {
+    if (v >= (__int128)INT64_MIN && v <= (__int128)INT64_MAX) return PyLong_FromLongLong((long long)v);
+    PyObject *hi = PyLong_FromLongLong((long long)(v >> 64));
+    PyObject *lo = PyLong_FromUnsignedLongLong((unsigned long long)v);
+    PyObject *sh = PyLong_FromLong(64);
+    PyObject *t = (hi && sh) ? PyNumber_Lshift(hi, sh) : NULL;
+    PyObject *r = (t && lo) ? PyNumber_Add(t, lo) : NULL;
+    Py_XDECREF(hi);
+    Py_XDECREF(lo);
+    Py_XDECREF(sh);
+    Py_XDECREF(t);
+    return r;
+}
+
+/* fold this call's per-name stats into kstats, in first-touch order, then zero them (all now "existing") */
+static int ks_merge(PyObject *kstats, KStat *v, Py_ssize_t n) {
+    for (Py_ssize_t j = 0; j < n; j++) {
+        KStat *k = &v[j];
+        if (k->cnt == 0) continue;
+        PyObject *key = PyLong_FromLongLong(k->nid);
+        if (key == NULL) return -1;
+        int bad = 0;
+        if (k->is_new) {
+            PyObject *l = Py_BuildValue("[LNNLL]", k->cnt, i128_obj(k->sum), i128_obj(k->sumsq), k->mn, k->mx);
+            bad = l == NULL || PyDict_SetItem(kstats, key, l) < 0;
+            Py_XDECREF(l);
+        } else {
+            PyObject *st = PyDict_GetItemWithError(kstats, key);
+            if (st == NULL) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_KeyError, "a kstats entry vanished during add()");
+                bad = 1;
+            } else {
+                Py_INCREF(st);
+                PyObject *a = i128_obj(k->sum), *b = i128_obj(k->sumsq);
+                bad = a == NULL || b == NULL || add_long(st, 0, k->cnt) < 0 || add_obj(st, 1, a) < 0 || add_obj(st, 2, b) < 0;
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+                if (!bad) {
+                    int c = cmp_item_long(st, 3, k->mn, Py_GT); /* mn < st[3] */
+                    if (c > 0) bad = set_item(st, 3, PyLong_FromLongLong(k->mn)) < 0;
+                    else if (c < 0) bad = 1;
+                }
+                if (!bad) {
+                    int c = cmp_item_long(st, 4, k->mx, Py_LT); /* mx > st[4] */
+                    if (c > 0) bad = set_item(st, 4, PyLong_FromLongLong(k->mx)) < 0;
+                    else if (c < 0) bad = 1;
+                }
+                Py_DECREF(st);
+            }
+        }
+        Py_DECREF(key);
+        if (bad) return -1;
+        k->is_new = 0;
+        k->cnt = 0;
+        k->sum = k->sumsq = 0;
+        k->mn = INT64_MAX;
+        k->mx = INT64_MIN;
+    }
+    return 0;
+}
+
+typedef struct {
+    long long key;
+    int present; /* in stream_state (before this call, or created in it) */
+    int is_new;  /* created in this call: inserted into stream_state at the merge, in first-touch order */
+    PyObject *list; /* stream_state[key] (borrowed) when it was there before this call */
+    long long end;
+    double w[3]; /* host wait, kernel wait, other */
+    double ts, dur;
+    long long corr, nid;
+} StreamSt;
+
+typedef struct {
+    StreamSt *v;
+    Py_ssize_t n, cap;
+} StreamSet;
+
+/* a slot for ``key``, loaded from stream_state when it is there (its types were checked at the start) */
+static int ss_touch(PyObject *stream_state, StreamSet *set, IMap *map, long long key, int *slot) {
+    if (set->n == set->cap) {
+        Py_ssize_t cap = set->cap ? set->cap * 2 : 16;
+        StreamSt *v = PyMem_Realloc(set->v, (size_t)cap * sizeof(StreamSt));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        set->v = v;
+        set->cap = cap;
+    }
+    StreamSt *q = &set->v[set->n];
+    memset(q, 0, sizeof(*q));
+    q->key = key;
+    PyObject *ko = PyLong_FromLongLong(key);
+    if (ko == NULL) return -1;
+    PyObject *l = PyDict_GetItemWithError(stream_state, ko);
+    Py_DECREF(ko);
+    if (l == NULL && PyErr_Occurred()) return -1;
+    if (l != NULL) {
+        q->present = 1;
+        q->list = l;
+        q->end = PyLong_AsLongLong(PyList_GET_ITEM(l, 0));
+        for (int j = 0; j < 3; j++) q->w[j] = PyFloat_AS_DOUBLE(PyList_GET_ITEM(l, 1 + j));
+        q->ts = PyFloat_AS_DOUBLE(PyList_GET_ITEM(l, 4));
+        q->dur = PyFloat_AS_DOUBLE(PyList_GET_ITEM(l, 5));
+        q->corr = PyLong_AsLongLong(PyList_GET_ITEM(l, 6));
+        q->nid = PyLong_AsLongLong(PyList_GET_ITEM(l, 7));
+    }
+    if (imap_put(map, key, (int)set->n) < 0) return -1;
+    *slot = (int)set->n++;
+    return 0;
+}
+
+/* is every stream_state entry [int, float, float, float, float, float, int, int] with values C holds exactly? */
+static int ss_check(PyObject *stream_state) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *l;
+    while (PyDict_Next(stream_state, &pos, &k, &l)) {
+        if (!PyLong_CheckExact(k) || !PyList_CheckExact(l) || PyList_GET_SIZE(l) != 8) return 0;
+        const int ints[8] = {1, 0, 0, 0, 0, 0, 1, 1};
+        for (int j = 0; j < 8; j++) {
+            PyObject *o = PyList_GET_ITEM(l, j);
+            Num nn;
+            if (num_from(o, &nn) < 0 || nn.is_int != ints[j]) return 0;
+        }
+        Num e;
+        num_from(PyList_GET_ITEM(l, 0), &e);
+        if (e.i > 2 * (long long)LIM53 || e.i < -2 * (long long)LIM53) return 0;
+        Num key;
+        if (num_from(k, &key) < 0) return 0;
+    }
+    return 1;
+}
+
+/* write this call's stream state back: in place for the streams that were there, new ones in first-touch order */
+static int ss_merge(PyObject *stream_state, StreamSet *set) {
+    for (Py_ssize_t j = 0; j < set->n; j++) {
+        StreamSt *q = &set->v[j];
+        if (!q->present) continue;
+        if (q->is_new) {
+            PyObject *ko = PyLong_FromLongLong(q->key);
+            PyObject *l = Py_BuildValue("[LdddddLL]", q->end, q->w[0], q->w[1], q->w[2], q->ts, q->dur, q->corr, q->nid);
+            int bad = ko == NULL || l == NULL || PyDict_SetItem(stream_state, ko, l) < 0;
+            Py_XDECREF(ko);
+            if (!bad) q->list = l; /* borrowed from here on: the dict holds it */
+            Py_XDECREF(l);
+            if (bad) return -1;
+            q->is_new = 0;
+        } else {
+            PyObject *l = q->list;
+            if (set_item(l, 0, PyLong_FromLongLong(q->end)) < 0 || set_item(l, 1, PyFloat_FromDouble(q->w[0])) < 0 ||
+                set_item(l, 2, PyFloat_FromDouble(q->w[1])) < 0 || set_item(l, 3, PyFloat_FromDouble(q->w[2])) < 0 ||
+                set_item(l, 4, PyFloat_FromDouble(q->ts)) < 0 || set_item(l, 5, PyFloat_FromDouble(q->dur)) < 0 ||
+                set_item(l, 6, PyLong_FromLongLong(q->corr)) < 0 || set_item(l, 7, PyLong_FromLongLong(q->nid)) < 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 #define MAXT 64
 
 static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -359,6 +584,11 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
     double type_total[MAXT];
     double tbk[3];
     int inplace_loaded = 0; /* per-type state cached in C: written back on success and on error */
+    IMap nid_map = {0}, stream_map = {0};
+    NidInfo *nids = NULL;
+    KStat *kss = NULL;
+    Py_ssize_t nid_n = 0, nid_cap = 0, ks_n = 0, ks_cap = 0, n_new_streams = 0;
+    StreamSet sset = {0};
 
     /* ---- module constants ---- */
     gpu = PyImport_ImportModule("profstack.analysis.gpu");
@@ -489,6 +719,7 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
             else tbk[k] = PyFloat_AS_DOUBLE(v);
         }
     }
+    if (!unsupported && !ss_check(stream_state)) unsupported = 1;
     if (unsupported) goto decline;
 
     /* ---- columns, checked whole: every value within the range where C and Python agree ---- */
@@ -660,30 +891,54 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
         double dur = dur_col[i];
         long long e = (long long)floor(ts + dur); /* |ts + dur| < 2**54: exact */
         long long nid = name_col[i];
-        PyObject *nid_o = PyLong_FromLongLong(nid);
-        if (nid_o == NULL) goto error_corr;
-        long long kt;
+        PyObject *nid_o = NULL; /* created when a Python call needs it */
+#define NID_O()                                                                                                         \
+    do {                                                                                                               \
+        if (nid_o == NULL && (nid_o = PyLong_FromLongLong(nid)) == NULL) goto error_nid;                               \
+    } while (0)
+        NidInfo *ni;
         {
-            PyObject *kto = PyDict_GetItemWithError(type_cache, nid_o);
-            if (kto == NULL) {
-                if (PyErr_Occurred()) goto error_nid;
-                PyObject *r = PyObject_CallOneArg(type_index, PyList_GET_ITEM(names, nid));
-                if (r == NULL) goto error_nid;
-                if (PyDict_SetItem(type_cache, nid_o, r) < 0) {
+            int slot = imap_get(&nid_map, nid);
+            if (slot < 0) { /* first time in this call: the type (type_cache as Python fills it), kstats entry */
+                NID_O();
+                PyObject *kto = PyDict_GetItemWithError(type_cache, nid_o);
+                long long kt0;
+                if (kto == NULL) {
+                    if (PyErr_Occurred()) goto error_nid;
+                    PyObject *r = PyObject_CallOneArg(type_index, PyList_GET_ITEM(names, nid));
+                    if (r == NULL) goto error_nid;
+                    if (PyDict_SetItem(type_cache, nid_o, r) < 0) {
+                        Py_DECREF(r);
+                        goto error_nid;
+                    }
+                    kt0 = PyLong_AsLongLong(r);
                     Py_DECREF(r);
+                } else {
+                    kt0 = PyLong_AsLongLong(kto);
+                }
+                if (kt0 == -1 && PyErr_Occurred()) goto error_nid;
+                if (kt0 < 0 || kt0 > n_types) {
+                    PyErr_SetString(PyExc_IndexError, "kernel type index out of range");
                     goto error_nid;
                 }
-                kt = PyLong_AsLongLong(r);
-                Py_DECREF(r);
-            } else {
-                kt = PyLong_AsLongLong(kto);
+                if (nid_n == nid_cap) {
+                    Py_ssize_t cap = nid_cap ? nid_cap * 2 : 64;
+                    NidInfo *v = PyMem_Realloc(nids, (size_t)cap * sizeof(NidInfo));
+                    if (v == NULL) {
+                        PyErr_NoMemory();
+                        goto error_nid;
+                    }
+                    nids = v;
+                    nid_cap = cap;
+                }
+                slot = (int)nid_n++;
+                NidInfo z = {nid, (int)kt0, 0, -1, NULL};
+                nids[slot] = z;
+                if (imap_put(&nid_map, nid, slot) < 0) goto error_nid;
             }
-            if (kt == -1 && PyErr_Occurred()) goto error_nid;
-            if (kt < 0 || kt > n_types) {
-                PyErr_SetString(PyExc_IndexError, "kernel type index out of range");
-                goto error_nid;
-            }
+            ni = &nids[slot];
         }
+        long long kt = ni->kt;
         int kind = kind_col[i];
         long long rd_us = e - s.i;
         if (rd_us < 0) rd_us = 0;
@@ -694,69 +949,47 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
             n_sel += 1;
             raw_us += dur;
             tbk[kind] += (double)rd_us;
-            PyObject *st = PyDict_GetItemWithError(kstats, nid_o);
-            long long sq;
-            int sq_ovf = __builtin_mul_overflow(rd_us, rd_us, &sq);
-            PyObject *rd_o = PyLong_FromLongLong(rd_us);
-            if (rd_o == NULL) goto error_nid;
-            PyObject *sq_o = sq_ovf ? PyNumber_Multiply(rd_o, rd_o) : NULL;
-            if (sq_ovf && sq_o == NULL) {
-                Py_DECREF(rd_o);
-                goto error_nid;
+            if (ni->ks < 0) { /* this call's per-name stats: merged into kstats in first-touch order */
+                NID_O();
+                PyObject *st = PyDict_GetItemWithError(kstats, nid_o);
+                if (st == NULL && PyErr_Occurred()) goto error_nid;
+                if (ks_n == ks_cap) {
+                    Py_ssize_t cap = ks_cap ? ks_cap * 2 : 64;
+                    KStat *v = PyMem_Realloc(kss, (size_t)cap * sizeof(KStat));
+                    if (v == NULL) {
+                        PyErr_NoMemory();
+                        goto error_nid;
+                    }
+                    kss = v;
+                    ks_cap = cap;
+                }
+                KStat z = {nid, st == NULL, 0, 0, 0, rd_us, rd_us};
+                kss[ks_n] = z;
+                ni->ks = (int)ks_n++;
             }
-            if (st == NULL) {
-                if (PyErr_Occurred()) {
-                    Py_DECREF(rd_o);
-                    Py_XDECREF(sq_o);
-                    goto error_nid;
+            {
+                KStat *k = &kss[ni->ks];
+                __int128 sq = (__int128)rd_us * rd_us, t1, t2;
+                if (__builtin_add_overflow(k->sum, (__int128)rd_us, &t1) || __builtin_add_overflow(k->sumsq, sq, &t2)) {
+                    if (ks_merge(kstats, kss, ks_n) < 0) goto error_nid; /* keep exact: fold what we have, go on */
+                    t1 = rd_us;
+                    t2 = sq;
+                    k->cnt = 0;
+                    k->mn = k->mx = rd_us;
                 }
-                PyObject *sq_new = sq_ovf ? (Py_INCREF(sq_o), sq_o) : PyLong_FromLongLong(sq);
-                PyObject *one = PyLong_FromLong(1);
-                PyObject *l = (sq_new && one) ? PyList_New(5) : NULL;
-                if (l == NULL) {
-                    Py_XDECREF(sq_new);
-                    Py_XDECREF(one);
-                    Py_DECREF(rd_o);
-                    Py_XDECREF(sq_o);
-                    goto error_nid;
-                }
-                PyList_SET_ITEM(l, 0, one);
-                Py_INCREF(rd_o);
-                PyList_SET_ITEM(l, 1, rd_o);
-                PyList_SET_ITEM(l, 2, sq_new);
-                Py_INCREF(rd_o);
-                PyList_SET_ITEM(l, 3, rd_o);
-                Py_INCREF(rd_o);
-                PyList_SET_ITEM(l, 4, rd_o);
-                int r = PyDict_SetItem(kstats, nid_o, l);
-                Py_DECREF(l);
-                Py_DECREF(rd_o);
-                Py_XDECREF(sq_o);
-                if (r < 0) goto error_nid;
-            } else {
-                Py_INCREF(st);
-                int bad = add_long(st, 0, 1) < 0 || add_long(st, 1, rd_us) < 0 ||
-                          (sq_ovf ? add_obj(st, 2, sq_o) : add_long(st, 2, sq)) < 0;
-                int c = bad ? -1 : cmp_item_long(st, 3, rd_us, Py_GT); /* rd_us < st[3] */
-                if (c > 0) {
-                    Py_INCREF(rd_o);
-                    bad = set_item(st, 3, rd_o) < 0;
-                } else if (c < 0) bad = 1;
-                if (!bad) {
-                    c = cmp_item_long(st, 4, rd_us, Py_LT); /* rd_us > st[4] */
-                    if (c > 0) {
-                        Py_INCREF(rd_o);
-                        bad = set_item(st, 4, rd_o) < 0;
-                    } else if (c < 0) bad = 1;
-                }
-                Py_DECREF(st);
-                Py_DECREF(rd_o);
-                Py_XDECREF(sq_o);
-                if (bad) goto error_nid;
+                k->cnt += 1;
+                k->sum = t1;
+                k->sumsq = t2;
+                if (rd_us < k->mn) k->mn = rd_us;
+                if (rd_us > k->mx) k->mx = rd_us;
             }
             if (kind == 0) {
                 n_kern += 1;
-                if (PySet_Add(kernel_ids, nid_o) < 0) goto error_nid;
+                if (!ni->kernel_added) {
+                    NID_O();
+                    if (PySet_Add(kernel_ids, nid_o) < 0) goto error_nid;
+                    ni->kernel_added = 1;
+                }
                 if (dur < tiny_us) tiny += 1;
                 double occ = (double)occ_col[i];
                 if (occ >= 0) {
@@ -765,25 +998,28 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
                     occ_t += dur;
                 }
             } else if (kind == 1) {
-                PyObject *md = PyDict_GetItemWithError(dir_cache, nid_o);
+                PyObject *md = ni->md;
                 if (md == NULL) {
-                    if (PyErr_Occurred()) goto error_nid;
-                    PyObject *dir = PyObject_CallOneArg(memcpy_direction, PyList_GET_ITEM(names, nid));
-                    if (dir == NULL) goto error_nid;
-                    PyObject *fresh = Py_BuildValue("[iid]", 0, 0, 0.0);
-                    if (fresh == NULL) {
+                    NID_O();
+                    md = PyDict_GetItemWithError(dir_cache, nid_o);
+                    if (md == NULL) {
+                        if (PyErr_Occurred()) goto error_nid;
+                        PyObject *dir = PyObject_CallOneArg(memcpy_direction, PyList_GET_ITEM(names, nid));
+                        if (dir == NULL) goto error_nid;
+                        PyObject *fresh = Py_BuildValue("[iid]", 0, 0, 0.0);
+                        if (fresh == NULL) {
+                            Py_DECREF(dir);
+                            goto error_nid;
+                        }
+                        md = PyDict_SetDefault(mem_dir, dir, fresh); /* borrowed */
                         Py_DECREF(dir);
-                        goto error_nid;
+                        Py_DECREF(fresh);
+                        if (md == NULL || PyDict_SetItem(dir_cache, nid_o, md) < 0) goto error_nid;
                     }
-                    md = PyDict_SetDefault(mem_dir, dir, fresh); /* borrowed */
-                    Py_DECREF(dir);
-                    Py_DECREF(fresh);
-                    if (md == NULL || PyDict_SetItem(dir_cache, nid_o, md) < 0) goto error_nid;
+                    ni->md = md; /* borrowed: dir_cache keeps it for the whole call */
                 }
-                Py_INCREF(md);
-                int bad = add_long(md, 0, 1) < 0 || add_long(md, 1, bytes_col[i]) < 0 || add_double(md, 2, dur) < 0;
-                Py_DECREF(md);
-                if (bad) goto error_nid;
+                if (add_long(md, 0, 1) < 0 || add_long(md, 1, bytes_col[i]) < 0 || add_double(md, 2, dur) < 0)
+                    goto error_nid;
             } else {
                 if (add_long(memset_l, 0, 1) < 0 || add_long(memset_l, 1, bytes_col[i]) < 0 ||
                     add_double(memset_l, 2, dur) < 0)
@@ -835,6 +1071,7 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
                     firstarg = Py_None;
                     Py_INCREF(firstarg);
                 }
+                NID_O();
                 PyObject *r = PyObject_CallFunction(graph_op, "OOLO", corr_o, nid_o, rd_us, firstarg);
                 Py_DECREF(firstarg);
                 if (r == NULL) goto error_nid;
@@ -872,109 +1109,76 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
             }
         }
         if (kind == 3) {
-            Py_DECREF(nid_o);
+            Py_XDECREF(nid_o);
             Py_XDECREF(corr_o);
             continue;
         }
-        /* ---- HTA idle breakdown per stream ---- */
+        /* ---- HTA idle breakdown per stream (this call's streams in C, merged in first-touch order) ---- */
         {
-            long long stream = stream_col[i];
-            PyObject *stream_o = PyLong_FromLongLong(stream);
-            if (stream_o == NULL) goto error_nid;
-            PyObject *ss = PyDict_GetItemWithError(stream_state, stream_o);
-            if (ss == NULL && PyErr_Occurred()) {
-                Py_DECREF(stream_o);
-                goto error_nid;
-            }
-            if (ss == NULL) {
-                if (PyDict_GET_SIZE(stream_state) >= MAX_STREAMS) {
+            long long key = stream_col[i];
+            int slot = imap_get(&stream_map, key);
+            if (slot < 0 && ss_touch(stream_state, &sset, &stream_map, key, &slot) < 0) goto error_nid;
+            if (!sset.v[slot].present) { /* as Python's state_get(stream) is None */
+                if (PyDict_GET_SIZE(stream_state) + n_new_streams >= MAX_STREAMS) {
                     n_fold += 1;
-                    Py_DECREF(stream_o);
-                    stream_o = PyLong_FromLongLong(OTHER_STREAM);
-                    if (stream_o == NULL) goto error_nid;
-                    ss = PyDict_GetItemWithError(stream_state, stream_o);
-                    if (ss == NULL && PyErr_Occurred()) {
-                        Py_DECREF(stream_o);
-                        goto error_nid;
-                    }
+                    key = OTHER_STREAM;
+                    slot = imap_get(&stream_map, key);
+                    if (slot < 0 && ss_touch(stream_state, &sset, &stream_map, key, &slot) < 0) goto error_nid;
                 }
-                if (ss == NULL) {
-                    PyObject *corr_v = corr_o ? (Py_INCREF(corr_o), corr_o) : PyLong_FromLongLong(corr);
-                    PyObject *l = corr_v ? Py_BuildValue("[LdddddNO]", e, 0.0, 0.0, 0.0, ts, dur, corr_v, nid_o) : NULL;
-                    int r = l == NULL ? -1 : PyDict_SetItem(stream_state, stream_o, l);
-                    Py_XDECREF(l);
-                    Py_DECREF(stream_o);
-                    Py_DECREF(nid_o);
+                if (!sset.v[slot].present) { /* a new stream: [e, 0.0, 0.0, 0.0, ts, dur, corr, nid] */
+                    StreamSt *q = &sset.v[slot];
+                    q->present = 1;
+                    q->is_new = 1;
+                    n_new_streams += 1;
+                    q->end = e;
+                    q->w[0] = q->w[1] = q->w[2] = 0.0;
+                    q->ts = ts;
+                    q->dur = dur;
+                    q->corr = corr;
+                    q->nid = nid;
+                    Py_XDECREF(nid_o);
                     Py_XDECREF(corr_o);
-                    if (r < 0) goto error;
                     continue;
                 }
             }
-            Py_DECREF(stream_o);
-            Py_INCREF(ss);
-            int bad = 0;
-            PyObject *pe = get_item(ss, 0);
-            Num prev_end;
-            if (pe == NULL) bad = 1;
-            else if (num_from(pe, &prev_end) < 0 || !prev_end.is_int ||
-                     prev_end.i > 2 * (long long)LIM53 || prev_end.i < -2 * (long long)LIM53) {
-                PyErr_SetString(PyExc_TypeError, "a stream's latest end is not an int within 2**54");
-                bad = 1;
-            }
-            Py_XDECREF(pe);
-            if (!bad) {
-                long long gap = s.i - prev_end.i;
-                if (gap > 0) {
-                    int launched_after = 0;
-                    if (has_launch) {
-                        Num rc_n;
-                        PyObject *big;
-                        int rr = round_to_int(rts, 1, &rc_n, &big);
-                        if (rr < 0) bad = 1;
-                        else if (rr == 1) {
-                            PyObject *po = PyLong_FromLongLong(prev_end.i);
-                            launched_after = po == NULL ? -1 : PyObject_RichCompareBool(big, po, Py_GT);
-                            Py_XDECREF(po);
-                            Py_DECREF(big);
-                            if (launched_after < 0) bad = 1;
-                        } else {
-                            launched_after = rc_n.i > prev_end.i;
-                        }
-                    }
-                    if (!bad) {
-                        Num g = NI(gap);
-                        if (launched_after) bad = add_long(ss, 1, gap) < 0;
-                        else if (LT(g, thr_n)) bad = add_long(ss, 2, gap) < 0;
-                        else bad = add_long(ss, 3, gap) < 0;
-                    }
-                    if (!bad) bad = set_item(ss, 0, PyLong_FromLongLong(e)) < 0;
-                } else {
-                    if (e > prev_end.i) bad = set_item(ss, 0, PyLong_FromLongLong(e)) < 0;
-                    if (!bad) {
-                        int c = eq_item_double(ss, 4, ts);
-                        if (c > 0) c = eq_item_double(ss, 5, dur);
-                        if (c > 0) c = cmp_item_long(ss, 6, corr, Py_EQ);
-                        if (c > 0) c = cmp_item_long(ss, 7, nid, Py_EQ);
-                        if (c < 0) bad = 1;
-                        else if (c > 0) n_dup += 1;
+            StreamSt *q = &sset.v[slot];
+            long long gap = s.i - q->end;
+            if (gap > 0) {
+                int launched_after = 0;
+                if (has_launch) {
+                    Num rc_n;
+                    PyObject *big;
+                    int rr = round_to_int(rts, 1, &rc_n, &big);
+                    if (rr < 0) goto error_nid;
+                    if (rr == 1) {
+                        PyObject *po = PyLong_FromLongLong(q->end);
+                        launched_after = po == NULL ? -1 : PyObject_RichCompareBool(big, po, Py_GT);
+                        Py_XDECREF(po);
+                        Py_DECREF(big);
+                        if (launched_after < 0) goto error_nid;
+                    } else {
+                        launched_after = rc_n.i > q->end;
                     }
                 }
+                Num g = NI(gap);
+                if (launched_after) q->w[0] += (double)gap;
+                else if (LT(g, thr_n)) q->w[1] += (double)gap;
+                else q->w[2] += (double)gap;
+                q->end = e;
+            } else {
+                if (e > q->end) q->end = e;
+                if (ts == q->ts && dur == q->dur && corr == q->corr && nid == q->nid) n_dup += 1;
             }
-            if (!bad) bad = set_item(ss, 4, PyFloat_FromDouble(ts)) < 0;
-            if (!bad) bad = set_item(ss, 5, PyFloat_FromDouble(dur)) < 0;
-            if (!bad) bad = set_item(ss, 6, PyLong_FromLongLong(corr)) < 0;
-            if (!bad) {
-                Py_INCREF(nid_o);
-                bad = set_item(ss, 7, nid_o) < 0;
-            }
-            Py_DECREF(ss);
-            if (bad) goto error_nid;
+            q->ts = ts;
+            q->dur = dur;
+            q->corr = corr;
+            q->nid = nid;
         }
-        Py_DECREF(nid_o);
+        Py_XDECREF(nid_o);
         Py_XDECREF(corr_o);
         continue;
     error_nid:
-        Py_DECREF(nid_o);
+        Py_XDECREF(nid_o);
     error_corr:
         Py_XDECREF(corr_o);
         goto error;
@@ -982,6 +1186,7 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
 
     /* ---- success: what _add_ops writes back, then its tuple ---- */
     {
+        if (ks_merge(kstats, kss, ks_n) < 0 || ss_merge(stream_state, &sset) < 0) goto error;
         open_s[n_types + 1] = all_s;
         open_e[n_types + 1] = all_e;
         for (Py_ssize_t k = 0; k < n_types + 2; k++) {
@@ -1044,6 +1249,10 @@ error:
     if (inplace_loaded) {
         PyObject *exc_type, *exc_value, *exc_tb;
         PyErr_Fetch(&exc_type, &exc_value, &exc_tb);
+        ks_merge(kstats, kss, ks_n);
+        PyErr_Clear();
+        ss_merge(stream_state, &sset);
+        PyErr_Clear();
         for (Py_ssize_t k = 0; k < n_types; k++) {
             set_item(open_s_l, k, num_obj(&open_s[k]));
             set_item(open_e_l, k, num_obj(&open_e[k]));
@@ -1084,6 +1293,11 @@ done:
     col_release(&cbytes);
     col_release(&cocc);
     PyMem_Free(idx);
+    imap_free(&nid_map);
+    imap_free(&stream_map);
+    PyMem_Free(nids);
+    PyMem_Free(kss);
+    PyMem_Free(sset.v);
     PyMem_Free(delays.v);
     PyMem_Free(launch_s.v);
     PyMem_Free(launch_e.v);
@@ -1115,9 +1329,325 @@ done:
     return result;
 }
 
+/* ---- TimeBins._add (profstack/analysis/timebins.py): busy time of intervals over the grid's bins ---- */
+
+/* a float column: an array('d') (buffer) or a list of floats; 0 ok, 1 unsupported */
+typedef struct {
+    Py_buffer b;
+    int has_buf;
+    PyObject *fast;
+    double *tmp;
+    const double *v;
+    Py_ssize_t n;
+} FCol;
+
+static int fcol_get(PyObject *o, FCol *c) {
+    memset(c, 0, sizeof(*c));
+    if (PyList_CheckExact(o)) {
+        c->n = PyList_GET_SIZE(o);
+        c->tmp = PyMem_Malloc((size_t)(c->n ? c->n : 1) * sizeof(double));
+        if (c->tmp == NULL) return 1;
+        for (Py_ssize_t j = 0; j < c->n; j++) {
+            PyObject *x = PyList_GET_ITEM(o, j);
+            if (!PyFloat_CheckExact(x)) return 1; /* an int time: Python's int arithmetic, not ours */
+            c->tmp[j] = PyFloat_AS_DOUBLE(x);
+        }
+        c->v = c->tmp;
+        return 0;
+    }
+    if (PyObject_GetBuffer(o, &c->b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    c->has_buf = 1;
+    if (c->b.itemsize != 8 || c->b.format == NULL || strcmp(c->b.format, "d") != 0) return 1;
+    c->v = c->b.buf;
+    c->n = c->b.len / 8;
+    return 0;
+}
+
+static void fcol_release(FCol *c) {
+    if (c->has_buf) PyBuffer_Release(&c->b);
+    PyMem_Free(c->tmp);
+    c->has_buf = 0;
+    c->tmp = NULL;
+}
+
+static PyObject *bins_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "bins_add(series, width, first, starts, ends)");
+        return NULL;
+    }
+    PyObject *series = args[0];
+    PyObject *result = NULL;
+    double *bins = NULL;
+    FCol cs, ce;
+    memset(&cs, 0, sizeof(cs));
+    memset(&ce, 0, sizeof(ce));
+    if (!PyList_CheckExact(series) || !PyFloat_CheckExact(args[1]) || !PyLong_CheckExact(args[2])) goto decline;
+    double w = PyFloat_AS_DOUBLE(args[1]);
+    int ovf = 0;
+    long long f = PyLong_AsLongLongAndOverflow(args[2], &ovf);
+    if (ovf || (f == -1 && PyErr_Occurred()) || f > (1LL << 52) || f < -(1LL << 52)) {
+        PyErr_Clear();
+        goto decline;
+    }
+    if (!(w > 0) || isinf(w)) goto decline;
+    if (fcol_get(args[3], &cs) || fcol_get(args[4], &ce) || cs.n != ce.n) goto decline;
+    Py_ssize_t nb = PyList_GET_SIZE(series);
+    if (nb == 0) goto decline;
+    bins = PyMem_Malloc((size_t)nb * sizeof(double));
+    if (bins == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t b = 0; b < nb; b++) {
+        PyObject *x = PyList_GET_ITEM(series, b);
+        if (!PyFloat_CheckExact(x)) goto decline;
+        bins[b] = PyFloat_AS_DOUBLE(x);
+    }
+    for (Py_ssize_t j = 0; j < cs.n; j++) /* math.floor raises on these: let Python raise it */
+        if (!isfinite(cs.v[j]) || !isfinite(ce.v[j])) goto decline;
+    if (nb - 1 + f > (1LL << 53)) goto decline;
+    {
+        const double inv = 1.0 / w;
+        const long long last = (long long)nb - 1;
+        const double fd = (double)f, hi_bin = (double)(f + last);
+        for (Py_ssize_t j = 0; j < cs.n; j++) {
+            double lo = cs.v[j], hi = ce.v[j];
+            double bl = floor(lo * inv), bh = floor(hi * inv);
+            if (bl == bh && fd <= bl && bl <= hi_bin) {
+                long long k = (long long)bl - f;
+                bins[k] += hi - lo;
+                continue;
+            }
+            /* i, j clamped to [0, last]; beyond +-2**53 only the side matters */
+            double id = bl - fd, jd = bh - fd;
+            long long i = id < 0 ? 0 : (id > (double)last ? last : (long long)id);
+            long long jj = jd < 0 ? 0 : (jd > (double)last ? last : (long long)jd);
+            if (i == jj) {
+                bins[i] += hi - lo;
+                continue;
+            }
+            bins[i] += (double)(f + i + 1) * w - lo;
+            for (long long b = i + 1; b < jj; b++) bins[b] += w;
+            bins[jj] += hi - (double)(f + jj) * w;
+        }
+    }
+    for (Py_ssize_t b = 0; b < nb; b++) {
+        PyObject *x = PyList_GET_ITEM(series, b);
+        if (PyFloat_AS_DOUBLE(x) == bins[b] && !(bins[b] == 0 && signbit(bins[b]) != signbit(PyFloat_AS_DOUBLE(x))))
+            continue;
+        PyObject *nx = PyFloat_FromDouble(bins[b]);
+        if (nx == NULL) goto done;
+        PyList_SetItem(series, b, nx);
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+    goto done;
+decline:
+    Py_INCREF(Py_NotImplemented);
+    result = Py_NotImplemented;
+done:
+    fcol_release(&cs);
+    fcol_release(&ce);
+    PyMem_Free(bins);
+    return result;
+}
+
+/* ---- intervals.union and intervals.partition_by_set (profstack/analysis/intervals.py) ---- */
+
+typedef struct {
+    double a, b;
+} Pair;
+
+static int pair_cmp(const void *x, const void *y) { /* (start, end), as Python sorts tuples */
+    const Pair *p = x, *q = y;
+    if (p->a < q->a) return -1;
+    if (p->a > q->a) return 1;
+    return p->b < q->b ? -1 : (p->b > q->b ? 1 : 0);
+}
+
+typedef struct {
+    double t;
+    long long d;
+} Point;
+
+static int point_cmp(const void *x, const void *y) { /* (time, delta): at equal times an end sorts first */
+    const Point *p = x, *q = y;
+    if (p->t < q->t) return -1;
+    if (p->t > q->t) return 1;
+    return p->d < q->d ? -1 : (p->d > q->d ? 1 : 0);
+}
+
+static int plain(double v) { return !isnan(v) && !(v == 0 && signbit(v)); } /* NaN / -0.0: let Python decide */
+
+/* the (starts, ends) columns of a list of Merged; 0 ok, 1 unsupported */
+static int merged_cols(PyObject *sets, FCol **cols, Py_ssize_t *n_sets, Py_ssize_t *total) {
+    *n_sets = PyList_CheckExact(sets) ? PyList_GET_SIZE(sets) : -1;
+    if (*n_sets < 0) return 1;
+    *cols = PyMem_Calloc((size_t)(*n_sets ? *n_sets : 1) * 2, sizeof(FCol));
+    if (*cols == NULL) return 1;
+    *total = 0;
+    for (Py_ssize_t k = 0; k < *n_sets; k++) {
+        PyObject *m = PyList_GET_ITEM(sets, k);
+        PyObject *st = PyObject_GetAttrString(m, "starts"), *en = PyObject_GetAttrString(m, "ends");
+        int bad = st == NULL || en == NULL || fcol_get(st, &(*cols)[2 * k]) || fcol_get(en, &(*cols)[2 * k + 1]);
+        Py_XDECREF(st);
+        Py_XDECREF(en);
+        if (bad) {
+            PyErr_Clear();
+            return 1;
+        }
+        if ((*cols)[2 * k].n != (*cols)[2 * k + 1].n) return 1;
+        for (Py_ssize_t j = 0; j < (*cols)[2 * k].n; j++)
+            if (!plain((*cols)[2 * k].v[j]) || !plain((*cols)[2 * k + 1].v[j])) return 1;
+        *total += (*cols)[2 * k].n;
+    }
+    return 0;
+}
+
+static void merged_release(FCol *cols, Py_ssize_t n_sets) {
+    if (cols == NULL) return;
+    for (Py_ssize_t k = 0; k < 2 * n_sets; k++) fcol_release(&cols[k]);
+    PyMem_Free(cols);
+}
+
+static PyObject *union_spans(PyObject *module, PyObject *sets) {
+    (void)module;
+    FCol *cols = NULL;
+    Py_ssize_t n_sets = 0, total = 0;
+    Pair *v = NULL;
+    PyObject *result = NULL;
+    if (merged_cols(sets, &cols, &n_sets, &total)) goto decline;
+    v = PyMem_Malloc((size_t)(total ? total : 1) * sizeof(Pair));
+    if (v == NULL) goto decline;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < n_sets; k++)
+        for (Py_ssize_t j = 0; j < cols[2 * k].n; j++) {
+            v[n].a = cols[2 * k].v[j];
+            v[n].b = cols[2 * k + 1].v[j];
+            n++;
+        }
+    qsort(v, (size_t)n, sizeof(Pair), pair_cmp);
+    Py_ssize_t m = 0; /* merged in place into v[0 .. m) */
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double a = v[j].a, b = v[j].b;
+        if (b <= a) continue;
+        if (m && a <= v[m - 1].b) {
+            if (b > v[m - 1].b) v[m - 1].b = b;
+        } else {
+            v[m].a = a;
+            v[m].b = b;
+            m++;
+        }
+    }
+    {
+        DBuf s = {0}, e = {0};
+        int bad = 0;
+        for (Py_ssize_t j = 0; j < m && !bad; j++) bad = dbuf_push(&s, v[j].a) < 0 || dbuf_push(&e, v[j].b) < 0;
+        if (!bad) {
+            PyObject *sa = dbuf_array(&s), *ea = dbuf_array(&e);
+            if (sa && ea) result = PyTuple_Pack(2, sa, ea);
+            Py_XDECREF(sa);
+            Py_XDECREF(ea);
+        }
+        PyMem_Free(s.v);
+        PyMem_Free(e.v);
+    }
+    goto done;
+decline:
+    PyErr_Clear();
+    Py_INCREF(Py_NotImplemented);
+    result = Py_NotImplemented;
+done:
+    merged_release(cols, n_sets);
+    PyMem_Free(v);
+    return result;
+}
+
+static PyObject *partition(PyObject *module, PyObject *sets) {
+    (void)module;
+    FCol *cols = NULL;
+    Py_ssize_t n_sets = 0, total = 0;
+    Point *v = NULL;
+    PyObject *result = NULL;
+    long long *masks = NULL;
+    double *sums = NULL;
+    IMap map = {0};
+    if (merged_cols(sets, &cols, &n_sets, &total) || n_sets > 62) goto decline;
+    v = PyMem_Malloc((size_t)(total ? 2 * total : 1) * sizeof(Point));
+    masks = PyMem_Malloc((size_t)(total ? 2 * total : 1) * sizeof(long long));
+    sums = PyMem_Malloc((size_t)(total ? 2 * total : 1) * sizeof(double));
+    if (v == NULL || masks == NULL || sums == NULL) goto decline;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t k = 0; k < n_sets; k++) {
+        long long bit = 1LL << k;
+        for (Py_ssize_t j = 0; j < cols[2 * k].n; j++) {
+            v[n].t = cols[2 * k].v[j];
+            v[n++].d = bit;
+        }
+        for (Py_ssize_t j = 0; j < cols[2 * k + 1].n; j++) {
+            v[n].t = cols[2 * k + 1].v[j];
+            v[n++].d = -bit;
+        }
+    }
+    qsort(v, (size_t)n, sizeof(Point), point_cmp);
+    long long running = 0;
+    double prev_t = 0.0;
+    Py_ssize_t n_out = 0;
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double t = v[j].t;
+        if (running > 0 && t > prev_t) {
+            int slot = imap_get(&map, running);
+            if (slot < 0) {
+                slot = (int)n_out;
+                masks[n_out] = running;
+                sums[n_out++] = 0.0;
+                if (imap_put(&map, running, slot) < 0) goto error;
+            }
+            sums[slot] = sums[slot] + (t - prev_t);
+        }
+        running += v[j].d;
+        prev_t = t;
+    }
+    result = PyList_New(n_out);
+    if (result == NULL) goto error;
+    for (Py_ssize_t j = 0; j < n_out; j++) {
+        PyObject *it = Py_BuildValue("(Ld)", masks[j], sums[j]);
+        if (it == NULL) {
+            Py_CLEAR(result);
+            goto error;
+        }
+        PyList_SET_ITEM(result, j, it);
+    }
+    goto done;
+decline:
+    PyErr_Clear();
+    Py_INCREF(Py_NotImplemented);
+    result = Py_NotImplemented;
+    goto done;
+error:
+    Py_CLEAR(result);
+done:
+    merged_release(cols, n_sets);
+    PyMem_Free(v);
+    PyMem_Free(masks);
+    PyMem_Free(sums);
+    imap_free(&map);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"add_ops", (PyCFunction)(void (*)(void))add_ops, METH_FASTCALL,
      "add_ops(acc, ops, order, join, stop_s, settle, by_op_start): GpuAccumulator._add_ops in C, or NotImplemented"},
+    {"bins_add", (PyCFunction)(void (*)(void))bins_add, METH_FASTCALL,
+     "bins_add(series, width, first, starts, ends): TimeBins._add's loop in C, or NotImplemented"},
+    {"union_spans", (PyCFunction)union_spans, METH_O,
+     "union_spans(list of Merged): (starts, ends) arrays of intervals.union, or NotImplemented"},
+    {"partition", (PyCFunction)partition, METH_O,
+     "partition(list of Merged): intervals.partition_by_set's (mask, time) pairs in insertion order, or NotImplemented"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -6,6 +6,8 @@ import itertools
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
+from profstack.analysis import native
+
 
 class Merged:
     """Sorted, disjoint intervals stored as two float columns (a few bytes per interval)."""
@@ -62,6 +64,13 @@ def union(sets: Sequence[Merged]) -> Merged:
     nonempty = [m for m in sets if len(m)]
     if len(nonempty) == 1:
         return nonempty[0]
+    accel = native.ACCEL
+    if accel is not None:  # the same sort and sweep in C (profstack/analysis/_gpuaccel.c); endpoints are copied
+        r = accel.union_spans(nonempty)
+        if r is not NotImplemented:
+            out = Merged()
+            out.starts, out.ends = r
+            return out
     return merge(itertools.chain.from_iterable(nonempty))
 
 
@@ -98,6 +107,11 @@ def partition_by_set(groups: Sequence[Merged]) -> dict[int, float]:
     if len(active) == 1:  # one group: no overlap to resolve
         g = active[0]
         return {1 << groups.index(g): total(g)}
+    accel = native.ACCEL
+    if accel is not None:  # the same sorted sweep in C, the same additions in the same order
+        pairs = accel.partition(list(groups))
+        if pairs is not NotImplemented:
+            return dict(pairs)
     points: list[tuple[float, int]] = []
     for i, g in enumerate(groups):
         bit = 1 << i

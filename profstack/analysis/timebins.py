@@ -18,6 +18,8 @@ from itertools import repeat
 from math import floor
 from operator import ge, mul
 
+from profstack.analysis import native
+
 MAX_BINS = 1024
 _START_WIDTH_US = 1.0
 _EXACT_BIN = 2**52  # |bin index| below this: (b + 1) * width is an exact float
@@ -137,6 +139,9 @@ class TimeBins:
         of two, so the product is exactly the quotient); then one loop adds each interval's time."""
         self._cover(min(starts), max(ends))
         s, w, f = self.series[k], self.width, self.first
+        accel = native.ACCEL
+        if accel is not None and accel.bins_add(s, w, f, starts, ends) is not NotImplemented:
+            return  # the loop below, in C (profstack/analysis/_gpuaccel.c), the same additions in the same order
         last = len(s) - 1
         inv = repeat(1.0 / w)
         firsts = map(floor, map(mul, starts, inv))
