@@ -17,6 +17,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -1027,7 +1028,9 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
             }
             if (first) {
                 double rdur = rdur_l;
-                if (rdur >= 0 || (all_calls && rdur < 0)) {
+                /* Python: rdur >= 0 or (all_calls and rdur < 0). Spelt out for NaN (a sync call): GCC 12 -O1/-O2
+                   folds that form to true for NaN (tests/unit/analysis/test_gpu_native.py caught it) */
+                if (rdur == rdur && (rdur >= 0 || all_calls)) {
                     if (rdur < 0) rdur = -rdur - 1.0;
                     Num fl;
                     PyObject *big;
@@ -1639,11 +1642,714 @@ done:
     return result;
 }
 
+/* ---- _Parser._consume_events (profstack/analysis/parse.py): decoded events into columns and aggregates ---- */
+
+/* a growing buffer of fixed-size items, appended to an array.array at the end (frombytes) */
+typedef struct {
+    char *v;
+    Py_ssize_t n, cap, size;
+    PyObject *arr; /* the target array (borrowed from its owner, kept alive by an extra reference) */
+} ABuf;
+
+static int abuf_push(ABuf *b, const void *x) {
+    if (b->n == b->cap) {
+        Py_ssize_t cap = b->cap ? b->cap * 2 : 1024;
+        char *v = PyMem_Realloc(b->v, (size_t)(cap * b->size));
+        if (v == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        b->v = v;
+        b->cap = cap;
+    }
+    memcpy(b->v + b->n * b->size, x, (size_t)b->size);
+    b->n++;
+    return 0;
+}
+
+static int abuf_flush(ABuf *b) {
+    if (b->n == 0 || b->arr == NULL) return 0;
+    PyObject *bytes = PyBytes_FromStringAndSize(b->v, b->n * b->size);
+    if (bytes == NULL) return -1;
+    PyObject *r = PyObject_CallMethod(b->arr, "frombytes", "O", bytes);
+    Py_DECREF(bytes);
+    if (r == NULL) return -1;
+    Py_DECREF(r);
+    b->n = 0;
+    return 0;
+}
+
+/* the target must be an array of this typecode and item size (what _consume_events appends to) */
+static int abuf_init(ABuf *b, PyObject *arr, const char *fmt, Py_ssize_t size) {
+    memset(b, 0, sizeof(*b));
+    b->size = size;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arr, &view, PyBUF_FORMAT) < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    int ok = view.itemsize == size && view.format != NULL && strcmp(view.format, fmt) == 0;
+    PyBuffer_Release(&view);
+    if (!ok) return 1;
+    Py_INCREF(arr);
+    b->arr = arr;
+    return 0;
+}
+
+static void abuf_free(ABuf *b) {
+    PyMem_Free(b->v);
+    Py_XDECREF(b->arr);
+    memset(b, 0, sizeof(*b));
+}
+
+/* the slot offsets of the msgspec structs parse.Event and parse.Args (member descriptors) */
+static PyObject *EventT = NULL, *ArgsT = NULL;
+static Py_ssize_t o_ph, o_cat, o_name, o_ts, o_dur, o_args, o_corr, o_stream, o_bytes, o_occ, o_dev;
+
+static int slot_offset(PyObject *type, const char *name, Py_ssize_t *off) {
+    PyObject *d = PyDict_GetItemString(((PyTypeObject *)type)->tp_dict, name); /* borrowed */
+    if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return -1;
+    PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+    if (m->type != T_OBJECT_EX && m->type != T_OBJECT) return -1;
+    *off = m->offset;
+    return 0;
+}
+
+static int struct_init(void) { /* 0 ok, 1 unsupported (layout not as expected), -1 error */
+    if (EventT != NULL) return 0;
+    PyObject *parse = PyImport_ImportModule("profstack.analysis.parse");
+    if (parse == NULL) return -1;
+    PyObject *ev = PyObject_GetAttrString(parse, "Event"), *ar = PyObject_GetAttrString(parse, "Args");
+    Py_DECREF(parse);
+    if (ev == NULL || ar == NULL || !PyType_Check(ev) || !PyType_Check(ar)) {
+        Py_XDECREF(ev);
+        Py_XDECREF(ar);
+        return -1;
+    }
+    if (slot_offset(ev, "ph", &o_ph) || slot_offset(ev, "cat", &o_cat) || slot_offset(ev, "name", &o_name) ||
+        slot_offset(ev, "ts", &o_ts) || slot_offset(ev, "dur", &o_dur) || slot_offset(ev, "args", &o_args) ||
+        slot_offset(ar, "correlation", &o_corr) || slot_offset(ar, "stream", &o_stream) ||
+        slot_offset(ar, "bytes", &o_bytes) || slot_offset(ar, "occupancy", &o_occ) || slot_offset(ar, "device", &o_dev)) {
+        Py_DECREF(ev);
+        Py_DECREF(ar);
+        return 1;
+    }
+    EventT = ev;
+    ArgsT = ar;
+    return 0;
+}
+
+#define FLD(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+static int int64_of(PyObject *o, long long *v) { /* an int that fits int64: 0; else -1 with OverflowError */
+    int ovf = 0;
+    *v = PyLong_AsLongLongAndOverflow(o, &ovf);
+    if (ovf) {
+        PyErr_SetString(PyExc_OverflowError, "Python int too large to convert to C long");
+        return -1;
+    }
+    return (*v == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int is_ascii_eq(PyObject *s, const char *lit, Py_ssize_t n) {
+    return PyUnicode_IS_COMPACT_ASCII(s) && PyUnicode_GET_LENGTH(s) == n && memcmp(PyUnicode_DATA(s), lit, (size_t)n) == 0;
+}
+
+static int add_attr_long(PyObject *o, const char *name, long long v) { /* o.name += v */
+    if (v == 0) return 0;
+    PyObject *cur = PyObject_GetAttrString(o, name);
+    if (cur == NULL) return -1;
+    PyObject *vo = PyLong_FromLongLong(v);
+    PyObject *r = vo ? PyNumber_InPlaceAdd(cur, vo) : NULL;
+    Py_DECREF(cur);
+    Py_XDECREF(vo);
+    if (r == NULL) return -1;
+    int rc = PyObject_SetAttrString(o, name, r);
+    Py_DECREF(r);
+    return rc;
+}
+
+static long long const_ll(PyObject *mod, const char *name, int *bad) {
+    PyObject *v = PyObject_GetAttrString(mod, name);
+    if (v == NULL) {
+        *bad = 1;
+        return 0;
+    }
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) *bad = 1;
+    return x;
+}
+
+enum { NB_OPS = 9, B_LCORR = 9, B_LTS, B_LDUR, B_CPU, B_DLTS, B_DLDUR, B_SNAME, B_STS, B_SDUR, B_ANAME, B_AGPU, B_ATS,
+       B_ADUR, B_GSTS, B_GSDUR, NBUF };
+
+static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts)");
+        return NULL;
+    }
+    PyObject *parser = args[0], *events = args[1];
+    PyObject *result = NULL, *parse = NULL, *fd = NULL, *cat_kind = NULL, *memory_event_name = NULL;
+    PyObject *cpu_agg = NULL, *rt_agg = NULL, *ids = NULL, *symbols = NULL, *feed = NULL, *ops = NULL;
+    PyObject *devices = NULL, *other_name = NULL, *first_gpu = NULL;
+    ABuf buf[NBUF];
+    memset(buf, 0, sizeof(buf));
+    int loaded = 0;
+    long long no_ph = 0, begin_end = 0, n_kernels = 0, n_memcpy = 0, n_memset = 0;
+    long long n_launch = 0, n_x = 0, n_rt = 0;
+
+    int si = struct_init();
+    if (si < 0) return NULL;
+    if (si > 0 || !PyList_CheckExact(events)) goto decline;
+    Py_ssize_t n = PyList_GET_SIZE(events);
+    /* every event an Event with the field types the decoder gives (else Python, which handles them all) */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *e = PyList_GET_ITEM(events, k);
+        if ((PyObject *)Py_TYPE(e) != EventT) goto decline;
+        PyObject *ph = FLD(e, o_ph), *cat = FLD(e, o_cat), *name = FLD(e, o_name), *ts = FLD(e, o_ts),
+                 *dur = FLD(e, o_dur), *a = FLD(e, o_args);
+        if (!ph || !cat || !name || !ts || !dur || !a) goto decline;
+        if (!PyUnicode_CheckExact(ph) || !PyUnicode_CheckExact(cat) || !PyUnicode_CheckExact(name) ||
+            !PyFloat_CheckExact(ts) || !PyFloat_CheckExact(dur))
+            goto decline;
+        if (a != Py_None) {
+            if ((PyObject *)Py_TYPE(a) != ArgsT) goto decline;
+            PyObject *c = FLD(a, o_corr), *st = FLD(a, o_stream), *b = FLD(a, o_bytes), *oc = FLD(a, o_occ),
+                     *dv = FLD(a, o_dev);
+            if (!c || !st || !b || !oc || !dv) goto decline;
+            if ((c != Py_None && !PyLong_CheckExact(c)) ||
+                (st != Py_None && !PyLong_CheckExact(st) && !PyUnicode_CheckExact(st)) ||
+                (b != Py_None && !PyLong_CheckExact(b) && !PyFloat_CheckExact(b)) ||
+                (oc != Py_None && !PyFloat_CheckExact(oc)) || (dv != Py_None && !PyLong_CheckExact(dv)))
+                goto decline;
+        }
+    }
+
+    /* ---- constants and containers, read as _consume_events reads them ---- */
+    parse = PyImport_ImportModule("profstack.analysis.parse");
+    if (parse == NULL) goto error;
+    int bad = 0;
+    const long long K_CPU = const_ll(parse, "K_CPU", &bad), K_RUNTIME = const_ll(parse, "K_RUNTIME", &bad),
+                    K_KERNEL = const_ll(parse, "K_KERNEL", &bad), K_MEMCPY = const_ll(parse, "K_MEMCPY", &bad),
+                    K_MEMSET = const_ll(parse, "K_MEMSET", &bad), K_ANNOT = const_ll(parse, "K_ANNOT", &bad),
+                    K_GPU_ANNOT = const_ll(parse, "K_GPU_ANNOT", &bad), K_GPU_SYNC = const_ll(parse, "K_GPU_SYNC", &bad),
+                    F_STEP = const_ll(parse, "F_STEP", &bad), F_DATALOADER = const_ll(parse, "F_DATALOADER", &bad),
+                    MAX_NAME = const_ll(parse, "MAX_NAME_CHARS", &bad), MAX_DEVICES = const_ll(parse, "MAX_DEVICES", &bad),
+                    OP_KERNEL = const_ll(parse, "OP_KERNEL", &bad), OP_MEMCPY = const_ll(parse, "OP_MEMCPY", &bad),
+                    OP_MEMSET = const_ll(parse, "OP_MEMSET", &bad), OP_SYNC = const_ll(parse, "OP_SYNC", &bad);
+    if (bad) goto error;
+    if (!(K_CPU == 1 && K_RUNTIME == 2 && K_KERNEL == 3 && K_MEMCPY == 4 && K_MEMSET == 5 && K_ANNOT == 6 &&
+          K_GPU_ANNOT == 7 && K_GPU_SYNC == 8))
+        goto decline; /* the dispatch below is written for these */
+    double time_limit;
+    {
+        PyObject *v = PyObject_GetAttrString(parse, "MAX_TIME_US");
+        if (v == NULL) goto error;
+        time_limit = PyFloat_AsDouble(v);
+        Py_DECREF(v);
+        if (time_limit == -1.0 && PyErr_Occurred()) goto error;
+        if (!(time_limit <= LIM53)) goto decline; /* ceil(ts) exact in int64 */
+    }
+    if ((cat_kind = PyObject_GetAttrString(parse, "CAT_KIND")) == NULL) goto error;
+    if ((memory_event_name = PyObject_GetAttrString(parse, "MEMORY_EVENT")) == NULL) goto error;
+    if ((other_name = PyObject_GetAttrString(parse, "OTHER_NAME")) == NULL) goto error;
+    if ((fd = PyObject_GetAttrString(parser, "fd")) == NULL) goto error;
+    if ((cpu_agg = PyObject_GetAttrString(fd, "cpu_agg")) == NULL) goto error;
+    if ((rt_agg = PyObject_GetAttrString(fd, "rt_agg")) == NULL) goto error;
+    if ((devices = PyObject_GetAttrString(fd, "devices")) == NULL) goto error;
+    if ((symbols = PyObject_GetAttrString(parser, "symbols")) == NULL) goto error;
+    if ((ids = PyObject_GetAttrString(symbols, "ids")) == NULL) goto error;
+    if ((feed = PyObject_GetAttrString(parser, "feed")) == NULL) goto error;
+    if ((ops = PyObject_GetAttrString(feed, "ops")) == NULL) goto error;
+    if ((first_gpu = PyObject_GetAttrString(fd, "first_gpu_ts")) == NULL) goto error;
+    int have_first_gpu = first_gpu != Py_None;
+    int count_sync;
+    {
+        PyObject *v = PyObject_GetAttrString(parser, "count_sync");
+        if (v == NULL) goto error;
+        count_sync = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (count_sync < 0) goto error;
+    }
+    if (!PyDict_CheckExact(cat_kind) || !PyDict_CheckExact(cpu_agg) || !PyDict_CheckExact(rt_agg) ||
+        !PyDict_CheckExact(ids) || !PySet_CheckExact(devices) || !PyUnicode_CheckExact(memory_event_name))
+        goto decline;
+    {
+        const char *opn[NB_OPS] = {"s", "ts", "dur", "name", "kind", "stream", "corr", "nbytes", "occ"};
+        const char *opf[NB_OPS] = {"q", "d", "d", "i", "b", "i", "q", "q", "f"};
+        const Py_ssize_t ops_sz[NB_OPS] = {8, 8, 8, 4, 1, 4, 8, 8, 4};
+        for (int k = 0; k < NB_OPS; k++) {
+            PyObject *a = PyObject_GetAttrString(ops, opn[k]);
+            if (a == NULL) goto error;
+            int r = abuf_init(&buf[k], a, opf[k], ops_sz[k]);
+            Py_DECREF(a);
+            if (r) goto decline;
+        }
+        if (abuf_init(&buf[B_LCORR], args[2], "q", 8) || abuf_init(&buf[B_LTS], args[3], "d", 8) ||
+            abuf_init(&buf[B_LDUR], args[4], "d", 8) || abuf_init(&buf[B_CPU], args[5], "d", 8))
+            goto decline;
+        const char *fdn[] = {"dl_ts", "dl_dur", "s_name", "s_ts", "s_dur", "a_name", "a_gpu", "a_ts", "a_dur", "gs_ts", "gs_dur"};
+        const char *fdf[] = {"d", "d", "i", "d", "d", "i", "b", "d", "d", "d", "d"};
+        const Py_ssize_t fds[] = {8, 8, 4, 8, 8, 4, 1, 8, 8, 8, 8};
+        for (int k = 0; k < 11; k++) {
+            PyObject *a = PyObject_GetAttrString(fd, fdn[k]);
+            if (a == NULL) goto error;
+            int r = abuf_init(&buf[B_DLTS + k], a, fdf[k], fds[k]);
+            Py_DECREF(a);
+            if (r) goto decline;
+        }
+    }
+    loaded = 1;
+
+    /* ---- the loop ---- */
+    PyObject *last_cat = NULL; /* the previous event's category string and kind: most events repeat it */
+    long long last_kind = 0;
+    long long last_dev = 0;
+    int last_dev_known = 0; /* last_dev is in fd.devices */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *e = PyList_GET_ITEM(events, k);
+        PyObject *cat = FLD(e, o_cat), *ph_o = FLD(e, o_ph);
+        long long kind;
+        if (last_cat != NULL && PyUnicode_GET_LENGTH(cat) == PyUnicode_GET_LENGTH(last_cat) &&
+            PyUnicode_KIND(cat) == PyUnicode_KIND(last_cat) &&
+            memcmp(PyUnicode_DATA(cat), PyUnicode_DATA(last_cat),
+                   (size_t)(PyUnicode_GET_LENGTH(cat) * PyUnicode_KIND(cat))) == 0) {
+            kind = last_kind;
+        } else {
+            PyObject *kv = PyDict_GetItemWithError(cat_kind, cat);
+            if (kv == NULL && PyErr_Occurred()) goto error;
+            if (kv == NULL) kind = 0;
+            else if (int64_of(kv, &kind) < 0) goto error;
+            if (kind < 0 || kind > 8) {
+                PyErr_SetString(PyExc_ValueError, "CAT_KIND holds an unknown kind");
+                goto error;
+            }
+            last_cat = cat;
+            last_kind = kind;
+        }
+        int ph_x = is_ascii_eq(ph_o, "X", 1);
+        PyObject *a = FLD(e, o_args);
+        if (kind == 0) {
+            if (ph_x) {
+                n_x += 1;
+                if (a != Py_None && (FLD(a, o_stream) != Py_None || FLD(a, o_dev) != Py_None)) {
+                    PyObject *r = PyObject_CallMethod(parser, "_unknown", "O", cat);
+                    if (r == NULL) goto error;
+                    Py_DECREF(r);
+                }
+            } else if (is_ascii_eq(ph_o, "i", 1)) {
+                int eq = PyUnicode_Compare(FLD(e, o_name), memory_event_name) == 0;
+                if (eq) {
+                    PyObject *r = PyObject_CallMethod(parser, "memory_event", "O", e);
+                    if (r == NULL) goto error;
+                    Py_DECREF(r);
+                }
+            }
+            continue;
+        }
+        double ts = PyFloat_AS_DOUBLE(FLD(e, o_ts)), dur = PyFloat_AS_DOUBLE(FLD(e, o_dur));
+        if (!ph_x || ts != ts || dur < 0) {
+            if (!ph_x) {
+                if (PyUnicode_GET_LENGTH(ph_o) == 0 && ts == ts) no_ph += 1;
+                else if (is_ascii_eq(ph_o, "B", 1) || is_ascii_eq(ph_o, "E", 1)) begin_end += 1;
+                continue;
+            }
+            PyObject *r = PyObject_CallMethod(parser, "invalid_event", "OO", e, dur < 0 ? Py_True : Py_False);
+            if (r == NULL) goto error;
+            Py_DECREF(r);
+            continue;
+        }
+        n_x += 1;
+        PyObject *name = FLD(e, o_name);
+        if (kind == 1) { /* K_CPU */
+            if (abuf_push(&buf[B_CPU], &ts) < 0) goto error;
+            PyObject *rec = PyDict_GetItemWithError(cpu_agg, name);
+            PyObject *bname = NULL; /* the bounded name, when it is one */
+            if (rec == NULL) {
+                if (PyErr_Occurred()) goto error;
+                if (PyUnicode_GET_LENGTH(name) > MAX_NAME) {
+                    bname = PyObject_CallMethod(parser, "_bounded", "O", name);
+                    if (bname == NULL) goto error;
+                    rec = PyDict_GetItemWithError(cpu_agg, bname);
+                    if (rec == NULL && PyErr_Occurred()) {
+                        Py_DECREF(bname);
+                        goto error;
+                    }
+                }
+                if (rec == NULL) {
+                    rec = PyObject_CallMethod(parser, "_new_cpu_rec", "O", bname ? bname : name);
+                    if (rec == NULL) {
+                        Py_XDECREF(bname);
+                        goto error;
+                    }
+                } else {
+                    Py_INCREF(rec);
+                }
+            } else {
+                Py_INCREF(rec);
+            }
+            if (!PyList_CheckExact(rec) || PyList_GET_SIZE(rec) < 3) {
+                PyErr_SetString(PyExc_TypeError, "a cpu_agg record is not [flag, count, total]");
+                Py_DECREF(rec);
+                Py_XDECREF(bname);
+                goto error;
+            }
+            long long flag;
+            int bad2 = add_long(rec, 1, 1) < 0 || add_double(rec, 2, dur) < 0 || int64_of(PyList_GET_ITEM(rec, 0), &flag) < 0;
+            if (!bad2 && flag) {
+                if (flag == F_STEP) {
+                    PyObject *r = PyObject_CallMethod(parser, "_step", "Odd", bname ? bname : name, ts, dur);
+                    if (r == NULL) bad2 = 1;
+                    Py_XDECREF(r);
+                } else {
+                    bad2 = abuf_push(&buf[B_DLTS], &ts) < 0 || abuf_push(&buf[B_DLDUR], &dur) < 0;
+                }
+            }
+            Py_DECREF(rec);
+            Py_XDECREF(bname);
+            if (bad2) goto error;
+        } else if (kind == 2) { /* K_RUNTIME */
+            n_rt += 1;
+            PyObject *rrec = PyDict_GetItemWithError(rt_agg, name);
+            if (rrec == NULL) {
+                if (PyErr_Occurred()) goto error;
+                PyObject *bname = NULL;
+                if (PyUnicode_GET_LENGTH(name) > MAX_NAME) {
+                    bname = PyObject_CallMethod(parser, "_bounded", "O", name);
+                    if (bname == NULL) goto error;
+                    rrec = PyDict_GetItemWithError(rt_agg, bname);
+                    if (rrec == NULL && PyErr_Occurred()) {
+                        Py_DECREF(bname);
+                        goto error;
+                    }
+                }
+                if (rrec == NULL) {
+                    rrec = PyObject_CallMethod(parser, "_new_runtime", "O", bname ? bname : name);
+                    Py_XDECREF(bname);
+                    if (rrec == NULL) goto error;
+                } else {
+                    Py_INCREF(rrec);
+                    Py_XDECREF(bname);
+                }
+            } else {
+                Py_INCREF(rrec);
+            }
+            if (!PyTuple_CheckExact(rrec) || PyTuple_GET_SIZE(rrec) != 3) {
+                PyErr_SetString(PyExc_TypeError, "a rt_agg record is not (is_sync, name id, join class)");
+                Py_DECREF(rrec);
+                goto error;
+            }
+            long long klass, rnid;
+            int is_sync = PyObject_IsTrue(PyTuple_GET_ITEM(rrec, 0));
+            int bad2 = is_sync < 0 || int64_of(PyTuple_GET_ITEM(rrec, 2), &klass) < 0 ||
+                       int64_of(PyTuple_GET_ITEM(rrec, 1), &rnid) < 0;
+            Py_DECREF(rrec);
+            if (bad2) goto error;
+            if (klass >= 0 && a != Py_None && FLD(a, o_corr) != Py_None) {
+                long long c;
+                if (int64_of(FLD(a, o_corr), &c) < 0) goto error;
+                if (abuf_push(&buf[B_LCORR], &c) < 0 || abuf_push(&buf[B_LTS], &ts) < 0) goto error;
+                double rd;
+                if (klass == 0) {
+                    n_launch += 1;
+                    rd = dur;
+                } else if (klass == 1) {
+                    n_launch += 1;
+                    rd = -dur - 1.0;
+                } else {
+                    rd = NAN;
+                }
+                if (abuf_push(&buf[B_LDUR], &rd) < 0) goto error;
+            }
+            if (is_sync) {
+                if (rnid < INT32_MIN || rnid > INT32_MAX) {
+                    PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+                    goto error;
+                }
+                int v = (int)rnid;
+                if (abuf_push(&buf[B_SNAME], &v) < 0 || abuf_push(&buf[B_STS], &ts) < 0 || abuf_push(&buf[B_SDUR], &dur) < 0)
+                    goto error;
+            }
+        } else if (kind <= 5) { /* kernel, memcpy, memset */
+            if (!(-time_limit < ts && ts < time_limit) || dur >= time_limit) {
+                n_x -= 1;
+                PyObject *r = PyObject_CallMethod(parser, "invalid_event", "OO", e, Py_False);
+                if (r == NULL) goto error;
+                Py_DECREF(r);
+                continue;
+            }
+            PyObject *bname = NULL;
+            if (PyUnicode_GET_LENGTH(name) > MAX_NAME) {
+                bname = PyObject_CallMethod(parser, "_bounded", "O", name);
+                if (bname == NULL) goto error;
+            }
+            PyObject *nm = bname ? bname : name;
+            PyObject *nid_o = PyDict_GetItemWithError(ids, nm);
+            long long nid;
+            if (nid_o == NULL) {
+                if (PyErr_Occurred()) {
+                    Py_XDECREF(bname);
+                    goto error;
+                }
+                nid_o = PyObject_CallMethod(parser, "_gpu_name_id", "OL", nm, kind);
+                Py_XDECREF(bname);
+                if (nid_o == NULL) goto error;
+                int r = int64_of(nid_o, &nid);
+                Py_DECREF(nid_o);
+                if (r < 0) goto error;
+            } else {
+                Py_XDECREF(bname);
+                if (int64_of(nid_o, &nid) < 0) goto error;
+            }
+            long long stream = 0, corr = -1, nbytes = 0;
+            double occ = -1.0;
+            if (a != Py_None) {
+                PyObject *st = FLD(a, o_stream);
+                int ovf = 0;
+                long long sv = PyLong_CheckExact(st) ? PyLong_AsLongLongAndOverflow(st, &ovf) : 0;
+                if (PyLong_CheckExact(st) && !ovf && sv >= INT32_MIN && sv <= INT32_MAX) {
+                    stream = sv;
+                } else {
+                    PyErr_Clear();
+                    PyObject *r = PyObject_CallMethod(parser, "_stream_of", "O", st);
+                    if (r == NULL) goto error;
+                    int rr = int64_of(r, &stream);
+                    Py_DECREF(r);
+                    if (rr < 0) goto error;
+                }
+                PyObject *c = FLD(a, o_corr);
+                if (c != Py_None && int64_of(c, &corr) < 0) goto error;
+                PyObject *b = FLD(a, o_bytes);
+                if (b != Py_None) {
+                    if (PyLong_CheckExact(b)) {
+                        if (int64_of(b, &nbytes) < 0) goto error;
+                    } else {
+                        double bd = PyFloat_AS_DOUBLE(b); /* int(float): truncation; the decoder bounds it */
+                        if (!(bd > -TWO63 && bd < TWO63)) {
+                            PyObject *io = PyNumber_Long(b);
+                            if (io == NULL) goto error;
+                            int rr = int64_of(io, &nbytes);
+                            Py_DECREF(io);
+                            if (rr < 0) goto error;
+                        } else {
+                            nbytes = (long long)bd;
+                        }
+                    }
+                }
+                PyObject *o = FLD(a, o_occ);
+                if (o != Py_None) {
+                    double od = PyFloat_AS_DOUBLE(o);
+                    if (0.0 <= od && od <= 100.0) occ = od;
+                }
+                PyObject *dv = FLD(a, o_dev);
+                if (dv != Py_None) {
+                    int ovf2 = 0;
+                    long long d = PyLong_AsLongLongAndOverflow(dv, &ovf2);
+                    if (d == -1 && PyErr_Occurred()) goto error;
+                    if (ovf2 || !last_dev_known || d != last_dev) {
+                        int in = PySet_Contains(devices, dv);
+                        if (in < 0) goto error;
+                        if (!in && PySet_GET_SIZE(devices) < MAX_DEVICES) {
+                            if (PySet_Add(devices, dv) < 0) goto error;
+                            in = 1;
+                        }
+                        last_dev_known = in && !ovf2;
+                        last_dev = d;
+                    }
+                }
+            }
+            signed char op_kind;
+            if (kind == 3) {
+                op_kind = (signed char)OP_KERNEL;
+                n_kernels += 1;
+            } else if (kind == 4) {
+                op_kind = (signed char)OP_MEMCPY;
+                n_memcpy += 1;
+            } else {
+                op_kind = (signed char)OP_MEMSET;
+                n_memset += 1;
+            }
+            if (!have_first_gpu) {
+                PyObject *t = PyFloat_FromDouble(ts);
+                if (t == NULL || PyObject_SetAttrString(fd, "first_gpu_ts", t) < 0) {
+                    Py_XDECREF(t);
+                    goto error;
+                }
+                Py_DECREF(t);
+                have_first_gpu = 1;
+            }
+            if (nid < INT32_MIN || nid > INT32_MAX || stream < INT32_MIN || stream > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+                goto error;
+            }
+            long long sc = (long long)ceil(ts);
+            int nid32 = (int)nid, st32 = (int)stream;
+            float occ32 = (float)occ;
+            if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0 ||
+                abuf_push(&buf[3], &nid32) < 0 || abuf_push(&buf[4], &op_kind) < 0 || abuf_push(&buf[5], &st32) < 0 ||
+                abuf_push(&buf[6], &corr) < 0 || abuf_push(&buf[7], &nbytes) < 0 || abuf_push(&buf[8], &occ32) < 0)
+                goto error;
+        } else if (kind == 6 || kind == 7) { /* annotations on CPU and GPU */
+            PyObject *bname = NULL;
+            if (PyUnicode_GET_LENGTH(name) > MAX_NAME) {
+                bname = PyObject_CallMethod(parser, "_bounded", "O", name);
+                if (bname == NULL) goto error;
+            }
+            PyObject *cls = PyObject_CallMethod(parser, "_annot_class", "O", bname ? bname : name);
+            Py_XDECREF(bname);
+            if (cls == NULL) goto error;
+            long long flag = 0, anid = 0;
+            int bad2 = !PyTuple_CheckExact(cls) || PyTuple_GET_SIZE(cls) != 2 ||
+                       int64_of(PyTuple_GET_ITEM(cls, 0), &flag) < 0 || int64_of(PyTuple_GET_ITEM(cls, 1), &anid) < 0;
+            Py_DECREF(cls);
+            if (bad2) {
+                if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_annot_class did not return (flag, id)");
+                goto error;
+            }
+            if (flag == F_STEP) {
+                if (kind == 6) {
+                    PyObject *r = PyObject_CallMethod(parser, "_step", "Odd", name, ts, dur);
+                    if (r == NULL) goto error;
+                    Py_DECREF(r);
+                }
+                continue;
+            }
+            if (flag == F_DATALOADER && kind == 6)
+                if (abuf_push(&buf[B_DLTS], &ts) < 0 || abuf_push(&buf[B_DLDUR], &dur) < 0) goto error;
+            if (anid < INT32_MIN || anid > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+                goto error;
+            }
+            int a32 = (int)anid;
+            signed char g = kind == 7 ? 1 : 0;
+            if (abuf_push(&buf[B_ANAME], &a32) < 0 || abuf_push(&buf[B_AGPU], &g) < 0 || abuf_push(&buf[B_ATS], &ts) < 0 ||
+                abuf_push(&buf[B_ADUR], &dur) < 0)
+                goto error;
+        } else { /* K_GPU_SYNC */
+            if (abuf_push(&buf[B_GSTS], &ts) < 0 || abuf_push(&buf[B_GSDUR], &dur) < 0) goto error;
+            if (!count_sync || a == Py_None) continue;
+            PyObject *st = FLD(a, o_stream);
+            if (st == Py_None) continue;
+            if (PyLong_CheckExact(st)) {
+                int ovf = 0;
+                long long sv = PyLong_AsLongLongAndOverflow(st, &ovf);
+                if (!ovf && sv == -1) {
+                    if (PyErr_Occurred()) goto error;
+                    continue;
+                }
+                PyErr_Clear();
+            }
+            if (!(-time_limit < ts && ts < time_limit) || dur >= time_limit) continue;
+            PyObject *nid_o = PyDict_GetItemWithError(ids, name);
+            long long nid;
+            if (nid_o == NULL) {
+                if (PyErr_Occurred()) goto error;
+                nid_o = PyObject_CallMethod(parser, "_new_symbol", "OO", name, other_name);
+                if (nid_o == NULL) goto error;
+                int r = int64_of(nid_o, &nid);
+                Py_DECREF(nid_o);
+                if (r < 0) goto error;
+            } else if (int64_of(nid_o, &nid) < 0) {
+                goto error;
+            }
+            long long stream;
+            {
+                int ovf = 0;
+                long long sv = PyLong_CheckExact(st) ? PyLong_AsLongLongAndOverflow(st, &ovf) : 0;
+                if (PyLong_CheckExact(st) && !ovf && sv >= INT32_MIN && sv <= INT32_MAX) {
+                    stream = sv;
+                } else {
+                    PyErr_Clear();
+                    PyObject *r = PyObject_CallMethod(parser, "_stream_of", "O", st);
+                    if (r == NULL) goto error;
+                    int rr = int64_of(r, &stream);
+                    Py_DECREF(r);
+                    if (rr < 0) goto error;
+                }
+            }
+            long long corr = -1, zero = 0;
+            PyObject *c = FLD(a, o_corr);
+            if (c != Py_None && int64_of(c, &corr) < 0) goto error;
+            if (nid < INT32_MIN || nid > INT32_MAX || stream < INT32_MIN || stream > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+                goto error;
+            }
+            long long sc = (long long)ceil(ts);
+            int nid32 = (int)nid, st32 = (int)stream;
+            signed char opk = (signed char)OP_SYNC;
+            float occ32 = -1.0f;
+            if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0 ||
+                abuf_push(&buf[3], &nid32) < 0 || abuf_push(&buf[4], &opk) < 0 || abuf_push(&buf[5], &st32) < 0 ||
+                abuf_push(&buf[6], &corr) < 0 || abuf_push(&buf[7], &zero) < 0 || abuf_push(&buf[8], &occ32) < 0)
+                goto error;
+        }
+    }
+    (void)K_CPU;
+    /* ---- write back: the columns and the counters _consume_events changes on the way ---- */
+    for (int k = 0; k < NBUF; k++)
+        if (abuf_flush(&buf[k]) < 0) goto error;
+    loaded = 0;
+    if (add_attr_long(fd, "no_ph", no_ph) < 0 || add_attr_long(fd, "begin_end", begin_end) < 0 ||
+        add_attr_long(fd, "n_kernels", n_kernels) < 0 || add_attr_long(fd, "n_memcpy", n_memcpy) < 0 ||
+        add_attr_long(fd, "n_memset", n_memset) < 0)
+        goto error_written;
+    result = Py_BuildValue("(LLL)", n_launch, n_x, n_rt);
+    goto done;
+
+decline:
+    PyErr_Clear();
+    Py_INCREF(Py_NotImplemented);
+    result = Py_NotImplemented;
+    goto done;
+
+error:
+    if (loaded) { /* Python's loop had appended and counted up to the failing event: keep them equal */
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        for (int k = 0; k < NBUF; k++) {
+            abuf_flush(&buf[k]);
+            PyErr_Clear();
+        }
+        if (fd != NULL) {
+            add_attr_long(fd, "no_ph", no_ph);
+            add_attr_long(fd, "begin_end", begin_end);
+            add_attr_long(fd, "n_kernels", n_kernels);
+            add_attr_long(fd, "n_memcpy", n_memcpy);
+            add_attr_long(fd, "n_memset", n_memset);
+            PyErr_Clear();
+        }
+        PyErr_Restore(t, v, tb);
+    }
+error_written:
+    result = NULL;
+
+done:
+    for (int k = 0; k < NBUF; k++) abuf_free(&buf[k]);
+    Py_XDECREF(parse);
+    Py_XDECREF(fd);
+    Py_XDECREF(cat_kind);
+    Py_XDECREF(memory_event_name);
+    Py_XDECREF(other_name);
+    Py_XDECREF(cpu_agg);
+    Py_XDECREF(rt_agg);
+    Py_XDECREF(devices);
+    Py_XDECREF(symbols);
+    Py_XDECREF(ids);
+    Py_XDECREF(feed);
+    Py_XDECREF(ops);
+    Py_XDECREF(first_gpu);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"add_ops", (PyCFunction)(void (*)(void))add_ops, METH_FASTCALL,
      "add_ops(acc, ops, order, join, stop_s, settle, by_op_start): GpuAccumulator._add_ops in C, or NotImplemented"},
     {"bins_add", (PyCFunction)(void (*)(void))bins_add, METH_FASTCALL,
      "bins_add(series, width, first, starts, ends): TimeBins._add's loop in C, or NotImplemented"},
+    {"consume_events", (PyCFunction)(void (*)(void))consume_events, METH_FASTCALL,
+     "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): _Parser._consume_events in C, or NotImplemented"},
     {"union_spans", (PyCFunction)union_spans, METH_O,
      "union_spans(list of Merged): (starts, ends) arrays of intervals.union, or NotImplemented"},
     {"partition", (PyCFunction)partition, METH_O,

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from profstack.analysis import classify
+from profstack.analysis import classify, native
 from profstack.analysis.errors import (
     EmptyTraceError,
     InvalidEventError,
@@ -791,7 +791,46 @@ class _Parser:
         if not fd.first_invalid:
             fd.first_invalid = message
 
+    def invalid_event(self, e: Event | BareEvent, negative: bool) -> None:
+        """An X event whose time cannot be analysed (counted, and the first one's message kept)."""
+        self.invalid(f"event {e.name[:80]!r}: {_bad_time(e.ts, e.dur)}", negative=negative)
+
     def consume(self, events: Sequence[Event | BareEvent]) -> None:
+        """One decoded batch: the per-event loop (in C where ``native.ACCEL`` is built: ``_gpuaccel.c``'s
+        ``consume_events``, a transliteration of ``_consume_events``), then the batch's column work."""
+        fd = self.fd
+        feed = self.feed
+        # this batch's launches, handed to the join before its ops are looked at
+        l_corr: array[int] = array("q")
+        l_ts: array[float] = array("d")
+        l_dur: array[float] = array("d")
+        cpu_starts: array[float] = array("d")
+        fd.events += len(events)
+        accel = native.ACCEL
+        r = NotImplemented
+        if accel is not None:
+            r = accel.consume_events(self, events, l_corr, l_ts, l_dur, cpu_starts)
+        if r is NotImplemented:  # no C module, or it declined (e.g. BareEvents) and changed nothing
+            r = self._consume_events(events, l_corr, l_ts, l_dur, cpu_starts)
+        n_launch, n_x, n_rt = r
+        feed.join.add(l_corr, l_ts, l_dur)
+        if cpu_starts:
+            fd.cpu_timeline.add_points(0, cpu_starts)
+        feed.after_batch(self.selection_now)
+        fd.x_events += n_x
+        fd.n_launch_records += n_launch
+        fd.cpu_ops += len(cpu_starts)
+        fd.runtime_calls += n_rt
+
+    def _consume_events(
+        self,
+        events: Sequence[Event | BareEvent],
+        l_corr: array[int],
+        l_ts: array[float],
+        l_dur: array[float],
+        cpu_starts: array[float],
+    ) -> tuple[int, int, int]:
+        """The per-event loop of ``consume``: returns (launch records, X events, runtime calls)."""
         fd = self.fd
         cat_kind = CAT_KIND.get
         cpu_get = fd.cpu_agg.get
@@ -809,19 +848,13 @@ class _Parser:
         g_corr = ops.corr.append
         g_bytes = ops.nbytes.append
         g_occ = ops.occ.append
-        # this batch's launches, handed to the join before its ops are looked at
-        l_corr: array[int] = array("q")
-        l_ts: array[float] = array("d")
-        l_dur: array[float] = array("d")
         r_corr, r_ts, r_dur = l_corr.append, l_ts.append, l_dur.append
         ceil = math.ceil
         time_limit = MAX_TIME_US
-        cpu_starts: array[float] = array("d")
         cpu_start = cpu_starts.append
         n_launch = 0
         n_x = 0
         n_rt = 0
-        fd.events += len(events)
         for e in events:
             kind = cat_kind(e.cat)
             ph = e.ph
@@ -843,7 +876,7 @@ class _Parser:
                     elif ph in ("B", "E"):
                         fd.begin_end += 1  # Kineto writes "X"; another writer's begin/end pairs are not analysed
                     continue  # flows/instants in a known category carry nothing we use
-                self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}", negative=dur < 0)
+                self.invalid_event(e, dur < 0)
                 continue
             n_x += 1
             if kind == K_CPU:
@@ -895,7 +928,7 @@ class _Parser:
             elif kind <= K_MEMSET:
                 if not -time_limit < ts < time_limit or dur >= time_limit:  # the int64 start column's range
                     n_x -= 1
-                    self.invalid(f"event {e.name[:80]!r}: {_bad_time(ts, dur)}")
+                    self.invalid_event(e, False)
                     continue
                 name = e.name
                 if len(name) > max_name:
@@ -979,14 +1012,7 @@ class _Parser:
                     g_corr(c if c is not None else -1)
                     g_bytes(0)
                     g_occ(-1.0)
-        feed.join.add(l_corr, l_ts, l_dur)
-        if cpu_starts:
-            fd.cpu_timeline.add_points(0, cpu_starts)
-        feed.after_batch(self.selection_now)
-        fd.x_events += n_x
-        fd.n_launch_records += n_launch
-        fd.cpu_ops += len(cpu_starts)
-        fd.runtime_calls += n_rt
+        return n_launch, n_x, n_rt
 
     def memory_event(self, e: Event | BareEvent) -> None:
         a = e.args
