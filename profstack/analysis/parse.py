@@ -807,7 +807,7 @@ class _Parser:
         cpu_starts: array[float] = array("d")
         fd.events += len(events)
         accel = native.ACCEL
-        r = NotImplemented
+        r: Any = NotImplemented
         if accel is not None:
             r = accel.consume_events(self, events, l_corr, l_ts, l_dur, cpu_starts)
         if r is NotImplemented:  # no C module, or it declined (e.g. BareEvents) and changed nothing
