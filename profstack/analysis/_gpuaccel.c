@@ -251,6 +251,19 @@ static int col_get(PyObject *ops, const char *attr, const char *fmt, Py_ssize_t 
     return len == *n ? 0 : 1;
 }
 
+static int col_get_obj(PyObject *a, const char *fmt, Py_ssize_t itemsize, Col *c, Py_ssize_t *n) {
+    c->ok = 0;
+    if (PyObject_GetBuffer(a, &c->b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    c->ok = 1;
+    if (c->b.itemsize != itemsize || c->b.format == NULL || strcmp(c->b.format, fmt) != 0) return 1;
+    Py_ssize_t len = c->b.len / itemsize;
+    if (*n < 0) *n = len;
+    return len == *n ? 0 : 1;
+}
+
 static void col_release(Col *c) {
     if (c->ok) PyBuffer_Release(&c->b);
     c->ok = 0;
@@ -2343,6 +2356,106 @@ done:
     return result;
 }
 
+/* ---- LaunchJoin.add (profstack/analysis/gpu.py) without its pruning ---- */
+
+static PyObject *join_launches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "join_launches(join, corrs, starts, durs)");
+        return NULL;
+    }
+    PyObject *join = args[0], *result = NULL, *launches = NULL, *unjoined = NULL, *first_o = NULL, *last_o = NULL;
+    PyObject *count_o = NULL;
+    Col cc = {0}, cs = {0}, cd = {0};
+    Py_ssize_t n = -1;
+    int rc = col_get_obj(args[1], "q", 8, &cc, &n);
+    if (rc == 0) rc = col_get_obj(args[2], "d", 8, &cs, &n);
+    if (rc == 0) rc = col_get_obj(args[3], "d", 8, &cd, &n);
+    if (rc < 0) goto done;
+    if (rc > 0 || n == 0) goto decline;
+    if ((launches = PyObject_GetAttrString(join, "launches")) == NULL) goto done;
+    if ((unjoined = PyObject_GetAttrString(join, "unjoined")) == NULL) goto done;
+    if ((first_o = PyObject_GetAttrString(join, "first_ts")) == NULL) goto done;
+    if ((last_o = PyObject_GetAttrString(join, "last_end")) == NULL) goto done;
+    if ((count_o = PyObject_GetAttrString(join, "count")) == NULL) goto done;
+    if (!PyDict_CheckExact(launches) || !PySet_CheckExact(unjoined) || !PyFloat_CheckExact(last_o) ||
+        !(first_o == Py_None || PyFloat_CheckExact(first_o)) || !PyLong_CheckExact(count_o))
+        goto decline;
+    const long long *corrs = cc.b.buf;
+    const double *starts = cs.b.buf, *durs = cd.b.buf;
+    /* first = min(starts): the first smallest, as min() keeps it */
+    double first = starts[0];
+    for (Py_ssize_t j = 1; j < n; j++)
+        if (starts[j] < first) first = starts[j];
+    if (first_o == Py_None || first < PyFloat_AS_DOUBLE(first_o)) {
+        PyObject *f = PyFloat_FromDouble(first);
+        if (f == NULL || PyObject_SetAttrString(join, "first_ts", f) < 0) {
+            Py_XDECREF(f);
+            goto done;
+        }
+        Py_DECREF(f);
+    }
+    /* last_end = max(last_end, *(start + dur)): an item replaces the current one only when greater (NaN never) */
+    double last = PyFloat_AS_DOUBLE(last_o);
+    for (Py_ssize_t j = 0; j < n; j++) {
+        double v = starts[j] + durs[j];
+        if (v > last) last = v;
+    }
+    {
+        PyObject *f = PyFloat_FromDouble(last);
+        if (f == NULL || PyObject_SetAttrString(join, "last_end", f) < 0) {
+            Py_XDECREF(f);
+            goto done;
+        }
+        Py_DECREF(f);
+        PyObject *k = PyLong_FromSsize_t(n);
+        PyObject *c = k ? PyNumber_Add(count_o, k) : NULL;
+        Py_XDECREF(k);
+        if (c == NULL || PyObject_SetAttrString(join, "count", c) < 0) {
+            Py_XDECREF(c);
+            goto done;
+        }
+        Py_DECREF(c);
+    }
+    if (PySet_GET_SIZE(unjoined)) { /* a launch whose op was already analysed: the caller raises */
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *k = PyLong_FromLongLong(corrs[j]);
+            if (k == NULL) goto done;
+            int in = PySet_Contains(unjoined, k);
+            if (in) {
+                if (in > 0) result = k;
+                else Py_DECREF(k);
+                goto done;
+            }
+            Py_DECREF(k);
+        }
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *k = PyLong_FromLongLong(corrs[j]);
+        PyObject *v = k ? PyComplex_FromDoubles(starts[j], durs[j]) : NULL;
+        int r = v == NULL ? -1 : PyDict_SetItem(launches, k, v);
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (r < 0) goto done;
+    }
+    Py_INCREF(Py_None);
+    result = Py_None;
+    goto done;
+decline:
+    Py_INCREF(Py_NotImplemented);
+    result = Py_NotImplemented;
+done:
+    col_release(&cc);
+    col_release(&cs);
+    col_release(&cd);
+    Py_XDECREF(launches);
+    Py_XDECREF(unjoined);
+    Py_XDECREF(first_o);
+    Py_XDECREF(last_o);
+    Py_XDECREF(count_o);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"add_ops", (PyCFunction)(void (*)(void))add_ops, METH_FASTCALL,
      "add_ops(acc, ops, order, join, stop_s, settle, by_op_start): GpuAccumulator._add_ops in C, or NotImplemented"},
@@ -2350,6 +2463,9 @@ static PyMethodDef methods[] = {
      "bins_add(series, width, first, starts, ends): TimeBins._add's loop in C, or NotImplemented"},
     {"consume_events", (PyCFunction)(void (*)(void))consume_events, METH_FASTCALL,
      "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): _Parser._consume_events in C, or NotImplemented"},
+    {"join_launches", (PyCFunction)(void (*)(void))join_launches, METH_FASTCALL,
+     "join_launches(join, corrs, starts, durs): LaunchJoin.add before its pruning; None, a late correlation id, "
+     "or NotImplemented"},
     {"union_spans", (PyCFunction)union_spans, METH_O,
      "union_spans(list of Merged): (starts, ends) arrays of intervals.union, or NotImplemented"},
     {"partition", (PyCFunction)partition, METH_O,

@@ -736,6 +736,15 @@ class LaunchJoin:
     def add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
         if not corrs:
             return
+        accel = native.ACCEL
+        late = NotImplemented if accel is None else accel.join_launches(self, corrs, starts, durs)
+        if late is NotImplemented:  # no C module, or it declined: the same steps in Python
+            self._add(corrs, starts, durs)
+        elif late is not None:
+            raise StreamingAbort(f"the launch of correlation {late} came after its GPU op was analysed")
+        self._prune()
+
+    def _add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
         first = min(starts)  # the earliest launch, whatever order the file writes them in
         if self.first_ts is None or first < self.first_ts:
             self.first_ts = first
@@ -746,6 +755,8 @@ class LaunchJoin:
             late = next(c for c in corrs if c in unjoined)
             raise StreamingAbort(f"the launch of correlation {late} came after its GPU op was analysed")
         self.launches.update(zip(corrs, map(complex, starts, durs), strict=True))
+
+    def _prune(self) -> None:
         if self.capacity is not None and len(self.launches) > 2 * self.capacity:
             # dicts keep insertion order: the oldest launches come first
             cut = len(self.launches) - self.capacity
