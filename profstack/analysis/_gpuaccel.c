@@ -1758,7 +1758,7 @@ static int int64_of(PyObject *o, long long *v) { /* an int that fits int64: 0; e
     int ovf = 0;
     *v = PyLong_AsLongLongAndOverflow(o, &ovf);
     if (ovf) {
-        PyErr_SetString(PyExc_OverflowError, "Python int too large to convert to C long");
+        PyErr_SetString(PyExc_OverflowError, "int too big to convert"); /* array('q')'s words */
         return -1;
     }
     return (*v == -1 && PyErr_Occurred()) ? -1 : 0;
@@ -1836,6 +1836,12 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                 (st != Py_None && !PyLong_CheckExact(st) && !PyUnicode_CheckExact(st)) ||
                 (b != Py_None && !PyLong_CheckExact(b) && !PyFloat_CheckExact(b)) ||
                 (oc != Py_None && !PyFloat_CheckExact(oc)) || (dv != Py_None && !PyLong_CheckExact(dv)))
+                goto decline;
+            /* values an int64 column cannot hold: Python raises from the append, after the columns before it */
+            long long tmp;
+            if (c != Py_None && int64_of(c, &tmp) < 0) goto decline;
+            if (b != Py_None && PyLong_CheckExact(b) && int64_of(b, &tmp) < 0) goto decline;
+            if (b != Py_None && PyFloat_CheckExact(b) && !(PyFloat_AS_DOUBLE(b) > -TWO63 && PyFloat_AS_DOUBLE(b) < TWO63))
                 goto decline;
         }
     }
@@ -2070,7 +2076,10 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                     rd = dur;
                 } else if (klass == 1) {
                     n_launch += 1;
-                    rd = -dur - 1.0;
+                    /* Python negates, then subtracts (a NaN keeps the negated sign); volatile keeps GCC from
+                       rewriting it as -1.0 - dur, which gives a NaN the other sign */
+                    volatile double neg = -dur;
+                    rd = neg - 1.0;
                 } else {
                     rd = NAN;
                 }
@@ -2193,16 +2202,25 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                 Py_DECREF(t);
                 have_first_gpu = 1;
             }
-            if (nid < INT32_MIN || nid > INT32_MAX || stream < INT32_MIN || stream > INT32_MAX) {
-                PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+            /* the columns in Python's order: an int32 overflow raises after the columns before it */
+            long long sc = (long long)ceil(ts);
+            if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0) goto error;
+            if (nid < INT32_MIN || nid > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError,
+                                nid > 0 ? "signed integer is greater than maximum" : "signed integer is less than minimum");
                 goto error;
             }
-            long long sc = (long long)ceil(ts);
-            int nid32 = (int)nid, st32 = (int)stream;
+            int nid32 = (int)nid;
+            if (abuf_push(&buf[3], &nid32) < 0 || abuf_push(&buf[4], &op_kind) < 0) goto error;
+            if (stream < INT32_MIN || stream > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError,
+                                stream > 0 ? "signed integer is greater than maximum" : "signed integer is less than minimum");
+                goto error;
+            }
+            int st32 = (int)stream;
             float occ32 = (float)occ;
-            if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0 ||
-                abuf_push(&buf[3], &nid32) < 0 || abuf_push(&buf[4], &op_kind) < 0 || abuf_push(&buf[5], &st32) < 0 ||
-                abuf_push(&buf[6], &corr) < 0 || abuf_push(&buf[7], &nbytes) < 0 || abuf_push(&buf[8], &occ32) < 0)
+            if (abuf_push(&buf[5], &st32) < 0 || abuf_push(&buf[6], &corr) < 0 || abuf_push(&buf[7], &nbytes) < 0 ||
+                abuf_push(&buf[8], &occ32) < 0)
                 goto error;
         } else if (kind == 6 || kind == 7) { /* annotations on CPU and GPU */
             PyObject *bname = NULL;
@@ -2267,7 +2285,20 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             } else if (int64_of(nid_o, &nid) < 0) {
                 goto error;
             }
-            long long stream;
+            long long corr = -1, zero = 0;
+            PyObject *c = FLD(a, o_corr);
+            if (c != Py_None && int64_of(c, &corr) < 0) goto error;
+            long long sc = (long long)ceil(ts);
+            signed char opk = (signed char)OP_SYNC;
+            if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0) goto error;
+            if (nid < INT32_MIN || nid > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError,
+                                nid > 0 ? "signed integer is greater than maximum" : "signed integer is less than minimum");
+                goto error;
+            }
+            int nid32 = (int)nid;
+            if (abuf_push(&buf[3], &nid32) < 0 || abuf_push(&buf[4], &opk) < 0) goto error;
+            long long stream; /* after the first five columns, as Python calls _stream_of there */
             {
                 int ovf = 0;
                 long long sv = PyLong_CheckExact(st) ? PyLong_AsLongLongAndOverflow(st, &ovf) : 0;
@@ -2282,20 +2313,15 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                     if (rr < 0) goto error;
                 }
             }
-            long long corr = -1, zero = 0;
-            PyObject *c = FLD(a, o_corr);
-            if (c != Py_None && int64_of(c, &corr) < 0) goto error;
-            if (nid < INT32_MIN || nid > INT32_MAX || stream < INT32_MIN || stream > INT32_MAX) {
-                PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+            if (stream < INT32_MIN || stream > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError,
+                                stream > 0 ? "signed integer is greater than maximum" : "signed integer is less than minimum");
                 goto error;
             }
-            long long sc = (long long)ceil(ts);
-            int nid32 = (int)nid, st32 = (int)stream;
-            signed char opk = (signed char)OP_SYNC;
+            int st32 = (int)stream;
             float occ32 = -1.0f;
-            if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0 ||
-                abuf_push(&buf[3], &nid32) < 0 || abuf_push(&buf[4], &opk) < 0 || abuf_push(&buf[5], &st32) < 0 ||
-                abuf_push(&buf[6], &corr) < 0 || abuf_push(&buf[7], &zero) < 0 || abuf_push(&buf[8], &occ32) < 0)
+            if (abuf_push(&buf[5], &st32) < 0 || abuf_push(&buf[6], &corr) < 0 || abuf_push(&buf[7], &zero) < 0 ||
+                abuf_push(&buf[8], &occ32) < 0)
                 goto error;
         }
     }
