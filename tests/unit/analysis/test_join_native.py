@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import shutil
 import math
 from array import array
 from types import ModuleType
@@ -109,3 +111,13 @@ def test_c_join_declines_columns_of_another_type() -> None:
     # WHEN the C step is asked THEN it declines and changes nothing
     assert C.join_launches(j, array("q", [1]), array("f", [1.0]), array("d", [1.0])) is NotImplemented
     assert state(j) == before
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="CI only: elsewhere the Python loops are a supported setup")
+def test_ci_builds_and_uses_the_c_module() -> None:
+    # GIVEN CI (make test ran make install) on a machine with a C compiler
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler on this CI machine")
+    # THEN the accelerator was built, so the differential tests above ran instead of skipping
+    assert C is not None
+    assert native.backend() == "c"
