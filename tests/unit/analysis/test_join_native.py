@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import shutil
-import math
 from array import array
 from types import ModuleType
 from typing import Any
