@@ -610,14 +610,15 @@ TIDS = [None, 1, 2, "stream 3", 1.5]
 MEM_INTS = [None, 0, 512, -512, 2**40]
 
 
-def _args_strategy() -> st.SearchStrategy[parse.Args | None]:
+def _args_strategy(extreme: bool) -> st.SearchStrategy[parse.Args | None]:
+    corrs, nbytes = (BUILT_CORRS, BUILT_BYTES) if extreme else (CORRS, BYTES)
     return st.one_of(
         st.none(),
         st.builds(
             A,
-            correlation=st.sampled_from(CORRS) | st.sampled_from(BUILT_CORRS),
+            correlation=st.sampled_from(corrs),
             stream=st.sampled_from(STREAMS),
-            bytes=st.sampled_from(BYTES) | st.sampled_from(BUILT_BYTES),
+            bytes=st.sampled_from(nbytes),
             occupancy=st.sampled_from(OCCS),
             device=st.sampled_from(DEVICES),
             mem_bytes=st.sampled_from(MEM_INTS),
@@ -631,16 +632,23 @@ def _args_strategy() -> st.SearchStrategy[parse.Args | None]:
 
 ANY_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
 
-built_events = st.builds(
-    E,
-    ph=st.sampled_from(PHS),
-    cat=st.sampled_from(CATS) | st.sampled_from(COMMON_CATS),
-    name=st.sampled_from(NAMES) | st.text(max_size=12),
-    ts=st.sampled_from(TS) | ANY_FLOAT,
-    dur=st.sampled_from(DURS) | ANY_FLOAT,
-    args=_args_strategy(),
-    tid=st.sampled_from(TIDS),
-)
+
+def _built_events(extreme: bool) -> st.SearchStrategy[parse.Event]:
+    return st.builds(
+        E,
+        ph=st.sampled_from(PHS),
+        cat=st.sampled_from(CATS) | st.sampled_from(COMMON_CATS),
+        name=st.sampled_from(NAMES) | st.text(max_size=12),
+        ts=st.sampled_from(TS) | ANY_FLOAT,
+        dur=st.sampled_from(DURS) | ANY_FLOAT,
+        args=_args_strategy(extreme),
+        tid=st.sampled_from(TIDS),
+    )
+
+
+built_events = _built_events(extreme=False)
+# also ints beyond int64 / non-finite floats in correlation and bytes: C may decline such a batch
+extreme_events = _built_events(extreme=True)
 
 memory_events = st.builds(
     E,
@@ -743,7 +751,7 @@ def regular_events(draw: st.DrawFn) -> list[parse.Event]:
 
 @st.composite
 def batch(draw: st.DrawFn) -> list[parse.Event]:
-    how = draw(st.sampled_from(["built", "built", "decoded", "decoded", "mixed", "regular", "regular"]))
+    how = draw(st.sampled_from(["built", "built", "decoded", "decoded", "mixed", "regular", "regular", "regular"]))
     n = draw(st.integers(0, 40))
     if how == "regular":
         evs = draw(regular_events())
@@ -752,7 +760,8 @@ def batch(draw: st.DrawFn) -> list[parse.Event]:
             evs.insert(draw(st.integers(0, len(evs))), e)
         return evs
     if how == "built":
-        return draw(st.lists(built_events | memory_events, min_size=n, max_size=n))
+        pool = extreme_events if draw(st.integers(0, 4)) == 0 else built_events
+        return draw(st.lists(pool | memory_events, min_size=n, max_size=n))
     if how == "decoded":
         return decode(draw(st.lists(json_event(), min_size=n, max_size=n)))
     a = draw(st.lists(built_events, max_size=n))
