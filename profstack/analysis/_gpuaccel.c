@@ -314,6 +314,17 @@ static int dbuf_extend(PyObject *arr, const DBuf *d) { /* arr.frombytes(...) */
 /* attribute helpers */
 static PyObject *attr(PyObject *o, const char *name) { return PyObject_GetAttrString(o, name); }
 
+/* m.starts.frombytes(s), m.ends.frombytes(e) for an intervals.Merged m, then empty both buffers */
+static int merged_extend(PyObject *m, DBuf *s, DBuf *e) {
+    if (s->n == 0) return 0;
+    PyObject *st = attr(m, "starts"), *en = attr(m, "ends");
+    int bad = st == NULL || en == NULL || dbuf_extend(st, s) < 0 || dbuf_extend(en, e) < 0;
+    Py_XDECREF(st);
+    Py_XDECREF(en);
+    s->n = e->n = 0;
+    return bad ? -1 : 0;
+}
+
 static int attr_num(PyObject *o, const char *name, Num *n, int *unsupported) {
     PyObject *v = attr(o, name);
     if (v == NULL) return -1;
@@ -587,8 +598,9 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
     Col cs = {0}, cts = {0}, cdur = {0}, cname = {0}, ckind = {0}, cstream = {0}, ccorr = {0}, cbytes = {0}, cocc = {0};
     Py_ssize_t *idx = NULL, n_order = 0;
     DBuf delays = {0}, launch_s = {0}, launch_e = {0};
-    DBuf closed_buf[MAXT];
-    memset(closed_buf, 0, sizeof(closed_buf));
+    DBuf closed_s[MAXT], closed_e[MAXT]; /* intervals closed in this call, per kernel type */
+    memset(closed_s, 0, sizeof(closed_s));
+    memset(closed_e, 0, sizeof(closed_e));
     PyObject *sel = NULL, *mode = NULL, *names = NULL, *type_cache = NULL, *kstats = NULL, *kernel_ids = NULL;
     PyObject *time_by_kind = NULL, *memset_l = NULL, *dir_cache = NULL, *mem_dir = NULL, *open_s_l = NULL;
     PyObject *open_e_l = NULL, *closed_l = NULL, *type_total_l = NULL, *stream_state = NULL, *launches = NULL;
@@ -1103,8 +1115,8 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
                 if (GT(en, open_e[kt])) open_e[kt] = en;
             } else {
                 if (GT(open_e[kt], open_s[kt])) {
-                    if (dbuf_push(&closed_buf[kt], num_as_double(&open_s[kt])) < 0 ||
-                        dbuf_push(&closed_buf[kt], num_as_double(&open_e[kt])) < 0)
+                    if (dbuf_push(&closed_s[kt], num_as_double(&open_s[kt])) < 0 ||
+                        dbuf_push(&closed_e[kt], num_as_double(&open_e[kt])) < 0)
                         goto error_nid;
                     type_total[kt] += num_sub_as_double(&open_e[kt], &open_s[kt]);
                     n_closed += 1;
@@ -1212,21 +1224,7 @@ static PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nar
         inplace_loaded = 0;
         for (Py_ssize_t k = 0; k < n_types; k++) {
             if (set_item(type_total_l, k, PyFloat_FromDouble(type_total[k])) < 0) goto error;
-            if (closed_buf[k].n) {
-                PyObject *m = PyList_GET_ITEM(closed_l, k);
-                PyObject *st = attr(m, "starts"), *en = attr(m, "ends");
-                DBuf a = {0}, b = {0};
-                int bad = st == NULL || en == NULL;
-                for (Py_ssize_t j = 0; !bad && j < closed_buf[k].n; j += 2)
-                    bad = dbuf_push(&a, closed_buf[k].v[j]) < 0 || dbuf_push(&b, closed_buf[k].v[j + 1]) < 0;
-                if (!bad) bad = dbuf_extend(st, &a) < 0 || dbuf_extend(en, &b) < 0;
-                PyMem_Free(a.v);
-                PyMem_Free(b.v);
-                Py_XDECREF(st);
-                Py_XDECREF(en);
-                if (bad) goto error;
-            }
-            closed_buf[k].n = 0;
+            if (merged_extend(PyList_GET_ITEM(closed_l, k), &closed_s[k], &closed_e[k]) < 0) goto error;
         }
         for (Py_ssize_t k = 0; k < 3; k++)
             if (set_item(time_by_kind, k, PyFloat_FromDouble(tbk[k])) < 0) goto error;
@@ -1273,23 +1271,7 @@ error:
             set_item(open_s_l, k, num_obj(&open_s[k]));
             set_item(open_e_l, k, num_obj(&open_e[k]));
             set_item(type_total_l, k, PyFloat_FromDouble(type_total[k]));
-            if (closed_buf[k].n) {
-                PyObject *m = PyList_GET_ITEM(closed_l, k);
-                PyObject *st = attr(m, "starts"), *en = attr(m, "ends");
-                DBuf a = {0}, b = {0};
-                for (Py_ssize_t j = 0; j < closed_buf[k].n; j += 2) {
-                    dbuf_push(&a, closed_buf[k].v[j]);
-                    dbuf_push(&b, closed_buf[k].v[j + 1]);
-                }
-                if (st && en) {
-                    dbuf_extend(st, &a);
-                    dbuf_extend(en, &b);
-                }
-                PyMem_Free(a.v);
-                PyMem_Free(b.v);
-                Py_XDECREF(st);
-                Py_XDECREF(en);
-            }
+            merged_extend(PyList_GET_ITEM(closed_l, k), &closed_s[k], &closed_e[k]);
         }
         for (Py_ssize_t k = 0; k < 3; k++) set_item(time_by_kind, k, PyFloat_FromDouble(tbk[k]));
         PyErr_Clear();
@@ -1317,7 +1299,10 @@ done:
     PyMem_Free(delays.v);
     PyMem_Free(launch_s.v);
     PyMem_Free(launch_e.v);
-    for (int k = 0; k < MAXT; k++) PyMem_Free(closed_buf[k].v);
+    for (int k = 0; k < MAXT; k++) {
+        PyMem_Free(closed_s[k].v);
+        PyMem_Free(closed_e[k].v);
+    }
     Py_XDECREF(sel);
     Py_XDECREF(mode);
     Py_XDECREF(names);
@@ -1794,6 +1779,50 @@ static long long const_ll(PyObject *mod, const char *name, int *bad) {
     return x;
 }
 
+/* parser._bounded(name) for a name longer than max (new reference in *bname), else *bname = NULL; -1 on error */
+static int bound_name(PyObject *parser, PyObject *name, long long max, PyObject **bname) {
+    *bname = NULL;
+    if (PyUnicode_GET_LENGTH(name) <= max) return 0;
+    *bname = PyObject_CallMethod(parser, "_bounded", "O", name);
+    return *bname == NULL ? -1 : 0;
+}
+
+/* As _consume_events looks up a per-name record: table[name]; for a new name, the long one bounded and looked up
+   again; still new, parser.<make>(name). A new reference (NULL on error); *bname: the bounded name, if made. */
+static PyObject *agg_record(PyObject *parser, PyObject *table, PyObject *name, long long max, const char *make,
+                            PyObject **bname) {
+    *bname = NULL;
+    PyObject *rec = PyDict_GetItemWithError(table, name);
+    if (rec == NULL) {
+        if (PyErr_Occurred() || bound_name(parser, name, max, bname) < 0) return NULL;
+        if (*bname != NULL) {
+            rec = PyDict_GetItemWithError(table, *bname);
+            if (rec == NULL && PyErr_Occurred()) return NULL;
+        }
+        if (rec == NULL) return PyObject_CallMethod(parser, make, "O", *bname ? *bname : name);
+    }
+    Py_INCREF(rec);
+    return rec;
+}
+
+/* args.stream as a GPU row's stream: an int within int32 as it is, anything else through parser._stream_of */
+static int stream_id(PyObject *parser, PyObject *st, long long *out) {
+    if (PyLong_CheckExact(st)) {
+        int ovf = 0;
+        long long sv = PyLong_AsLongLongAndOverflow(st, &ovf);
+        if (!ovf && sv >= INT32_MIN && sv <= INT32_MAX) {
+            *out = sv;
+            return 0;
+        }
+        PyErr_Clear();
+    }
+    PyObject *r = PyObject_CallMethod(parser, "_stream_of", "O", st);
+    if (r == NULL) return -1;
+    int rr = int64_of(r, out);
+    Py_DECREF(r);
+    return rr;
+}
+
 enum { NB_OPS = 9, B_LCORR = 9, B_LTS, B_LDUR, B_CPU, B_DLTS, B_DLDUR, B_SNAME, B_STS, B_SDUR, B_ANAME, B_AGPU, B_ATS,
        B_ADUR, B_GSTS, B_GSDUR, NBUF };
 
@@ -1984,30 +2013,11 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
         PyObject *name = FLD(e, o_name);
         if (kind == 1) { /* K_CPU */
             if (abuf_push(&buf[B_CPU], &ts) < 0) goto error;
-            PyObject *rec = PyDict_GetItemWithError(cpu_agg, name);
-            PyObject *bname = NULL; /* the bounded name, when it is one */
+            PyObject *bname; /* the bounded name, when it is one */
+            PyObject *rec = agg_record(parser, cpu_agg, name, MAX_NAME, "_new_cpu_rec", &bname);
             if (rec == NULL) {
-                if (PyErr_Occurred()) goto error;
-                if (PyUnicode_GET_LENGTH(name) > MAX_NAME) {
-                    bname = PyObject_CallMethod(parser, "_bounded", "O", name);
-                    if (bname == NULL) goto error;
-                    rec = PyDict_GetItemWithError(cpu_agg, bname);
-                    if (rec == NULL && PyErr_Occurred()) {
-                        Py_DECREF(bname);
-                        goto error;
-                    }
-                }
-                if (rec == NULL) {
-                    rec = PyObject_CallMethod(parser, "_new_cpu_rec", "O", bname ? bname : name);
-                    if (rec == NULL) {
-                        Py_XDECREF(bname);
-                        goto error;
-                    }
-                } else {
-                    Py_INCREF(rec);
-                }
-            } else {
-                Py_INCREF(rec);
+                Py_XDECREF(bname);
+                goto error;
             }
             if (!PyList_CheckExact(rec) || PyList_GET_SIZE(rec) < 3) {
                 PyErr_SetString(PyExc_TypeError, "a cpu_agg record is not [flag, count, total]");
@@ -2031,30 +2041,10 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             if (bad2) goto error;
         } else if (kind == 2) { /* K_RUNTIME */
             n_rt += 1;
-            PyObject *rrec = PyDict_GetItemWithError(rt_agg, name);
-            if (rrec == NULL) {
-                if (PyErr_Occurred()) goto error;
-                PyObject *bname = NULL;
-                if (PyUnicode_GET_LENGTH(name) > MAX_NAME) {
-                    bname = PyObject_CallMethod(parser, "_bounded", "O", name);
-                    if (bname == NULL) goto error;
-                    rrec = PyDict_GetItemWithError(rt_agg, bname);
-                    if (rrec == NULL && PyErr_Occurred()) {
-                        Py_DECREF(bname);
-                        goto error;
-                    }
-                }
-                if (rrec == NULL) {
-                    rrec = PyObject_CallMethod(parser, "_new_runtime", "O", bname ? bname : name);
-                    Py_XDECREF(bname);
-                    if (rrec == NULL) goto error;
-                } else {
-                    Py_INCREF(rrec);
-                    Py_XDECREF(bname);
-                }
-            } else {
-                Py_INCREF(rrec);
-            }
+            PyObject *rbname;
+            PyObject *rrec = agg_record(parser, rt_agg, name, MAX_NAME, "_new_runtime", &rbname);
+            Py_XDECREF(rbname);
+            if (rrec == NULL) goto error;
             if (!PyTuple_CheckExact(rrec) || PyTuple_GET_SIZE(rrec) != 3) {
                 PyErr_SetString(PyExc_TypeError, "a rt_agg record is not (is_sync, name id, join class)");
                 Py_DECREF(rrec);
@@ -2102,11 +2092,8 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                 Py_DECREF(r);
                 continue;
             }
-            PyObject *bname = NULL;
-            if (PyUnicode_GET_LENGTH(name) > MAX_NAME) {
-                bname = PyObject_CallMethod(parser, "_bounded", "O", name);
-                if (bname == NULL) goto error;
-            }
+            PyObject *bname;
+            if (bound_name(parser, name, MAX_NAME, &bname) < 0) goto error;
             PyObject *nm = bname ? bname : name;
             PyObject *nid_o = PyDict_GetItemWithError(ids, nm);
             long long nid;
@@ -2128,19 +2115,7 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             long long stream = 0, corr = -1, nbytes = 0;
             double occ = -1.0;
             if (a != Py_None) {
-                PyObject *st = FLD(a, o_stream);
-                int ovf = 0;
-                long long sv = PyLong_CheckExact(st) ? PyLong_AsLongLongAndOverflow(st, &ovf) : 0;
-                if (PyLong_CheckExact(st) && !ovf && sv >= INT32_MIN && sv <= INT32_MAX) {
-                    stream = sv;
-                } else {
-                    PyErr_Clear();
-                    PyObject *r = PyObject_CallMethod(parser, "_stream_of", "O", st);
-                    if (r == NULL) goto error;
-                    int rr = int64_of(r, &stream);
-                    Py_DECREF(r);
-                    if (rr < 0) goto error;
-                }
+                if (stream_id(parser, FLD(a, o_stream), &stream) < 0) goto error;
                 PyObject *c = FLD(a, o_corr);
                 if (c != Py_None && int64_of(c, &corr) < 0) goto error;
                 PyObject *b = FLD(a, o_bytes);
@@ -2223,11 +2198,8 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                 abuf_push(&buf[8], &occ32) < 0)
                 goto error;
         } else if (kind == 6 || kind == 7) { /* annotations on CPU and GPU */
-            PyObject *bname = NULL;
-            if (PyUnicode_GET_LENGTH(name) > MAX_NAME) {
-                bname = PyObject_CallMethod(parser, "_bounded", "O", name);
-                if (bname == NULL) goto error;
-            }
+            PyObject *bname;
+            if (bound_name(parser, name, MAX_NAME, &bname) < 0) goto error;
             PyObject *cls = PyObject_CallMethod(parser, "_annot_class", "O", bname ? bname : name);
             Py_XDECREF(bname);
             if (cls == NULL) goto error;
@@ -2299,20 +2271,7 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             int nid32 = (int)nid;
             if (abuf_push(&buf[3], &nid32) < 0 || abuf_push(&buf[4], &opk) < 0) goto error;
             long long stream; /* after the first five columns, as Python calls _stream_of there */
-            {
-                int ovf = 0;
-                long long sv = PyLong_CheckExact(st) ? PyLong_AsLongLongAndOverflow(st, &ovf) : 0;
-                if (PyLong_CheckExact(st) && !ovf && sv >= INT32_MIN && sv <= INT32_MAX) {
-                    stream = sv;
-                } else {
-                    PyErr_Clear();
-                    PyObject *r = PyObject_CallMethod(parser, "_stream_of", "O", st);
-                    if (r == NULL) goto error;
-                    int rr = int64_of(r, &stream);
-                    Py_DECREF(r);
-                    if (rr < 0) goto error;
-                }
-            }
+            if (stream_id(parser, st, &stream) < 0) goto error;
             if (stream < INT32_MIN || stream > INT32_MAX) {
                 PyErr_SetString(PyExc_OverflowError,
                                 stream > 0 ? "signed integer is greater than maximum" : "signed integer is less than minimum");
