@@ -16,7 +16,6 @@ import itertools
 import json
 import math
 import random
-import struct
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -46,6 +45,7 @@ from profstack.analysis.gpu import (
 from profstack.analysis.sources import discover_sources
 from tests.conftest import TRACES_DIR as TRACES
 
+from .bitexact import Flat, first_difference, flatten
 from .conftest import all_trace_files
 from .hostile_traces import distinct_kernel_names, one_huge_name
 from .synth import TraceBuilder, busy_steps, cycle_events, kernel_event, launch_event, step_event
@@ -107,100 +107,8 @@ def test_the_names_cover_every_kernel_type_and_memcpy_direction() -> None:
     assert {classify.memcpy_direction(NAMES[i]) for i in MEMCPY_NAMES} == {*classify.MEMCPY_DIRECTIONS, "other"}
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# Canonical, bit-exact flattening: (path, leaf) pairs in a deterministic order
-# ---------------------------------------------------------------------------------------------------------------
-
-Flat = list[tuple[str, str]]
-
-
-def _leaf(x: object) -> str | None:
-    t = type(x)
-    if t is int:
-        return f"int {x}"
-    if t is float:
-        return f"float {x!r} {struct.pack('<d', x).hex()}"  # the bits: -0.0 != 0.0, NaN == NaN (same bits)
-    if t is bool:
-        return f"bool {x}"
-    if x is None:
-        return "None"
-    if x is NotImplemented:
-        return "NotImplemented"
-    if t is str:
-        return f"str {x!r}"
-    if t is complex:
-        return f"complex {_leaf(x.real)} {_leaf(x.imag)}"  # type: ignore[attr-defined]
-    if t is range:
-        return f"range {x!r}"
-    return None
-
-
-def _slots(t: type) -> list[str]:
-    return [s for k in t.__mro__ for s in getattr(k, "__slots__", ())]
-
-
-def flatten(x: object, path: str = "", out: Flat | None = None, memo: dict[int, str] | None = None) -> Flat:
-    """Every leaf under ``x`` with its path; containers by type, length, key order, and which are one object."""
-    out = [] if out is None else out
-    memo = {} if memo is None else memo
-    leaf = _leaf(x)
-    if leaf is not None:
-        out.append((path, leaf))
-        return out
-    t = type(x)
-    if t is not tuple and t is not frozenset:
-        if id(x) in memo:  # the same object reached twice (dir_cache's lists are mem_dir's)
-            out.append((path, f"alias of {memo[id(x)]}"))
-            return out
-        memo[id(x)] = path
-    if isinstance(x, list | tuple | dict):
-        _flatten_container(x, path, out, memo)
-    elif isinstance(x, set | frozenset):
-        out.append((path, f"{t.__name__} {sorted(str(_leaf(v)) for v in x)}"))
-    elif isinstance(x, array):
-        out.append((path, f"array {x.typecode} len {len(x)}"))
-        out.extend((f"{path}[{i}]", str(_leaf(v))) for i, v in enumerate(x))
-    elif isinstance(x, BaseException):
-        out.append((path, f"raised {type(x).__name__}: {x}"))
-    elif hasattr(x, "__dict__") or _slots(t):
-        out.append((path, f"object {t.__qualname__}"))
-        for n in sorted(set(getattr(x, "__dict__", {})) | set(_slots(t))):
-            if hasattr(x, n):
-                flatten(getattr(x, n), f"{path}.{n}", out, memo)
-            else:
-                out.append((f"{path}.{n}", "unset"))
-    else:
-        raise TypeError(f"{path}: no canonical form for {t.__qualname__}")
-    return out
-
-
-def _flatten_container(x: Any, path: str, out: Flat, memo: dict[int, str]) -> None:
-    if type(x) is dict:
-        out.append((path, f"dict keys {[_leaf(k) for k in x]}"))  # the insertion order
-        for k, v in x.items():
-            flatten(v, f"{path}[{k!r}]", out, memo)
-    else:
-        out.append((path, f"{type(x).__name__} len {len(x)}"))
-        for i, v in enumerate(x):
-            flatten(v, f"{path}[{i}]", out, memo)
-
-
 def state(acc: GpuAccumulator, join: LaunchJoin, ops: OpColumns, path: str) -> Flat:
     return flatten((acc, join, ops), path)
-
-
-def first_difference(a: Flat, b: Flat, what: str = "python vs C") -> str | None:
-    """None when equal; else the first differing entries (and a few after), readable."""
-    if a == b:
-        return None
-    n = min(len(a), len(b))
-    i = next((k for k in range(n) if a[k] != b[k]), n)
-    lines = [f"{what}: {len(a)} vs {len(b)} entries, first difference at entry {i}:"]
-    for k in range(i, min(i + 4, max(len(a), len(b)))):
-        pa = a[k] if k < len(a) else ("<end>", "")
-        pb = b[k] if k < len(b) else ("<end>", "")
-        lines.append(f"  {pa[0]} = {pa[1]}" + ("" if pa == pb else f"\n  {pb[0]} = {pb[1]}  <- C"))
-    return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -349,7 +257,7 @@ def run_case(case: Case, accel: Any) -> Outcome:
                 if k == 0 and case.raw is not None:
                     case.raw(ops)
                 taken = _one_call(call, acc, ops, join)
-                record.append((f"call{k}.taken", str(_leaf(taken))))
+                record.append((f"call{k}.taken", flatten(taken)[0][1]))
             except Exception as exc:  # the exception is part of what is compared
                 out.raised = f"{type(exc).__name__}: {exc}"
                 flatten(exc, f"call{k}.exception", record)
