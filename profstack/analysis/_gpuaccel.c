@@ -18,6 +18,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -1826,54 +1827,66 @@ static int stream_id(PyObject *parser, PyObject *st, long long *out) {
 enum { NB_OPS = 9, B_LCORR = 9, B_LTS, B_LDUR, B_CPU, B_DLTS, B_DLDUR, B_SNAME, B_STS, B_SDUR, B_ANAME, B_AGPU, B_ATS,
        B_ADUR, B_GSTS, B_GSDUR, NBUF };
 
-static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
-    (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts)");
-        return NULL;
+/* One decoded event as the per-event loop reads it: from a parse.Event (consume_events) or straight from the
+   batch's JSON (decode_consume). Strings are borrowed (from the Event, or from the reader's string cache). */
+typedef struct {
+    PyObject *ph, *cat, *name;
+    PyObject *ev;       /* the parse.Event (borrowed), or NULL: decoded from src/len when a Python helper needs it */
+    PyObject *stream_o; /* args.stream as the Event holds it (NULL from the reader, which holds ints only) */
+    PyObject *dev_o;    /* args.device likewise */
+    const char *src;
+    Py_ssize_t len;
+    double ts, dur, bytes_f, occ;
+    long long corr, stream, bytes_i, dev;
+    signed char has_args, has_corr, has_occ, has_dev, dev_ovf;
+    signed char stream_t; /* 0 None, 1 an int (in stream), 2 another object (stream_o) */
+    signed char bytes_t;  /* 0 None, 1 int (bytes_i), 2 float (bytes_f) */
+} Rec;
+
+/* the event a Python helper takes (new reference): the Event itself, or the one parse._ONE_DECODER decodes from
+   the event's own bytes (the batch decoded as list[Event] holds exactly that Event) */
+static PyObject *rec_event(const Rec *r, PyObject *one_decoder) {
+    if (r->ev != NULL) {
+        Py_INCREF(r->ev);
+        return r->ev;
     }
-    PyObject *parser = args[0], *events = args[1];
+    return PyObject_CallMethod(one_decoder, "decode", "y#", r->src, r->len);
+}
+
+/* args.stream as stream_id reads it: an int within int32 as it is, anything else through parser._stream_of */
+static int rec_stream_id(PyObject *parser, const Rec *r, long long *out) {
+    if (r->stream_t == 1 && r->stream >= INT32_MIN && r->stream <= INT32_MAX) {
+        *out = r->stream;
+        return 0;
+    }
+    PyObject *st;
+    if (r->stream_o != NULL) {
+        st = r->stream_o;
+        Py_INCREF(st);
+    } else if (r->stream_t == 1) {
+        if ((st = PyLong_FromLongLong(r->stream)) == NULL) return -1;
+    } else {
+        st = Py_None;
+        Py_INCREF(st);
+    }
+    int rc = stream_id(parser, st, out);
+    Py_DECREF(st);
+    return rc;
+}
+
+/* The loop of _consume_events over n records. count_events: also fd.events += n first (decode_consume, whose
+   caller has not counted them). Returns (launches, X events, runtime calls), NotImplemented (nothing changed)
+   or NULL. */
+static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject *const *arrays,
+                              int count_events) {
     PyObject *result = NULL, *parse = NULL, *fd = NULL, *cat_kind = NULL, *memory_event_name = NULL;
     PyObject *cpu_agg = NULL, *rt_agg = NULL, *ids = NULL, *symbols = NULL, *feed = NULL, *ops = NULL;
-    PyObject *devices = NULL, *other_name = NULL, *first_gpu = NULL;
+    PyObject *devices = NULL, *other_name = NULL, *first_gpu = NULL, *one_decoder = NULL;
     ABuf buf[NBUF];
     memset(buf, 0, sizeof(buf));
     int loaded = 0;
     long long no_ph = 0, begin_end = 0, n_kernels = 0, n_memcpy = 0, n_memset = 0;
     long long n_launch = 0, n_x = 0, n_rt = 0;
-
-    int si = struct_init();
-    if (si < 0) return NULL;
-    if (si > 0 || !PyList_CheckExact(events)) goto decline;
-    Py_ssize_t n = PyList_GET_SIZE(events);
-    /* every event an Event with the field types the decoder gives (else Python, which handles them all) */
-    for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *e = PyList_GET_ITEM(events, k);
-        if ((PyObject *)Py_TYPE(e) != EventT) goto decline;
-        PyObject *ph = FLD(e, o_ph), *cat = FLD(e, o_cat), *name = FLD(e, o_name), *ts = FLD(e, o_ts),
-                 *dur = FLD(e, o_dur), *a = FLD(e, o_args);
-        if (!ph || !cat || !name || !ts || !dur || !a) goto decline;
-        if (!PyUnicode_CheckExact(ph) || !PyUnicode_CheckExact(cat) || !PyUnicode_CheckExact(name) ||
-            !PyFloat_CheckExact(ts) || !PyFloat_CheckExact(dur))
-            goto decline;
-        if (a != Py_None) {
-            if ((PyObject *)Py_TYPE(a) != ArgsT) goto decline;
-            PyObject *c = FLD(a, o_corr), *st = FLD(a, o_stream), *b = FLD(a, o_bytes), *oc = FLD(a, o_occ),
-                     *dv = FLD(a, o_dev);
-            if (!c || !st || !b || !oc || !dv) goto decline;
-            if ((c != Py_None && !PyLong_CheckExact(c)) ||
-                (st != Py_None && !PyLong_CheckExact(st) && !PyUnicode_CheckExact(st)) ||
-                (b != Py_None && !PyLong_CheckExact(b) && !PyFloat_CheckExact(b)) ||
-                (oc != Py_None && !PyFloat_CheckExact(oc)) || (dv != Py_None && !PyLong_CheckExact(dv)))
-                goto decline;
-            /* values an int64 column cannot hold: Python raises from the append, after the columns before it */
-            long long tmp;
-            if (c != Py_None && int64_of(c, &tmp) < 0) goto decline;
-            if (b != Py_None && PyLong_CheckExact(b) && int64_of(b, &tmp) < 0) goto decline;
-            if (b != Py_None && PyFloat_CheckExact(b) && !(PyFloat_AS_DOUBLE(b) > -TWO63 && PyFloat_AS_DOUBLE(b) < TWO63))
-                goto decline;
-        }
-    }
 
     /* ---- constants and containers, read as _consume_events reads them ---- */
     parse = PyImport_ImportModule("profstack.analysis.parse");
@@ -1903,6 +1916,7 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
     if ((cat_kind = PyObject_GetAttrString(parse, "CAT_KIND")) == NULL) goto error;
     if ((memory_event_name = PyObject_GetAttrString(parse, "MEMORY_EVENT")) == NULL) goto error;
     if ((other_name = PyObject_GetAttrString(parse, "OTHER_NAME")) == NULL) goto error;
+    if ((one_decoder = PyObject_GetAttrString(parse, "_ONE_DECODER")) == NULL) goto error;
     if ((fd = PyObject_GetAttrString(parser, "fd")) == NULL) goto error;
     if ((cpu_agg = PyObject_GetAttrString(fd, "cpu_agg")) == NULL) goto error;
     if ((rt_agg = PyObject_GetAttrString(fd, "rt_agg")) == NULL) goto error;
@@ -1935,8 +1949,8 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             Py_DECREF(a);
             if (r) goto decline;
         }
-        if (abuf_init(&buf[B_LCORR], args[2], "q", 8) || abuf_init(&buf[B_LTS], args[3], "d", 8) ||
-            abuf_init(&buf[B_LDUR], args[4], "d", 8) || abuf_init(&buf[B_CPU], args[5], "d", 8))
+        if (abuf_init(&buf[B_LCORR], arrays[0], "q", 8) || abuf_init(&buf[B_LTS], arrays[1], "d", 8) ||
+            abuf_init(&buf[B_LDUR], arrays[2], "d", 8) || abuf_init(&buf[B_CPU], arrays[3], "d", 8))
             goto decline;
         const char *fdn[] = {"dl_ts", "dl_dur", "s_name", "s_ts", "s_dur", "a_name", "a_gpu", "a_ts", "a_dur", "gs_ts", "gs_dur"};
         const char *fdf[] = {"d", "d", "i", "d", "d", "i", "b", "d", "d", "d", "d"};
@@ -1950,6 +1964,7 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
         }
     }
     loaded = 1;
+    if (count_events && add_attr_long(fd, "events", (long long)n) < 0) goto error;
 
     /* ---- the loop ---- */
     PyObject *last_cat = NULL; /* the previous event's category string and kind: most events repeat it */
@@ -1957,8 +1972,8 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
     long long last_dev = 0;
     int last_dev_known = 0; /* last_dev is in fd.devices */
     for (Py_ssize_t k = 0; k < n; k++) {
-        PyObject *e = PyList_GET_ITEM(events, k);
-        PyObject *cat = FLD(e, o_cat), *ph_o = FLD(e, o_ph);
+        const Rec *r = &recs[k];
+        PyObject *cat = r->cat, *ph_o = r->ph;
         long long kind;
         if (last_cat != NULL && PyUnicode_GET_LENGTH(cat) == PyUnicode_GET_LENGTH(last_cat) &&
             PyUnicode_KIND(cat) == PyUnicode_KIND(last_cat) &&
@@ -1978,39 +1993,45 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             last_kind = kind;
         }
         int ph_x = is_ascii_eq(ph_o, "X", 1);
-        PyObject *a = FLD(e, o_args);
         if (kind == 0) {
             if (ph_x) {
                 n_x += 1;
-                if (a != Py_None && (FLD(a, o_stream) != Py_None || FLD(a, o_dev) != Py_None)) {
+                if (r->has_args && (r->stream_t != 0 || r->has_dev)) {
                     PyObject *r = PyObject_CallMethod(parser, "_unknown", "O", cat);
                     if (r == NULL) goto error;
                     Py_DECREF(r);
                 }
             } else if (is_ascii_eq(ph_o, "i", 1)) {
-                int eq = PyUnicode_Compare(FLD(e, o_name), memory_event_name) == 0;
-                if (eq) {
-                    PyObject *r = PyObject_CallMethod(parser, "memory_event", "O", e);
-                    if (r == NULL) goto error;
-                    Py_DECREF(r);
+                int eq = PyUnicode_Compare(r->name, memory_event_name);
+                if (eq == -1 && PyErr_Occurred()) goto error;
+                if (eq == 0) {
+                    PyObject *e = rec_event(r, one_decoder);
+                    if (e == NULL) goto error;
+                    PyObject *rv = PyObject_CallMethod(parser, "memory_event", "O", e);
+                    Py_DECREF(e);
+                    if (rv == NULL) goto error;
+                    Py_DECREF(rv);
                 }
             }
             continue;
         }
-        double ts = PyFloat_AS_DOUBLE(FLD(e, o_ts)), dur = PyFloat_AS_DOUBLE(FLD(e, o_dur));
+        double ts = r->ts, dur = r->dur;
         if (!ph_x || ts != ts || dur < 0) {
             if (!ph_x) {
                 if (PyUnicode_GET_LENGTH(ph_o) == 0 && ts == ts) no_ph += 1;
                 else if (is_ascii_eq(ph_o, "B", 1) || is_ascii_eq(ph_o, "E", 1)) begin_end += 1;
                 continue;
             }
-            PyObject *r = PyObject_CallMethod(parser, "invalid_event", "OO", e, dur < 0 ? Py_True : Py_False);
-            if (r == NULL) goto error;
-            Py_DECREF(r);
+            PyObject *e = rec_event(r, one_decoder);
+            if (e == NULL) goto error;
+            PyObject *rv = PyObject_CallMethod(parser, "invalid_event", "OO", e, dur < 0 ? Py_True : Py_False);
+            Py_DECREF(e);
+            if (rv == NULL) goto error;
+            Py_DECREF(rv);
             continue;
         }
         n_x += 1;
-        PyObject *name = FLD(e, o_name);
+        PyObject *name = r->name;
         if (kind == 1) { /* K_CPU */
             if (abuf_push(&buf[B_CPU], &ts) < 0) goto error;
             PyObject *bname; /* the bounded name, when it is one */
@@ -2029,9 +2050,9 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             int bad2 = add_long(rec, 1, 1) < 0 || add_double(rec, 2, dur) < 0 || int64_of(PyList_GET_ITEM(rec, 0), &flag) < 0;
             if (!bad2 && flag) {
                 if (flag == F_STEP) {
-                    PyObject *r = PyObject_CallMethod(parser, "_step", "Odd", bname ? bname : name, ts, dur);
-                    if (r == NULL) bad2 = 1;
-                    Py_XDECREF(r);
+                    PyObject *rv = PyObject_CallMethod(parser, "_step", "Odd", bname ? bname : name, ts, dur);
+                    if (rv == NULL) bad2 = 1;
+                    Py_XDECREF(rv);
                 } else {
                     bad2 = abuf_push(&buf[B_DLTS], &ts) < 0 || abuf_push(&buf[B_DLDUR], &dur) < 0;
                 }
@@ -2056,9 +2077,8 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                        int64_of(PyTuple_GET_ITEM(rrec, 1), &rnid) < 0;
             Py_DECREF(rrec);
             if (bad2) goto error;
-            if (klass >= 0 && a != Py_None && FLD(a, o_corr) != Py_None) {
-                long long c;
-                if (int64_of(FLD(a, o_corr), &c) < 0) goto error;
+            if (klass >= 0 && r->has_args && r->has_corr) {
+                long long c = r->corr;
                 if (abuf_push(&buf[B_LCORR], &c) < 0 || abuf_push(&buf[B_LTS], &ts) < 0) goto error;
                 double rd;
                 if (klass == 0) {
@@ -2087,9 +2107,12 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
         } else if (kind <= 5) { /* kernel, memcpy, memset */
             if (!(-time_limit < ts && ts < time_limit) || dur >= time_limit) {
                 n_x -= 1;
-                PyObject *r = PyObject_CallMethod(parser, "invalid_event", "OO", e, Py_False);
-                if (r == NULL) goto error;
-                Py_DECREF(r);
+                PyObject *e = rec_event(r, one_decoder);
+                if (e == NULL) goto error;
+                PyObject *rv = PyObject_CallMethod(parser, "invalid_event", "OO", e, Py_False);
+                Py_DECREF(e);
+                if (rv == NULL) goto error;
+                Py_DECREF(rv);
                 continue;
             }
             PyObject *bname;
@@ -2114,46 +2137,42 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             }
             long long stream = 0, corr = -1, nbytes = 0;
             double occ = -1.0;
-            if (a != Py_None) {
-                if (stream_id(parser, FLD(a, o_stream), &stream) < 0) goto error;
-                PyObject *c = FLD(a, o_corr);
-                if (c != Py_None && int64_of(c, &corr) < 0) goto error;
-                PyObject *b = FLD(a, o_bytes);
-                if (b != Py_None) {
-                    if (PyLong_CheckExact(b)) {
-                        if (int64_of(b, &nbytes) < 0) goto error;
+            if (r->has_args) {
+                if (rec_stream_id(parser, r, &stream) < 0) goto error;
+                if (r->has_corr) corr = r->corr;
+                if (r->bytes_t == 1) {
+                    nbytes = r->bytes_i;
+                } else if (r->bytes_t == 2) {
+                    double bd = r->bytes_f; /* int(float): truncation; the decoder bounds it */
+                    if (!(bd > -TWO63 && bd < TWO63)) {
+                        PyObject *fo = PyFloat_FromDouble(bd);
+                        PyObject *io = fo ? PyNumber_Long(fo) : NULL;
+                        Py_XDECREF(fo);
+                        if (io == NULL) goto error;
+                        int rr = int64_of(io, &nbytes);
+                        Py_DECREF(io);
+                        if (rr < 0) goto error;
                     } else {
-                        double bd = PyFloat_AS_DOUBLE(b); /* int(float): truncation; the decoder bounds it */
-                        if (!(bd > -TWO63 && bd < TWO63)) {
-                            PyObject *io = PyNumber_Long(b);
-                            if (io == NULL) goto error;
-                            int rr = int64_of(io, &nbytes);
-                            Py_DECREF(io);
-                            if (rr < 0) goto error;
-                        } else {
-                            nbytes = (long long)bd;
-                        }
+                        nbytes = (long long)bd;
                     }
                 }
-                PyObject *o = FLD(a, o_occ);
-                if (o != Py_None) {
-                    double od = PyFloat_AS_DOUBLE(o);
+                if (r->has_occ) {
+                    double od = r->occ;
                     if (0.0 <= od && od <= 100.0) occ = od;
                 }
-                PyObject *dv = FLD(a, o_dev);
-                if (dv != Py_None) {
-                    int ovf2 = 0;
-                    long long d = PyLong_AsLongLongAndOverflow(dv, &ovf2);
-                    if (d == -1 && PyErr_Occurred()) goto error;
-                    if (ovf2 || !last_dev_known || d != last_dev) {
+                if (r->has_dev) {
+                    if (r->dev_ovf || !last_dev_known || r->dev != last_dev) {
+                        PyObject *dv = r->dev_o;
+                        if (dv != NULL) Py_INCREF(dv);
+                        else if ((dv = PyLong_FromLongLong(r->dev)) == NULL) goto error;
                         int in = PySet_Contains(devices, dv);
-                        if (in < 0) goto error;
-                        if (!in && PySet_GET_SIZE(devices) < MAX_DEVICES) {
-                            if (PySet_Add(devices, dv) < 0) goto error;
-                            in = 1;
+                        if (in >= 0 && !in && PySet_GET_SIZE(devices) < MAX_DEVICES) {
+                            in = PySet_Add(devices, dv) < 0 ? -1 : 1;
                         }
-                        last_dev_known = in && !ovf2;
-                        last_dev = d;
+                        Py_DECREF(dv);
+                        if (in < 0) goto error;
+                        last_dev_known = in && !r->dev_ovf;
+                        last_dev = r->dev;
                     }
                 }
             }
@@ -2213,9 +2232,9 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             }
             if (flag == F_STEP) {
                 if (kind == 6) {
-                    PyObject *r = PyObject_CallMethod(parser, "_step", "Odd", name, ts, dur);
-                    if (r == NULL) goto error;
-                    Py_DECREF(r);
+                    PyObject *rv = PyObject_CallMethod(parser, "_step", "Odd", name, ts, dur);
+                    if (rv == NULL) goto error;
+                    Py_DECREF(rv);
                 }
                 continue;
             }
@@ -2232,18 +2251,8 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                 goto error;
         } else { /* K_GPU_SYNC */
             if (abuf_push(&buf[B_GSTS], &ts) < 0 || abuf_push(&buf[B_GSDUR], &dur) < 0) goto error;
-            if (!count_sync || a == Py_None) continue;
-            PyObject *st = FLD(a, o_stream);
-            if (st == Py_None) continue;
-            if (PyLong_CheckExact(st)) {
-                int ovf = 0;
-                long long sv = PyLong_AsLongLongAndOverflow(st, &ovf);
-                if (!ovf && sv == -1) {
-                    if (PyErr_Occurred()) goto error;
-                    continue;
-                }
-                PyErr_Clear();
-            }
+            if (!count_sync || !r->has_args) continue;
+            if (r->stream_t == 0 || (r->stream_t == 1 && r->stream == -1)) continue;
             if (!(-time_limit < ts && ts < time_limit) || dur >= time_limit) continue;
             PyObject *nid_o = PyDict_GetItemWithError(ids, name);
             long long nid;
@@ -2258,8 +2267,7 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
                 goto error;
             }
             long long corr = -1, zero = 0;
-            PyObject *c = FLD(a, o_corr);
-            if (c != Py_None && int64_of(c, &corr) < 0) goto error;
+            if (r->has_corr) corr = r->corr;
             long long sc = (long long)ceil(ts);
             signed char opk = (signed char)OP_SYNC;
             if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0) goto error;
@@ -2271,7 +2279,7 @@ static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssiz
             int nid32 = (int)nid;
             if (abuf_push(&buf[3], &nid32) < 0 || abuf_push(&buf[4], &opk) < 0) goto error;
             long long stream; /* after the first five columns, as Python calls _stream_of there */
-            if (stream_id(parser, st, &stream) < 0) goto error;
+            if (rec_stream_id(parser, r, &stream) < 0) goto error;
             if (stream < INT32_MIN || stream > INT32_MAX) {
                 PyErr_SetString(PyExc_OverflowError,
                                 stream > 0 ? "signed integer is greater than maximum" : "signed integer is less than minimum");
@@ -2338,6 +2346,791 @@ done:
     Py_XDECREF(feed);
     Py_XDECREF(ops);
     Py_XDECREF(first_gpu);
+    Py_XDECREF(one_decoder);
+    return result;
+}
+
+
+/* consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): the loop over a list of parse.Event */
+static PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts)");
+        return NULL;
+    }
+    PyObject *events = args[1];
+    int si = struct_init();
+    if (si < 0) return NULL;
+    if (si > 0 || !PyList_CheckExact(events)) Py_RETURN_NOTIMPLEMENTED;
+    Py_ssize_t n = PyList_GET_SIZE(events);
+    Rec *recs = PyMem_Calloc((size_t)(n > 0 ? n : 1), sizeof(Rec));
+    if (recs == NULL) return PyErr_NoMemory();
+    /* every event an Event with the field types the decoder gives (else Python, which handles them all) */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        PyObject *e = PyList_GET_ITEM(events, k);
+        Rec *r = &recs[k];
+        if ((PyObject *)Py_TYPE(e) != EventT) goto decline;
+        PyObject *ph = FLD(e, o_ph), *cat = FLD(e, o_cat), *name = FLD(e, o_name), *ts = FLD(e, o_ts),
+                 *dur = FLD(e, o_dur), *a = FLD(e, o_args);
+        if (!ph || !cat || !name || !ts || !dur || !a) goto decline;
+        if (!PyUnicode_CheckExact(ph) || !PyUnicode_CheckExact(cat) || !PyUnicode_CheckExact(name) ||
+            !PyFloat_CheckExact(ts) || !PyFloat_CheckExact(dur))
+            goto decline;
+        r->ph = ph;
+        r->cat = cat;
+        r->name = name;
+        r->ev = e;
+        r->ts = PyFloat_AS_DOUBLE(ts);
+        r->dur = PyFloat_AS_DOUBLE(dur);
+        if (a == Py_None) continue;
+        if ((PyObject *)Py_TYPE(a) != ArgsT) goto decline;
+        PyObject *c = FLD(a, o_corr), *st = FLD(a, o_stream), *b = FLD(a, o_bytes), *oc = FLD(a, o_occ),
+                 *dv = FLD(a, o_dev);
+        if (!c || !st || !b || !oc || !dv) goto decline;
+        if ((c != Py_None && !PyLong_CheckExact(c)) || (st != Py_None && !PyLong_CheckExact(st) && !PyUnicode_CheckExact(st)) ||
+            (b != Py_None && !PyLong_CheckExact(b) && !PyFloat_CheckExact(b)) || (oc != Py_None && !PyFloat_CheckExact(oc)) ||
+            (dv != Py_None && !PyLong_CheckExact(dv)))
+            goto decline;
+        r->has_args = 1;
+        /* values an int64 column cannot hold: Python raises from the append, after the columns before it */
+        if (c != Py_None) {
+            if (int64_of(c, &r->corr) < 0) goto decline;
+            r->has_corr = 1;
+        }
+        if (b != Py_None) {
+            if (PyLong_CheckExact(b)) {
+                if (int64_of(b, &r->bytes_i) < 0) goto decline;
+                r->bytes_t = 1;
+            } else {
+                r->bytes_f = PyFloat_AS_DOUBLE(b);
+                if (!(r->bytes_f > -TWO63 && r->bytes_f < TWO63)) goto decline;
+                r->bytes_t = 2;
+            }
+        }
+        if (st != Py_None) {
+            r->stream_o = st;
+            r->stream_t = 2;
+            if (PyLong_CheckExact(st)) {
+                int ovf = 0;
+                long long v = PyLong_AsLongLongAndOverflow(st, &ovf);
+                if (v == -1 && PyErr_Occurred()) goto error;
+                if (!ovf) {
+                    r->stream = v;
+                    r->stream_t = 1;
+                }
+            }
+        }
+        if (oc != Py_None) {
+            r->occ = PyFloat_AS_DOUBLE(oc);
+            r->has_occ = 1;
+        }
+        if (dv != Py_None) {
+            int ovf = 0;
+            r->dev = PyLong_AsLongLongAndOverflow(dv, &ovf);
+            if (r->dev == -1 && PyErr_Occurred()) goto error;
+            r->dev_o = dv;
+            r->dev_ovf = (signed char)(ovf != 0);
+            r->has_dev = 1;
+        }
+    }
+    PyObject *res = consume_core(args[0], recs, n, args + 2, 0);
+    PyMem_Free(recs);
+    return res;
+decline:
+    PyErr_Clear();
+    PyMem_Free(recs);
+    Py_RETURN_NOTIMPLEMENTED;
+error:
+    PyMem_Free(recs);
+    return NULL;
+}
+
+/* ---- decode_consume: the batch's JSON read straight into records (no parse.Event per event) ----
+ *
+ * Contract: for a batch (one JSON array) that msgspec decodes as list[parse.Event], the records equal the
+ * Events' fields, so the loop leaves what consume(_LIST_DECODER.decode(batch)) leaves. It accepts only a subset
+ * of what msgspec accepts, and declines (NotImplemented, before anything is changed) on the rest, where the
+ * caller runs msgspec: the reader never decides that a batch is malformed, msgspec does. Declined: escapes in
+ * keys and in the strings it keeps (ph, cat, name, tid, a string stream), a string beyond the cache's reach,
+ * surrogate escapes anywhere, numbers it cannot convert exactly (more than 19 significant digits, exponents
+ * beyond what one correctly rounded division or product holds), any type msgspec would reject, nesting deeper
+ * than 64. Strings it keeps are checked as UTF-8 by Python's strict decoder (msgspec checks them too);
+ * strings it skips are only checked for control characters and escapes, as msgspec checks them.
+ */
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the JSON reader's word-at-a-time string scan assumes a little-endian machine"
+#endif
+#define ONES 0x0101010101010101ull
+#define HIGHS 0x8080808080808080ull
+
+typedef struct {
+    uint64_t h;
+    const unsigned char *p;
+    Py_ssize_t n;
+    PyObject *s;
+} SEnt;
+
+typedef struct {
+    SEnt *t;
+    size_t mask, used;
+} SCache;
+
+static uint64_t bytes_hash(const unsigned char *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+    while (n >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+        p += 8;
+        n -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, n);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
+static void sc_free(SCache *c) {
+    if (c->t != NULL)
+        for (size_t i = 0; i <= c->mask; i++) Py_XDECREF(c->t[i].s);
+    PyMem_Free(c->t);
+    memset(c, 0, sizeof(*c));
+}
+
+static int sc_grow(SCache *c) {
+    size_t cap = c->t == NULL ? 256 : (c->mask + 1) * 2;
+    SEnt *t = PyMem_Calloc(cap, sizeof(SEnt));
+    if (t == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->t != NULL) {
+        for (size_t i = 0; i <= c->mask; i++) {
+            if (c->t[i].s == NULL) continue;
+            size_t j = (size_t)c->t[i].h & (cap - 1);
+            while (t[j].s != NULL) j = (j + 1) & (cap - 1);
+            t[j] = c->t[i];
+        }
+        PyMem_Free(c->t);
+    }
+    c->t = t;
+    c->mask = cap - 1;
+    return 0;
+}
+
+/* the str of these bytes (borrowed, owned by the cache): 0; 1 not valid UTF-8 (decline); -1 error */
+static int sc_get(SCache *c, const unsigned char *p, Py_ssize_t n, int high, PyObject **out) {
+    if (c->t == NULL || (c->used + 1) * 2 > c->mask + 1)
+        if (sc_grow(c) < 0) return -1;
+    uint64_t h = bytes_hash(p, (size_t)n);
+    size_t i = (size_t)h & c->mask;
+    while (c->t[i].s != NULL) {
+        if (c->t[i].h == h && c->t[i].n == n && memcmp(c->t[i].p, p, (size_t)n) == 0) {
+            *out = c->t[i].s;
+            return 0;
+        }
+        i = (i + 1) & c->mask;
+    }
+    PyObject *s;
+    if (!high) {
+        s = PyUnicode_New(n, 127);
+        if (s == NULL) return -1;
+        memcpy(PyUnicode_DATA(s), p, (size_t)n);
+    } else {
+        s = PyUnicode_DecodeUTF8((const char *)p, n, "strict");
+        if (s == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) return -1;
+            PyErr_Clear();
+            return 1;
+        }
+    }
+    c->t[i].h = h;
+    c->t[i].p = p;
+    c->t[i].n = n;
+    c->t[i].s = s;
+    c->used++;
+    *out = s;
+    return 0;
+}
+
+typedef struct {
+    const unsigned char *p; /* the bytes of the last string kept for this field, and its str (borrowed) */
+    Py_ssize_t n;
+    PyObject *s;
+} Memo;
+
+typedef struct {
+    const unsigned char *p, *end;
+    SCache sc;
+    Memo ph, cat; /* most events repeat the previous event's ph and cat */
+} Rd;
+
+static inline void rd_ws(Rd *rd) {
+    const unsigned char *p = rd->p, *end = rd->end;
+    while (p < end && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
+    rd->p = p;
+}
+
+static inline int hexv(unsigned char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* a string at rd->p (its opening quote): its content [*s, *s + *n), rd->p after the closing quote; *flags: 1 a byte
+   >= 0x80, 2 an escape. 0 ok, 1 decline (a control character, an invalid or surrogate escape, the end). */
+static int rd_str(Rd *rd, const unsigned char **s, Py_ssize_t *n, int *flags) {
+    const unsigned char *p = rd->p + 1, *end = rd->end;
+    int f = 0;
+    *s = p;
+    for (;;) {
+        while (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            uint64_t q = w ^ (ONES * 0x22), b = w ^ (ONES * 0x5C);
+            uint64_t t = (((q - ONES) & ~q) | ((b - ONES) & ~b) | ((w - ONES * 0x20) & ~w)) & HIGHS;
+            if (t) { /* the lowest flagged byte is exact (a borrow only flags bytes above a true one) */
+                int at = __builtin_ctzll(t) >> 3;
+                if (at && (w & HIGHS & ((1ull << (at * 8)) - 1))) f |= 1;
+                p += at;
+                break;
+            }
+            if (w & HIGHS) f |= 1;
+            p += 8;
+        }
+        if (p >= end) return 1;
+        unsigned char c = *p;
+        if (c == '"') {
+            *n = p - *s;
+            rd->p = p + 1;
+            *flags = f;
+            return 0;
+        }
+        if (c < 0x20) return 1;
+        if (c == '\\') {
+            f |= 2;
+            if (end - p < 2) return 1;
+            unsigned char e = p[1];
+            if (e == 'u') {
+                if (end - p < 6) return 1;
+                int v = 0;
+                for (int k = 2; k < 6; k++) {
+                    int d = hexv(p[k]);
+                    if (d < 0) return 1;
+                    v = v * 16 + d;
+                }
+                if (v >= 0xD800 && v <= 0xDFFF) return 1;
+                p += 6;
+            } else if (e == '"' || e == '\\' || e == '/' || e == 'b' || e == 'f' || e == 'n' || e == 'r' || e == 't') {
+                p += 2;
+            } else {
+                return 1;
+            }
+            continue;
+        }
+        if (c >= 0x80) f |= 1;
+        p++;
+    }
+}
+
+typedef struct {
+    uint64_t m;  /* the significant digits (at most 19) */
+    int exp10;   /* value = m * 10**exp10 */
+    int neg, is_int, big; /* big: more than 19 significant digits or a huge exponent (not converted) */
+} NumTok;
+
+/* a JSON number at rd->p: 0 ok, 1 decline (not a number by JSON's grammar) */
+static int rd_num(Rd *rd, NumTok *t) {
+    const unsigned char *p = rd->p, *end = rd->end;
+    uint64_t m = 0;
+    int digits = 0, exp10 = 0, big = 0;
+    t->neg = 0;
+    t->is_int = 1;
+    if (p < end && *p == '-') {
+        t->neg = 1;
+        p++;
+    }
+    if (p >= end) return 1;
+    if (*p == '0') {
+        p++;
+    } else if (*p >= '1' && *p <= '9') {
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (digits < 19) {
+                m = m * 10 + (uint64_t)(*p - '0');
+                digits++;
+            } else {
+                big = 1;
+            }
+            p++;
+        }
+    } else {
+        return 1;
+    }
+    if (p < end && *p == '.') {
+        t->is_int = 0;
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return 1;
+        while (p < end && *p >= '0' && *p <= '9') {
+            int d = *p - '0';
+            if (m == 0 && d == 0) {
+                exp10--;
+            } else if (digits < 19) {
+                m = m * 10 + (uint64_t)d;
+                digits++;
+                exp10--;
+            } else {
+                big = 1;
+            }
+            p++;
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        t->is_int = 0;
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || *p < '0' || *p > '9') return 1;
+        long e = 0;
+        while (p < end && *p >= '0' && *p <= '9') {
+            if (e < 100000) e = e * 10 + (*p - '0');
+            p++;
+        }
+        if (e >= 100000) big = 1;
+        else exp10 += eneg ? -(int)e : (int)e;
+    }
+    t->m = m;
+    t->exp10 = exp10;
+    t->big = big;
+    rd->p = p;
+    return 0;
+}
+
+static int bitlen64(uint64_t v) { return v == 0 ? 0 : 64 - __builtin_clzll(v); }
+
+/* q (exact, or with a nonzero remainder below it when sticky) * 2**bexp, rounded once to nearest-even */
+static double round_scaled(uint64_t q, int sticky, int bexp) {
+    int L = bitlen64(q);
+    if (L <= 53) return ldexp((double)q, bexp); /* sticky only with L >= 55 (the callers' quotients) */
+    int sh = L - 53;
+    uint64_t mant = q >> sh, rem = q & ((1ull << sh) - 1), half = 1ull << (sh - 1);
+    if (rem > half || (rem == half && (sticky || (mant & 1)))) mant++;
+    return ldexp((double)mant, bexp + sh);
+}
+
+/* the float msgspec gives for this token in a float field (the nearest double: msgspec rounds correctly):
+   0 ok, 1 decline (not exactly convertible here, or out of range, which msgspec rejects) */
+static int num_double(const NumTok *t, double *out) {
+    static const uint64_t P5[28] = {1ull, 5ull, 25ull, 125ull, 625ull, 3125ull, 15625ull, 78125ull, 390625ull,
+                                    1953125ull, 9765625ull, 48828125ull, 244140625ull, 1220703125ull, 6103515625ull,
+                                    30517578125ull, 152587890625ull, 762939453125ull, 3814697265625ull,
+                                    19073486328125ull, 95367431640625ull, 476837158203125ull, 2384185791015625ull,
+                                    11920928955078125ull, 59604644775390625ull, 298023223876953125ull,
+                                    1490116119384765625ull, 7450580596923828125ull};
+    if (t->big) return 1;
+    if (t->is_int) { /* an int token: float(int), exact up to 2**53 */
+        if (t->m > (1ull << 53)) return 1;
+        *out = t->neg && t->m ? -(double)t->m : (double)t->m;
+        return 0;
+    }
+    double v;
+    if (t->m == 0) {
+        v = 0.0;
+    } else if (t->exp10 >= 0) {
+        if (t->exp10 > 19) return 1;
+        unsigned __int128 x = (unsigned __int128)t->m;
+        for (int k = 0; k < t->exp10; k++) x *= 10;
+        if (x >> 64) return 1;
+        v = round_scaled((uint64_t)x, 0, 0);
+    } else {
+        int k = -t->exp10;
+        if (k > 27) return 1;
+        uint64_t d = P5[k];
+        int s = 56 + bitlen64(d) - bitlen64(t->m);
+        if (s < 0) s = 0;
+        unsigned __int128 num = (unsigned __int128)t->m << s;
+        unsigned __int128 q = num / d, r = num % d;
+        if (q >> 64) return 1;
+        v = round_scaled((uint64_t)q, r != 0, -s - k);
+    }
+    if (!isfinite(v)) return 1;
+    *out = t->neg ? -v : v;
+    return 0;
+}
+
+/* an int token within [lo, hi]: 0 ok, 1 decline (msgspec rejects it or gives a Python int beyond int64) */
+static int num_int(const NumTok *t, long long lo, long long hi, long long *out) {
+    if (t->big || !t->is_int) return 1;
+    if (t->neg) {
+        if (t->m > (1ull << 63)) return 1;
+        long long v = t->m == (1ull << 63) ? LLONG_MIN : -(long long)t->m;
+        if (v < lo) return 1;
+        *out = v;
+    } else {
+        if (t->m > (uint64_t)LLONG_MAX || (long long)t->m > hi) return 1;
+        *out = (long long)t->m;
+    }
+    return 0;
+}
+
+static int rd_lit(Rd *rd, const char *lit, size_t n) {
+    if ((size_t)(rd->end - rd->p) < n || memcmp(rd->p, lit, n) != 0) return 1;
+    rd->p += n;
+    return 0;
+}
+
+/* any JSON value, checked and skipped: 0 ok, 1 decline */
+static int rd_skip(Rd *rd, int depth) {
+    if (rd->p >= rd->end) return 1;
+    unsigned char c = *rd->p;
+    const unsigned char *s;
+    Py_ssize_t n;
+    int f;
+    NumTok t;
+    switch (c) {
+    case '"':
+        return rd_str(rd, &s, &n, &f);
+    case 't':
+        return rd_lit(rd, "true", 4);
+    case 'f':
+        return rd_lit(rd, "false", 5);
+    case 'n':
+        return rd_lit(rd, "null", 4);
+    case '{':
+        if (depth >= 64) return 1;
+        rd->p++;
+        rd_ws(rd);
+        if (rd->p < rd->end && *rd->p == '}') {
+            rd->p++;
+            return 0;
+        }
+        for (;;) {
+            if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &s, &n, &f)) return 1;
+            rd_ws(rd);
+            if (rd->p >= rd->end || *rd->p != ':') return 1;
+            rd->p++;
+            rd_ws(rd);
+            if (rd_skip(rd, depth + 1)) return 1;
+            rd_ws(rd);
+            if (rd->p >= rd->end) return 1;
+            if (*rd->p == '}') {
+                rd->p++;
+                return 0;
+            }
+            if (*rd->p != ',') return 1;
+            rd->p++;
+            rd_ws(rd);
+        }
+    case '[':
+        if (depth >= 64) return 1;
+        rd->p++;
+        rd_ws(rd);
+        if (rd->p < rd->end && *rd->p == ']') {
+            rd->p++;
+            return 0;
+        }
+        for (;;) {
+            if (rd_skip(rd, depth + 1)) return 1;
+            rd_ws(rd);
+            if (rd->p >= rd->end) return 1;
+            if (*rd->p == ']') {
+                rd->p++;
+                return 0;
+            }
+            if (*rd->p != ',') return 1;
+            rd->p++;
+            rd_ws(rd);
+        }
+    default:
+        if (c == '-' || (c >= '0' && c <= '9')) return rd_num(rd, &t);
+        return 1;
+    }
+}
+
+static int key_is(const unsigned char *s, Py_ssize_t n, const char *lit) {
+    size_t k = strlen(lit);
+    return (size_t)n == k && memcmp(s, lit, k) == 0;
+}
+
+/* a value for a field of type `I64 | None` etc.: *set 0 for null; 0 ok, 1 decline */
+static int rd_int_or_null(Rd *rd, long long lo, long long hi, signed char *set, long long *out) {
+    if (rd->p < rd->end && *rd->p == 'n') {
+        *set = 0;
+        return rd_lit(rd, "null", 4);
+    }
+    NumTok t;
+    if (rd->p >= rd->end || !(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t)) return 1;
+    if (num_int(&t, lo, hi, out)) return 1;
+    *set = 1;
+    return 0;
+}
+
+#define I32_LO (-2147483647LL - 1)
+#define I32_HI 2147483647LL
+
+/* parse.Args: the fields the loop reads, and the [memory] fields checked (the event is decoded again for those) */
+static int rd_args(Rd *rd, Rec *r) {
+    r->has_args = 1;
+    r->has_corr = r->has_occ = r->has_dev = r->dev_ovf = r->stream_t = r->bytes_t = 0;
+    rd->p++;
+    rd_ws(rd);
+    if (rd->p < rd->end && *rd->p == '}') {
+        rd->p++;
+        return 0;
+    }
+    for (;;) {
+        const unsigned char *k;
+        Py_ssize_t kn;
+        int f;
+        if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &k, &kn, &f) || (f & 2)) return 1;
+        rd_ws(rd);
+        if (rd->p >= rd->end || *rd->p != ':') return 1;
+        rd->p++;
+        rd_ws(rd);
+        if (rd->p >= rd->end) return 1;
+        signed char set;
+        long long iv;
+        if (key_is(k, kn, "correlation")) {
+            if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_corr, &r->corr)) return 1;
+        } else if (key_is(k, kn, "stream")) {
+            if (*rd->p == '"') return 1; /* a string stream: Python's loop */
+            if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &set, &r->stream)) return 1;
+            r->stream_t = set;
+        } else if (key_is(k, kn, "device")) {
+            if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_dev, &r->dev)) return 1;
+        } else if (key_is(k, kn, "bytes")) {
+            if (*rd->p == 'n') {
+                if (rd_lit(rd, "null", 4)) return 1;
+                r->bytes_t = 0;
+            } else {
+                NumTok t;
+                if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t)) return 1;
+                if (t.is_int) {
+                    if (num_int(&t, LLONG_MIN, LLONG_MAX, &r->bytes_i)) return 1;
+                    r->bytes_t = 1;
+                } else {
+                    if (num_double(&t, &r->bytes_f) || !(r->bytes_f >= 0.0 && r->bytes_f <= 4611686018427387904.0)) return 1;
+                    r->bytes_t = 2;
+                }
+            }
+        } else if (key_is(k, kn, "est. achieved occupancy %")) {
+            if (*rd->p == 'n') {
+                if (rd_lit(rd, "null", 4)) return 1;
+                r->has_occ = 0;
+            } else {
+                NumTok t;
+                if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t) || num_double(&t, &r->occ))
+                    return 1;
+                r->has_occ = 1;
+            }
+        } else if (key_is(k, kn, "Bytes") || key_is(k, kn, "Total Allocated") || key_is(k, kn, "Total Reserved")) {
+            if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &set, &iv)) return 1;
+        } else if (key_is(k, kn, "Device Type") || key_is(k, kn, "Device Id")) {
+            if (rd_int_or_null(rd, I32_LO, I32_HI, &set, &iv)) return 1;
+        } else if (rd_skip(rd, 2)) {
+            return 1;
+        }
+        rd_ws(rd);
+        if (rd->p >= rd->end) return 1;
+        if (*rd->p == '}') {
+            rd->p++;
+            return 0;
+        }
+        if (*rd->p != ',') return 1;
+        rd->p++;
+        rd_ws(rd);
+    }
+}
+
+/* a kept string field (ph, cat, name): 0 ok, 1 decline, -1 error */
+static int rd_kept_str(Rd *rd, PyObject **out, Memo *memo) {
+    const unsigned char *s;
+    Py_ssize_t n;
+    int f;
+    if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &s, &n, &f) || (f & 2)) return 1;
+    if (memo != NULL && memo->s != NULL && memo->n == n && memcmp(memo->p, s, (size_t)n) == 0) {
+        *out = memo->s;
+        return 0;
+    }
+    int rc = sc_get(&rd->sc, s, n, f & 1, out);
+    if (rc == 0 && memo != NULL) {
+        memo->p = s;
+        memo->n = n;
+        memo->s = *out;
+    }
+    return rc;
+}
+
+/* one parse.Event at rd->p ('{'): 0 ok, 1 decline, -1 error */
+static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
+    memset(r, 0, sizeof(*r));
+    r->ph = r->cat = r->name = empty;
+    r->ts = NAN;
+    r->dur = 0.0;
+    r->src = (const char *)rd->p;
+    rd->p++;
+    rd_ws(rd);
+    if (rd->p < rd->end && *rd->p == '}') {
+        rd->p++;
+        r->len = (const char *)rd->p - r->src;
+        return 0;
+    }
+    for (;;) {
+        const unsigned char *k;
+        Py_ssize_t kn;
+        int f, rc = 0;
+        if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &k, &kn, &f) || (f & 2)) return 1;
+        rd_ws(rd);
+        if (rd->p >= rd->end || *rd->p != ':') return 1;
+        rd->p++;
+        rd_ws(rd);
+        if (rd->p >= rd->end) return 1;
+        NumTok t;
+        if (key_is(k, kn, "ph")) {
+            rc = rd_kept_str(rd, &r->ph, &rd->ph);
+        } else if (key_is(k, kn, "cat")) {
+            rc = rd_kept_str(rd, &r->cat, &rd->cat);
+        } else if (key_is(k, kn, "name")) {
+            rc = rd_kept_str(rd, &r->name, NULL);
+        } else if (key_is(k, kn, "ts") || key_is(k, kn, "dur")) {
+            double v;
+            if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t) || num_double(&t, &v)) return 1;
+            if (k[0] == 't') r->ts = v;
+            else r->dur = v;
+        } else if (key_is(k, kn, "args")) {
+            if (*rd->p == 'n') {
+                if (rd_lit(rd, "null", 4)) return 1;
+                r->has_args = 0;
+                r->has_corr = r->has_occ = r->has_dev = r->stream_t = r->bytes_t = 0;
+            } else if (*rd->p != '{' || rd_args(rd, r)) {
+                return 1;
+            }
+        } else if (key_is(k, kn, "tid")) { /* int | float | str | None, read again only for [memory] events */
+            unsigned char c = *rd->p;
+            if (c == '"') {
+                const unsigned char *s;
+                Py_ssize_t n;
+                if (rd_str(rd, &s, &n, &f) || f) return 1;
+            } else if (c == 'n') {
+                if (rd_lit(rd, "null", 4)) return 1;
+            } else if (!(c == '-' || (c >= '0' && c <= '9')) || rd_num(rd, &t)) {
+                return 1;
+            }
+        } else if (rd_skip(rd, 1)) {
+            return 1;
+        }
+        if (rc) return rc;
+        rd_ws(rd);
+        if (rd->p >= rd->end) return 1;
+        if (*rd->p == '}') {
+            rd->p++;
+            r->len = (const char *)rd->p - r->src;
+            return 0;
+        }
+        if (*rd->p != ',') return 1;
+        rd->p++;
+        rd_ws(rd);
+    }
+}
+
+/* decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): (events, launches, X events, runtime calls),
+   or NotImplemented with nothing changed (the caller then decodes the batch with msgspec) */
+static PyObject *decode_consume(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[1], &view, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *result = NULL, *empty = PyUnicode_New(0, 0);
+    Rd rd;
+    memset(&rd, 0, sizeof(rd));
+    rd.p = (const unsigned char *)view.buf;
+    rd.end = rd.p + view.len;
+    /* the records live in one buffer kept between calls (a fresh one per batch cost a page fault per 4 KB);
+       a call made while another runs (a helper calling back) gets its own */
+    static Rec *kept = NULL;
+    static Py_ssize_t kept_cap = 0;
+    static int kept_busy = 0;
+    int own = !kept_busy;
+    Rec *recs = own ? kept : NULL;
+    Py_ssize_t n = 0, cap = own ? kept_cap : 0;
+    if (own) kept_busy = 1;
+    int rc = 1;
+    if (empty == NULL) goto done;
+    rd_ws(&rd);
+    if (rd.p >= rd.end || *rd.p != '[') goto decline;
+    rd.p++;
+    rd_ws(&rd);
+    if (rd.p < rd.end && *rd.p == ']') {
+        rd.p++;
+    } else {
+        for (;;) {
+            if (rd.p >= rd.end || *rd.p != '{') goto decline;
+            if (n == cap) {
+                Py_ssize_t nc = cap ? cap * 2 : 4096;
+                Rec *nr = PyMem_Realloc(recs, (size_t)nc * sizeof(Rec));
+                if (nr == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                recs = nr;
+                cap = nc;
+            }
+            rc = rd_event(&rd, &recs[n], empty);
+            if (rc < 0) goto done;
+            if (rc > 0) goto decline;
+            n++;
+            rd_ws(&rd);
+            if (rd.p >= rd.end) goto decline;
+            if (*rd.p == ']') {
+                rd.p++;
+                break;
+            }
+            if (*rd.p != ',') goto decline;
+            rd.p++;
+            rd_ws(&rd);
+        }
+    }
+    rd_ws(&rd);
+    if (rd.p != rd.end) goto decline;
+    {
+        PyObject *r = consume_core(args[0], recs, n, args + 2, 1);
+        if (r == NULL || r == Py_NotImplemented) {
+            result = r;
+            goto done;
+        }
+        long long a, b, c;
+        int ok = PyArg_ParseTuple(r, "LLL", &a, &b, &c);
+        Py_DECREF(r);
+        if (ok) result = Py_BuildValue("(nLLL)", n, a, b, c);
+    }
+    goto done;
+decline:
+    Py_INCREF(Py_NotImplemented);
+    result = Py_NotImplemented;
+done:
+    sc_free(&rd.sc);
+    if (own && cap <= 65536) { /* a batch of tiny events is not kept (a 1 MB batch of "{}" is 340k records) */
+        kept = recs;
+        kept_cap = cap;
+        kept_busy = 0;
+    } else if (own) {
+        PyMem_Free(recs);
+        kept = NULL;
+        kept_cap = 0;
+        kept_busy = 0;
+    } else {
+        PyMem_Free(recs);
+    }
+    Py_XDECREF(empty);
+    PyBuffer_Release(&view);
     return result;
 }
 
@@ -2448,6 +3241,9 @@ static PyMethodDef methods[] = {
      "bins_add(series, width, first, starts, ends): TimeBins._add's loop in C, or NotImplemented"},
     {"consume_events", (PyCFunction)(void (*)(void))consume_events, METH_FASTCALL,
      "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): _Parser._consume_events in C, or NotImplemented"},
+    {"decode_consume", (PyCFunction)(void (*)(void))decode_consume, METH_FASTCALL,
+     "decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): the batch's JSON read into the same loop "
+     "without an Event per event; (events, launches, X events, runtime calls), or NotImplemented"},
     {"join_launches", (PyCFunction)(void (*)(void))join_launches, METH_FASTCALL,
      "join_launches(join, corrs, starts, durs): LaunchJoin.add before its pruning; None, a late correlation id, "
      "or NotImplemented"},

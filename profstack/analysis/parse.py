@@ -12,7 +12,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
@@ -626,6 +626,19 @@ class FileData:
         return self.error is not None and (not self.error.partial_ok or self.x_events == 0)
 
 
+class _BatchArrays(NamedTuple):
+    """A batch's launches (correlation, start, duration) and CPU op starts, filled by the per-event loop."""
+
+    l_corr: array[int]
+    l_ts: array[float]
+    l_dur: array[float]
+    cpu_starts: array[float]
+
+    @classmethod
+    def new(cls) -> _BatchArrays:
+        return cls(array("q"), array("d"), array("d"), array("d"))
+
+
 class _Parser:
     def __init__(
         self,
@@ -798,21 +811,38 @@ class _Parser:
     def consume(self, events: Sequence[Event | BareEvent]) -> None:
         """One decoded batch: the per-event loop (in C where ``native.ACCEL`` is built: ``_gpuaccel.c``'s
         ``consume_events``, a transliteration of ``_consume_events``), then the batch's column work."""
-        fd = self.fd
-        feed = self.feed
         # this batch's launches, handed to the join before its ops are looked at
-        l_corr: array[int] = array("q")
-        l_ts: array[float] = array("d")
-        l_dur: array[float] = array("d")
-        cpu_starts: array[float] = array("d")
-        fd.events += len(events)
+        arrays = _BatchArrays.new()
+        self.fd.events += len(events)
         accel = native.ACCEL
         r: Any = NotImplemented
         if accel is not None:
-            r = accel.consume_events(self, events, l_corr, l_ts, l_dur, cpu_starts)
+            r = accel.consume_events(self, events, *arrays)
         if r is NotImplemented:  # no C module, or it declined (e.g. BareEvents) and changed nothing
-            r = self._consume_events(events, l_corr, l_ts, l_dur, cpu_starts)
+            r = self._consume_events(events, *arrays)
+        self._after_batch(r, arrays)
+
+    def consume_json(self, batch: memoryview) -> bool:
+        """One batch (a JSON array of events) read by the C reader straight into the loop of ``consume``, with
+        no ``Event`` per event (``_gpuaccel.c``'s ``decode_consume``). False, with nothing changed, where there
+        is no C module or the reader declines (anything outside the subset of JSON it converts exactly, or a
+        batch msgspec would reject): the caller then decodes the batch with msgspec and calls ``consume``."""
+        accel = native.ACCEL
+        reader = getattr(accel, "decode_consume", None)
+        if reader is None:
+            return False
+        arrays = _BatchArrays.new()
+        r = reader(self, batch, *arrays)
+        if r is NotImplemented:
+            return False
+        self._after_batch(r[1:], arrays)
+        return True
+
+    def _after_batch(self, r: tuple[int, int, int], arrays: _BatchArrays) -> None:
+        fd = self.fd
+        feed = self.feed
         n_launch, n_x, n_rt = r
+        l_corr, l_ts, l_dur, cpu_starts = arrays
         feed.join.add(l_corr, l_ts, l_dur)
         if cpu_starts:
             fd.cpu_timeline.add_points(0, cpu_starts)
@@ -1166,6 +1196,8 @@ def _parse(
             long_strings.resolve = stream.unparsed  # the filter's output goes to this stream only
             for batch in stream.batches():
                 if isinstance(batch, memoryview):
+                    if parser.consume_json(batch):
+                        continue
                     try:
                         events = _LIST_DECODER.decode(batch)
                     except (msgspec.DecodeError, msgspec.ValidationError):
