@@ -2873,10 +2873,31 @@ static int rd_int_or_null(Rd *rd, long long lo, long long hi, signed char *set, 
 #define I32_LO (-2147483647LL - 1)
 #define I32_HI 2147483647LL
 
-/* parse.Args: the fields the loop reads, and the [memory] fields checked (the event is decoded again for those) */
+/* a kept string (ph, cat, name, a string stream): 0 ok, 1 decline, -1 error */
+static int rd_kept_str(Rd *rd, PyObject **out, Memo *memo) {
+    const unsigned char *s;
+    Py_ssize_t n;
+    int f;
+    if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &s, &n, &f) || (f & 2)) return 1;
+    if (memo != NULL && memo->s != NULL && memo->n == n && memcmp(memo->p, s, (size_t)n) == 0) {
+        *out = memo->s;
+        return 0;
+    }
+    int rc = sc_get(&rd->sc, s, n, f & 1, out);
+    if (rc == 0 && memo != NULL) {
+        memo->p = s;
+        memo->n = n;
+        memo->s = *out;
+    }
+    return rc;
+}
+
+/* parse.Args: the fields the loop reads, and the [memory] fields checked (the event is decoded again for those);
+   0 ok, 1 decline, -1 error */
 static int rd_args(Rd *rd, Rec *r) {
     r->has_args = 1;
     r->has_corr = r->has_occ = r->has_dev = r->dev_ovf = r->stream_t = r->bytes_t = 0;
+    r->stream_o = NULL;
     rd->p++;
     rd_ws(rd);
     if (rd->p < rd->end && *rd->p == '}') {
@@ -2898,9 +2919,15 @@ static int rd_args(Rd *rd, Rec *r) {
         if (key_is(k, kn, "correlation")) {
             if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_corr, &r->corr)) return 1;
         } else if (key_is(k, kn, "stream")) {
-            if (*rd->p == '"') return 1; /* a string stream: Python's loop */
-            if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &set, &r->stream)) return 1;
-            r->stream_t = set;
+            r->stream_o = NULL;
+            if (*rd->p == '"') { /* a string stream (ROCm writes "0x0"): _stream_of maps it */
+                int rc = rd_kept_str(rd, &r->stream_o, NULL);
+                if (rc) return rc;
+                r->stream_t = 2;
+            } else {
+                if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &set, &r->stream)) return 1;
+                r->stream_t = set;
+            }
         } else if (key_is(k, kn, "device")) {
             if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_dev, &r->dev)) return 1;
         } else if (key_is(k, kn, "bytes")) {
@@ -2947,25 +2974,6 @@ static int rd_args(Rd *rd, Rec *r) {
     }
 }
 
-/* a kept string field (ph, cat, name): 0 ok, 1 decline, -1 error */
-static int rd_kept_str(Rd *rd, PyObject **out, Memo *memo) {
-    const unsigned char *s;
-    Py_ssize_t n;
-    int f;
-    if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &s, &n, &f) || (f & 2)) return 1;
-    if (memo != NULL && memo->s != NULL && memo->n == n && memcmp(memo->p, s, (size_t)n) == 0) {
-        *out = memo->s;
-        return 0;
-    }
-    int rc = sc_get(&rd->sc, s, n, f & 1, out);
-    if (rc == 0 && memo != NULL) {
-        memo->p = s;
-        memo->n = n;
-        memo->s = *out;
-    }
-    return rc;
-}
-
 /* one parse.Event at rd->p ('{'): 0 ok, 1 decline, -1 error */
 static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
     memset(r, 0, sizeof(*r));
@@ -3007,8 +3015,12 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
                 if (rd_lit(rd, "null", 4)) return 1;
                 r->has_args = 0;
                 r->has_corr = r->has_occ = r->has_dev = r->stream_t = r->bytes_t = 0;
-            } else if (*rd->p != '{' || rd_args(rd, r)) {
+                r->stream_o = NULL;
+            } else if (*rd->p != '{') {
                 return 1;
+            } else {
+                rc = rd_args(rd, r);
+                if (rc) return rc;
             }
         } else if (key_is(k, kn, "tid")) { /* int | float | str | None, read again only for [memory] events */
             unsigned char c = *rd->p;
@@ -3018,8 +3030,10 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
                 if (rd_str(rd, &s, &n, &f) || f) return 1;
             } else if (c == 'n') {
                 if (rd_lit(rd, "null", 4)) return 1;
-            } else if (!(c == '-' || (c >= '0' && c <= '9')) || rd_num(rd, &t)) {
-                return 1;
+            } else {
+                double v; /* msgspec rejects a float out of range; the reader declines ints beyond 19 digits */
+                if (!(c == '-' || (c >= '0' && c <= '9')) || rd_num(rd, &t) || t.big) return 1;
+                if (!t.is_int && num_double(&t, &v)) return 1;
             }
         } else if (rd_skip(rd, 1)) {
             return 1;
