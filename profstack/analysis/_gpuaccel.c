@@ -19,6 +19,9 @@
 #include <Python.h>
 #include <structmember.h>
 #include <limits.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -2473,8 +2476,16 @@ typedef struct {
 
 typedef struct {
     SEnt *t;
-    size_t mask, used;
+    size_t mask, used, bytes;
 } SCache;
+
+/* The strings of one file, kept across its batches (a str made once per distinct name, not once per batch, and
+   the symbol table's keys are then these same objects, so its lookups hit by identity). Emptied by
+   reader_reset() at the end of each file, and before a batch once it holds more than these: */
+#define FILE_CACHE_ENTRIES 65536
+#define FILE_CACHE_BYTES (8u << 20)
+static SCache file_cache;
+static int file_cache_busy = 0;
 
 static uint64_t bytes_hash(const unsigned char *p, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
@@ -2546,11 +2557,24 @@ static int sc_get(SCache *c, const unsigned char *p, Py_ssize_t n, int high, PyO
             return 1;
         }
     }
+    const unsigned char *own = NULL; /* the key bytes, owned by the str: its ASCII data, or its cached UTF-8 */
+    if (PyUnicode_IS_COMPACT_ASCII(s)) {
+        own = (const unsigned char *)PyUnicode_DATA(s);
+    } else {
+        Py_ssize_t un;
+        own = (const unsigned char *)PyUnicode_AsUTF8AndSize(s, &un);
+        if (own == NULL || un != n) { /* cannot happen for strictly decoded UTF-8; decline rather than trust it */
+            Py_DECREF(s);
+            if (own == NULL) return -1;
+            return 1;
+        }
+    }
     c->t[i].h = h;
-    c->t[i].p = p;
+    c->t[i].p = own;
     c->t[i].n = n;
     c->t[i].s = s;
     c->used++;
+    c->bytes += (size_t)n;
     *out = s;
     return 0;
 }
@@ -2563,7 +2587,7 @@ typedef struct {
 
 typedef struct {
     const unsigned char *p, *end;
-    SCache sc;
+    SCache *sc;
     Memo ph, cat; /* most events repeat the previous event's ph and cat */
 } Rd;
 
@@ -2587,6 +2611,25 @@ static int rd_str(Rd *rd, const unsigned char **s, Py_ssize_t *n, int *flags) {
     int f = 0;
     *s = p;
     for (;;) {
+#if defined(__SSE2__)
+        { /* 16 bytes at a time: the first quote, backslash or control character, and any byte >= 0x80 before it */
+            const __m128i qv = _mm_set1_epi8('"'), bv = _mm_set1_epi8('\\'), cv = _mm_set1_epi8(0x1F);
+            while (end - p >= 16) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+                __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, qv), _mm_cmpeq_epi8(v, bv)),
+                                         _mm_cmpeq_epi8(_mm_max_epu8(v, cv), cv));
+                unsigned mask = (unsigned)_mm_movemask_epi8(m), hi = (unsigned)_mm_movemask_epi8(v);
+                if (mask) {
+                    int at = __builtin_ctz(mask);
+                    if (hi & ((1u << at) - 1)) f |= 1;
+                    p += at;
+                    goto special;
+                }
+                if (hi) f |= 1;
+                p += 16;
+            }
+        }
+#endif
         while (end - p >= 8) {
             uint64_t w;
             memcpy(&w, p, 8);
@@ -2596,12 +2639,13 @@ static int rd_str(Rd *rd, const unsigned char **s, Py_ssize_t *n, int *flags) {
                 int at = __builtin_ctzll(t) >> 3;
                 if (at && (w & HIGHS & ((1ull << (at * 8)) - 1))) f |= 1;
                 p += at;
-                break;
+                goto special;
             }
             if (w & HIGHS) f |= 1;
             p += 8;
         }
         if (p >= end) return 1;
+    special:;
         unsigned char c = *p;
         if (c == '"') {
             *n = p - *s;
@@ -2634,6 +2678,58 @@ static int rd_str(Rd *rd, const unsigned char **s, Py_ssize_t *n, int *flags) {
         if (c >= 0x80) f |= 1;
         p++;
     }
+}
+
+/* an object key at rd->p (its opening quote): rd_str, with a fast path for a short key without escapes (most
+   keys). 0 ok, 1 decline (as rd_str, or an escaped key: the reader matches keys by their bytes) */
+static inline int rd_key(Rd *rd, const unsigned char **k, Py_ssize_t *kn) {
+    const unsigned char *p = rd->p;
+    if (p >= rd->end || *p != '"') return 1;
+#if defined(__SSE2__)
+    if (rd->end - p >= 17) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(p + 1));
+        const __m128i cv = _mm_set1_epi8(0x1F);
+        __m128i m = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+                                 _mm_cmpeq_epi8(_mm_max_epu8(v, cv), cv));
+        unsigned mask = (unsigned)_mm_movemask_epi8(m);
+        if (mask) {
+            int at = __builtin_ctz(mask);
+            if (p[1 + at] == '"') {
+                *k = p + 1;
+                *kn = at;
+                rd->p = p + 2 + at;
+                return 0;
+            }
+        }
+    }
+#endif
+    int f;
+    if (rd_str(rd, k, kn, &f) || (f & 2)) return 1;
+    return 0;
+}
+
+/* a JSON number at rd->p checked by JSON's grammar and skipped (its value is not needed): 0 ok, 1 decline */
+static int rd_num_skip(Rd *rd) {
+    const unsigned char *p = rd->p, *end = rd->end;
+    if (p < end && *p == '-') p++;
+    if (p >= end) return 1;
+    if (*p == '0') p++;
+    else if (*p >= '1' && *p <= '9')
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    else return 1;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9') return 1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || *p < '0' || *p > '9') return 1;
+        while (p < end && *p >= '0' && *p <= '9') p++;
+    }
+    rd->p = p;
+    return 0;
 }
 
 typedef struct {
@@ -2720,7 +2816,17 @@ static double round_scaled(uint64_t q, int sticky, int bexp) {
     int sh = L - 53;
     uint64_t mant = q >> sh, rem = q & ((1ull << sh) - 1), half = 1ull << (sh - 1);
     if (rem > half || (rem == half && (sticky || (mant & 1)))) mant++;
-    return ldexp((double)mant, bexp + sh);
+    int e = bexp + sh; /* value = mant * 2**e, mant in [2**52, 2**53] */
+    if (mant == (1ull << 53)) {
+        mant >>= 1;
+        e++;
+    }
+    int biased = e + 52 + 1023;
+    if (biased < 1 || biased > 2046) return ldexp((double)mant, e); /* subnormal or beyond: let ldexp say */
+    uint64_t bits = ((uint64_t)biased << 52) | (mant - (1ull << 52));
+    double v;
+    memcpy(&v, &bits, 8);
+    return v;
 }
 
 /* the float msgspec gives for this token in a float field (the nearest double: msgspec rounds correctly):
@@ -2791,7 +2897,6 @@ static int rd_skip(Rd *rd, int depth) {
     const unsigned char *s;
     Py_ssize_t n;
     int f;
-    NumTok t;
     switch (c) {
     case '"':
         return rd_str(rd, &s, &n, &f);
@@ -2810,7 +2915,7 @@ static int rd_skip(Rd *rd, int depth) {
             return 0;
         }
         for (;;) {
-            if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &s, &n, &f)) return 1;
+            if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &s, &n, &f)) return 1; /* any key (escapes too) */
             rd_ws(rd);
             if (rd->p >= rd->end || *rd->p != ':') return 1;
             rd->p++;
@@ -2847,7 +2952,7 @@ static int rd_skip(Rd *rd, int depth) {
             rd_ws(rd);
         }
     default:
-        if (c == '-' || (c >= '0' && c <= '9')) return rd_num(rd, &t);
+        if (c == '-' || (c >= '0' && c <= '9')) return rd_num_skip(rd);
         return 1;
     }
 }
@@ -2883,7 +2988,7 @@ static int rd_kept_str(Rd *rd, PyObject **out, Memo *memo) {
         *out = memo->s;
         return 0;
     }
-    int rc = sc_get(&rd->sc, s, n, f & 1, out);
+    int rc = sc_get(rd->sc, s, n, f & 1, out);
     if (rc == 0 && memo != NULL) {
         memo->p = s;
         memo->n = n;
@@ -2907,8 +3012,7 @@ static int rd_args(Rd *rd, Rec *r) {
     for (;;) {
         const unsigned char *k;
         Py_ssize_t kn;
-        int f;
-        if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &k, &kn, &f) || (f & 2)) return 1;
+        if (rd_key(rd, &k, &kn)) return 1;
         rd_ws(rd);
         if (rd->p >= rd->end || *rd->p != ':') return 1;
         rd->p++;
@@ -2992,7 +3096,7 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
         const unsigned char *k;
         Py_ssize_t kn;
         int f, rc = 0;
-        if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, &k, &kn, &f) || (f & 2)) return 1;
+        if (rd_key(rd, &k, &kn)) return 1;
         rd_ws(rd);
         if (rd->p >= rd->end || *rd->p != ':') return 1;
         rd->p++;
@@ -3052,6 +3156,14 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
     }
 }
 
+/* reader_reset(): drop the strings kept for the file just read */
+static PyObject *reader_reset(PyObject *module, PyObject *unused) {
+    (void)module;
+    (void)unused;
+    if (!file_cache_busy) sc_free(&file_cache);
+    Py_RETURN_NONE;
+}
+
 /* decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): (events, launches, X events, runtime calls),
    or NotImplemented with nothing changed (the caller then decodes the batch with msgspec) */
 static PyObject *decode_consume(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -3067,6 +3179,15 @@ static PyObject *decode_consume(PyObject *module, PyObject *const *args, Py_ssiz
     memset(&rd, 0, sizeof(rd));
     rd.p = (const unsigned char *)view.buf;
     rd.end = rd.p + view.len;
+    SCache local;
+    memset(&local, 0, sizeof(local));
+    if (!file_cache_busy) {
+        if (file_cache.used > FILE_CACHE_ENTRIES || file_cache.bytes > FILE_CACHE_BYTES) sc_free(&file_cache);
+        file_cache_busy = 1;
+        rd.sc = &file_cache;
+    } else {
+        rd.sc = &local;
+    }
     /* the records live in one buffer kept between calls (a fresh one per batch cost a page fault per 4 KB);
        a call made while another runs (a helper calling back) gets its own */
     static Rec *kept = NULL;
@@ -3130,7 +3251,8 @@ decline:
     Py_INCREF(Py_NotImplemented);
     result = Py_NotImplemented;
 done:
-    sc_free(&rd.sc);
+    if (rd.sc == &file_cache) file_cache_busy = 0;
+    else sc_free(rd.sc);
     if (own && cap <= 65536) { /* a batch of tiny events is not kept (a 1 MB batch of "{}" is 340k records) */
         kept = recs;
         kept_cap = cap;
@@ -3258,6 +3380,8 @@ static PyMethodDef methods[] = {
     {"decode_consume", (PyCFunction)(void (*)(void))decode_consume, METH_FASTCALL,
      "decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): the batch's JSON read into the same loop "
      "without an Event per event; (events, launches, X events, runtime calls), or NotImplemented"},
+    {"reader_reset", (PyCFunction)reader_reset, METH_NOARGS,
+     "reader_reset(): drop the strings decode_consume keeps across one file's batches"},
     {"join_launches", (PyCFunction)(void (*)(void))join_launches, METH_FASTCALL,
      "join_launches(join, corrs, starts, durs): LaunchJoin.add before its pruning; None, a late correlation id, "
      "or NotImplemented"},

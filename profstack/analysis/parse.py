@@ -626,6 +626,9 @@ class FileData:
         return self.error is not None and (not self.error.partial_ok or self.x_events == 0)
 
 
+READER_GIVE_UP = 8  # declined batches after which the C reader is tried only while it takes 4 in 5
+
+
 class _BatchArrays(NamedTuple):
     """A batch's launches (correlation, start, duration) and CPU op starts, filled by the per-event loop."""
 
@@ -1194,10 +1197,15 @@ def _parse(
                 read_size_hint=BATCH_BYTES,
             )
             long_strings.resolve = stream.unparsed  # the filter's output goes to this stream only
+            taken = declined = 0  # the C reader's batches in this file
             for batch in stream.batches():
                 if isinstance(batch, memoryview):
-                    if parser.consume_json(batch):
-                        continue
+                    # a file the reader keeps declining (escaped names, say) goes to msgspec without a try first
+                    if declined <= READER_GIVE_UP + 4 * taken:
+                        if parser.consume_json(batch):
+                            taken += 1
+                            continue
+                        declined += 1
                     try:
                         events = _LIST_DECODER.decode(batch)
                     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -1221,6 +1229,9 @@ def _parse(
     except (OSError, MemoryError) as exc:  # pragma: no cover - environment failures
         fd.error = TraceError(f"read failed: {exc}", source=src.name)
     finally:
+        reset = getattr(native.ACCEL, "reader_reset", None)
+        if reset is not None:
+            reset()  # the C reader's strings of this file
         if stream is not None:
             _apply_meta(fd, stream.meta)
             firsts = (

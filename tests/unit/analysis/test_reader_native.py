@@ -31,12 +31,12 @@ import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from profstack.analysis import AnalysisOptions, analyze, native, parse
+from profstack.analysis import AnalysisOptions, analyze, native, parse, reader
 from profstack.analysis.memory import MEMORY_EVENT
 from profstack.analysis.sources import discover_sources
 
 from .bitexact import Flat, first_difference, flatten
-from .test_consume_native import CATS, COMMON_CATS, C_MODULE, JSON_NAMES, PHS, Knobs, knobs_strategy, make_parser
+from .test_consume_native import C_MODULE, CATS, COMMON_CATS, JSON_NAMES, PHS, Knobs, knobs_strategy, make_parser
 
 HAS_READER = C_MODULE is not None and hasattr(C_MODULE, "decode_consume")
 needs_reader = pytest.mark.skipif(
@@ -129,7 +129,9 @@ VALID_NUMBER_TEXT = st.one_of(
     ),
     st.sampled_from(["-0", "-0.0", "0e5", "-0e-5", "1E1", "0.0000"]),
 )
-NUMBER_TEXT = VALID_NUMBER_TEXT | st.sampled_from(["01", "1.", ".5", "1e", "+1", "-", "NaN", "Infinity", "0x10", "1.5e+"])
+NUMBER_TEXT = VALID_NUMBER_TEXT | st.sampled_from(
+    ["01", "1.", ".5", "1e", "+1", "-", "NaN", "Infinity", "0x10", "1.5e+"]
+)
 BAD_STRINGS = [
     '"\\ud800"',  # a lone surrogate escape (msgspec: truncated)
     '"\\uDBFF\\uDFFF"',  # a valid pair (the reader declines any surrogate escape)
@@ -189,7 +191,8 @@ def _int_text(values: Sequence[int]) -> st.SearchStrategy[str]:
 ARGS_FIELDS: dict[str, st.SearchStrategy[str]] = {
     "correlation": _int_text([0, 1, 7, 123456789, 2**31, 2**63 - 1, -(2**63), 2**63, -1]),
     "stream": _int_text([0, 7, 8, -1, 4294967295, 2**31, 2**63 - 1, 2**63]) | st.just('"0x7f"'),
-    "bytes": _int_text([0, 64, 2**40, 2**63 - 1, 2**63, -5]) | st.sampled_from(["1.5", "0.0", "-0.0", "-1.5", "4.6e18"]),
+    "bytes": _int_text([0, 64, 2**40, 2**63 - 1, 2**63, -5])
+    | st.sampled_from(["1.5", "0.0", "-0.0", "-1.5", "4.6e18"]),
     "est. achieved occupancy %": st.sampled_from(["0", "50", "100", "100.5", "-1", "33.25", "1e400"]),
     "device": _int_text([0, 1, 3, -5, 2**63, 2**70]),
     "Bytes": _int_text([512, -512, 2**63]),
@@ -272,7 +275,9 @@ def event_text(draw: st.DrawFn, hostile: bool) -> str:
     items = [f"{k}: {v}" for k, (_, v) in zip(keys, fields, strict=True)]
     for _ in range(draw(st.integers(0, 2))):
         extra = draw(json_value()) if hostile else draw(st.sampled_from(["1", '"e"', "[]", '{"b": [true, false]}']))
-        items.insert(draw(st.integers(0, len(items))), f'"{draw(st.sampled_from(["id", "s", "bp", "cname"]))}": {extra}')
+        items.insert(
+            draw(st.integers(0, len(items))), f'"{draw(st.sampled_from(["id", "s", "bp", "cname"]))}": {extra}'
+        )
     order = draw(st.permutations(items))
     ws = draw(WS)
     return "{" + ws + ("," + ws).join(order) + ws + "}"
@@ -328,7 +333,9 @@ def _plain_kineto_batch(n: int, seed: int) -> bytes:
         kind = ("cpu_op", "cuda_runtime", "kernel", "gpu_memcpy", "user_annotation", "cuda_sync", "python_function")[
             i % 7
         ]
-        name = {"cuda_runtime": "cudaLaunchKernel", "user_annotation": f"ProfilerStep#{i // 7}"}.get(kind, f"op_{i % 5}")
+        name = {"cuda_runtime": "cudaLaunchKernel", "user_annotation": f"ProfilerStep#{i // 7}"}.get(
+            kind, f"op_{i % 5}"
+        )
         args = (
             f'"args": {{\n      "External id": {i}, "correlation": {i}, "stream": 7, "device": 0, '
             f'"grid": [1, 1, 1], "bytes": 64, "est. achieved occupancy %": 50}}'
@@ -462,7 +469,9 @@ def test_the_reader_declines_what_msgspec_rejects(raw: bytes) -> None:
 @needs_reader
 def test_skipped_strings_are_checked_as_msgspec_checks_them() -> None:
     # GIVEN invalid UTF-8 in strings the event does not keep (msgspec does not check those) and in one it keeps
-    skipped = b'[{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "x": "\xff", "\xfe": {"y": ["\xed\xa0\x80"]}}]'
+    skipped = (
+        b'[{"ph": "X", "cat": "cpu_op", "name": "a", "ts": 1, "dur": 1, "x": "\xff", "\xfe": {"y": ["\xed\xa0\x80"]}}]'
+    )
     kept = b'[{"ph": "X", "cat": "cpu_op", "name": "\xed\xa0\x80", "ts": 1, "dur": 1}]'
     # WHEN read both ways
     # THEN the first is taken as msgspec takes it, the second declined as msgspec rejects it
@@ -485,35 +494,38 @@ def test_a_memory_event_and_an_invalid_event_reach_pythons_helpers_with_msgspecs
     assert got.accepted == [0]
 
 
+class CountingReader:
+    """The C module, counting which batches its reader took."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.taken: list[bool] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def decode_consume(self, *a: Any) -> Any:
+        r = self.inner.decode_consume(*a)
+        self.taken.append(r is not NotImplemented)
+        return r
+
+
 @needs_reader
 @pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
 def test_every_sample_trace_gives_the_same_summary_with_the_reader(path: Path) -> None:
     # GIVEN a real trace
     texts = {}
-    taken = []
-    for use in ("python", "reader"):
+    counting = CountingReader(C_MODULE)
+    for use, accel in (("python", None), ("reader", counting)):
         with pytest.MonkeyPatch.context() as mp:
-            if use == "python":
-                mp.setattr(native, "ACCEL", None)
-            else:
-                inner = C_MODULE
-
-                class Counting:
-                    def __getattr__(self, name: str) -> Any:
-                        return getattr(inner, name)
-
-                    def decode_consume(self, *a: Any) -> Any:
-                        r = inner.decode_consume(*a)  # type: ignore[union-attr]
-                        taken.append(r is not NotImplemented)
-                        return r
-
-                mp.setattr(native, "ACCEL", Counting())
+            mp.setattr(native, "ACCEL", accel)
             # WHEN analysed with the Python loops only, and with the C reader
             result = analyze(discover_sources([path]), AnalysisOptions(top_k=10))
             texts[use] = json.dumps(result.summary, sort_keys=True)
     # THEN the summaries are the same text, and the reader took every batch
     assert texts["python"] == texts["reader"]
-    assert taken and all(taken), f"the reader declined {taken.count(False)} of {len(taken)} batches"
+    assert counting.taken, "the reader was not called"
+    assert all(counting.taken), f"the reader declined {counting.taken.count(False)} of {len(counting.taken)} batches"
 
 
 def test_the_midpoints_are_halfway_cases() -> None:
@@ -529,3 +541,31 @@ def test_the_midpoints_are_halfway_cases() -> None:
         hi = math.nextafter(lo, math.inf)
         assert (Decimal(lo) + Decimal(hi)) / 2 == d, text
         assert struct.pack("<d", float(text))[0] % 2 == 0  # Python rounds it to the even one
+
+
+def _escaped_names_trace(n: int) -> bytes:
+    rows = [
+        f'{{"ph": "X", "cat": "cpu_op", "name": "op \\"{i % 3}\\"", "pid": 1, "tid": 1, "ts": {i * 2}, "dur": 1}}'
+        for i in range(n)
+    ]
+    return ('{"traceEvents": [\n' + ",\n".join(rows) + "\n]}").encode()
+
+
+@needs_reader
+def test_a_file_the_reader_keeps_declining_goes_to_msgspec_without_a_try(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN a trace whose every batch has escaped names (which the reader declines), in small batches
+    path = tmp_path / "rank0.pt.trace.json"
+    path.write_bytes(_escaped_names_trace(4000))
+    monkeypatch.setattr(parse, "BATCH_BYTES", 4096)
+    monkeypatch.setattr(reader, "READ_SIZE", 4096)
+    monkeypatch.setattr(reader, "OUT_SIZE", 4096)
+    counting = CountingReader(C_MODULE)
+    monkeypatch.setattr(native, "ACCEL", counting)
+    # WHEN analysed
+    with_reader = json.dumps(analyze(discover_sources([path]), AnalysisOptions()).summary, sort_keys=True)
+    # THEN the reader was tried READER_GIVE_UP + 1 times, then no more; the summary is the Python loop's
+    assert counting.taken == [False] * (parse.READER_GIVE_UP + 1)
+    monkeypatch.setattr(native, "ACCEL", None)
+    assert with_reader == json.dumps(analyze(discover_sources([path]), AnalysisOptions()).summary, sort_keys=True)
