@@ -1,4 +1,7 @@
-/* The per-op loop of GpuAccumulator.add (profstack/analysis/gpu.py, _add_ops), transliterated to C.
+/* The engine's hot loops in C (docs/analysis.md, "The C accelerator"): the per-op loop of GpuAccumulator.add
+ * (profstack/analysis/gpu.py, _add_ops), the parser's per-event loop, the launch join, the time bins and the
+ * interval unions, each transliterated from its Python twin; and decode_consume, a reader of a batch's JSON
+ * straight into the per-event loop, in front of msgspec (its contract is above its code, further down).
  *
  * Contract: add_ops(acc, ops, order, join, stop_s, settle, by_op_start) returns exactly the tuple _add_ops
  * returns and leaves acc and join exactly as _add_ops leaves them: the same values with the same Python types

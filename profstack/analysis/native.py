@@ -1,8 +1,10 @@
-"""The optional C accelerator of the GPU accumulator's per-op loop.
+"""The optional C accelerator: the engine's hot loops, and a JSON reader in front of msgspec.
 
-``_gpuaccel.c`` (beside this file) transliterates ``GpuAccumulator._add_ops``: the same state, changed in the
-same order, with Python's arithmetic (exact integers, int/float comparisons, the same rounding), so a summary
-is the same byte for byte either way. ``make install`` builds it with the machine's C compiler
+``_gpuaccel.c`` (beside this file) transliterates ``GpuAccumulator._add_ops``, ``_Parser._consume_events`` and
+three smaller loops, and reads a batch's JSON straight into the per-event loop (``decode_consume``, declining
+to msgspec on anything it does not convert exactly): the same state, changed in the same order, with Python's
+arithmetic (exact integers, int/float comparisons, the same rounding), so a summary is the same byte for byte
+either way. ``make install`` builds it with the machine's C compiler
 (``python -m profstack.analysis.native_build``); where there is none (a pip install without a compiler, the
 Lambda's arm64 bundle, which ships Python sources only) the Python loop runs. ``PROFSTACK_ACCEL=python`` forces
 the Python loop.
