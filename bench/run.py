@@ -359,12 +359,13 @@ def markdown_table(results: list[Measurement]) -> str:
 
 
 def breakdown_table(results: list[Measurement]) -> str:
-    """CPU ms per uncompressed MB: inflate (zlib, ISA-L), ProfStack's decode (read, cut, typed decode) and analysis."""
+    """CPU ms per uncompressed MB: inflate (zlib, ISA-L), ProfStack's read (read, cut, and the C reader with the
+    per-event loop, or msgspec's typed decode without the C module) and the rest of the analysis."""
     index = {(m.tool, m.size_mb, m.fmt): m for m in results}
     keys = sorted({(m.size_mb, m.fmt) for m in results if m.fmt != "2ranks"}, key=lambda k: (k[0], k[1] != "json"))
     rows = [
-        "| trace | format | inflate, zlib | inflate, ISA-L | read + cut + typed decode (after inflate) | analysis "
-        "| ProfStack total | msgspec floor total |",
+        "| trace | format | inflate, zlib | inflate, ISA-L | read + cut + decode and per-event loop (after inflate) "
+        "| column work and analysis | ProfStack total | msgspec floor total |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for size, fmt in keys:

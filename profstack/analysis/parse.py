@@ -1154,6 +1154,28 @@ def parse_source(
         return fd
 
 
+def new_parser(fd: FileData, symbols: SymbolTable, opts: AnalysisOptions, *, bounded: bool) -> _Parser:
+    """The parser of one file, with its GPU feed (``fd.gpu_feed``) and step selection (also for ``bench``)."""
+
+    def selection_now(n_launches: int) -> Selection:
+        steps = dedupe_steps(fd.st_num, fd.st_ts, fd.st_dur)
+        try:
+            return select(steps, opts, has_launches=n_launches > 0, label=fd.name)
+        except StepWindowError:
+            return Selection("none")  # the analysis reports it; nothing to select meanwhile
+
+    feed = GpuFeed(
+        symbols.names,
+        opts.thresholds(),
+        StepFrontier(opts),
+        bounded=bounded,
+        all_launch_calls=opts.launch_calls == "all",
+        clip_delays=opts.clip_launch_delay,
+    )
+    fd.gpu_feed = feed
+    return _Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
+
+
 def _parse(
     src: TraceSource,
     symbols: SymbolTable,
@@ -1170,23 +1192,8 @@ def _parse(
         fd.rank = guessed
         fd.rank_source = "file_name"
 
-    def selection_now(n_launches: int) -> Selection:
-        steps = dedupe_steps(fd.st_num, fd.st_ts, fd.st_dur)
-        try:
-            return select(steps, opts, has_launches=n_launches > 0, label=src.name)
-        except StepWindowError:
-            return Selection("none")  # the analysis reports it; nothing to select meanwhile
-
-    feed = GpuFeed(
-        symbols.names,
-        opts.thresholds(),
-        StepFrontier(opts),
-        bounded=bounded,
-        all_launch_calls=opts.launch_calls == "all",
-        clip_delays=opts.clip_launch_delay,
-    )
-    fd.gpu_feed = feed
-    parser = _Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
+    parser = new_parser(fd, symbols, opts, bounded=bounded)
+    feed, selection_now = parser.feed, parser.selection_now
     long_strings = _LongStrings()
     stream: EventStream | None = None
     try:
