@@ -2488,7 +2488,16 @@ typedef struct {
 #define FILE_CACHE_ENTRIES 65536
 #define FILE_CACHE_BYTES (8u << 20)
 static SCache file_cache;
-static int file_cache_busy = 0;
+
+/* The batch records, kept between calls (a fresh buffer per batch cost a page fault per 4 KB), unless a batch
+   of tiny events grew them beyond this (a 1 MB batch of "{}" is 340k records). */
+#define KEPT_RECORDS 65536
+static Rec *kept_recs = NULL;
+static Py_ssize_t kept_cap = 0;
+
+/* decode_consume is running: the file cache and the kept records are its own; a call made meanwhile (a helper
+   calling back) uses a cache and records of its own, and reader_reset leaves them */
+static int reader_busy = 0;
 
 static uint64_t bytes_hash(const unsigned char *p, size_t n) {
     uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
@@ -3163,12 +3172,13 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
 static PyObject *reader_reset(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;
-    if (!file_cache_busy) sc_free(&file_cache);
+    if (!reader_busy) sc_free(&file_cache);
     Py_RETURN_NONE;
 }
 
-/* decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): (events, launches, X events, runtime calls),
-   or NotImplemented with nothing changed (the caller then decodes the batch with msgspec) */
+/* decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): what consume_events returns (launches, X events,
+   runtime calls; fd.events counted), or NotImplemented with nothing changed (the caller then decodes the batch
+   with msgspec) */
 static PyObject *decode_consume(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
     if (nargs != 6) {
@@ -3184,22 +3194,18 @@ static PyObject *decode_consume(PyObject *module, PyObject *const *args, Py_ssiz
     rd.end = rd.p + view.len;
     SCache local;
     memset(&local, 0, sizeof(local));
-    if (!file_cache_busy) {
+    int outer = !reader_busy; /* this call uses the kept cache and records */
+    Rec *recs = NULL;
+    Py_ssize_t n = 0, cap = 0;
+    if (outer) {
+        reader_busy = 1;
         if (file_cache.used > FILE_CACHE_ENTRIES || file_cache.bytes > FILE_CACHE_BYTES) sc_free(&file_cache);
-        file_cache_busy = 1;
         rd.sc = &file_cache;
+        recs = kept_recs;
+        cap = kept_cap;
     } else {
         rd.sc = &local;
     }
-    /* the records live in one buffer kept between calls (a fresh one per batch cost a page fault per 4 KB);
-       a call made while another runs (a helper calling back) gets its own */
-    static Rec *kept = NULL;
-    static Py_ssize_t kept_cap = 0;
-    static int kept_busy = 0;
-    int own = !kept_busy;
-    Rec *recs = own ? kept : NULL;
-    Py_ssize_t n = 0, cap = own ? kept_cap : 0;
-    if (own) kept_busy = 1;
     int rc = 1;
     if (empty == NULL) goto done;
     rd_ws(&rd);
@@ -3238,36 +3244,24 @@ static PyObject *decode_consume(PyObject *module, PyObject *const *args, Py_ssiz
     }
     rd_ws(&rd);
     if (rd.p != rd.end) goto decline;
-    {
-        PyObject *r = consume_core(args[0], recs, n, args + 2, 1);
-        if (r == NULL || r == Py_NotImplemented) {
-            result = r;
-            goto done;
-        }
-        long long a, b, c;
-        int ok = PyArg_ParseTuple(r, "LLL", &a, &b, &c);
-        Py_DECREF(r);
-        if (ok) result = Py_BuildValue("(nLLL)", n, a, b, c);
-    }
+    result = consume_core(args[0], recs, n, args + 2, 1);
     goto done;
 decline:
     Py_INCREF(Py_NotImplemented);
     result = Py_NotImplemented;
 done:
-    if (rd.sc == &file_cache) file_cache_busy = 0;
-    else sc_free(rd.sc);
-    if (own && cap <= 65536) { /* a batch of tiny events is not kept (a 1 MB batch of "{}" is 340k records) */
-        kept = recs;
+    if (outer && cap <= KEPT_RECORDS) {
+        kept_recs = recs;
         kept_cap = cap;
-        kept_busy = 0;
-    } else if (own) {
-        PyMem_Free(recs);
-        kept = NULL;
-        kept_cap = 0;
-        kept_busy = 0;
     } else {
         PyMem_Free(recs);
+        if (outer) {
+            kept_recs = NULL;
+            kept_cap = 0;
+        }
     }
+    if (outer) reader_busy = 0;
+    else sc_free(&local);
     Py_XDECREF(empty);
     PyBuffer_Release(&view);
     return result;
@@ -3382,7 +3376,7 @@ static PyMethodDef methods[] = {
      "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): _Parser._consume_events in C, or NotImplemented"},
     {"decode_consume", (PyCFunction)(void (*)(void))decode_consume, METH_FASTCALL,
      "decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): the batch's JSON read into the same loop "
-     "without an Event per event; (events, launches, X events, runtime calls), or NotImplemented"},
+     "without an Event per event; consume_events' (launches, X events, runtime calls), or NotImplemented"},
     {"reader_reset", (PyCFunction)reader_reset, METH_NOARGS,
      "reader_reset(): drop the strings decode_consume keeps across one file's batches"},
     {"join_launches", (PyCFunction)(void (*)(void))join_launches, METH_FASTCALL,

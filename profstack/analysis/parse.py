@@ -626,7 +626,7 @@ class FileData:
         return self.error is not None and (not self.error.partial_ok or self.x_events == 0)
 
 
-READER_GIVE_UP = 8  # declined batches after which the C reader is tried only while it takes 4 in 5
+READER_GIVE_UP = 8  # declined batches after which the C reader is tried only while it takes 1 batch in 5
 
 
 class _BatchArrays(NamedTuple):
@@ -838,7 +838,7 @@ class _Parser:
         r = reader(self, batch, *arrays)
         if r is NotImplemented:
             return False
-        self._after_batch(r[1:], arrays)
+        self._after_batch(r, arrays)
         return True
 
     def _after_batch(self, r: tuple[int, int, int], arrays: _BatchArrays) -> None:
