@@ -117,12 +117,7 @@ def _predict_rank(src: TraceSource, opts: AnalysisOptions) -> int | None:
                 _limited(iter_chunks(fh, max_decompressed=opts.max_decompressed_bytes), _PEEK_BYTES),
                 max_value_bytes=opts.max_event_bytes,
             )
-            batches = stream.batches()
-            try:
-                next(batches, None)
-            finally:
-                batches.close()
-            meta = stream.meta
+            meta = stream.header()  # reads up to the traceEvents key (one 1 MB read for Kineto's layout)
     except Exception:  # noqa: S110 - a peek only; the real parse reports the problem
         pass
     dist = meta.get("distributedInfo")

@@ -136,6 +136,7 @@ class EventStream:
         self.saw_trace_events = False
         self.had_bom = False
         self.finished = False  # the closing brace of the top-level object was reached
+        self._header_only = False  # header(): stop at the traceEvents key
         self.consumed_bytes = 0  # decompressed bytes dropped from the buffer so far
         self.total_bytes = 0  # decompressed bytes received so far
         # an input error after which the bytes already buffered are still parsed (truncated/corrupt gzip)
@@ -207,6 +208,15 @@ class EventStream:
         self._rejected = True
 
     # -- main iteration -------------------------------------------------------------------------
+    def header(self) -> dict[str, Any]:
+        """The top-level metadata written before ``traceEvents`` (Kineto writes ``distributedInfo`` and
+        ``deviceProperties`` there), reading no further than that key: the rank peek of a multi-file job.
+        Input errors are raised as by :meth:`batches`."""
+        self._header_only = True
+        for _ in self._batches():  # yields nothing: _batches returns at the traceEvents key
+            pass
+        return self.meta
+
     def batches(self) -> Generator[Batch, None, None]:
         """Batches of events; an input error is raised only after everything before it was yielded."""
         try:
@@ -261,6 +271,8 @@ class EventStream:
                     raise NotKinetoError("traceEvents is not an array")
                 self.saw_trace_events = True
                 self._pos += 1
+                if self._header_only:
+                    return
                 yield from self._events()
                 continue
             end = self._value_end()

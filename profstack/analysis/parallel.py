@@ -3,8 +3,9 @@
 ``engine.analyze`` runs two phases: :func:`engine.analyse_files` parses the files and analyses each rank
 as soon as its last file is parsed, then :func:`engine.assemble` builds the one summary. Ranks never share
 state in the first phase (each is closed, merged and analysed from its own files), so this module cuts
-the job into rank groups, runs the first phase of each group in a process pool, and hands the
-concatenated results, in the serial phase's order, to the same assembler.
+the job into rank groups, runs the first phase of each group in worker processes (each takes the next
+group, biggest first, from one queue), and hands the concatenated results, in the serial phase's order,
+to the same assembler.
 
 What makes the cut exact, and when it falls back to one process (``Report.serial_reason``):
 
@@ -15,11 +16,13 @@ What makes the cut exact, and when it falls back to one process (``Report.serial
   always the serial one.
 * A job with one input, one rank, or ``jobs <= 1`` runs serially; so does a job with unknown-rank files
   next to negative ranks (the serial phase orders those before rank 0).
-* A worker that fails (killed, out of memory) does not lose the job: it is analysed again in one process.
+* A worker that fails (killed, out of memory, an exception) does not lose the job: the others are
+  stopped and the job is analysed again in one process. An interrupted caller stops its workers.
 
-Workers start by fork while the caller runs a single thread, else by forkserver. They report the input
-bytes they consume through a queue, so ``progress`` sees the same total as a
-serial run. Each worker holds one rank at a time, so peak memory is about ``jobs`` times a serial run's.
+Workers start by fork while the caller runs a single thread (they inherit the job: nothing is pickled on
+the way in), else by forkserver. The CLI's progress bar runs no thread for this reason. Workers report the
+input bytes they consume through a queue, so ``progress`` sees the same total as a serial run.
+Each worker holds one rank at a time, so peak memory is about ``jobs`` times a serial run's.
 Not for the Lambda (one job per invocation; no /dev/shm for multiprocessing there).
 """
 
@@ -29,8 +32,8 @@ import multiprocessing
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass
+from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
 from profstack.analysis.engine import (
@@ -50,8 +53,15 @@ from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.parse import FileData
 from profstack.analysis.sources import TraceSource
 
+Context = (
+    multiprocessing.context.ForkContext
+    | multiprocessing.context.ForkServerContext
+    | multiprocessing.context.SpawnContext
+)
+
 PROGRESS_BYTES = 4 << 20  # a worker reports consumed input in steps of at least this many bytes
-#: Below this much input (on disk) one process is faster: starting the pool costs ~0.3-1 s.
+#: Below this much input (on disk) one process is as fast: starting workers costs ~15-25 ms by fork (a
+#: 2-rank job, bench/README.md), ~0.5 s the first time by forkserver.
 MIN_PARALLEL_BYTES = 32 << 20
 
 
@@ -102,30 +112,49 @@ def plan_groups(
 
 # ------------------------------------------------------------------------------------------- worker side
 
-_queue: Any = None  # the pool's progress queue, set in each worker by _init_worker
+_queue: Any = None  # the job's progress queue, set in each worker by _worker
 
 
-def _init_worker(queue: Any, cpus: Any) -> None:
+@dataclass(frozen=True)
+class _Job:
+    """What every worker of one job gets (inherited by fork, pickled once per worker otherwise)."""
+
+    sources: Sequence[TraceSource]
+    opts: AnalysisOptions
+    predicted: Sequence[int | None]
+    groups: Sequence[Sequence[int]]
+
+
+def _worker(job: _Job, tasks: Any, out: Any, queue: Any, cpu: int | None) -> None:
+    """Analyse the groups taken from ``tasks`` until its ``None``, sending ``(k, Analysed | None, error)``
+    for each on ``out``. Imports nothing and pickles no arguments under fork: it starts in ~4 ms."""
     global _queue  # noqa: PLW0603 - one queue per worker process, set once at its start
     _queue = queue
-    if cpus is not None:
+    if cpu is not None:
         # one CPU per worker: left to itself the scheduler kept both workers of a 2-rank job on one of two
         # CPUs (each at ~50 %, no faster than one process); pinned, the job took 0.71-0.76x the serial time
-        os.sched_setaffinity(0, {cpus.get()})
+        os.sched_setaffinity(0, {cpu})
+    n = len(job.sources)
+    while (k := tasks.get()) is not None:
+        g = job.groups[k]
+        try:
+            part = _analyse_group([job.sources[i] for i in g], job.opts, [job.predicted[i] for i in g], n)
+        except Exception as exc:  # analyse_files records per-file failures; this is MemoryError and the like
+            out.send((k, None, f"{type(exc).__name__}: {exc}"))
+        else:
+            out.send((k, part, None))
+    out.close()
 
 
-def _cpu_queue(ctx: multiprocessing.context.BaseContext, workers: int) -> Any:
-    """A queue of distinct CPUs, one per worker, or None where affinity cannot be set or CPUs are too few."""
+def _worker_cpus(workers: int) -> list[int | None]:
+    """A distinct CPU per worker, or None each where affinity cannot be set or CPUs are too few."""
     try:
         allowed = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - no affinity masks (macOS, Windows)
-        return None
+        return [None] * workers
     if len(allowed) < workers:
-        return None
-    cpus = ctx.SimpleQueue()
-    for cpu in allowed[:workers]:
-        cpus.put(cpu)
-    return cpus
+        return [None] * workers
+    return list(allowed[:workers])
 
 
 def _analyse_group(
@@ -149,7 +178,7 @@ def _analyse_group(
 # ------------------------------------------------------------------------------------------- main side
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> Context:
     """fork while this process runs one thread (workers start in ~0.1 s, with the engine already imported);
     else forkserver (forking a process with threads can deadlock, e.g. on tqdm's monitor thread's locks),
     whose first start costs ~0.5 s; spawn where neither exists."""
@@ -168,6 +197,76 @@ def _drain(queue: Any, progress: Callable[[int], None] | None) -> None:
         nbytes = queue.get()
         if progress is not None:
             progress(nbytes)
+
+
+def _run_workers(
+    job: _Job, workers: int, progress: Callable[[int], None] | None
+) -> tuple[dict[int, Analysed], str | None]:
+    """Every group of ``job`` analysed by ``workers`` processes taking groups from one queue (biggest first,
+    so they end together): the results by group, or a failure (a worker died or raised) to redo serially.
+
+    Plain processes, not a ``ProcessPoolExecutor``: under fork the job is inherited rather than pickled,
+    there is no manager thread, and the caller does not wait for the workers to exit (``multiprocessing``
+    reaps them at its next start or at exit). With the header peek reading only up to ``traceEvents``, this
+    cut the time before the workers start and after they finish (bench/README.md)."""
+    ctx = _context()
+    queue, tasks = ctx.SimpleQueue(), ctx.SimpleQueue()
+    sizes = [sum(job.sources[i].size_hint or 0 for i in g) for g in job.groups]
+    for k in sorted(range(len(job.groups)), key=lambda k: -sizes[k]):
+        tasks.put(k)
+    for _ in range(workers):
+        tasks.put(None)
+    procs: list[tuple[Any, Any]] = []  # (process, the read end of its results pipe)
+    results: dict[int, Analysed] = {}
+    failure: str | None = None
+    try:
+        for cpu in _worker_cpus(workers):
+            reader, writer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_worker, args=(job, tasks, writer, queue, cpu), daemon=True)
+            proc.start()
+            writer.close()  # the worker holds the only write end: its exit is the reader's EOF
+            procs.append((proc, reader))
+        failure = _collect(procs, queue, progress, results)
+        if failure is None and len(results) < len(job.groups):
+            codes = sorted({p.exitcode for p, _ in procs if p.exitcode})
+            failure = f"a worker failed (exit code {', '.join(map(str, codes)) or 'unknown'})"
+    finally:
+        if failure is not None or len(results) < len(job.groups):  # failed or interrupted: stop the rest
+            _stop([p for p, _ in procs])
+        for _, reader in procs:
+            reader.close()
+    _drain(queue, progress)
+    return results, failure
+
+
+def _collect(
+    procs: list[tuple[Any, Any]], queue: Any, progress: Callable[[int], None] | None, results: dict[int, Analysed]
+) -> str | None:
+    """Receive the workers' results into ``results`` until every worker has exited or one reports a
+    failure (returned)."""
+    live = list(procs)
+    while live:
+        mp_wait([r for _, r in live], timeout=0.2)
+        _drain(queue, progress)
+        for entry in list(live):
+            reader = entry[1]
+            try:
+                while reader.poll():
+                    k, part, error = reader.recv()
+                    if error is not None:
+                        return f"a worker failed ({error})"
+                    results[k] = part
+            except EOFError:  # the worker exited: normally after its last group, else killed
+                live.remove(entry)
+    return None
+
+
+def _stop(procs: list[Any]) -> None:
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join()
 
 
 def _rank_as_grouped(f: FileData | None, predicted: int | None) -> bool:
@@ -195,32 +294,7 @@ def analyze_with_report(
         parts = analyse_files(sources, opts, predicted, progress, n_inputs=n)
         return assemble(parts, opts), Report(1, 1, why)
     workers = min(want, len(groups))
-    ctx = _context()
-    queue = ctx.SimpleQueue()
-    results: dict[int, Analysed] = {}
-    failure: str | None = None
-    sizes = [sum(sources[i].size_hint or 0 for i in g) for g in groups]
-    init = (queue, _cpu_queue(ctx, workers))
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=init) as pool:
-        futures: dict[Future[Analysed], int] = {}
-        for k in sorted(range(len(groups)), key=lambda k: -sizes[k]):  # biggest first: the pool ends together
-            g = groups[k]
-            job = pool.submit(_analyse_group, [sources[i] for i in g], opts, [predicted[i] for i in g], n)
-            futures[job] = k
-        pending = set(futures)
-        try:
-            while pending:
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                _drain(queue, progress)
-                for job in done:
-                    try:
-                        results[futures[job]] = job.result()
-                    except Exception as exc:  # a killed or failed worker: the job is redone in one process
-                        failure = failure or f"a worker failed ({type(exc).__name__}: {exc})"
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-    _drain(queue, progress)
+    results, failure = _run_workers(_Job(sources, opts, predicted, groups), workers, progress)
     if failure is None:
         mispredicted = [
             k

@@ -14,6 +14,15 @@ from typing import IO
 
 from tqdm import tqdm
 
+
+class _Bar(tqdm):  # type: ignore[misc]  # tqdm ships no types
+    """A bar without tqdm's monitor thread: with a second thread alive, ``--jobs`` must start its workers
+    by forkserver (~0.5 s) instead of fork (~4 ms each), since forking a threaded process can deadlock.
+    The monitor only rescues bars that stall past ``maxinterval``; our callers update every 4 MB."""
+
+    monitor_interval = 0
+
+
 MB = 1_000_000
 
 
@@ -32,7 +41,7 @@ class Phase:
         self.printed = False
         self._bar: tqdm[int] | None = None
         if self.tty:
-            self._bar = tqdm(
+            self._bar = _Bar(
                 total=self.total,
                 desc=f"  {label}",
                 file=stream,

@@ -190,3 +190,40 @@ def test_workers_start_by_fork_only_while_one_thread_runs(
     serial, par, report, _ = serial_and_parallel(sources)
     assert report.workers == 2
     assert par == serial
+
+
+def test_a_worker_that_raises_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN analysing a group raises in the workers (MemoryError; fork inherits the patch) but not here
+    owner, real = os.getpid(), parallel._analyse_group
+
+    def raises(*args: object, **kwargs: object) -> object:
+        if os.getpid() != owner:
+            raise MemoryError("no room for rank 1")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(parallel, "_analyse_group", raises)
+    sources = discover_sources([TWO_RANKS])
+    # WHEN analysed in processes THEN the serial summary, and the reason names the error
+    serial, par, report, _ = serial_and_parallel(sources)
+    assert report.serial_reason == "a worker failed (MemoryError: no room for rank 1)"
+    assert par == serial
+
+
+def test_an_interrupted_caller_stops_its_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN the caller is interrupted (Ctrl-C) while its workers run
+    import multiprocessing
+    import time
+
+    def interrupt(queue: object, progress: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parallel, "_drain", interrupt)
+    sources = discover_sources([TWO_RANKS])
+    # WHEN analysed in processes THEN the interrupt reaches the caller
+    with pytest.raises(KeyboardInterrupt):
+        parallel.analyze(sources, jobs=2, min_bytes=0)
+    # AND no worker is left running
+    deadline = time.monotonic() + 10
+    while multiprocessing.active_children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert multiprocessing.active_children() == []

@@ -175,3 +175,24 @@ def test_resumable_scanner_matches_one_shot(text: str, step: int) -> None:
             if end >= 0:
                 break
         assert end == full == len(value)
+
+
+def test_the_header_peek_reads_no_further_than_trace_events() -> None:
+    # GIVEN a trace whose metadata comes before a large traceEvents array, fed in 64 KB chunks
+    head = b'{"schemaVersion": 1, "distributedInfo": {"rank": 3, "world_size": 4}, "traceEvents": ['
+    body = b",".join(b'{"ph": "X", "name": "op", "ts": %d, "dur": 1, "pid": 1, "tid": 1}' % i for i in range(200_000))
+    data = head + body + b'], "deviceProperties": []}'
+    pulled = 0
+
+    def chunks() -> Iterator[bytes]:
+        nonlocal pulled
+        for i in range(0, len(data), 1 << 16):
+            pulled += 1
+            yield data[i : i + (1 << 16)]
+
+    stream = EventStream(chunks(), max_value_bytes=1 << 20)
+    # WHEN its header is read THEN the metadata before traceEvents, after one chunk of ~200 (not the 4 MB
+    # a first batch would fill), and the keys after the events are not seen
+    assert stream.header() == {"schemaVersion": 1, "distributedInfo": {"rank": 3, "world_size": 4}}
+    assert stream.saw_trace_events
+    assert pulled == 1
