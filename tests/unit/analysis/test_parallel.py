@@ -202,6 +202,7 @@ def test_a_worker_that_raises_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> 
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(parallel, "_analyse_group", raises)
+    monkeypatch.setattr(parallel.threading, "active_count", lambda: 1)  # fork (pytest-xdist runs threads)
     sources = discover_sources([TWO_RANKS])
     # WHEN analysed in processes THEN the serial summary, and the reason names the error
     serial, par, report, _ = serial_and_parallel(sources)
