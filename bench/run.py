@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -387,15 +388,32 @@ def breakdown_table(results: list[Measurement]) -> str:
     return "\n".join(rows)
 
 
+def _median_seconds(m: Measurement | None) -> float | None:
+    """The median wall time of a cell's rounds (``all_mb_per_s``), or None without them."""
+    speeds = [v for v in (m.extra.get("all_mb_per_s") or []) if v] if m is not None else []
+    if m is None or not speeds:
+        return None
+    return float(statistics.median(m.json_bytes / MB / v for v in speeds))
+
+
 def parallel_table(results: list[Measurement]) -> str:
+    """The --jobs rows: the best round's ratio (as every other cell) and, beside it, the ratio of the
+    medians over the interleaved rounds: on a noisy machine one lucky serial round moves the best ratio by
+    0.1 or more (12-02: 0.73x best, 0.56x median, same run), the medians much less."""
     index = {(m.tool, m.size_mb): m for m in results if m.fmt == "2ranks"}
     rows = [
-        "| job | --jobs 1 s | --jobs 2 s | --jobs 2 / --jobs 1 | same summary | peak RSS MB (jobs 1 / jobs 2 parent) |",
-        "|---|---|---|---|---|---|",
+        "| job | --jobs 1 s | --jobs 2 s | --jobs 2 / --jobs 1 | same ratio, medians of the rounds (rounds) "
+        "| same summary | peak RSS MB (jobs 1 / jobs 2 parent) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for size in sorted({k[1] for k in index}):
         one, two = index.get(("profstack-jobs1", size)), index.get(("profstack-jobs2", size))
         ratio = f"{two.seconds / one.seconds:.2f}×" if one and two and one.seconds and two.seconds else "—"
+        m1, m2 = _median_seconds(one), _median_seconds(two)
+        rounds = (
+            min(len(one.extra.get("all_mb_per_s", [])), len(two.extra.get("all_mb_per_s", []))) if one and two else 0
+        )
+        median = f"{m2 / m1:.2f}× ({rounds})" if m1 and m2 else "—"
         same = "—"
         if one and two and one.extra.get("summary_sha") and two.extra.get("summary_sha"):
             same = "yes" if one.extra["summary_sha"] == two.extra["summary_sha"] else "**no**"
@@ -404,6 +422,7 @@ def parallel_table(results: list[Measurement]) -> str:
             _fmt(one.seconds if one else None, ".2f"),
             _fmt(two.seconds if two else None, ".2f"),
             ratio,
+            median,
             same,
             f"{_rss(one)} / {_rss(two)}",
         ]

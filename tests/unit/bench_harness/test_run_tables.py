@@ -56,7 +56,18 @@ def test_the_parallel_table_compares_wall_time_and_summaries() -> None:
     one = cell("profstack-jobs1", 100.0, fmt="2ranks", summary_sha="abc")
     two = cell("profstack-jobs2", 180.0, fmt="2ranks", summary_sha="abc")
     row = run.parallel_table([one, two]).splitlines()[2]
-    assert "| 0.56× | yes |" in row
+    assert "| 0.56× | — | yes |" in row  # no rounds recorded: no median
+
+
+def test_the_parallel_table_gives_the_ratio_of_the_median_rounds() -> None:
+    # GIVEN 3 interleaved rounds each: serial 1.0, 0.5 (one lucky round), 1.0 s; parallel 0.6, 0.55, 0.6 s
+    one = cell("profstack-jobs1", 200.0, fmt="2ranks", summary_sha="abc", all_mb_per_s=[100.0, 200.0, 100.0])
+    two = cell(
+        "profstack-jobs2", 100 / 0.55, fmt="2ranks", summary_sha="abc", all_mb_per_s=[100 / 0.6, 100 / 0.55, 100 / 0.6]
+    )
+    # WHEN tabulated THEN the best rounds' ratio (0.55 / 0.5) and the medians' (0.6 / 1.0) over 3 rounds
+    row = run.parallel_table([one, two]).splitlines()[2]
+    assert "| 1.10× | 0.60× (3) | yes |" in row
 
 
 def test_the_two_rank_job_sets_each_files_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
