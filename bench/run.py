@@ -388,12 +388,11 @@ def breakdown_table(results: list[Measurement]) -> str:
     return "\n".join(rows)
 
 
-def _median_seconds(m: Measurement | None) -> float | None:
-    """The median wall time of a cell's rounds (``all_mb_per_s``), or None without them."""
-    speeds = [v for v in (m.extra.get("all_mb_per_s") or []) if v] if m is not None else []
-    if m is None or not speeds:
-        return None
-    return float(statistics.median(m.json_bytes / MB / v for v in speeds))
+def _round_seconds(m: Measurement | None) -> list[float]:
+    """The wall time of each of a cell's rounds (from ``all_mb_per_s``)."""
+    if m is None:
+        return []
+    return [m.json_bytes / MB / v for v in (m.extra.get("all_mb_per_s") or []) if v]
 
 
 def parallel_table(results: list[Measurement]) -> str:
@@ -409,11 +408,8 @@ def parallel_table(results: list[Measurement]) -> str:
     for size in sorted({k[1] for k in index}):
         one, two = index.get(("profstack-jobs1", size)), index.get(("profstack-jobs2", size))
         ratio = f"{two.seconds / one.seconds:.2f}×" if one and two and one.seconds and two.seconds else "—"
-        m1, m2 = _median_seconds(one), _median_seconds(two)
-        rounds = (
-            min(len(one.extra.get("all_mb_per_s", [])), len(two.extra.get("all_mb_per_s", []))) if one and two else 0
-        )
-        median = f"{m2 / m1:.2f}× ({rounds})" if m1 and m2 else "—"
+        r1, r2 = _round_seconds(one), _round_seconds(two)
+        median = f"{statistics.median(r2) / statistics.median(r1):.2f}× ({min(len(r1), len(r2))})" if r1 and r2 else "—"
         same = "—"
         if one and two and one.extra.get("summary_sha") and two.extra.get("summary_sha"):
             same = "yes" if one.extra["summary_sha"] == two.extra["summary_sha"] else "**no**"

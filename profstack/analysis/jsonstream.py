@@ -211,7 +211,9 @@ class EventStream:
     def header(self) -> dict[str, Any]:
         """The top-level metadata written before ``traceEvents`` (Kineto writes ``distributedInfo`` and
         ``deviceProperties`` there), reading no further than that key: the rank peek of a multi-file job.
-        Input errors are raised as by :meth:`batches`."""
+        A header that is cut or malformed raises as in :meth:`batches`; an input error held back for after
+        the bytes already received (a truncated gzip, ``_pending``) does not, since the header before it
+        parsed whole."""
         self._header_only = True
         for _ in self._batches():  # yields nothing: _batches returns at the traceEvents key
             pass

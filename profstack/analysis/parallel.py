@@ -179,9 +179,9 @@ def _analyse_group(
 
 
 def _context() -> Context:
-    """fork while this process runs one thread (workers start in ~0.1 s, with the engine already imported);
-    else forkserver (forking a process with threads can deadlock, e.g. on tqdm's monitor thread's locks),
-    whose first start costs ~0.5 s; spawn where neither exists."""
+    """fork while this process runs one thread (a worker starts in ~4 ms, with the engine already imported);
+    else forkserver (forking a process with threads can deadlock on a lock another thread held), whose first
+    start costs ~0.5 s; spawn where neither exists."""
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
