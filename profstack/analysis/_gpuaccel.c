@@ -25,6 +25,7 @@
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -1831,7 +1832,7 @@ static int stream_id(PyObject *parser, PyObject *st, long long *out) {
 }
 
 enum { NB_OPS = 9, B_LCORR = 9, B_LTS, B_LDUR, B_CPU, B_DLTS, B_DLDUR, B_SNAME, B_STS, B_SDUR, B_ANAME, B_AGPU, B_ATS,
-       B_ADUR, B_GSTS, B_GSDUR, NBUF };
+       B_ADUR, B_GSTS, B_GSDUR, B_MTS, B_MTID, B_MDEV, B_MBYTES, B_MALLOC, B_MRES, B_MOP, NBUF };
 
 /* One decoded event as the per-event loop reads it: from a parse.Event (consume_events) or straight from the
    batch's JSON (decode_consume). Strings are borrowed (from the Event, or from the reader's string cache). */
@@ -1847,6 +1848,15 @@ typedef struct {
     signed char has_args, has_corr, has_occ, has_dev, dev_ovf;
     signed char stream_t; /* 0 None, 1 an int (in stream), 2 another object (stream_o) */
     signed char bytes_t;  /* 0 None, 1 int (bytes_i), 2 float (bytes_f) */
+    /* from the reader only (mem_read): args' [memory] fields (mem_set: a bit per field present and not null,
+       in the order of mem) and the tid, for a [memory] event added without a parse.Event */
+    signed char mem_read, mem_set;
+    signed char tid_t; /* 0 None (absent, null), 1 int (tid_i), 2 float (tid_f), 3 an ASCII str (tid_s, tid_n) */
+    long long mem[5];  /* Bytes, Total Allocated, Total Reserved, Device Type, Device Id */
+    long long tid_i;
+    double tid_f;
+    const char *tid_s;
+    Py_ssize_t tid_n;
 } Rec;
 
 /* the event a Python helper takes (new reference): the Event itself, or the one parse._ONE_DECODER decodes from
@@ -1888,6 +1898,9 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
     PyObject *result = NULL, *parse = NULL, *fd = NULL, *cat_kind = NULL, *memory_event_name = NULL;
     PyObject *cpu_agg = NULL, *rt_agg = NULL, *ids = NULL, *symbols = NULL, *feed = NULL, *ops = NULL;
     PyObject *devices = NULL, *other_name = NULL, *first_gpu = NULL, *one_decoder = NULL;
+    PyObject *memory = NULL, *mem_tids = NULL;
+    Py_ssize_t mem_len = 0, mem_max = 0; /* memory's events before this batch, memory.MAX_EVENTS */
+    long long mem_seen = 0;              /* [memory] events added here (memory.seen) */
     ABuf buf[NBUF];
     memset(buf, 0, sizeof(buf));
     int loaded = 0;
@@ -1969,6 +1982,29 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
             if (r) goto decline;
         }
     }
+    { /* fd.memory's columns (MemoryEvents.add): appended here for the reader's [memory] events */
+        PyObject *mm = PyImport_ImportModule("profstack.analysis.memory");
+        if (mm == NULL) goto error;
+        int bad_m = 0;
+        mem_max = (Py_ssize_t)const_ll(mm, "MAX_EVENTS", &bad_m);
+        Py_DECREF(mm);
+        if (bad_m) goto error;
+        if ((memory = PyObject_GetAttrString(fd, "memory")) == NULL) goto error;
+        if ((mem_tids = PyObject_GetAttrString(memory, "tids")) == NULL) goto error;
+        if (!PyDict_CheckExact(mem_tids)) goto decline;
+        const char *mn[] = {"ts", "tid", "dev", "nbytes", "alloc", "reserved", "op"};
+        const char *mf[] = {"d", "i", "q", "q", "q", "q", "i"};
+        const Py_ssize_t ms[] = {8, 4, 8, 8, 8, 8, 4};
+        for (int k = 0; k < 7; k++) {
+            PyObject *a = PyObject_GetAttrString(memory, mn[k]);
+            if (a == NULL) goto error;
+            if (k == 0) mem_len = PyObject_Length(a);
+            int r = mem_len < 0 ? -1 : abuf_init(&buf[B_MTS + k], a, mf[k], ms[k]);
+            Py_DECREF(a);
+            if (r < 0) goto error;
+            if (r) goto decline;
+        }
+    }
     loaded = 1;
     if (count_events && add_attr_long(fd, "events", (long long)n) < 0) goto error;
 
@@ -2010,7 +2046,53 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
             } else if (is_ascii_eq(ph_o, "i", 1)) {
                 int eq = PyUnicode_Compare(r->name, memory_event_name);
                 if (eq == -1 && PyErr_Occurred()) goto error;
-                if (eq == 0) {
+                if (eq == 0 && r->mem_read) { /* parser.memory_event -> MemoryEvents.add, in C */
+                    if (!r->has_args || !(r->mem_set & 1)) continue; /* no args, or Bytes null */
+                    mem_seen += 1;
+                    if (mem_len + buf[B_MTS].n >= mem_max || r->ts != r->ts) continue;
+                    PyObject *key;
+                    if (r->tid_t == 1) key = PyLong_FromLongLong(r->tid_i);
+                    else if (r->tid_t == 2) key = PyFloat_FromDouble(r->tid_f);
+                    else if (r->tid_t == 3) key = PyUnicode_FromStringAndSize(r->tid_s, r->tid_n);
+                    else key = Py_NewRef(Py_None);
+                    if (key == NULL) goto error;
+                    PyObject *tv = PyDict_GetItemWithError(mem_tids, key); /* borrowed */
+                    long long ti;
+                    if (tv == NULL) {
+                        if (PyErr_Occurred()) {
+                            Py_DECREF(key);
+                            goto error;
+                        }
+                        ti = (long long)PyDict_GET_SIZE(mem_tids);
+                        PyObject *nv = PyLong_FromLongLong(ti);
+                        int rc = nv == NULL ? -1 : PyDict_SetItem(mem_tids, key, nv);
+                        Py_XDECREF(nv);
+                        if (rc < 0) {
+                            Py_DECREF(key);
+                            goto error;
+                        }
+                    } else if (int64_of(tv, &ti) < 0) {
+                        Py_DECREF(key);
+                        goto error;
+                    }
+                    Py_DECREF(key);
+                    if (ti < INT32_MIN || ti > INT32_MAX) {
+                        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+                        goto error;
+                    }
+                    int t32 = (int)ti, op32 = -1;
+                    const long long *mv = r->mem;
+                    long long dt = (r->mem_set & 8) && mv[3] >= 0 && mv[3] < (1 << 15) ? mv[3] : 0x7FFF;
+                    long long di = (r->mem_set & 16) && mv[4] >= 0 && mv[4] < 0xFFFF ? mv[4] : 0xFFFF;
+                    long long dev = dt * 65536 + di, nb = mv[0], al = (r->mem_set & 2) ? mv[1] : -1,
+                              rs = (r->mem_set & 4) ? mv[2] : -1;
+                    double mts = r->ts;
+                    if (abuf_push(&buf[B_MTS], &mts) < 0 || abuf_push(&buf[B_MTID], &t32) < 0 ||
+                        abuf_push(&buf[B_MDEV], &dev) < 0 || abuf_push(&buf[B_MBYTES], &nb) < 0 ||
+                        abuf_push(&buf[B_MALLOC], &al) < 0 || abuf_push(&buf[B_MRES], &rs) < 0 ||
+                        abuf_push(&buf[B_MOP], &op32) < 0)
+                        goto error;
+                } else if (eq == 0) {
                     PyObject *e = rec_event(r, one_decoder);
                     if (e == NULL) goto error;
                     PyObject *rv = PyObject_CallMethod(parser, "memory_event", "O", e);
@@ -2303,6 +2385,7 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
     for (int k = 0; k < NBUF; k++)
         if (abuf_flush(&buf[k]) < 0) goto error;
     loaded = 0;
+    if (add_attr_long(memory, "seen", mem_seen) < 0) goto error_written;
     if (add_attr_long(fd, "no_ph", no_ph) < 0 || add_attr_long(fd, "begin_end", begin_end) < 0 ||
         add_attr_long(fd, "n_kernels", n_kernels) < 0 || add_attr_long(fd, "n_memcpy", n_memcpy) < 0 ||
         add_attr_long(fd, "n_memset", n_memset) < 0)
@@ -2332,6 +2415,10 @@ error:
             add_attr_long(fd, "n_memset", n_memset);
             PyErr_Clear();
         }
+        if (memory != NULL) {
+            add_attr_long(memory, "seen", mem_seen);
+            PyErr_Clear();
+        }
         PyErr_Restore(t, v, tb);
     }
 error_written:
@@ -2353,6 +2440,8 @@ done:
     Py_XDECREF(ops);
     Py_XDECREF(first_gpu);
     Py_XDECREF(one_decoder);
+    Py_XDECREF(memory);
+    Py_XDECREF(mem_tids);
     return result;
 }
 
@@ -2464,6 +2553,9 @@ error:
  * strings it skips are only checked for control characters and escapes, as msgspec checks them.
  */
 
+#if !defined(FLT_EVAL_METHOD) || FLT_EVAL_METHOD != 0
+#error "num_double's fast path assumes double arithmetic in double precision (no x87 excess precision)"
+#endif
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the JSON reader's word-at-a-time string scan assumes a little-endian machine"
 #endif
@@ -2850,7 +2942,16 @@ static int num_double(const NumTok *t, double *out) {
                                     19073486328125ull, 95367431640625ull, 476837158203125ull, 2384185791015625ull,
                                     11920928955078125ull, 59604644775390625ull, 298023223876953125ull,
                                     1490116119384765625ull, 7450580596923828125ull};
+    /* m * 10**e, both exact doubles (m <= 2**53, |e| <= 22): one IEEE product or quotient, correctly rounded
+       (Clinger's fast path; FLT_EVAL_METHOD 0 and no contraction, see native_build's flags) */
+    static const double P10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                   1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
     if (t->big) return 1;
+    if (!t->is_int && t->m <= (1ull << 53) && t->exp10 >= -22 && t->exp10 <= 22) {
+        double v = t->exp10 < 0 ? (double)t->m / P10[-t->exp10] : (double)t->m * P10[t->exp10];
+        *out = t->neg ? -v : v;
+        return 0;
+    }
     if (t->is_int) { /* an int token: float(int), exact up to 2**53 */
         if (t->m > (1ull << 53)) return 1;
         *out = t->neg && t->m ? -(double)t->m : (double)t->m;
@@ -3011,9 +3112,16 @@ static int rd_kept_str(Rd *rd, PyObject **out, Memo *memo) {
 
 /* parse.Args: the fields the loop reads, and the [memory] fields checked (the event is decoded again for those);
    0 ok, 1 decline, -1 error */
+static int mem_field(const unsigned char *k, Py_ssize_t kn) { /* the index in Rec.mem of a [memory] field, or -1 */
+    static const char *const names[5] = {"Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id"};
+    for (int i = 0; i < 5; i++)
+        if (key_is(k, kn, names[i])) return i;
+    return -1;
+}
+
 static int rd_args(Rd *rd, Rec *r) {
     r->has_args = 1;
-    r->has_corr = r->has_occ = r->has_dev = r->dev_ovf = r->stream_t = r->bytes_t = 0;
+    r->has_corr = r->has_occ = r->has_dev = r->dev_ovf = r->stream_t = r->bytes_t = r->mem_set = 0;
     r->stream_o = NULL;
     rd->p++;
     rd_ws(rd);
@@ -3032,6 +3140,7 @@ static int rd_args(Rd *rd, Rec *r) {
         if (rd->p >= rd->end) return 1;
         signed char set;
         long long iv;
+        int mf;
         if (key_is(k, kn, "correlation")) {
             if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_corr, &r->corr)) return 1;
         } else if (key_is(k, kn, "stream")) {
@@ -3071,10 +3180,11 @@ static int rd_args(Rd *rd, Rec *r) {
                     return 1;
                 r->has_occ = 1;
             }
-        } else if (key_is(k, kn, "Bytes") || key_is(k, kn, "Total Allocated") || key_is(k, kn, "Total Reserved")) {
-            if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &set, &iv)) return 1;
-        } else if (key_is(k, kn, "Device Type") || key_is(k, kn, "Device Id")) {
-            if (rd_int_or_null(rd, I32_LO, I32_HI, &set, &iv)) return 1;
+        } else if ((mf = mem_field(k, kn)) >= 0) { /* I64 | None, the device type and id I32 | None */
+            if (rd_int_or_null(rd, mf < 3 ? LLONG_MIN : I32_LO, mf < 3 ? LLONG_MAX : I32_HI, &set, &iv)) return 1;
+            r->mem[mf] = iv;
+            if (set) r->mem_set |= (signed char)(1 << mf);
+            else r->mem_set &= (signed char)~(1 << mf);
         } else if (rd_skip(rd, 2)) {
             return 1;
         }
@@ -3093,6 +3203,7 @@ static int rd_args(Rd *rd, Rec *r) {
 /* one parse.Event at rd->p ('{'): 0 ok, 1 decline, -1 error */
 static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
     memset(r, 0, sizeof(*r));
+    r->mem_read = 1;
     r->ph = r->cat = r->name = empty;
     r->ts = NAN;
     r->dur = 0.0;
@@ -3130,7 +3241,7 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
             if (*rd->p == 'n') {
                 if (rd_lit(rd, "null", 4)) return 1;
                 r->has_args = 0;
-                r->has_corr = r->has_occ = r->has_dev = r->stream_t = r->bytes_t = 0;
+                r->has_corr = r->has_occ = r->has_dev = r->stream_t = r->bytes_t = r->mem_set = 0;
                 r->stream_o = NULL;
             } else if (*rd->p != '{') {
                 return 1;
@@ -3138,18 +3249,27 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
                 rc = rd_args(rd, r);
                 if (rc) return rc;
             }
-        } else if (key_is(k, kn, "tid")) { /* int | float | str | None, read again only for [memory] events */
+        } else if (key_is(k, kn, "tid")) { /* int | float | str | None, kept for [memory] events */
             unsigned char c = *rd->p;
             if (c == '"') {
                 const unsigned char *s;
                 Py_ssize_t n;
-                if (rd_str(rd, &s, &n, &f) || f) return 1;
+                if (rd_str(rd, &s, &n, &f) || f) return 1; /* ASCII without escapes: its bytes are the str */
+                r->tid_t = 3;
+                r->tid_s = (const char *)s;
+                r->tid_n = n;
             } else if (c == 'n') {
                 if (rd_lit(rd, "null", 4)) return 1;
-            } else {
-                double v; /* msgspec rejects a float out of range; the reader declines ints beyond 19 digits */
+                r->tid_t = 0;
+            } else { /* msgspec rejects a float out of range; the reader declines ints beyond int64 */
                 if (!(c == '-' || (c >= '0' && c <= '9')) || rd_num(rd, &t) || t.big) return 1;
-                if (!t.is_int && num_double(&t, &v)) return 1;
+                if (t.is_int) {
+                    if (num_int(&t, LLONG_MIN, LLONG_MAX, &r->tid_i)) return 1;
+                    r->tid_t = 1;
+                } else {
+                    if (num_double(&t, &r->tid_f)) return 1;
+                    r->tid_t = 2;
+                }
             }
         } else if (rd_skip(rd, 1)) {
             return 1;
@@ -3267,6 +3387,336 @@ done:
     return result;
 }
 
+/* ---- attribute_ops: memory.attribute's pass over one batch (the allocating CPU op of each [memory] event) ----
+ *
+ * Contract: for a batch that msgspec decodes as list[memory._Op], the same changes as memory._apply(events, ...)
+ * in the same order; NotImplemented, before anything is changed, where the reader declines (as decode_consume's:
+ * escapes in keys or in ph, cat, name or a string tid; numbers it cannot convert exactly; a float tid, which
+ * msgspec rejects; any type msgspec would reject): the caller then decodes the batch with msgspec. */
+
+typedef struct {
+    double ts, dur;
+    Py_ssize_t t;          /* the thread's index in mem.tids */
+    const unsigned char *name;
+    Py_ssize_t name_n;
+    int name_high;         /* a byte >= 0x80 in the name (decoded as UTF-8, checked when the batch is read) */
+} OpRec;
+
+#define KEPT_OPS 65536
+static OpRec *kept_ops = NULL;
+static Py_ssize_t kept_ops_cap = 0;
+static int ops_busy = 0;
+
+/* a kept string's bytes (no escapes; UTF-8 checked if it has a high byte, as msgspec checks it): 0 ok, 1 decline */
+static int rd_plain_str(Rd *rd, const unsigned char **s, Py_ssize_t *n, int *high) {
+    int f;
+    if (rd->p >= rd->end || *rd->p != '"' || rd_str(rd, s, n, &f) || (f & 2)) return 1;
+    *high = f & 1;
+    if (*high) {
+        PyObject *u = PyUnicode_DecodeUTF8((const char *)*s, *n, NULL);
+        if (u == NULL) {
+            PyErr_Clear();
+            return 1;
+        }
+        Py_DECREF(u);
+    }
+    return 0;
+}
+
+static int starts_with(const unsigned char *s, Py_ssize_t n, const char *lit) {
+    size_t k = strlen(lit);
+    return (size_t)n >= k && memcmp(s, lit, k) == 0;
+}
+
+/* one memory._Op at rd->p ('{'); *keep: a timed CPU op (allocation primitives aside) on a thread in tids, its
+   record in *r. 0 ok, 1 decline, -1 error */
+static int rd_op(Rd *rd, PyObject *tids, OpRec *r, int *keep) {
+    const unsigned char *ph = NULL, *cat = NULL, *name = NULL;
+    Py_ssize_t ph_n = 0, cat_n = 0, name_n = 0;
+    int has_ts = 0, name_high = 0, high;
+    double ts = 0.0, dur = 0.0;
+    /* the tid: absent or null (0), an int (1, tid_i) or a string (2, tid_s) */
+    int tid_kind = 0;
+    long long tid_i = 0;
+    const unsigned char *tid_s = NULL;
+    Py_ssize_t tid_n = 0;
+    int tid_high = 0;
+    *keep = 0;
+    rd->p++;
+    rd_ws(rd);
+    if (rd->p < rd->end && *rd->p == '}') {
+        rd->p++;
+        return 0;
+    }
+    for (;;) {
+        const unsigned char *k;
+        Py_ssize_t kn;
+        if (rd_key(rd, &k, &kn)) return 1;
+        rd_ws(rd);
+        if (rd->p >= rd->end || *rd->p != ':') return 1;
+        rd->p++;
+        rd_ws(rd);
+        if (rd->p >= rd->end) return 1;
+        NumTok t;
+        if (key_is(k, kn, "ph")) {
+            if (rd_plain_str(rd, &ph, &ph_n, &high)) return 1;
+        } else if (key_is(k, kn, "cat")) {
+            if (rd_plain_str(rd, &cat, &cat_n, &high)) return 1;
+        } else if (key_is(k, kn, "name")) {
+            if (rd_plain_str(rd, &name, &name_n, &name_high)) return 1;
+        } else if (key_is(k, kn, "ts")) { /* float | None */
+            if (*rd->p == 'n') {
+                if (rd_lit(rd, "null", 4)) return 1;
+                has_ts = 0;
+            } else {
+                if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t) || num_double(&t, &ts))
+                    return 1;
+                has_ts = 1;
+            }
+        } else if (key_is(k, kn, "dur")) { /* float */
+            if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t) || num_double(&t, &dur))
+                return 1;
+        } else if (key_is(k, kn, "tid")) { /* int | str | None */
+            unsigned char c = *rd->p;
+            if (c == '"') {
+                if (rd_plain_str(rd, &tid_s, &tid_n, &tid_high)) return 1;
+                tid_kind = 2;
+            } else if (c == 'n') {
+                if (rd_lit(rd, "null", 4)) return 1;
+                tid_kind = 0;
+            } else {
+                if (!(c == '-' || (c >= '0' && c <= '9')) || rd_num(rd, &t) ||
+                    num_int(&t, LLONG_MIN, LLONG_MAX, &tid_i))
+                    return 1;
+                tid_kind = 1;
+            }
+        } else if (rd_skip(rd, 1)) {
+            return 1;
+        }
+        rd_ws(rd);
+        if (rd->p >= rd->end) return 1;
+        if (*rd->p == '}') {
+            rd->p++;
+            break;
+        }
+        if (*rd->p != ',') return 1;
+        rd->p++;
+        rd_ws(rd);
+    }
+    if (!(ph_n == 1 && ph[0] == 'X') || !has_ts) return 0;
+    if (!((cat_n == 6 && memcmp(cat, "cpu_op", 6) == 0) || (cat_n == 8 && memcmp(cat, "Operator", 8) == 0))) return 0;
+    if (name == NULL) { /* name defaults to "" */
+        name = (const unsigned char *)"";
+        name_n = 0;
+    }
+    if (starts_with(name, name_n, "aten::empty") || starts_with(name, name_n, "aten::new_empty") ||
+        starts_with(name, name_n, "aten::resize_"))
+        return 0;
+    PyObject *key;
+    if (tid_kind == 1) key = PyLong_FromLongLong(tid_i);
+    else if (tid_kind == 2) key = tid_high ? PyUnicode_DecodeUTF8((const char *)tid_s, tid_n, NULL)
+                                           : PyUnicode_FromStringAndSize((const char *)tid_s, tid_n);
+    else key = Py_NewRef(Py_None);
+    if (key == NULL) return -1;
+    PyObject *tv = PyDict_GetItemWithError(tids, key); /* borrowed */
+    Py_DECREF(key);
+    if (tv == NULL) return PyErr_Occurred() ? -1 : 0;
+    Py_ssize_t ti = PyLong_AsSsize_t(tv);
+    if (ti == -1 && PyErr_Occurred()) return -1;
+    r->ts = ts;
+    r->dur = dur;
+    r->t = ti;
+    r->name = name;
+    r->name_n = name_n;
+    r->name_high = name_high;
+    *keep = 1;
+    return 0;
+}
+
+typedef struct {
+    Py_buffer times, idx;
+    int held;
+} Span;
+
+/* attribute_ops(batch, tids, spans, best, op, intern): memory._apply over the batch's ops, read from its JSON;
+   None, or NotImplemented with nothing changed. spans[t]: None or (array('d') times, array('i') event indices) of
+   thread t's [memory] events by time; best: array('d'), op: array('i'), one per event; intern(name) -> name id. */
+static PyObject *attribute_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "attribute_ops(batch, tids, spans, best, op, intern)");
+        return NULL;
+    }
+    PyObject *tids = args[1], *spans = args[2], *intern = args[5];
+    if (!PyDict_CheckExact(tids) || !PyList_CheckExact(spans)) Py_RETURN_NOTIMPLEMENTED;
+    Py_buffer view, bestv, opv;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) return NULL;
+    if (PyObject_GetBuffer(args[3], &bestv, PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    if (PyObject_GetBuffer(args[4], &opv, PyBUF_WRITABLE | PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&bestv);
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t n_sp = PyList_GET_SIZE(spans), n = 0, cap = 0;
+    Span *sp = PyMem_Calloc((size_t)(n_sp > 0 ? n_sp : 1), sizeof(Span));
+    int outer = !ops_busy;
+    OpRec *recs = NULL;
+    if (outer) {
+        ops_busy = 1;
+        recs = kept_ops;
+        cap = kept_ops_cap;
+    }
+    if (sp == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t n_ev = bestv.len / (Py_ssize_t)sizeof(double);
+    if (strcmp(bestv.format, "d") != 0 || bestv.itemsize != 8 || strcmp(opv.format, "i") != 0 || opv.itemsize != 4 ||
+        opv.len / 4 != n_ev)
+        goto decline;
+    for (Py_ssize_t t = 0; t < n_sp; t++) {
+        PyObject *s = PyList_GET_ITEM(spans, t);
+        if (s == Py_None) continue;
+        if (!PyTuple_CheckExact(s) || PyTuple_GET_SIZE(s) != 2) goto decline;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(s, 0), &sp[t].times, PyBUF_FORMAT) < 0) goto done;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(s, 1), &sp[t].idx, PyBUF_FORMAT) < 0) {
+            PyBuffer_Release(&sp[t].times);
+            goto done;
+        }
+        sp[t].held = 1;
+        if (strcmp(sp[t].times.format, "d") != 0 || strcmp(sp[t].idx.format, "i") != 0 ||
+            sp[t].times.len / 8 != sp[t].idx.len / 4)
+            goto decline;
+        const int *ix = (const int *)sp[t].idx.buf;
+        for (Py_ssize_t k = 0; k < sp[t].idx.len / 4; k++)
+            if (ix[k] < 0 || ix[k] >= n_ev) goto decline;
+    }
+    Rd rd;
+    memset(&rd, 0, sizeof(rd));
+    rd.p = (const unsigned char *)view.buf;
+    rd.end = rd.p + view.len;
+    rd_ws(&rd);
+    if (rd.p >= rd.end || *rd.p != '[') goto decline;
+    rd.p++;
+    rd_ws(&rd);
+    if (rd.p < rd.end && *rd.p == ']') {
+        rd.p++;
+    } else {
+        for (;;) {
+            if (rd.p >= rd.end || *rd.p != '{') goto decline;
+            if (n == cap) {
+                Py_ssize_t nc = cap ? cap * 2 : 4096;
+                OpRec *nr = PyMem_Realloc(recs, (size_t)nc * sizeof(OpRec));
+                if (nr == NULL) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                recs = nr;
+                cap = nc;
+            }
+            int keep, rc = rd_op(&rd, tids, &recs[n], &keep);
+            if (rc < 0) goto done;
+            if (rc > 0) goto decline;
+            if (keep) {
+                Py_ssize_t t = recs[n].t;
+                if (t < 0 || t >= n_sp) goto decline; /* not a thread of spans: Python's lookup would fail too */
+                if (sp[t].held) n++;
+            }
+            rd_ws(&rd);
+            if (rd.p >= rd.end) goto decline;
+            if (*rd.p == ']') {
+                rd.p++;
+                break;
+            }
+            if (*rd.p != ',') goto decline;
+            rd.p++;
+            rd_ws(&rd);
+        }
+    }
+    rd_ws(&rd);
+    if (rd.p != rd.end) goto decline;
+    /* the batch is read: apply it, op by op in file order */
+    double *best = (double *)bestv.buf;
+    int *opid = (int *)opv.buf;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        const OpRec *r = &recs[q];
+        const double *times = (const double *)sp[r->t].times.buf;
+        const int *ix = (const int *)sp[r->t].idx.buf;
+        Py_ssize_t len = sp[r->t].times.len / 8, lo = 0, hi = len;
+        while (lo < hi) { /* bisect_left(times, ts) */
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (times[mid] < r->ts) lo = mid + 1;
+            else hi = mid;
+        }
+        /* bisect_right(times, ts + dur), searched from bisect_left's answer a: where ts + dur < ts (dur < 0) it
+           ends at a, and range(a, b) is empty either way */
+        double end = r->ts + r->dur;
+        Py_ssize_t a = lo;
+        hi = len;
+        while (lo < hi) {
+            Py_ssize_t mid = (lo + hi) / 2;
+            if (end < times[mid]) hi = mid;
+            else lo = mid + 1;
+        }
+        Py_ssize_t b = lo;
+        long nid = -1;
+        for (Py_ssize_t k = a; k < b; k++) {
+            int j = ix[k];
+            if (r->dur < best[j]) {
+                if (nid < 0) {
+                    PyObject *s = r->name_high ? PyUnicode_DecodeUTF8((const char *)r->name, r->name_n, NULL)
+                                               : PyUnicode_FromStringAndSize((const char *)r->name, r->name_n);
+                    if (s == NULL) goto done;
+                    PyObject *v = PyObject_CallOneArg(intern, s);
+                    Py_DECREF(s);
+                    if (v == NULL) goto done;
+                    nid = PyLong_AsLong(v);
+                    Py_DECREF(v);
+                    if (nid == -1 && PyErr_Occurred()) goto done;
+                    if (nid < I32_LO || nid > I32_HI) {
+                        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+                        goto done;
+                    }
+                }
+                best[j] = r->dur;
+                opid[j] = (int)nid;
+            }
+        }
+    }
+    result = Py_NewRef(Py_None);
+    goto done;
+decline:
+    result = Py_NewRef(Py_NotImplemented);
+done:
+    if (sp != NULL) {
+        for (Py_ssize_t t = 0; t < n_sp; t++)
+            if (sp[t].held) {
+                PyBuffer_Release(&sp[t].times);
+                PyBuffer_Release(&sp[t].idx);
+            }
+        PyMem_Free(sp);
+    }
+    if (outer && cap <= KEPT_OPS) {
+        kept_ops = recs;
+        kept_ops_cap = cap;
+    } else {
+        PyMem_Free(recs);
+        if (outer) {
+            kept_ops = NULL;
+            kept_ops_cap = 0;
+        }
+    }
+    if (outer) ops_busy = 0;
+    PyBuffer_Release(&opv);
+    PyBuffer_Release(&bestv);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ---- LaunchJoin.add (profstack/analysis/gpu.py) without its pruning ---- */
 
 static PyObject *join_launches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -3379,6 +3829,9 @@ static PyMethodDef methods[] = {
      "without an Event per event; consume_events' (launches, X events, runtime calls), or NotImplemented"},
     {"reader_reset", (PyCFunction)reader_reset, METH_NOARGS,
      "reader_reset(): drop the strings decode_consume keeps across one file's batches"},
+    {"attribute_ops", (PyCFunction)(void (*)(void))attribute_ops, METH_FASTCALL,
+     "attribute_ops(batch, tids, spans, best, op, intern): memory.attribute's pass over one batch read from its "
+     "JSON; None, or NotImplemented with nothing changed"},
     {"join_launches", (PyCFunction)(void (*)(void))join_launches, METH_FASTCALL,
      "join_launches(join, corrs, starts, durs): LaunchJoin.add before its pruning; None, a late correlation id, "
      "or NotImplemented"},

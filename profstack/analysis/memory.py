@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Iterator
 from typing import Any
 
 import msgspec
 
+from profstack.analysis import native
 from profstack.analysis.errors import TraceError
 from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
 from profstack.analysis.reader import iter_chunks
@@ -111,66 +111,83 @@ _CPU_CATS = frozenset(("cpu_op", "Operator"))  # parse.CAT_KIND's CPU-op categor
 _PRIMITIVES = ("aten::empty", "aten::new_empty", "aten::resize_")
 
 
-def _cpu_ops(source: TraceSource, max_decompressed: int, max_event: int) -> Iterator[_Op]:
-    """The CPU ops of the trace (allocation primitives aside), streamed.
+#: per thread of ``MemoryEvents.tids``: its events' times, in order, and their indices (None: no events)
+Spans = list[tuple["array[float]", "array[int]"] | None]
 
-    Decoded a batch at a time, like the main pass: a batch that does not decode (an event whose fields do not
-    fit ``_Op``) is re-split by the stream and its events are decoded one by one, the ones that do not fit
-    skipped, so one odd event costs speed, never the ops around it."""
-    with source.open() as fh:
-        stream = EventStream(
-            iter_chunks(fh, max_decompressed=max_decompressed), max_value_bytes=max_event, read_size_hint=BATCH_BYTES
-        )
-        for batch in stream.batches():
-            if isinstance(batch, memoryview):
-                try:
-                    events = _OPS.decode(batch)
-                except (msgspec.DecodeError, msgspec.ValidationError):
-                    stream.reject()
-                    continue
-            else:
-                events = []
-                for raw in batch:
-                    try:
-                        events.append(_OP.decode(raw))
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        continue
-            yield from [
-                ev
-                for ev in events
-                if ev.ph == "X" and ev.ts is not None and ev.cat in _CPU_CATS and not ev.name.startswith(_PRIMITIVES)
-            ]
+
+def _spans(mem: MemoryEvents) -> Spans:
+    spans: Spans = [None] * len(mem.tids)
+    for i in sorted(range(len(mem)), key=lambda i: (mem.tid[i], mem.ts[i])):
+        span = spans[mem.tid[i]]
+        if span is None:
+            span = spans[mem.tid[i]] = (array("d"), array("i"))
+        span[0].append(mem.ts[i])
+        span[1].append(i)
+    return spans
+
+
+def _apply(events: list[_Op], mem: MemoryEvents, spans: Spans, best: array[float], intern: Any) -> None:
+    """Each timed CPU op (allocation primitives aside) is the allocating op of the events on its thread within
+    it that no shorter op holds. ``_gpuaccel.attribute_ops`` is this loop, read from a batch's JSON."""
+    tids = mem.tids
+    for ev in events:
+        if ev.ph != "X" or ev.ts is None or ev.cat not in _CPU_CATS or ev.name.startswith(_PRIMITIVES):
+            continue
+        t = tids.get(ev.tid)
+        if t is None:
+            continue
+        span = spans[t]
+        if span is None:
+            continue
+        times, idx = span
+        lo = bisect.bisect_left(times, ev.ts)
+        hi = bisect.bisect_right(times, ev.ts + ev.dur)
+        nid = -1
+        for k in range(lo, hi):
+            j = idx[k]
+            if ev.dur < best[j]:
+                if nid < 0:
+                    nid = intern(ev.name)
+                best[j] = ev.dur
+                mem.op[j] = nid
 
 
 def attribute(source: TraceSource, mem: MemoryEvents, intern: Any, *, max_decompressed: int, max_event: int) -> bool:
     """Set ``mem.op`` to the innermost CPU op (same thread) around each event. Streams the trace once
-    more; False when it could not be read to the end (the ops found so far are kept)."""
+    more, a batch at a time like the main pass: read by the C reader where it is built and takes the batch, else
+    decoded by msgspec; a batch that does not decode (an event whose fields do not fit ``_Op``) is re-split by the
+    stream and its events are decoded one by one, the ones that do not fit skipped, so one odd event costs speed,
+    never the ops around it. False when the trace could not be read to the end (the ops found so far are kept)."""
     if not len(mem):
         return True
-    by_tid: dict[int, tuple[list[float], list[int]]] = {}
-    order = sorted(range(len(mem)), key=lambda i: (mem.tid[i], mem.ts[i]))
-    for i in order:
-        lst = by_tid.setdefault(mem.tid[i], ([], []))
-        lst[0].append(mem.ts[i])
-        lst[1].append(i)
-    best = [float("inf")] * len(mem)
+    spans = _spans(mem)
+    best = array("d", [float("inf")]) * len(mem)
+    accel = native.ACCEL
+    read = getattr(accel, "attribute_ops", None)
     try:
-        for ev in _cpu_ops(source, max_decompressed, max_event):
-            t = mem.tids.get(ev.tid)
-            if t is None or t not in by_tid:
-                continue
-            times, idx = by_tid[t]
-            ts = ev.ts if ev.ts is not None else 0.0  # _cpu_ops yields only timed ops
-            lo = bisect.bisect_left(times, ts)
-            hi = bisect.bisect_right(times, ts + ev.dur)
-            nid = -1
-            for k in range(lo, hi):
-                j = idx[k]
-                if ev.dur < best[j]:
-                    if nid < 0:
-                        nid = intern(ev.name)
-                    best[j] = ev.dur
-                    mem.op[j] = nid
+        with source.open() as fh:
+            stream = EventStream(
+                iter_chunks(fh, max_decompressed=max_decompressed),
+                max_value_bytes=max_event,
+                read_size_hint=BATCH_BYTES,
+            )
+            for batch in stream.batches():
+                if isinstance(batch, memoryview):
+                    if read is not None and read(batch, mem.tids, spans, best, mem.op, intern) is None:
+                        continue
+                    try:
+                        events = _OPS.decode(batch)
+                    except (msgspec.DecodeError, msgspec.ValidationError):
+                        stream.reject()
+                        continue
+                else:
+                    events = []
+                    for raw in batch:
+                        try:
+                            events.append(_OP.decode(raw))
+                        except (msgspec.DecodeError, msgspec.ValidationError):
+                            continue
+                _apply(events, mem, spans, best, intern)
     except TraceError:
         return False
     return True

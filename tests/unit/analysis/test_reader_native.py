@@ -480,8 +480,9 @@ def test_skipped_strings_are_checked_as_msgspec_checks_them() -> None:
 
 
 @needs_reader
-def test_a_memory_event_and_an_invalid_event_reach_pythons_helpers_with_msgspecs_event() -> None:
-    # GIVEN a [memory] instant event (its helper reads tid and the memory args) and X events with bad times
+def test_a_memory_event_and_an_invalid_event_leave_what_pythons_helpers_leave() -> None:
+    # GIVEN a [memory] instant event (the reader adds it to fd.memory as MemoryEvents.add does, from its tid and
+    # memory args) and X events with bad times (they reach Python's helper with msgspec's event)
     raw = (
         b'[{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": "7", "ts": 5, '
         b'"args": {"Bytes": 512, "Total Allocated": 1024, "Total Reserved": 4096, "Device Type": 1, "Device Id": 0}},'
@@ -492,6 +493,41 @@ def test_a_memory_event_and_an_invalid_event_reach_pythons_helpers_with_msgspecs
     got = check([raw])
     # THEN the reader took it and the helpers saw the same events (the memory list, the first invalid message)
     assert got.accepted == [0]
+
+
+MEMORY_VARIANTS = [
+    '"tid": 7, "ts": 5, "args": {"Bytes": 512, "Total Allocated": 1024, "Total Reserved": 4096, "Device Type": 1, '
+    '"Device Id": 0}',
+    '"tid": "7", "ts": 6, "args": {"Bytes": -512, "Total Allocated": 512}',  # str tid, no reserved, no device
+    '"tid": 7.0, "ts": 7, "args": {"Bytes": 64, "Device Type": 0, "Device Id": -1}',  # float tid equal to 7: one thread
+    '"tid": null, "ts": 8, "args": {"Bytes": 1, "Device Type": 40000, "Device Id": 70000}',  # ids out of range
+    '"ts": 9, "args": {"Bytes": 2, "Device Type": -3, "Device Id": 65535}',  # no tid
+    '"tid": 8, "ts": 10, "args": {"Bytes": null, "Total Allocated": 1}',  # null Bytes: not an event
+    '"tid": 8, "ts": 11, "args": null',  # no args
+    '"tid": 8, "ts": 12',
+    '"tid": 8, "args": {"Bytes": 3}',  # no ts: counted, not kept
+    '"tid": 8, "ts": 13, "args": {"Bytes": 3}, "args": {"Total Allocated": 5}',  # the last args wins: no Bytes
+    '"tid": 8, "ts": 14, "args": {"Total Allocated": 5}, "args": {"Bytes": 4, "Bytes": null, "Bytes": 6}',
+    '"tid": 8, "ts": 16, "args": {"Bytes": 4, "Total Reserved": 8, "Bytes": null, "Total Reserved": null}',
+    '"tid": 9, "tid": 10, "ts": 15, "args": {"Bytes": 9223372036854775807, "Total Allocated": -9223372036854775808}',
+]
+
+
+@needs_reader
+@pytest.mark.parametrize("max_events", [1000, 3])
+def test_memory_events_of_every_shape_are_added_as_python_adds_them(max_events: int) -> None:
+    # GIVEN [memory] events with every shape of tid and args, in two batches (the second adds to the first's threads)
+    def batch(variants: list[str]) -> bytes:
+        rows = [f'{{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, {v}}}' for v in variants]
+        return ("[" + ",\n".join(rows) + "]").encode()
+
+    with pytest.MonkeyPatch.context() as mp:
+        # AND (second case) a bound on the events kept that the first batch already passes
+        mp.setattr("profstack.analysis.memory.MAX_EVENTS", max_events)
+        # WHEN read both ways
+        got = check([batch(MEMORY_VARIANTS), batch(MEMORY_VARIANTS[:3])])
+    # THEN the reader took both and left fd.memory as the Python loop left it (check compares every column)
+    assert got.accepted == [0, 1]
 
 
 class CountingReader:
