@@ -1832,7 +1832,7 @@ static int stream_id(PyObject *parser, PyObject *st, long long *out) {
 }
 
 enum { NB_OPS = 9, B_LCORR = 9, B_LTS, B_LDUR, B_CPU, B_DLTS, B_DLDUR, B_SNAME, B_STS, B_SDUR, B_ANAME, B_AGPU, B_ATS,
-       B_ADUR, B_GSTS, B_GSDUR, B_MTS, B_MTID, B_MDEV, B_MBYTES, B_MALLOC, B_MRES, B_MOP, NBUF };
+       B_ADUR, B_GSTS, B_GSDUR, B_MTS, B_MTID, B_MDEV, B_MBYTES, B_MALLOC, B_MRES, B_MOP, B_LOGTS, B_LOGDUR, B_LOGNAME, B_LOGTID, NBUF };
 
 /* One decoded event as the per-event loop reads it: from a parse.Event (consume_events) or straight from the
    batch's JSON (decode_consume). Strings are borrowed (from the Event, or from the reader's string cache). */
@@ -1890,6 +1890,65 @@ static int rec_stream_id(PyObject *parser, const Rec *r, long long *out) {
     return rc;
 }
 
+/* One timed CPU op into the op log (memory.OpLog): its name's index (a name met first: op_log._new_name, -1 for
+   an allocation primitive, which is not logged) and its tid's (the last tid is remembered: ops come in runs per
+   thread). b: the log's four buffers (ts, dur, name, tid). room: the log holds fewer than max_ops. 0 logged or
+   skipped, 1 full (or too many names or threads: the caller drops the log), -1 error. */
+static int log_op(PyObject *op_log, PyObject *name_ids, PyObject *tid_ids, PyObject *tids, const Rec *r,
+                  signed char *lt, long long *li, const char **ls, Py_ssize_t *ln, int *lidx, ABuf *b, int room) {
+    long long ni;
+    PyObject *nv = PyDict_GetItemWithError(name_ids, r->name); /* borrowed */
+    if (nv == NULL) {
+        if (PyErr_Occurred()) return -1;
+        nv = PyObject_CallMethod(op_log, "_new_name", "O", r->name);
+        if (nv == NULL) return -1;
+        int bad = int64_of(nv, &ni) < 0;
+        Py_DECREF(nv);
+        if (bad) return -1;
+        if (ni < -1) return 1; /* too many names */
+    } else if (int64_of(nv, &ni) < 0) {
+        return -1;
+    }
+    if (ni < 0) return 0; /* a primitive */
+    int same = *lt == r->tid_t && (r->tid_t == 0 || (r->tid_t == 1 && *li == r->tid_i) ||
+                                   (r->tid_t == 3 && *ln == r->tid_n && memcmp(*ls, r->tid_s, (size_t)r->tid_n) == 0));
+    if (!same) {
+        PyObject *key;
+        if (r->tid_t == 1) key = PyLong_FromLongLong(r->tid_i);
+        else if (r->tid_t == 3) key = PyUnicode_FromStringAndSize(r->tid_s, r->tid_n);
+        else key = Py_NewRef(Py_None);
+        if (key == NULL) return -1;
+        PyObject *tv = PyDict_GetItemWithError(tid_ids, key); /* borrowed */
+        long long ti;
+        if (tv == NULL) {
+            if (PyErr_Occurred() || PyList_GET_SIZE(tids) >= INT32_MAX) {
+                Py_DECREF(key);
+                return PyErr_Occurred() ? -1 : 1;
+            }
+            ti = (long long)PyList_GET_SIZE(tids);
+            PyObject *iv = PyLong_FromLongLong(ti);
+            int rc = iv == NULL || PyList_Append(tids, key) < 0 || PyDict_SetItem(tid_ids, key, iv) < 0;
+            Py_XDECREF(iv);
+            Py_DECREF(key);
+            if (rc) return -1;
+        } else {
+            Py_DECREF(key);
+            if (int64_of(tv, &ti) < 0) return -1;
+        }
+        *lt = r->tid_t;
+        *li = r->tid_i;
+        *ls = r->tid_s;
+        *ln = r->tid_n;
+        *lidx = (int)ti;
+    }
+    if (!room) return 1;
+    int n32 = (int)ni;
+    if (abuf_push(&b[0], &r->ts) < 0 || abuf_push(&b[1], &r->dur) < 0 || abuf_push(&b[2], &n32) < 0 ||
+        abuf_push(&b[3], lidx) < 0)
+        return -1;
+    return 0;
+}
+
 /* The loop of _consume_events over n records. count_events: also fd.events += n first (decode_consume, whose
    caller has not counted them). Returns (launches, X events, runtime calls), NotImplemented (nothing changed)
    or NULL. */
@@ -1899,6 +1958,17 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
     PyObject *cpu_agg = NULL, *rt_agg = NULL, *ids = NULL, *symbols = NULL, *feed = NULL, *ops = NULL;
     PyObject *devices = NULL, *other_name = NULL, *first_gpu = NULL, *one_decoder = NULL;
     PyObject *memory = NULL, *mem_tids = NULL;
+    /* parser.op_log (memory.OpLog) while it is kept: the reader's timed CPU ops, for memory.attribute_log */
+    PyObject *op_log = NULL, *log_name_ids = NULL, *log_tid_ids = NULL, *log_tids = NULL;
+    Py_ssize_t log_len = 0, log_max = 0;
+    int log_on = 0, log_full = 0;
+    struct {
+        signed char t; /* the last tid's Rec.tid_t (-1: none yet), its value and log index */
+        long long i;
+        const char *s;
+        Py_ssize_t n;
+        int idx;
+    } last_tid = {-1, 0, NULL, 0, 0};
     Py_ssize_t mem_len = 0, mem_max = 0; /* memory's events before this batch, memory.MAX_EVENTS */
     long long mem_seen = 0;              /* [memory] events added here (memory.seen) */
     ABuf buf[NBUF];
@@ -2005,12 +2075,44 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
             if (r) goto decline;
         }
     }
+    if ((op_log = PyObject_GetAttrString(parser, "op_log")) == NULL) goto error;
+    if (op_log != Py_None) {
+        PyObject *v = PyObject_GetAttrString(op_log, "valid");
+        if (v == NULL) goto error;
+        log_on = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (log_on < 0) goto error;
+    }
+    if (log_on) {
+        int bad_l = 0;
+        log_max = (Py_ssize_t)const_ll(op_log, "max_ops", &bad_l);
+        if (bad_l) goto error;
+        if ((log_name_ids = PyObject_GetAttrString(op_log, "name_ids")) == NULL ||
+            (log_tid_ids = PyObject_GetAttrString(op_log, "tid_ids")) == NULL ||
+            (log_tids = PyObject_GetAttrString(op_log, "tids")) == NULL)
+            goto error;
+        if (!PyDict_CheckExact(log_name_ids) || !PyDict_CheckExact(log_tid_ids) || !PyList_CheckExact(log_tids))
+            goto decline;
+        const char *ln[] = {"ts", "dur", "name", "tid"};
+        const char *lf[] = {"d", "d", "i", "i"};
+        const Py_ssize_t ls[] = {8, 8, 4, 4};
+        for (int k = 0; k < 4; k++) {
+            PyObject *a = PyObject_GetAttrString(op_log, ln[k]);
+            if (a == NULL) goto error;
+            if (k == 0) log_len = PyObject_Length(a);
+            int r = log_len < 0 ? -1 : abuf_init(&buf[B_LOGTS + k], a, lf[k], ls[k]);
+            Py_DECREF(a);
+            if (r < 0) goto error;
+            if (r) goto decline;
+        }
+    }
     loaded = 1;
     if (count_events && add_attr_long(fd, "events", (long long)n) < 0) goto error;
 
     /* ---- the loop ---- */
     PyObject *last_cat = NULL; /* the previous event's category string and kind: most events repeat it */
     long long last_kind = 0;
+    int last_cpu_cat = 0; /* last_cat is "cpu_op" or "Operator" (memory._CPU_CATS) */
     long long last_dev = 0;
     int last_dev_known = 0; /* last_dev is in fd.devices */
     for (Py_ssize_t k = 0; k < n; k++) {
@@ -2033,8 +2135,20 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
             }
             last_cat = cat;
             last_kind = kind;
+            last_cpu_cat = is_ascii_eq(cat, "cpu_op", 6) || is_ascii_eq(cat, "Operator", 8);
         }
         int ph_x = is_ascii_eq(ph_o, "X", 1);
+        /* the op log: what memory.attribute's read of this event would find (a timed CPU op, allocation
+           primitives aside, whose tid _Op decodes: a float tid it does not) */
+        if (log_on && ph_x && last_cpu_cat && r->mem_read && r->ts == r->ts && r->tid_t != 2) {
+            int rc = log_op(op_log, log_name_ids, log_tid_ids, log_tids, r, &last_tid.t, &last_tid.i, &last_tid.s,
+                            &last_tid.n, &last_tid.idx, &buf[B_LOGTS], log_len + buf[B_LOGTS].n < log_max);
+            if (rc < 0) goto error;
+            if (rc > 0) {
+                log_on = 0;
+                log_full = 1;
+            }
+        }
         if (kind == 0) {
             if (ph_x) {
                 n_x += 1;
@@ -2386,6 +2500,7 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
         if (abuf_flush(&buf[k]) < 0) goto error;
     loaded = 0;
     if (add_attr_long(memory, "seen", mem_seen) < 0) goto error_written;
+    if (log_full && PyObject_CallMethod(op_log, "drop", NULL) == NULL) goto error_written;
     if (add_attr_long(fd, "no_ph", no_ph) < 0 || add_attr_long(fd, "begin_end", begin_end) < 0 ||
         add_attr_long(fd, "n_kernels", n_kernels) < 0 || add_attr_long(fd, "n_memcpy", n_memcpy) < 0 ||
         add_attr_long(fd, "n_memset", n_memset) < 0)
@@ -2419,6 +2534,11 @@ error:
             add_attr_long(memory, "seen", mem_seen);
             PyErr_Clear();
         }
+        if (op_log != NULL && op_log != Py_None) { /* the log is incomplete: this file's attribution reads it again */
+            PyObject *rv = PyObject_CallMethod(op_log, "drop", NULL);
+            Py_XDECREF(rv);
+            PyErr_Clear();
+        }
         PyErr_Restore(t, v, tb);
     }
 error_written:
@@ -2442,6 +2562,10 @@ done:
     Py_XDECREF(one_decoder);
     Py_XDECREF(memory);
     Py_XDECREF(mem_tids);
+    Py_XDECREF(op_log);
+    Py_XDECREF(log_name_ids);
+    Py_XDECREF(log_tid_ids);
+    Py_XDECREF(log_tids);
     return result;
 }
 
@@ -3113,10 +3237,14 @@ static int rd_kept_str(Rd *rd, PyObject **out, Memo *memo) {
 /* parse.Args: the fields the loop reads, and the [memory] fields checked (the event is decoded again for those);
    0 ok, 1 decline, -1 error */
 static int mem_field(const unsigned char *k, Py_ssize_t kn) { /* the index in Rec.mem of a [memory] field, or -1 */
-    static const char *const names[5] = {"Bytes", "Total Allocated", "Total Reserved", "Device Type", "Device Id"};
-    for (int i = 0; i < 5; i++)
-        if (key_is(k, kn, names[i])) return i;
-    return -1;
+    switch (kn) { /* by length first: most args keys are none of these */
+    case 5: return memcmp(k, "Bytes", 5) == 0 ? 0 : -1;
+    case 15: return memcmp(k, "Total Allocated", 15) == 0 ? 1 : -1;
+    case 14: return memcmp(k, "Total Reserved", 14) == 0 ? 2 : -1;
+    case 11: return memcmp(k, "Device Type", 11) == 0 ? 3 : -1;
+    case 9: return memcmp(k, "Device Id", 9) == 0 ? 4 : -1;
+    default: return -1;
+    }
 }
 
 static int rd_args(Rd *rd, Rec *r) {
@@ -3538,6 +3666,94 @@ typedef struct {
     int held;
 } Span;
 
+/* memory._apply's step for one op on thread span s: each event of the thread within [ts, ts + dur] that no
+   shorter op holds gets this op (its name interned once, when first needed: make_name(ctx), a new reference).
+   0, or -1 with an exception (the changes made so far kept, as Python's loop keeps them). */
+static int apply_one(const Span *s, double ts, double dur, double *best, int *opid, PyObject *intern,
+                     PyObject *(*make_name)(const void *), const void *ctx) {
+    const double *times = (const double *)s->times.buf;
+    const int *ix = (const int *)s->idx.buf;
+    Py_ssize_t len = s->times.len / 8, lo = 0, hi = len;
+    while (lo < hi) { /* bisect_left(times, ts) */
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (times[mid] < ts) lo = mid + 1;
+        else hi = mid;
+    }
+    /* bisect_right(times, ts + dur), searched from bisect_left's answer a: where ts + dur < ts (dur < 0) it ends
+       at a, and range(a, b) is empty either way */
+    double end = ts + dur;
+    Py_ssize_t a = lo;
+    hi = len;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (end < times[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    long nid = -1;
+    for (Py_ssize_t k = a; k < lo; k++) {
+        int j = ix[k];
+        if (!(dur < best[j])) continue;
+        if (nid < 0) {
+            PyObject *name = make_name(ctx);
+            if (name == NULL) return -1;
+            PyObject *v = PyObject_CallOneArg(intern, name);
+            Py_DECREF(name);
+            if (v == NULL) return -1;
+            nid = PyLong_AsLong(v);
+            Py_DECREF(v);
+            if (nid == -1 && PyErr_Occurred()) return -1;
+            if (nid < INT32_MIN || nid > INT32_MAX) {
+                PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
+                return -1;
+            }
+        }
+        best[j] = dur;
+        opid[j] = (int)nid;
+    }
+    return 0;
+}
+
+static PyObject *oprec_name(const void *ctx) {
+    const OpRec *r = ctx;
+    return r->name_high ? PyUnicode_DecodeUTF8((const char *)r->name, r->name_n, NULL)
+                        : PyUnicode_FromStringAndSize((const char *)r->name, r->name_n);
+}
+
+static PyObject *same_name(const void *ctx) { return Py_NewRef((PyObject *)ctx); }
+
+/* the spans (memory.Spans) as buffers: 0, 1 not as expected (decline), -1 error; sp[t].held: released by
+   spans_release */
+static int spans_get(PyObject *spans, Span *sp, Py_ssize_t n_sp, Py_ssize_t n_ev) {
+    for (Py_ssize_t t = 0; t < n_sp; t++) {
+        PyObject *s = PyList_GET_ITEM(spans, t);
+        if (s == Py_None) continue;
+        if (!PyTuple_CheckExact(s) || PyTuple_GET_SIZE(s) != 2) return 1;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(s, 0), &sp[t].times, PyBUF_FORMAT) < 0) return -1;
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(s, 1), &sp[t].idx, PyBUF_FORMAT) < 0) {
+            PyBuffer_Release(&sp[t].times);
+            return -1;
+        }
+        sp[t].held = 1;
+        if (strcmp(sp[t].times.format, "d") != 0 || strcmp(sp[t].idx.format, "i") != 0 ||
+            sp[t].times.len / 8 != sp[t].idx.len / 4)
+            return 1;
+        const int *ix = (const int *)sp[t].idx.buf;
+        for (Py_ssize_t k = 0; k < sp[t].idx.len / 4; k++)
+            if (ix[k] < 0 || ix[k] >= n_ev) return 1;
+    }
+    return 0;
+}
+
+static void spans_release(Span *sp, Py_ssize_t n_sp) {
+    if (sp == NULL) return;
+    for (Py_ssize_t t = 0; t < n_sp; t++)
+        if (sp[t].held) {
+            PyBuffer_Release(&sp[t].times);
+            PyBuffer_Release(&sp[t].idx);
+        }
+    PyMem_Free(sp);
+}
+
 /* attribute_ops(batch, tids, spans, best, op, intern): memory._apply over the batch's ops, read from its JSON;
    None, or NotImplemented with nothing changed. spans[t]: None or (array('d') times, array('i') event indices) of
    thread t's [memory] events by time; best: array('d'), op: array('i'), one per event; intern(name) -> name id. */
@@ -3578,22 +3794,10 @@ static PyObject *attribute_ops(PyObject *module, PyObject *const *args, Py_ssize
     if (strcmp(bestv.format, "d") != 0 || bestv.itemsize != 8 || strcmp(opv.format, "i") != 0 || opv.itemsize != 4 ||
         opv.len / 4 != n_ev)
         goto decline;
-    for (Py_ssize_t t = 0; t < n_sp; t++) {
-        PyObject *s = PyList_GET_ITEM(spans, t);
-        if (s == Py_None) continue;
-        if (!PyTuple_CheckExact(s) || PyTuple_GET_SIZE(s) != 2) goto decline;
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(s, 0), &sp[t].times, PyBUF_FORMAT) < 0) goto done;
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(s, 1), &sp[t].idx, PyBUF_FORMAT) < 0) {
-            PyBuffer_Release(&sp[t].times);
-            goto done;
-        }
-        sp[t].held = 1;
-        if (strcmp(sp[t].times.format, "d") != 0 || strcmp(sp[t].idx.format, "i") != 0 ||
-            sp[t].times.len / 8 != sp[t].idx.len / 4)
-            goto decline;
-        const int *ix = (const int *)sp[t].idx.buf;
-        for (Py_ssize_t k = 0; k < sp[t].idx.len / 4; k++)
-            if (ix[k] < 0 || ix[k] >= n_ev) goto decline;
+    {
+        int rc = spans_get(spans, sp, n_sp, n_ev);
+        if (rc < 0) goto done;
+        if (rc > 0) goto decline;
     }
     Rd rd;
     memset(&rd, 0, sizeof(rd));
@@ -3642,64 +3846,14 @@ static PyObject *attribute_ops(PyObject *module, PyObject *const *args, Py_ssize
     /* the batch is read: apply it, op by op in file order */
     double *best = (double *)bestv.buf;
     int *opid = (int *)opv.buf;
-    for (Py_ssize_t q = 0; q < n; q++) {
-        const OpRec *r = &recs[q];
-        const double *times = (const double *)sp[r->t].times.buf;
-        const int *ix = (const int *)sp[r->t].idx.buf;
-        Py_ssize_t len = sp[r->t].times.len / 8, lo = 0, hi = len;
-        while (lo < hi) { /* bisect_left(times, ts) */
-            Py_ssize_t mid = (lo + hi) / 2;
-            if (times[mid] < r->ts) lo = mid + 1;
-            else hi = mid;
-        }
-        /* bisect_right(times, ts + dur), searched from bisect_left's answer a: where ts + dur < ts (dur < 0) it
-           ends at a, and range(a, b) is empty either way */
-        double end = r->ts + r->dur;
-        Py_ssize_t a = lo;
-        hi = len;
-        while (lo < hi) {
-            Py_ssize_t mid = (lo + hi) / 2;
-            if (end < times[mid]) hi = mid;
-            else lo = mid + 1;
-        }
-        Py_ssize_t b = lo;
-        long nid = -1;
-        for (Py_ssize_t k = a; k < b; k++) {
-            int j = ix[k];
-            if (r->dur < best[j]) {
-                if (nid < 0) {
-                    PyObject *s = r->name_high ? PyUnicode_DecodeUTF8((const char *)r->name, r->name_n, NULL)
-                                               : PyUnicode_FromStringAndSize((const char *)r->name, r->name_n);
-                    if (s == NULL) goto done;
-                    PyObject *v = PyObject_CallOneArg(intern, s);
-                    Py_DECREF(s);
-                    if (v == NULL) goto done;
-                    nid = PyLong_AsLong(v);
-                    Py_DECREF(v);
-                    if (nid == -1 && PyErr_Occurred()) goto done;
-                    if (nid < I32_LO || nid > I32_HI) {
-                        PyErr_SetString(PyExc_OverflowError, "signed integer is greater than maximum");
-                        goto done;
-                    }
-                }
-                best[j] = r->dur;
-                opid[j] = (int)nid;
-            }
-        }
-    }
+    for (Py_ssize_t q = 0; q < n; q++)
+        if (apply_one(&sp[recs[q].t], recs[q].ts, recs[q].dur, best, opid, intern, oprec_name, &recs[q]) < 0) goto done;
     result = Py_NewRef(Py_None);
     goto done;
 decline:
     result = Py_NewRef(Py_NotImplemented);
 done:
-    if (sp != NULL) {
-        for (Py_ssize_t t = 0; t < n_sp; t++)
-            if (sp[t].held) {
-                PyBuffer_Release(&sp[t].times);
-                PyBuffer_Release(&sp[t].idx);
-            }
-        PyMem_Free(sp);
-    }
+    spans_release(sp, n_sp);
     if (outer && cap <= KEPT_OPS) {
         kept_ops = recs;
         kept_ops_cap = cap;
@@ -3714,6 +3868,64 @@ done:
     PyBuffer_Release(&opv);
     PyBuffer_Release(&bestv);
     PyBuffer_Release(&view);
+    return result;
+}
+
+/* attribute_log(ts, dur, name, tid, threads, spans, best, op, names, intern): memory.attribute_log's loop over the
+   op log (memory.OpLog's columns; threads[log tid] -> index in mem.tids or -1); None, or NotImplemented with
+   nothing changed (buffers or indices not as expected) */
+static PyObject *attribute_log(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 10) {
+        PyErr_SetString(PyExc_TypeError, "attribute_log(ts, dur, name, tid, threads, spans, best, op, names, intern)");
+        return NULL;
+    }
+    PyObject *spans = args[5], *names = args[8], *intern = args[9];
+    if (!PyList_CheckExact(spans) || !PyList_CheckExact(names)) Py_RETURN_NOTIMPLEMENTED;
+    const char *fmt[8] = {"d", "d", "i", "i", "i", NULL, "d", "i"};
+    Py_buffer v[8];
+    int got = 0;
+    PyObject *result = NULL;
+    Py_ssize_t n_sp = PyList_GET_SIZE(spans), n_names = PyList_GET_SIZE(names);
+    Span *sp = PyMem_Calloc((size_t)(n_sp > 0 ? n_sp : 1), sizeof(Span));
+    if (sp == NULL) return PyErr_NoMemory();
+    for (int k = 0; k < 8; k++) {
+        if (fmt[k] == NULL) continue;
+        int flags = PyBUF_FORMAT | (k >= 6 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(args[k], &v[k], flags) < 0) goto done;
+        got |= 1 << k;
+        Py_ssize_t size = fmt[k][0] == 'd' ? 8 : 4;
+        if (strcmp(v[k].format, fmt[k]) != 0 || v[k].itemsize != size) goto decline;
+    }
+    Py_ssize_t n = v[0].len / 8, n_thr = v[4].len / 4, n_ev = v[6].len / 8;
+    if (v[1].len / 8 != n || v[2].len / 4 != n || v[3].len / 4 != n || v[7].len / 4 != n_ev) goto decline;
+    const double *ts = v[0].buf, *dur = v[1].buf;
+    const int *name = v[2].buf, *tid = v[3].buf, *threads = v[4].buf;
+    for (Py_ssize_t q = 0; q < n; q++)
+        if (name[q] < 0 || name[q] >= n_names || tid[q] < 0 || tid[q] >= n_thr) goto decline;
+    for (Py_ssize_t k = 0; k < n_thr; k++)
+        if (threads[k] < -1 || threads[k] >= n_sp) goto decline;
+    {
+        int rc = spans_get(spans, sp, n_sp, n_ev);
+        if (rc < 0) goto done;
+        if (rc > 0) goto decline;
+    }
+    double *best = v[6].buf;
+    int *opid = v[7].buf;
+    for (Py_ssize_t q = 0; q < n; q++) {
+        int t = threads[tid[q]];
+        if (t < 0 || !sp[t].held) continue;
+        if (apply_one(&sp[t], ts[q], dur[q], best, opid, intern, same_name, PyList_GET_ITEM(names, name[q])) < 0)
+            goto done;
+    }
+    result = Py_NewRef(Py_None);
+    goto done;
+decline:
+    result = Py_NewRef(Py_NotImplemented);
+done:
+    spans_release(sp, n_sp);
+    for (int k = 0; k < 8; k++)
+        if (got & (1 << k)) PyBuffer_Release(&v[k]);
     return result;
 }
 
@@ -3832,6 +4044,9 @@ static PyMethodDef methods[] = {
     {"attribute_ops", (PyCFunction)(void (*)(void))attribute_ops, METH_FASTCALL,
      "attribute_ops(batch, tids, spans, best, op, intern): memory.attribute's pass over one batch read from its "
      "JSON; None, or NotImplemented with nothing changed"},
+    {"attribute_log", (PyCFunction)(void (*)(void))attribute_log, METH_FASTCALL,
+     "attribute_log(ts, dur, name, tid, threads, spans, best, op, names, intern): memory.attribute_log's loop over "
+     "the op log; None, or NotImplemented with nothing changed"},
     {"join_launches", (PyCFunction)(void (*)(void))join_launches, METH_FASTCALL,
      "join_launches(join, corrs, starts, durs): LaunchJoin.add before its pruning; None, a late correlation id, "
      "or NotImplemented"},

@@ -37,7 +37,15 @@ _EXACT_GROUP = 2048  # events per exact-mode batch
 
 # top-level keys whose (small) values are decoded; all others are skipped without decoding
 META_KEYS = frozenset(
-    {"schemaVersion", "deviceProperties", "distributedInfo", "baseTimeNanoseconds", "traceName", "displayTimeUnit"}
+    {
+        "schemaVersion",
+        "deviceProperties",
+        "distributedInfo",
+        "baseTimeNanoseconds",
+        "traceName",
+        "displayTimeUnit",
+        "profile_memory",  # PyTorch's profiler options (2.x): the memory attribution keeps an op log for these
+    }
 )
 
 # a fast batch is a memoryview of one JSON array, valid only until the next iteration step

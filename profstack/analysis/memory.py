@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -93,6 +94,79 @@ class MemoryEvents:
         for name in ("dev", "nbytes", "alloc", "reserved", "op"):
             getattr(self, name).extend(getattr(other, name))
         self.seen += other.seen
+
+
+#: the op log's bounds: beyond them the file's attribution reads it again (``attribute``); 2M ops is 48 MB
+MAX_LOGGED_OPS = 2_000_000
+MAX_LOGGED_NAMES = 1 << 16
+
+
+class OpLog:
+    """The timed CPU ops of one file (allocation primitives aside) as the main pass's C reader read them, so
+    that ``attribute_log`` finds each ``[memory]`` event's op without reading the file again.
+
+    Kept only for a file whose header says ``profile_memory`` (PyTorch writes it before ``traceEvents``), so
+    other traces pay nothing. It holds exactly the ops ``attribute``'s read would find only while every batch
+    went through the C reader, whose events are the ones msgspec decodes (a float tid, which ``_Op`` does not
+    decode, is not logged); the parser drops it (``drop``) at the first batch read another way, at the first
+    error, or beyond ``max_ops`` ops or ``MAX_LOGGED_NAMES`` names, and the file is then read again."""
+
+    __slots__ = ("dur", "max_ops", "name", "name_ids", "names", "tid", "tid_ids", "tids", "ts", "valid")
+
+    def __init__(self, max_ops: int = MAX_LOGGED_OPS) -> None:
+        self.ts: array[float] = array("d")
+        self.dur: array[float] = array("d")
+        self.name: array[int] = array("i")  # index into ``names``
+        self.tid: array[int] = array("i")  # index into ``tids``
+        self.names: list[str] = []
+        self.name_ids: dict[str, int] = {}  # -1: an allocation primitive (not logged)
+        self.tids: list[int | str | None] = []
+        self.tid_ids: dict[int | str | None, int] = {}
+        self.max_ops = max_ops
+        self.valid = True
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    def _new_name(self, name: str) -> int:
+        """The index of a name met first: -1 for an allocation primitive, -2 beyond ``MAX_LOGGED_NAMES``."""
+        if name.startswith(_PRIMITIVES):
+            k = -1
+        elif len(self.names) >= MAX_LOGGED_NAMES:
+            return -2
+        else:
+            k = len(self.names)
+            self.names.append(name)
+        self.name_ids[name] = k
+        return k
+
+    def add(self, events: Iterable[Any]) -> None:
+        """The ops of events msgspec decoded (``parse.Event``), as the C reader logs its own."""
+        for e in events:
+            if e.ph != "X" or e.cat not in _CPU_CATS or e.ts != e.ts or isinstance(e.tid, float):
+                continue
+            k = self.name_ids.get(e.name)
+            if k is None:
+                k = self._new_name(e.name)
+            if k == -1:
+                continue
+            t = self.tid_ids.get(e.tid)
+            if t is None:
+                t = self.tid_ids[e.tid] = len(self.tids)
+                self.tids.append(e.tid)
+            if k < -1 or len(self.ts) >= self.max_ops:
+                self.drop()
+                return
+            self.ts.append(e.ts)
+            self.dur.append(e.dur)
+            self.name.append(k)
+            self.tid.append(t)
+
+    def drop(self) -> None:
+        """Incomplete: forget the ops (the file is read again)."""
+        self.valid = False
+        self.ts, self.dur, self.name, self.tid = array("d"), array("d"), array("i"), array("i")
+        self.names, self.name_ids, self.tids, self.tid_ids = [], {}, [], {}
 
 
 class _Op(msgspec.Struct, gc=False):
@@ -191,3 +265,37 @@ def attribute(source: TraceSource, mem: MemoryEvents, intern: Any, *, max_decomp
     except TraceError:
         return False
     return True
+
+
+def attribute_log(log: OpLog, mem: MemoryEvents, intern: Any) -> None:
+    """``attribute`` from the ops the main pass logged: the same ops in the same order, so the same answers and
+    the same names interned in the same order, without reading the file again."""
+    if not len(mem):
+        return
+    spans = _spans(mem)
+    best = array("d", [float("inf")]) * len(mem)
+    threads = array("i", [mem.tids.get(tid, -1) for tid in log.tids])  # per logged thread: its index in mem.tids
+    accel = native.ACCEL
+    apply = getattr(accel, "attribute_log", None)
+    if (
+        apply is not None
+        and apply(log.ts, log.dur, log.name, log.tid, threads, spans, best, mem.op, log.names, intern) is None
+    ):
+        return
+    names, op = log.names, mem.op
+    for ts, dur, name, tid in zip(log.ts, log.dur, log.name, log.tid, strict=True):
+        t = threads[tid]
+        span = spans[t] if t >= 0 else None
+        if span is None:
+            continue
+        times, idx = span
+        lo = bisect.bisect_left(times, ts)
+        hi = bisect.bisect_right(times, ts + dur)
+        nid = -1
+        for k in range(lo, hi):
+            j = idx[k]
+            if dur < best[j]:
+                if nid < 0:
+                    nid = intern(names[name])
+                best[j] = dur
+                op[j] = nid

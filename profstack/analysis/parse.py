@@ -44,7 +44,7 @@ from profstack.analysis.gpu import (
     select,
 )
 from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
-from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, attribute
+from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, OpLog, attribute, attribute_log
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
@@ -664,6 +664,8 @@ class _Parser:
         self.runtime_budget = _NameBudget()
         self.annot_budget = _NameBudget()
         self.long_names = 0
+        #: this file's CPU ops for the memory attribution, kept by the C reader (memory.OpLog; None: not kept)
+        self.op_log: OpLog | None = None
 
     def _bounded(self, name: str) -> str:
         self.long_names += 1
@@ -817,6 +819,12 @@ class _Parser:
         # this batch's launches, handed to the join before its ops are looked at
         arrays = _BatchArrays.new()
         self.fd.events += len(events)
+        log = self.op_log
+        if log is not None and log.valid:  # msgspec's events, as the C reader's: their ops go to the log too
+            if any(type(e) is BareEvent for e in events):
+                log.drop()  # its tid is not decoded: attribute's read would see one
+            else:
+                log.add(events)
         accel = native.ACCEL
         r: Any = NotImplemented
         if accel is not None:
@@ -1176,6 +1184,13 @@ def new_parser(fd: FileData, symbols: SymbolTable, opts: AnalysisOptions, *, bou
     return _Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
 
 
+def _op_log(meta: dict[str, Any]) -> OpLog | None:
+    """An op log for a file whose header says ``profile_memory`` (its ``[memory]`` events are attributed from
+    it), where the C reader is built (only it logs); else None."""
+    wanted = meta.get("profile_memory") in (1, True) and hasattr(native.ACCEL, "attribute_log")
+    return OpLog() if wanted and hasattr(native.ACCEL, "decode_consume") else None
+
+
 def _parse(
     src: TraceSource,
     symbols: SymbolTable,
@@ -1205,7 +1220,11 @@ def _parse(
             )
             long_strings.resolve = stream.unparsed  # the filter's output goes to this stream only
             taken = declined = 0  # the C reader's batches in this file
+            header_read = False
             for batch in stream.batches():
+                if not header_read:  # the keys before traceEvents are in stream.meta: log the ops?
+                    header_read = True
+                    parser.op_log = _op_log(stream.meta)
                 if isinstance(batch, memoryview):
                     # a file the reader keeps declining (escaped names, say) goes to msgspec without a try first
                     if declined <= READER_GIVE_UP + 4 * taken:
@@ -1224,6 +1243,8 @@ def _parse(
                     try:
                         events = _LIST_DECODER.decode(b"[" + b",".join(batch) + b"]")
                     except (msgspec.DecodeError, msgspec.ValidationError):
+                        if parser.op_log is not None:  # repaired names and dropped args: not what attribute reads
+                            parser.op_log.drop()
                         fallback = [ev for ev in (parser.decode_one(raw) for raw in batch) if ev is not None]
                         parser.consume(fallback)
                         continue
@@ -1297,10 +1318,15 @@ def _parse(
         )
     if stream is not None and stream.had_bom:
         fd.notices.append(TraceError("file starts with a UTF-8 byte-order mark; ignored", source=src.name))
-    if len(fd.memory):  # the allocating op of each [memory] event: one more read, only for these traces
-        fd.memory_attributed = attribute(
-            src, fd.memory, symbols.intern, max_decompressed=max_decompressed_bytes, max_event=max_event_bytes
-        )
+    log, parser.op_log = parser.op_log, None
+    if len(fd.memory):  # the allocating op of each [memory] event
+        if log is not None and log.valid and fd.error is None and not long_strings.strings_cut:
+            attribute_log(log, fd.memory, symbols.intern)  # from the ops the C reader logged
+        else:  # one more read, only for these traces
+            fd.memory_attributed = attribute(
+                src, fd.memory, symbols.intern, max_decompressed=max_decompressed_bytes, max_event=max_event_bytes
+            )
+    del log
     if bounded:
         fd.gpu = feed.finish(selection_now(feed.join.count))
         fd.gpu_feed = None

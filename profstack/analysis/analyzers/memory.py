@@ -8,7 +8,8 @@ import bisect
 import math
 
 from profstack.analysis.analyzers.view import RankView
-from profstack.analysis.memory import device_label
+from profstack.analysis.gpu import Step
+from profstack.analysis.memory import MemoryEvents, device_label
 from profstack.analysis.stats import pct_or_none, r2
 from profstack.analysis.summary import MemoryDevice, MemoryOperator, MemorySection, StepPeak
 
@@ -20,7 +21,8 @@ MAX_STEPS = 1000
 def memory(v: RankView) -> MemorySection:
     m, names, d = v.d.memory, v.names, v.d
     lo, hi = v.cpu_lo, v.cpu_hi
-    idx = [i for i in range(len(m)) if lo <= m.ts[i] <= hi] if math.isfinite(lo) else list(range(len(m)))
+    ts, dev = m.ts, m.dev
+    idx = [i for i, t in enumerate(ts) if lo <= t <= hi] if math.isfinite(lo) else list(range(len(m)))
     section: MemorySection = {
         "events": len(idx),
         "complete": m.complete,
@@ -30,64 +32,17 @@ def memory(v: RankView) -> MemorySection:
     }
     if not idx:
         return section
-    t0 = min(m.ts[i] for i in idx)
-    t1 = max(m.ts[i] for i in idx)
+    in_window = [ts[i] for i in idx]
+    t0, t1 = min(in_window), max(in_window)
     n = max(1, min(OUT_BINS, math.ceil(t1 - t0) or 1))
     width = (t1 - t0) / n if t1 > t0 else 1.0
     steps = v.steps_in[:MAX_STEPS]
     devices: dict[int, list[int]] = {}
     for i in idx:
-        devices.setdefault(m.dev[i], []).append(i)
+        devices.setdefault(dev[i], []).append(i)
     ops: dict[tuple[int, int], list[int]] = {}
     for key in sorted(devices):
-        evs = sorted(devices[key], key=lambda i: m.ts[i])
-        alloc = [m.alloc[i] for i in evs]
-        res = [m.reserved[i] for i in evs if m.reserved[i] >= 0]
-        series_a = [-1] * n
-        series_r = [-1] * n
-        for i in evs:
-            b = min(int((m.ts[i] - t0) / width), n - 1)
-            series_a[b] = max(series_a[b], m.alloc[i])
-            if m.reserved[i] >= 0:
-                series_r[b] = max(series_r[b], m.reserved[i])
-            if m.nbytes[i] > 0:
-                rec = ops.setdefault((m.op[i], key), [0, 0])
-                rec[0] += 1
-                rec[1] += m.nbytes[i]
-        _carry(series_a)
-        _carry(series_r)
-        step_peaks: list[StepPeak] = []
-        times = [m.ts[i] for i in evs]  # ascending: evs is sorted by time
-        for num, start, dur in steps:
-            a, b = bisect.bisect_left(times, start), bisect.bisect_right(times, start + dur)
-            if a < b:  # the events with start <= ts <= start + dur
-                step_peaks.append({"step": num, "peak_allocated_bytes": max(alloc[a:b])})
-        first, last = (step_peaks[0], step_peaks[-1]) if len(step_peaks) >= 2 else (None, None)
-        increase = (
-            pct_or_none(last["peak_allocated_bytes"] - first["peak_allocated_bytes"], first["peak_allocated_bytes"])
-            if first is not None and last is not None
-            else None
-        )
-        dev: MemoryDevice = {
-            "device": device_label(key),
-            "events": len(evs),
-            "allocations": sum(1 for i in evs if m.nbytes[i] > 0),
-            "frees": sum(1 for i in evs if m.nbytes[i] < 0),
-            "allocated_bytes": sum(m.nbytes[i] for i in evs if m.nbytes[i] > 0),
-            "peak_allocated_bytes": max(alloc),
-            "peak_reserved_bytes": max(res) if res else None,
-            "start_allocated_bytes": alloc[0],
-            "end_allocated_bytes": alloc[-1],
-            "step_peaks": step_peaks,
-            "increase_pct": increase,
-            "timeline": {
-                "start_us": r2(t0) or 0.0,
-                "bin_us": r2(width) or 0.0,
-                "max_allocated_bytes": series_a,
-                "max_reserved_bytes": series_r if res else [],
-            },
-        }
-        section["devices"].append(dev)
+        section["devices"].append(_device(m, key, devices[key], steps=steps, t0=t0, width=width, n=n, ops=ops))
     top = sorted(ops.items(), key=lambda kv: -kv[1][1])[:TOP_OPERATORS]
     section["top_operators"] = [
         {
@@ -99,6 +54,81 @@ def memory(v: RankView) -> MemorySection:
         for (op, key), rec in top
     ]
     return section
+
+
+def _device(
+    m: MemoryEvents,
+    key: int,
+    events: list[int],
+    *,
+    steps: list[Step],
+    t0: float,
+    width: float,
+    n: int,
+    ops: dict[tuple[int, int], list[int]],
+) -> MemoryDevice:
+    """One device's section from its events (indices into ``m``); adds its allocations to ``ops``."""
+    ts, res_c, nbytes_c, op_c = m.ts, m.reserved, m.nbytes, m.op
+    evs = sorted(events, key=ts.__getitem__)  # stable: equal times keep file order
+    times = [ts[i] for i in evs]  # ascending
+    alloc = [m.alloc[i] for i in evs]
+    series_a = [-1] * n
+    series_r = [-1] * n
+    res_max = -1  # the peak reserved; -1: no event says
+    allocations = frees = allocated = 0
+    last_bin = n - 1
+    for i, t, a in zip(evs, times, alloc, strict=True):
+        b = min(int((t - t0) / width), last_bin)
+        series_a[b] = max(series_a[b], a)
+        r = res_c[i]
+        if r >= 0:
+            series_r[b] = max(series_r[b], r)
+            res_max = max(res_max, r)
+        nb = nbytes_c[i]
+        if nb > 0:
+            allocations += 1
+            allocated += nb
+            rec = ops.get((op_c[i], key))
+            if rec is None:
+                ops[(op_c[i], key)] = [1, nb]
+            else:
+                rec[0] += 1
+                rec[1] += nb
+        elif nb < 0:
+            frees += 1
+    _carry(series_a)
+    _carry(series_r)
+    step_peaks: list[StepPeak] = []
+    for num, start, dur in steps:
+        lo, hi = bisect.bisect_left(times, start), bisect.bisect_right(times, start + dur)
+        if lo < hi:  # the events with start <= ts <= start + dur
+            step_peaks.append({"step": num, "peak_allocated_bytes": max(alloc[lo:hi])})
+    first, last = (step_peaks[0], step_peaks[-1]) if len(step_peaks) >= 2 else (None, None)
+    increase = (
+        pct_or_none(last["peak_allocated_bytes"] - first["peak_allocated_bytes"], first["peak_allocated_bytes"])
+        if first is not None and last is not None
+        else None
+    )
+    has_res = res_max >= 0
+    return {
+        "device": device_label(key),
+        "events": len(evs),
+        "allocations": allocations,
+        "frees": frees,
+        "allocated_bytes": allocated,
+        "peak_allocated_bytes": max(alloc),
+        "peak_reserved_bytes": res_max if has_res else None,
+        "start_allocated_bytes": alloc[0],
+        "end_allocated_bytes": alloc[-1],
+        "step_peaks": step_peaks,
+        "increase_pct": increase,
+        "timeline": {
+            "start_us": r2(t0) or 0.0,
+            "bin_us": r2(width) or 0.0,
+            "max_allocated_bytes": series_a,
+            "max_reserved_bytes": series_r if has_res else [],
+        },
+    }
 
 
 def _carry(series: list[int]) -> None:
