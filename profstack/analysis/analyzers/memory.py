@@ -68,41 +68,47 @@ def _device(
     ops: dict[tuple[int, int], list[int]],
 ) -> MemoryDevice:
     """One device's section from its events (indices into ``m``); adds its allocations to ``ops``."""
-    ts, res_c, nbytes_c, op_c = m.ts, m.reserved, m.nbytes, m.op
+    ts = m.ts
     evs = sorted(events, key=ts.__getitem__)  # stable: equal times keep file order
     times = [ts[i] for i in evs]  # ascending
     alloc = [m.alloc[i] for i in evs]
+    res = [m.reserved[i] for i in evs]  # < 0: unknown
+    nbytes = [m.nbytes[i] for i in evs]
+    # the bins in columns, not event by event: an event's bin, min(int((t - t0) / width), n - 1), never falls as t
+    # rises (IEEE subtraction and division by a positive width are monotonic), so each bin is a run of evs
+    last_bin = n - 1
     series_a = [-1] * n
     series_r = [-1] * n
-    res_max = -1  # the peak reserved; -1: no event says
-    allocations = frees = allocated = 0
-    last_bin = n - 1
-    for i, t, a in zip(evs, times, alloc, strict=True):
-        b = min(int((t - t0) / width), last_bin)
-        series_a[b] = max(series_a[b], a)
-        r = res_c[i]
-        if r >= 0:
-            series_r[b] = max(series_r[b], r)
-            res_max = max(res_max, r)
-        nb = nbytes_c[i]
-        if nb > 0:
-            allocations += 1
-            allocated += nb
-            rec = ops.get((op_c[i], key))
-            if rec is None:
-                ops[(op_c[i], key)] = [1, nb]
-            else:
-                rec[0] += 1
-                rec[1] += nb
-        elif nb < 0:
-            frees += 1
+    lo = 0
+    for b in range(n):
+        if lo == len(times):
+            break
+        hi = bisect.bisect_right(times, b, lo, key=lambda t: min(int((t - t0) / width), last_bin))
+        if lo < hi:
+            series_a[b] = max(alloc[lo:hi])
+            series_r[b] = _known_max(res[lo:hi])
+        lo = hi
+    res_max = _known_max(res)  # the peak reserved; -1: no event says
+    allocs = [k for k, nb in enumerate(nbytes) if nb > 0]
+    allocated = sum(nbytes[k] for k in allocs)
+    frees = sum(1 for nb in nbytes if nb < 0)
+    op_c = m.op
+    for k in allocs:
+        nb = nbytes[k]
+        rec = ops.get((op_c[evs[k]], key))
+        if rec is None:
+            ops[(op_c[evs[k]], key)] = [1, nb]
+        else:
+            rec[0] += 1
+            rec[1] += nb
+    allocations = len(allocs)
     _carry(series_a)
     _carry(series_r)
     step_peaks: list[StepPeak] = []
     for num, start, dur in steps:
-        lo, hi = bisect.bisect_left(times, start), bisect.bisect_right(times, start + dur)
-        if lo < hi:  # the events with start <= ts <= start + dur
-            step_peaks.append({"step": num, "peak_allocated_bytes": max(alloc[lo:hi])})
+        a, z = bisect.bisect_left(times, start), bisect.bisect_right(times, start + dur)
+        if a < z:  # the events with start <= ts <= start + dur
+            step_peaks.append({"step": num, "peak_allocated_bytes": max(alloc[a:z])})
     first, last = (step_peaks[0], step_peaks[-1]) if len(step_peaks) >= 2 else (None, None)
     increase = (
         pct_or_none(last["peak_allocated_bytes"] - first["peak_allocated_bytes"], first["peak_allocated_bytes"])
@@ -129,6 +135,12 @@ def _device(
             "max_reserved_bytes": series_r if has_res else [],
         },
     }
+
+
+def _known_max(values: list[int]) -> int:
+    """The largest known (>= 0) value, or -1."""
+    top = max(values)
+    return top if top >= 0 else -1
 
 
 def _carry(series: list[int]) -> None:

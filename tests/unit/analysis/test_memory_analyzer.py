@@ -1,0 +1,116 @@
+"""The memory section (``analyzers.memory``) computes its per-device series from columns (a bin is a run of the
+device's time-sorted events); it must equal the plain event-by-event definition on any events."""
+
+from __future__ import annotations
+
+import bisect
+import math
+from types import SimpleNamespace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from profstack.analysis.analyzers.memory import OUT_BINS, _carry, memory
+from profstack.analysis.memory import MemoryEvents
+
+
+def reference_device(m: MemoryEvents, evs_in: list[int], *, steps: list[Any], t0: float, width: float, n: int) -> Any:
+    """One device, event by event, as the section was first written."""
+    evs = sorted(evs_in, key=lambda i: m.ts[i])
+    alloc = [m.alloc[i] for i in evs]
+    res = [m.reserved[i] for i in evs if m.reserved[i] >= 0]
+    series_a, series_r = [-1] * n, [-1] * n
+    ops: dict[int, list[int]] = {}
+    for i in evs:
+        b = min(int((m.ts[i] - t0) / width), n - 1)
+        series_a[b] = max(series_a[b], m.alloc[i])
+        if m.reserved[i] >= 0:
+            series_r[b] = max(series_r[b], m.reserved[i])
+        if m.nbytes[i] > 0:
+            rec = ops.setdefault(m.op[i], [0, 0])
+            rec[0] += 1
+            rec[1] += m.nbytes[i]
+    _carry(series_a)
+    _carry(series_r)
+    times = [m.ts[i] for i in evs]
+    peaks = []
+    for num, start, dur in steps:
+        a, b = bisect.bisect_left(times, start), bisect.bisect_right(times, start + dur)
+        if a < b:
+            peaks.append((num, max(alloc[a:b])))
+    return {
+        "events": len(evs),
+        "allocations": sum(1 for i in evs if m.nbytes[i] > 0),
+        "frees": sum(1 for i in evs if m.nbytes[i] < 0),
+        "allocated_bytes": sum(m.nbytes[i] for i in evs if m.nbytes[i] > 0),
+        "peak_allocated_bytes": max(alloc),
+        "peak_reserved_bytes": max(res) if res else None,
+        "start_allocated_bytes": alloc[0],
+        "end_allocated_bytes": alloc[-1],
+        "max_allocated_bytes": series_a,
+        "max_reserved_bytes": series_r if res else [],
+        "step_peaks": peaks,
+        "ops": ops,
+    }
+
+
+TIMES = st.one_of(
+    st.sampled_from([0.0, 0.5, 1.0, 1.0000000000000002, 99.99999999999999, 100.0, 1e6, 1712195495501688.5]),
+    st.floats(0, 1000, allow_nan=False),
+)
+EVENT = st.tuples(
+    TIMES,
+    st.sampled_from([1, 2]),  # device type: cuda, hip
+    st.sampled_from([0, 1]),
+    st.integers(-(2**40), 2**40),  # bytes: allocations, frees, zero
+    st.integers(-5, 2**40),  # total allocated
+    st.sampled_from([-1, -7, 0, 4096, 2**41]),  # total reserved (< 0: unknown)
+    st.integers(-1, 5),  # the allocating op's id (-1: none)
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(EVENT, min_size=1, max_size=200),
+    st.lists(st.tuples(st.integers(0, 9), TIMES, st.floats(0, 500)), max_size=6),
+)
+def test_the_section_equals_the_event_by_event_definition(events: list[Any], steps: list[Any]) -> None:
+    # GIVEN memory events with equal and nearly equal times, unknown reserved totals, frees and zero-byte events
+    m = MemoryEvents()
+    for ts, dtype, did, nbytes, alloc, reserved, _ in events:
+        m.add(ts, 1, dtype=dtype, did=did, nbytes=nbytes, alloc=alloc, reserved=reserved)
+    for k, (*_, op) in enumerate(events):
+        m.op[k] = op
+    steps = sorted(steps, key=lambda s: s[1])
+    view = SimpleNamespace(
+        d=SimpleNamespace(memory=m, memory_attributed=True),
+        names=[f"op{k}" for k in range(6)],
+        cpu_lo=-math.inf,
+        cpu_hi=math.inf,
+        steps_in=steps,
+    )
+    # WHEN the section is computed
+    section = memory(view)  # type: ignore[arg-type]
+    # THEN each device is what the event-by-event definition gives
+    t0, t1 = min(m.ts), max(m.ts)
+    n = max(1, min(OUT_BINS, math.ceil(t1 - t0) or 1))
+    width = (t1 - t0) / n if t1 > t0 else 1.0
+    by_dev: dict[int, list[int]] = {}
+    for i in range(len(m)):
+        by_dev.setdefault(m.dev[i], []).append(i)
+    assert len(section["devices"]) == len(by_dev)
+    ops: dict[tuple[int, int], list[int]] = {}
+    for key, dev in zip(sorted(by_dev), section["devices"], strict=True):
+        want = reference_device(m, by_dev[key], steps=steps, t0=t0, width=width, n=n)
+        got = {k: dev[k] for k in want if k in dev}  # type: ignore[literal-required]
+        got["max_allocated_bytes"] = dev["timeline"]["max_allocated_bytes"]
+        got["max_reserved_bytes"] = dev["timeline"]["max_reserved_bytes"]
+        got["step_peaks"] = [(p["step"], p["peak_allocated_bytes"]) for p in dev["step_peaks"]]
+        got["ops"] = want["ops"]
+        assert got == want
+        for op, rec in want["ops"].items():
+            ops[(op, key)] = rec
+    # AND the top operators are the largest of the same per-(op, device) totals
+    top = sorted(ops.items(), key=lambda kv: -kv[1][1])[:15]
+    assert [(o["allocations"], o["bytes"]) for o in section["top_operators"]] == [tuple(r) for _, r in top]
