@@ -3929,6 +3929,58 @@ done:
     return result;
 }
 
+/* gather(column, idx): array(column.typecode, (column[i] for i in idx)) for an array column of 4- or 8-byte items
+   and an array('i') of indices within it; NotImplemented otherwise (the caller's Python loop then says why) */
+static PyObject *gather(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "gather(column, idx)");
+        return NULL;
+    }
+    Py_buffer col, ix;
+    if (PyObject_GetBuffer(args[0], &col, PyBUF_FORMAT) < 0) return NULL;
+    if (PyObject_GetBuffer(args[1], &ix, PyBUF_FORMAT) < 0) {
+        PyBuffer_Release(&col);
+        return NULL;
+    }
+    PyObject *result = NULL, *typecode = NULL;
+    Py_ssize_t size = col.itemsize, n = ix.len / 4, len = size > 0 ? col.len / size : 0;
+    if (strcmp(ix.format, "i") != 0 || ix.itemsize != 4 || (size != 4 && size != 8) || col.format == NULL ||
+        strlen(col.format) != 1)
+        goto decline;
+    const int *idx = ix.buf;
+    for (Py_ssize_t k = 0; k < n; k++)
+        if (idx[k] < 0 || idx[k] >= len) goto decline;
+    char *out = PyMem_Malloc((size_t)(n > 0 ? n : 1) * (size_t)size);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (size == 8) {
+        const uint64_t *c = col.buf;
+        uint64_t *o = (uint64_t *)(void *)out;
+        for (Py_ssize_t k = 0; k < n; k++) o[k] = c[idx[k]];
+    } else {
+        const uint32_t *c = col.buf;
+        uint32_t *o = (uint32_t *)(void *)out;
+        for (Py_ssize_t k = 0; k < n; k++) o[k] = c[idx[k]];
+    }
+    PyObject *bytes = PyBytes_FromStringAndSize(out, n * size);
+    PyMem_Free(out);
+    if (bytes == NULL) goto done;
+    typecode = PyUnicode_FromString(col.format);
+    if (typecode != NULL) result = PyObject_CallFunctionObjArgs(array_type, typecode, bytes, NULL);
+    Py_DECREF(bytes);
+    goto done;
+decline:
+    result = Py_NewRef(Py_NotImplemented);
+done:
+    Py_XDECREF(typecode);
+    PyBuffer_Release(&ix);
+    PyBuffer_Release(&col);
+    return result;
+}
+
 /* ---- LaunchJoin.add (profstack/analysis/gpu.py) without its pruning ---- */
 
 static PyObject *join_launches(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -4047,6 +4099,9 @@ static PyMethodDef methods[] = {
     {"attribute_log", (PyCFunction)(void (*)(void))attribute_log, METH_FASTCALL,
      "attribute_log(ts, dur, name, tid, threads, spans, best, op, names, intern): memory.attribute_log's loop over "
      "the op log; None, or NotImplemented with nothing changed"},
+    {"gather", (PyCFunction)(void (*)(void))gather, METH_FASTCALL,
+     "gather(column, idx): array(column.typecode, (column[i] for i in idx)) for 4- or 8-byte items and an "
+     "array('i') of indices, or NotImplemented"},
     {"join_launches", (PyCFunction)(void (*)(void))join_launches, METH_FASTCALL,
      "join_launches(join, corrs, starts, durs): LaunchJoin.add before its pruning; None, a late correlation id, "
      "or NotImplemented"},

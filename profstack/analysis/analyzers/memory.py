@@ -7,10 +7,12 @@ from __future__ import annotations
 import bisect
 import math
 from array import array
+from collections import Counter, defaultdict
 from itertools import compress
-from operator import itemgetter
-from typing import Any
+from operator import and_
+from typing import Any, cast
 
+from profstack.analysis import native
 from profstack.analysis.analyzers.view import RankView
 from profstack.analysis.gpu import Step
 from profstack.analysis.memory import MemoryEvents, device_label
@@ -27,7 +29,11 @@ def memory(v: RankView) -> MemorySection:
     lo, hi = v.cpu_lo, v.cpu_hi
     ts, dev = m.ts, m.dev
     # indices and columns in arrays, not lists: a 1 GB trace has ~500k events, ~36 bytes each as Python ints
-    window = (i for i, t in enumerate(ts) if lo <= t <= hi) if math.isfinite(lo) else range(len(m))
+    everything = range(len(m))
+    # the events with lo <= ts <= hi, chosen by C-level maps (no Python frame per event)
+    window = (
+        compress(everything, map(and_, map(lo.__le__, ts), map(hi.__ge__, ts))) if math.isfinite(lo) else everything
+    )
     idx = array("i", window)
     section: MemorySection = {
         "events": len(idx),
@@ -100,20 +106,17 @@ def _device(
             series_r[b] = _known_max(res[lo:hi])
         lo = hi
     res_max = _known_max(res)  # the peak reserved; -1: no event says
-    positive = (0).__lt__
-    allocations = sum(map(positive, nbytes))
-    allocated = sum(filter(positive, nbytes))
+    is_alloc = array("b", map((0).__lt__, nbytes))  # an allocation (bytes > 0); < 0 a free
+    allocations = sum(is_alloc)
+    allocated = sum(compress(nbytes, is_alloc))
     frees = sum(map((0).__gt__, nbytes))
-    by_op: dict[int, list[int]] = {}
-    for op, nb in compress(zip(_gather(m.op, evs), nbytes, strict=True), map(positive, nbytes)):  # the allocations
-        rec = by_op.get(op)
-        if rec is None:
-            by_op[op] = [1, nb]
-        else:
-            rec[0] += 1
-            rec[1] += nb
-    for op, rec in by_op.items():
-        ops[(op, key)] = rec
+    op_col = _gather(m.op, evs)
+    counts = Counter(compress(op_col, is_alloc))
+    totals: defaultdict[int, int] = defaultdict(int)
+    for op, nb in compress(zip(op_col, nbytes, strict=True), is_alloc):
+        totals[op] += nb
+    for op, count in counts.items():  # first-allocation order, as the event-by-event loop met them
+        ops[(op, key)] = [count, totals[op]]
     _carry(series_a)
     _carry(series_r)
     step_peaks: list[StepPeak] = []
@@ -149,21 +152,15 @@ def _device(
     }
 
 
-_CHUNK = 1 << 16
-
-
 def _gather(column: array[Any], idx: array[int]) -> array[Any]:
-    """``column[i] for i in idx`` as an array of the column's type, gathered by ``itemgetter`` a chunk at a time
-    (C speed, ~5x a ``map`` of ``__getitem__``; the chunk's tuple bounds the Python objects made at once)."""
-    out = array(column.typecode)
-    for start in range(0, len(idx), _CHUNK):
-        part = idx[start : start + _CHUNK]
-        got = itemgetter(*part)(column)
-        if len(part) == 1:
-            out.append(got)
-        else:
-            out.extend(got)
-    return out
+    """``column[i] for i in idx`` as an array of the column's type: in C where it is built (``_gpuaccel.gather``,
+    a copy per item; the Python map below costs ~130 ns an item, 40 ms of a 100 MB trace's 100 ms section)."""
+    gather = getattr(native.ACCEL, "gather", None)
+    if gather is not None:
+        got = gather(column, idx)
+        if got is not NotImplemented:
+            return cast("array[Any]", got)
+    return array(column.typecode, map(column.__getitem__, idx))
 
 
 def _known_max(values: array[int]) -> int:

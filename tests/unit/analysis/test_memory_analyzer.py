@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from array import array
 from types import SimpleNamespace
 from typing import Any
 
@@ -154,3 +155,36 @@ def test_the_attribution_and_the_section_stay_within_bytes_per_event() -> None:
     # event, the section's lists 128-170): 15 and 51 bytes measured
     assert peaks["spans"] < 30, peaks
     assert peaks["section"] < 80, peaks
+
+
+def test_gather_in_c_equals_the_python_map() -> None:
+    import pytest
+
+    from profstack.analysis import native
+    from profstack.analysis.analyzers import memory as section
+
+    from .test_consume_native import C_MODULE
+
+    if C_MODULE is None or not hasattr(C_MODULE, "gather"):
+        pytest.skip("the C module is not built")
+    columns = [
+        array("d", [0.5, -0.0, 1e300, math.inf, 3.25]),
+        array("q", [2**63 - 1, -(2**63), 0, 7, -1]),
+        array("i", [-1, 2**31 - 1, 0, 5, 9]),
+    ]
+    for column in columns:
+        for idx in (array("i", [4, 0, 0, 3, 1, 2]), array("i"), array("i", [2])):
+            # GIVEN a column and indices WHEN gathered in C and by the Python map THEN the same array, bit for bit
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(native, "ACCEL", None)
+                want = section._gather(column, idx)
+            got = section._gather(column, idx)
+            assert got.typecode == want.typecode == column.typecode
+            assert got.tobytes() == want.tobytes()
+        # AND an index out of range is declined in C, and the Python map raises as indexing does
+        assert C_MODULE.gather(column, array("i", [5])) is NotImplemented
+        assert C_MODULE.gather(column, array("i", [-1])) is NotImplemented
+        with pytest.raises(IndexError):
+            section._gather(column, array("i", [0, 5]))
+    # AND indices of another type are declined
+    assert C_MODULE.gather(columns[0], array("q", [0])) is NotImplemented
