@@ -10,12 +10,10 @@ from array import array
 from collections import Counter, defaultdict
 from itertools import compress
 from operator import and_
-from typing import Any, cast
 
-from profstack.analysis import native
 from profstack.analysis.analyzers.view import RankView
 from profstack.analysis.gpu import Step
-from profstack.analysis.memory import MemoryEvents, device_label
+from profstack.analysis.memory import MemoryEvents, device_label, gather, in_time_order
 from profstack.analysis.stats import pct_or_none, r2
 from profstack.analysis.summary import MemoryDevice, MemoryOperator, MemorySection, StepPeak
 
@@ -48,7 +46,7 @@ def memory(v: RankView) -> MemorySection:
     n = max(1, min(OUT_BINS, math.ceil(t1 - t0) or 1))
     width = (t1 - t0) / n if t1 > t0 else 1.0
     steps = v.steps_in[:MAX_STEPS]
-    devs = _gather(dev, idx)
+    devs = gather(dev, idx)
     keys = set(devs)
     devices: dict[int, array[int]] = (
         {k: array("i", compress(idx, map(k.__eq__, devs))) for k in keys} if len(keys) > 1 else dict.fromkeys(keys, idx)
@@ -82,15 +80,10 @@ def _device(
     ops: dict[tuple[int, int], list[int]],
 ) -> MemoryDevice:
     """One device's section from its events (indices into ``m``); adds its allocations to ``ops``."""
-    ts = m.ts
-    times = _gather(ts, events)
-    evs = events
-    if any(map(float.__gt__, times, times[1:])):  # not in time order: sort (stable: equal times keep file order)
-        evs = array("i", sorted(events, key=ts.__getitem__))
-        times = _gather(ts, evs)
-    alloc = _gather(m.alloc, evs)
-    res = _gather(m.reserved, evs)  # < 0: unknown
-    nbytes = _gather(m.nbytes, evs)
+    evs, times = in_time_order(m.ts, events)  # equal times keep file order
+    alloc = gather(m.alloc, evs)
+    res = gather(m.reserved, evs)  # < 0: unknown
+    nbytes = gather(m.nbytes, evs)
     # the bins in columns, not event by event: an event's bin, min(int((t - t0) / width), n - 1), never falls as t
     # rises (IEEE subtraction and division by a positive width are monotonic), so each bin is a run of evs
     last_bin = n - 1
@@ -110,7 +103,7 @@ def _device(
     allocations = sum(is_alloc)
     allocated = sum(compress(nbytes, is_alloc))
     frees = sum(map((0).__gt__, nbytes))
-    op_col = _gather(m.op, evs)
+    op_col = gather(m.op, evs)
     counts = Counter(compress(op_col, is_alloc))
     totals: defaultdict[int, int] = defaultdict(int)
     for op, nb in compress(zip(op_col, nbytes, strict=True), is_alloc):
@@ -150,17 +143,6 @@ def _device(
             "max_reserved_bytes": series_r if has_res else [],
         },
     }
-
-
-def _gather(column: array[Any], idx: array[int]) -> array[Any]:
-    """``column[i] for i in idx`` as an array of the column's type: in C where it is built (``_gpuaccel.gather``,
-    a copy per item; the Python map below costs ~130 ns an item, 40 ms of a 100 MB trace's 100 ms section)."""
-    gather = getattr(native.ACCEL, "gather", None)
-    if gather is not None:
-        got = gather(column, idx)
-        if got is not NotImplemented:
-            return cast("array[Any]", got)
-    return array(column.typecode, map(column.__getitem__, idx))
 
 
 def _known_max(values: array[int]) -> int:

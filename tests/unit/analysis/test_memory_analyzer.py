@@ -160,8 +160,8 @@ def test_the_attribution_and_the_section_stay_within_bytes_per_event() -> None:
 def test_gather_in_c_equals_the_python_map() -> None:
     import pytest
 
+    from profstack.analysis import memory as section
     from profstack.analysis import native
-    from profstack.analysis.analyzers import memory as section
 
     from .test_consume_native import C_MODULE
 
@@ -177,14 +177,14 @@ def test_gather_in_c_equals_the_python_map() -> None:
             # GIVEN a column and indices WHEN gathered in C and by the Python map THEN the same array, bit for bit
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(native, "ACCEL", None)
-                want = section._gather(column, idx)
-            got = section._gather(column, idx)
+                want = section.gather(column, idx)
+            got = section.gather(column, idx)
             assert got.typecode == want.typecode == column.typecode
             assert got.tobytes() == want.tobytes()
         # AND an index out of range is declined in C, and the Python map raises as indexing does
         assert C_MODULE.gather(column, array("i", [5])) is NotImplemented
         assert C_MODULE.gather(column, array("i", [-1])) is NotImplemented
         with pytest.raises(IndexError):
-            section._gather(column, array("i", [0, 5]))
+            section.gather(column, array("i", [0, 5]))
     # AND indices of another type are declined
     assert C_MODULE.gather(columns[0], array("q", [0])) is NotImplemented
