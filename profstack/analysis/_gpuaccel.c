@@ -3199,6 +3199,23 @@ static int key_is(const unsigned char *s, Py_ssize_t n, const char *lit) {
     return (size_t)n == k && memcmp(s, lit, k) == 0;
 }
 
+/* a value for a field of type `float`: the nearest double; 0 ok, 1 decline */
+static int rd_double(Rd *rd, double *out) {
+    NumTok t;
+    if (rd->p >= rd->end || !(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t)) return 1;
+    return num_double(&t, out);
+}
+
+/* a value for a field of type `float | None`: *set 0 for null; 0 ok, 1 decline */
+static int rd_double_or_null(Rd *rd, signed char *set, double *out) {
+    if (rd->p < rd->end && *rd->p == 'n') {
+        *set = 0;
+        return rd_lit(rd, "null", 4);
+    }
+    *set = 1;
+    return rd_double(rd, out);
+}
+
 /* a value for a field of type `I64 | None` etc.: *set 0 for null; 0 ok, 1 decline */
 static int rd_int_or_null(Rd *rd, long long lo, long long hi, signed char *set, long long *out) {
     if (rd->p < rd->end && *rd->p == 'n') {
@@ -3299,15 +3316,7 @@ static int rd_args(Rd *rd, Rec *r) {
                 }
             }
         } else if (key_is(k, kn, "est. achieved occupancy %")) {
-            if (*rd->p == 'n') {
-                if (rd_lit(rd, "null", 4)) return 1;
-                r->has_occ = 0;
-            } else {
-                NumTok t;
-                if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t) || num_double(&t, &r->occ))
-                    return 1;
-                r->has_occ = 1;
-            }
+            if (rd_double_or_null(rd, &r->has_occ, &r->occ)) return 1;
         } else if ((mf = mem_field(k, kn)) >= 0) { /* I64 | None, the device type and id I32 | None */
             if (rd_int_or_null(rd, mf < 3 ? LLONG_MIN : I32_LO, mf < 3 ? LLONG_MAX : I32_HI, &set, &iv)) return 1;
             r->mem[mf] = iv;
@@ -3362,7 +3371,7 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
             rc = rd_kept_str(rd, &r->name, NULL);
         } else if (key_is(k, kn, "ts") || key_is(k, kn, "dur")) {
             double v;
-            if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t) || num_double(&t, &v)) return 1;
+            if (rd_double(rd, &v)) return 1;
             if (k[0] == 't') r->ts = v;
             else r->dur = v;
         } else if (key_is(k, kn, "args")) {
@@ -3416,6 +3425,55 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
     }
 }
 
+/* A batch (one JSON array of objects, the whole buffer) read one element at a time: one(rd, rec, ctx, &keep)
+   reads the object at rd->p into the next record of *recs (item size bytes, grown as needed: *n used of *cap),
+   which is kept where it sets keep (1 before the call). 0 ok, 1 decline, -1 error (*recs stays the caller's to
+   free either way). Shared by decode_consume and attribute_ops. */
+typedef int (*ReadOne)(Rd *rd, void *rec, void *ctx, int *keep);
+
+static int rd_batch(Rd *rd, void **recs, Py_ssize_t *n, Py_ssize_t *cap, size_t size, ReadOne one, void *ctx) {
+    rd_ws(rd);
+    if (rd->p >= rd->end || *rd->p != '[') return 1;
+    rd->p++;
+    rd_ws(rd);
+    if (rd->p < rd->end && *rd->p == ']') {
+        rd->p++;
+    } else {
+        for (;;) {
+            if (rd->p >= rd->end || *rd->p != '{') return 1;
+            if (*n == *cap) {
+                Py_ssize_t nc = *cap ? *cap * 2 : 4096;
+                void *nr = PyMem_Realloc(*recs, (size_t)nc * size);
+                if (nr == NULL) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                *recs = nr;
+                *cap = nc;
+            }
+            int keep = 1, rc = one(rd, (char *)*recs + (size_t)*n * size, ctx, &keep);
+            if (rc) return rc;
+            if (keep) (*n)++;
+            rd_ws(rd);
+            if (rd->p >= rd->end) return 1;
+            if (*rd->p == ']') {
+                rd->p++;
+                break;
+            }
+            if (*rd->p != ',') return 1;
+            rd->p++;
+            rd_ws(rd);
+        }
+    }
+    rd_ws(rd);
+    return rd->p != rd->end;
+}
+
+static int rd_event_one(Rd *rd, void *rec, void *empty, int *keep) {
+    (void)keep;
+    return rd_event(rd, rec, empty);
+}
+
 /* reader_reset(): drop the strings kept for the file just read */
 static PyObject *reader_reset(PyObject *module, PyObject *unused) {
     (void)module;
@@ -3454,44 +3512,14 @@ static PyObject *decode_consume(PyObject *module, PyObject *const *args, Py_ssiz
     } else {
         rd.sc = &local;
     }
-    int rc = 1;
     if (empty == NULL) goto done;
-    rd_ws(&rd);
-    if (rd.p >= rd.end || *rd.p != '[') goto decline;
-    rd.p++;
-    rd_ws(&rd);
-    if (rd.p < rd.end && *rd.p == ']') {
-        rd.p++;
-    } else {
-        for (;;) {
-            if (rd.p >= rd.end || *rd.p != '{') goto decline;
-            if (n == cap) {
-                Py_ssize_t nc = cap ? cap * 2 : 4096;
-                Rec *nr = PyMem_Realloc(recs, (size_t)nc * sizeof(Rec));
-                if (nr == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                recs = nr;
-                cap = nc;
-            }
-            rc = rd_event(&rd, &recs[n], empty);
-            if (rc < 0) goto done;
-            if (rc > 0) goto decline;
-            n++;
-            rd_ws(&rd);
-            if (rd.p >= rd.end) goto decline;
-            if (*rd.p == ']') {
-                rd.p++;
-                break;
-            }
-            if (*rd.p != ',') goto decline;
-            rd.p++;
-            rd_ws(&rd);
-        }
+    {
+        void *buf = recs;
+        int rc = rd_batch(&rd, &buf, &n, &cap, sizeof(Rec), rd_event_one, empty);
+        recs = buf;
+        if (rc < 0) goto done;
+        if (rc > 0) goto decline;
     }
-    rd_ws(&rd);
-    if (rd.p != rd.end) goto decline;
     result = consume_core(args[0], recs, n, args + 2, 1);
     goto done;
 decline:
@@ -3561,7 +3589,8 @@ static int starts_with(const unsigned char *s, Py_ssize_t n, const char *lit) {
 static int rd_op(Rd *rd, PyObject *tids, OpRec *r, int *keep) {
     const unsigned char *ph = NULL, *cat = NULL, *name = NULL;
     Py_ssize_t ph_n = 0, cat_n = 0, name_n = 0;
-    int has_ts = 0, name_high = 0, high;
+    signed char has_ts = 0;
+    int name_high = 0, high;
     double ts = 0.0, dur = 0.0;
     /* the tid: absent or null (0), an int (1, tid_i) or a string (2, tid_s) */
     int tid_kind = 0;
@@ -3593,17 +3622,9 @@ static int rd_op(Rd *rd, PyObject *tids, OpRec *r, int *keep) {
         } else if (key_is(k, kn, "name")) {
             if (rd_plain_str(rd, &name, &name_n, &name_high)) return 1;
         } else if (key_is(k, kn, "ts")) { /* float | None */
-            if (*rd->p == 'n') {
-                if (rd_lit(rd, "null", 4)) return 1;
-                has_ts = 0;
-            } else {
-                if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t) || num_double(&t, &ts))
-                    return 1;
-                has_ts = 1;
-            }
+            if (rd_double_or_null(rd, &has_ts, &ts)) return 1;
         } else if (key_is(k, kn, "dur")) { /* float */
-            if (!(*rd->p == '-' || (*rd->p >= '0' && *rd->p <= '9')) || rd_num(rd, &t) || num_double(&t, &dur))
-                return 1;
+            if (rd_double(rd, &dur)) return 1;
         } else if (key_is(k, kn, "tid")) { /* int | str | None */
             unsigned char c = *rd->p;
             if (c == '"') {
@@ -3754,6 +3775,23 @@ static void spans_release(Span *sp, Py_ssize_t n_sp) {
     PyMem_Free(sp);
 }
 
+/* rd_batch's reader for attribute_ops: an op is kept where it is on a thread with events (spans held) */
+typedef struct {
+    PyObject *tids;
+    const Span *sp;
+    Py_ssize_t n_sp;
+} OpCtx;
+
+static int rd_op_one(Rd *rd, void *rec, void *ctx, int *keep) {
+    const OpCtx *c = ctx;
+    int rc = rd_op(rd, c->tids, rec, keep);
+    if (rc || !*keep) return rc;
+    Py_ssize_t t = ((const OpRec *)rec)->t;
+    if (t < 0 || t >= c->n_sp) return 1; /* not a thread of spans: Python's lookup would fail too */
+    *keep = c->sp[t].held;
+    return 0;
+}
+
 /* attribute_ops(batch, tids, spans, best, op, intern): memory._apply over the batch's ops, read from its JSON;
    None, or NotImplemented with nothing changed. spans[t]: None or (array('d') times, array('i') event indices) of
    thread t's [memory] events by time; best: array('d'), op: array('i'), one per event; intern(name) -> name id. */
@@ -3803,46 +3841,14 @@ static PyObject *attribute_ops(PyObject *module, PyObject *const *args, Py_ssize
     memset(&rd, 0, sizeof(rd));
     rd.p = (const unsigned char *)view.buf;
     rd.end = rd.p + view.len;
-    rd_ws(&rd);
-    if (rd.p >= rd.end || *rd.p != '[') goto decline;
-    rd.p++;
-    rd_ws(&rd);
-    if (rd.p < rd.end && *rd.p == ']') {
-        rd.p++;
-    } else {
-        for (;;) {
-            if (rd.p >= rd.end || *rd.p != '{') goto decline;
-            if (n == cap) {
-                Py_ssize_t nc = cap ? cap * 2 : 4096;
-                OpRec *nr = PyMem_Realloc(recs, (size_t)nc * sizeof(OpRec));
-                if (nr == NULL) {
-                    PyErr_NoMemory();
-                    goto done;
-                }
-                recs = nr;
-                cap = nc;
-            }
-            int keep, rc = rd_op(&rd, tids, &recs[n], &keep);
-            if (rc < 0) goto done;
-            if (rc > 0) goto decline;
-            if (keep) {
-                Py_ssize_t t = recs[n].t;
-                if (t < 0 || t >= n_sp) goto decline; /* not a thread of spans: Python's lookup would fail too */
-                if (sp[t].held) n++;
-            }
-            rd_ws(&rd);
-            if (rd.p >= rd.end) goto decline;
-            if (*rd.p == ']') {
-                rd.p++;
-                break;
-            }
-            if (*rd.p != ',') goto decline;
-            rd.p++;
-            rd_ws(&rd);
-        }
+    {
+        OpCtx ctx = {tids, sp, n_sp};
+        void *buf = recs;
+        int rc = rd_batch(&rd, &buf, &n, &cap, sizeof(OpRec), rd_op_one, &ctx);
+        recs = buf;
+        if (rc < 0) goto done;
+        if (rc > 0) goto decline;
     }
-    rd_ws(&rd);
-    if (rd.p != rd.end) goto decline;
     /* the batch is read: apply it, op by op in file order */
     double *best = (double *)bestv.buf;
     int *opid = (int *)opv.buf;
