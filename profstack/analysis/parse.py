@@ -821,10 +821,7 @@ class _Parser:
         self.fd.events += len(events)
         log = self.op_log
         if log is not None and log.valid:  # msgspec's events, as the C reader's: their ops go to the log too
-            if any(type(e) is BareEvent for e in events):
-                log.drop()  # its tid is not decoded: attribute's read would see one
-            else:
-                log.add(events)
+            log.add(events)  # (_parse drops the log before decode_one's events, BareEvents and repairs, come here)
         accel = native.ACCEL
         r: Any = NotImplemented
         if accel is not None:
@@ -1243,8 +1240,8 @@ def _parse(
                     try:
                         events = _LIST_DECODER.decode(b"[" + b",".join(batch) + b"]")
                     except (msgspec.DecodeError, msgspec.ValidationError):
-                        if parser.op_log is not None:  # repaired names and dropped args: not what attribute reads
-                            parser.op_log.drop()
+                        if parser.op_log is not None:  # repaired names, and BareEvents' undecoded tids: not what
+                            parser.op_log.drop()  # attribute's read sees
                         fallback = [ev for ev in (parser.decode_one(raw) for raw in batch) if ev is not None]
                         parser.consume(fallback)
                         continue
