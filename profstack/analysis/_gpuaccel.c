@@ -1890,6 +1890,16 @@ static int rec_stream_id(PyObject *parser, const Rec *r, long long *out) {
     return rc;
 }
 
+/* the reader's tid as parse.Event holds it (a new reference): an int, a float, an ASCII str or None */
+static PyObject *tid_key(const Rec *r) {
+    switch (r->tid_t) {
+    case 1: return PyLong_FromLongLong(r->tid_i);
+    case 2: return PyFloat_FromDouble(r->tid_f);
+    case 3: return PyUnicode_FromStringAndSize(r->tid_s, r->tid_n);
+    default: return Py_NewRef(Py_None);
+    }
+}
+
 /* One timed CPU op into the op log (memory.OpLog): its name's index (a name met first: op_log._new_name, -1 for
    an allocation primitive, which is not logged) and its tid's (the last tid is remembered: ops come in runs per
    thread). b: the log's four buffers (ts, dur, name, tid). room: the log holds fewer than max_ops. 0 logged or
@@ -1913,10 +1923,7 @@ static int log_op(PyObject *op_log, PyObject *name_ids, PyObject *tid_ids, PyObj
     int same = *lt == r->tid_t && (r->tid_t == 0 || (r->tid_t == 1 && *li == r->tid_i) ||
                                    (r->tid_t == 3 && *ln == r->tid_n && memcmp(*ls, r->tid_s, (size_t)r->tid_n) == 0));
     if (!same) {
-        PyObject *key;
-        if (r->tid_t == 1) key = PyLong_FromLongLong(r->tid_i);
-        else if (r->tid_t == 3) key = PyUnicode_FromStringAndSize(r->tid_s, r->tid_n);
-        else key = Py_NewRef(Py_None);
+        PyObject *key = tid_key(r);
         if (key == NULL) return -1;
         PyObject *tv = PyDict_GetItemWithError(tid_ids, key); /* borrowed */
         long long ti;
@@ -2164,11 +2171,7 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
                     if (!r->has_args || !(r->mem_set & 1)) continue; /* no args, or Bytes null */
                     mem_seen += 1;
                     if (mem_len + buf[B_MTS].n >= mem_max || r->ts != r->ts) continue;
-                    PyObject *key;
-                    if (r->tid_t == 1) key = PyLong_FromLongLong(r->tid_i);
-                    else if (r->tid_t == 2) key = PyFloat_FromDouble(r->tid_f);
-                    else if (r->tid_t == 3) key = PyUnicode_FromStringAndSize(r->tid_s, r->tid_n);
-                    else key = Py_NewRef(Py_None);
+                    PyObject *key = tid_key(r);
                     if (key == NULL) goto error;
                     PyObject *tv = PyDict_GetItemWithError(mem_tids, key); /* borrowed */
                     long long ti;
