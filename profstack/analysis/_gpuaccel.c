@@ -2070,8 +2070,8 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
         if ((mem_tids = PyObject_GetAttrString(memory, "tids")) == NULL) goto error;
         if (!PyDict_CheckExact(mem_tids)) goto decline;
         const char *mn[] = {"ts", "tid", "dev", "nbytes", "alloc", "reserved", "op"};
-        const char *mf[] = {"d", "i", "q", "q", "q", "q", "i"};
-        const Py_ssize_t ms[] = {8, 4, 8, 8, 8, 8, 4};
+        const char *mf[] = {"d", "i", "i", "q", "q", "q", "i"};
+        const Py_ssize_t ms[] = {8, 4, 4, 8, 8, 8, 4};
         for (int k = 0; k < 7; k++) {
             PyObject *a = PyObject_GetAttrString(memory, mn[k]);
             if (a == NULL) goto error;
@@ -2201,8 +2201,8 @@ static PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, P
                     const long long *mv = r->mem;
                     long long dt = (r->mem_set & 8) && mv[3] >= 0 && mv[3] < (1 << 15) ? mv[3] : 0x7FFF;
                     long long di = (r->mem_set & 16) && mv[4] >= 0 && mv[4] < 0xFFFF ? mv[4] : 0xFFFF;
-                    long long dev = dt * 65536 + di, nb = mv[0], al = (r->mem_set & 2) ? mv[1] : -1,
-                              rs = (r->mem_set & 4) ? mv[2] : -1;
+                    int dev = (int)(dt * 65536 + di); /* < 2**31: memory.device_key */
+                    long long nb = mv[0], al = (r->mem_set & 2) ? mv[1] : -1, rs = (r->mem_set & 4) ? mv[2] : -1;
                     double mts = r->ts;
                     if (abuf_push(&buf[B_MTS], &mts) < 0 || abuf_push(&buf[B_MTID], &t32) < 0 ||
                         abuf_push(&buf[B_MDEV], &dev) < 0 || abuf_push(&buf[B_MBYTES], &nb) < 0 ||

@@ -75,9 +75,13 @@ EVENT = st.tuples(
 @given(
     st.lists(EVENT, min_size=1, max_size=200),
     st.lists(st.tuples(st.integers(0, 9), TIMES, st.floats(0, 500)), max_size=6),
+    st.sampled_from([1 << 16, 1, 2, 3, 7, 64]),
 )
-def test_the_section_equals_the_event_by_event_definition(events: list[Any], steps: list[Any]) -> None:
-    # GIVEN memory events with equal and nearly equal times, unknown reserved totals, frees and zero-byte events
+def test_the_section_equals_the_event_by_event_definition(events: list[Any], steps: list[Any], chunk: int) -> None:
+    # GIVEN memory events with equal and nearly equal times, unknown reserved totals, frees and zero-byte events,
+    # and the section's chunk as it is or small enough that bins, steps and time runs cross chunks
+    from profstack.analysis import memory as mem_mod
+
     m = MemoryEvents()
     for ts, dtype, did, nbytes, alloc, reserved, _ in events:
         m.add(ts, 1, dtype=dtype, did=did, nbytes=nbytes, alloc=alloc, reserved=reserved)
@@ -92,7 +96,11 @@ def test_the_section_equals_the_event_by_event_definition(events: list[Any], ste
         steps_in=steps,
     )
     # WHEN the section is computed
-    section = memory(view)  # type: ignore[arg-type]
+    saved, mem_mod.CHUNK = mem_mod.CHUNK, chunk
+    try:
+        section = memory(view)  # type: ignore[arg-type]
+    finally:
+        mem_mod.CHUNK = saved
     # THEN each device is what the event-by-event definition gives
     t0, t1 = min(m.ts), max(m.ts)
     n = max(1, min(OUT_BINS, math.ceil(t1 - t0) or 1))
@@ -145,16 +153,43 @@ def test_the_attribution_and_the_section_stay_within_bytes_per_event() -> None:
         steps_in=[(k, 1000.0 + k * 5000, 5000.0) for k in range(20)],
     )
     peaks = {}
-    for name, run in (("spans", lambda: mem_mod._spans(m)), ("section", lambda: memory(view))):  # type: ignore[arg-type]
-        # WHEN the attribution's per-thread spans and the memory section are computed
-        tracemalloc.start()
-        run()
-        peaks[name] = tracemalloc.get_traced_memory()[1] / n
-        tracemalloc.stop()
+    want = memory(view)  # type: ignore[arg-type]
+    saved, mem_mod.CHUNK = mem_mod.CHUNK, 4096  # the chunk's own few MB apart, as on a trace of 1M events
+    try:
+        for name, run in (("spans", lambda: mem_mod._spans(m)), ("section", lambda: memory(view))):  # type: ignore[arg-type]
+            # WHEN the attribution's per-thread spans and the memory section are computed
+            tracemalloc.start()
+            got = run()
+            peaks[name] = tracemalloc.get_traced_memory()[1] / n
+            tracemalloc.stop()
+    finally:
+        mem_mod.CHUNK = saved
     # THEN their transient memory is columns, not Python objects per event (sort keys as tuples took 133 bytes an
-    # event, the section's lists 128-170): 15 and 51 bytes measured
+    # event, the section's lists 128-170, its whole-device columns 51): 15 and 9 bytes measured
     assert peaks["spans"] < 30, peaks
-    assert peaks["section"] < 80, peaks
+    assert peaks["section"] < 20, peaks
+    # AND the section in small chunks is the section in one
+    assert got == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0, 1.5, 2.0, 1e6, -3.0]), max_size=60), st.sampled_from([1, 2, 5, 1 << 16]))
+def test_the_time_order_is_a_stable_sort_in_any_chunks(times: list[float], chunk: int) -> None:
+    # GIVEN times with ties, in and out of order, and indices of some of them
+    from profstack.analysis import memory as mem_mod
+
+    ts = array("d", times)
+    idx = array("i", range(0, len(times), 2)) if len(times) % 3 else array("i", range(len(times)))
+    saved, mem_mod.CHUNK = mem_mod.CHUNK, chunk
+    try:
+        # WHEN ordered by time a chunk at a time
+        got = mem_mod.in_time_order(ts, idx)
+    finally:
+        mem_mod.CHUNK = saved
+    # THEN the order of a stable sort by time (equal times in index order), and the indices themselves when sorted
+    assert list(got) == sorted(idx, key=ts.__getitem__)
+    if list(idx) == sorted(idx, key=ts.__getitem__):
+        assert got is idx
 
 
 def test_gather_in_c_equals_the_python_map() -> None:
