@@ -116,8 +116,10 @@ def run_decode(path: Path) -> dict[str, Any]:
 
 def run_profstack(path: Path, jobs: int | None = None) -> dict[str, Any]:
     from profstack.analysis import AnalysisOptions, analyze, discover_sources, reader
+    from profstack.analysis.allocator import tune_malloc
     from profstack.analysis.parallel import analyze_with_report
 
+    tune_malloc()  # as the CLI, the Lambda handler and the --jobs workers do
     start, cpu = time.perf_counter(), _cpu_seconds()
     sources = discover_sources([path])
     extra: dict[str, Any] = {"inflate": reader.INFLATER.name}
@@ -147,7 +149,9 @@ def run_profstack_heap(path: Path) -> dict[str, Any]:
     import tracemalloc
 
     from profstack.analysis import AnalysisOptions, analyze, discover_sources
+    from profstack.analysis.allocator import tune_malloc
 
+    tune_malloc()
     tracemalloc.start()
     start = time.perf_counter()
     analyze(discover_sources([path]), AnalysisOptions(top_k=10, steps=None))

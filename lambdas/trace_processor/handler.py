@@ -18,8 +18,10 @@ from lambdas.trace_processor import runtime
 from lambdas.trace_processor.events import parse_event
 from lambdas.trace_processor.pipeline import process_job
 from lambdas.trace_processor.telemetry import logger, metrics, publish_metrics, record_failure
+from profstack.analysis.allocator import tune_malloc
 
 runtime.env()  # cold start: a bad deployment fails here, loudly
+tune_malloc()  # the function's process is ours: big blocks go back to the system (profstack/analysis/allocator.py)
 # Return every failed record instead of raising when the whole batch fails: same retry semantics,
 # without counting an invocation error for an ordinary bad message.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

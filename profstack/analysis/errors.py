@@ -139,6 +139,13 @@ class StreamsFoldedError(TraceError):
     partial_ok = True
 
 
+class MemoryEventsCutError(TraceError):
+    """``[memory]`` events beyond the memory section's bound, or without a time or a byte count, were left out:
+    its peaks, timeline and operators cover the rest only (recorded, incomplete)."""
+
+    partial_ok = True
+
+
 class MultipleDevicesError(TraceError):
     """One file holds GPU ops of several devices: its GPU span, busy and idle time are their union (recorded)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import operator
 from array import array
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -57,6 +58,23 @@ def merge(intervals: Iterable[tuple[float, float]]) -> Merged:
             add_start(s)
             add_end(e)
     return out
+
+
+def merge_columns(starts: array[float], durs: array[float]) -> Merged:
+    """``merge`` of the intervals ``[starts[i], starts[i] + durs[i])`` of two columns: in C where it is built
+    (``union_spans``: 16 bytes an interval while it sorts, where the tuples of ``merge`` cost ~110: 46 MB for the
+    400K host syncs of a 4 GB trace)."""
+    cols = Merged()
+    cols.starts = starts if starts.typecode == "d" else array("d", starts)
+    cols.ends = array("d", map(operator.add, starts, durs))
+    accel = native.ACCEL
+    if accel is not None and len(cols):
+        r = accel.union_spans([cols])
+        if r is not NotImplemented:
+            out = Merged()
+            out.starts, out.ends = r
+            return out
+    return merge(zip(cols.starts, cols.ends, strict=True))
 
 
 def union(sets: Sequence[Merged]) -> Merged:

@@ -28,7 +28,15 @@ from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource
 
 MEMORY_EVENT = "[memory]"
-MAX_EVENTS = 2_000_000
+#: The memory section's byte budget, which keeps a file's peak RSS within ~150 MB at any size (bench/README.md,
+#: "Peak memory"): the event columns (``EVENT_BYTES``) and the attribution's per-thread spans and best
+#: durations (``ATTRIBUTION_BYTES``) of every event, and the op log's ``OP_BYTES`` an op while it is kept.
+MEMORY_BUDGET_BYTES = 64 << 20
+EVENT_BYTES = 8 + 4 + 4 + 8 + 8 + 8 + 4  # MemoryEvents' columns: ts, tid, dev, nbytes, alloc, reserved, op
+ATTRIBUTION_BYTES = 12 + 8  # memory.attribute*'s spans (time, index) and best duration of each event
+OP_BYTES = 8 + 8 + 4 + 4  # OpLog's columns: ts, dur, name, tid
+#: events kept in columns: beyond, they are counted and the result says it is incomplete (1,048,576)
+MAX_EVENTS = MEMORY_BUDGET_BYTES // (EVENT_BYTES + ATTRIBUTION_BYTES)
 #: c10::DeviceType (c10/core/DeviceType.h) of the backends whose allocators profile_memory reports
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 9: "xla", 12: "xpu", 13: "mps", 15: "hpu", 19: "mtia", 20: "privateuse1"}
 
@@ -98,7 +106,8 @@ class MemoryEvents:
         self.seen += other.seen
 
 
-#: the op log's bounds: beyond them the file's attribution reads it again (``attribute``); 2M ops is 48 MB
+#: the op log's bounds: beyond them the file's attribution reads it again (``attribute``); 2M ops is 48 MB. The
+#: log is dropped sooner where it and the events outgrow ``MEMORY_BUDGET_BYTES`` (``log_room``).
 MAX_LOGGED_OPS = 2_000_000
 MAX_LOGGED_NAMES = 1 << 16
 
@@ -169,6 +178,13 @@ class OpLog:
         self.valid = False
         self.ts, self.dur, self.name, self.tid = array("d"), array("d"), array("i"), array("i")
         self.names, self.name_ids, self.tids, self.tid_ids = [], {}, [], {}
+
+
+def log_room(events: int) -> int:
+    """The ops the log may hold beside ``events`` memory events within ``MEMORY_BUDGET_BYTES`` (at most
+    ``MAX_LOGGED_OPS``; can be negative: the events alone fill the budget)."""
+    spare = MEMORY_BUDGET_BYTES - events * (EVENT_BYTES + ATTRIBUTION_BYTES)
+    return min(MAX_LOGGED_OPS, spare // OP_BYTES)
 
 
 class _Op(msgspec.Struct, gc=False):

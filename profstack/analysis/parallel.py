@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
+from profstack.analysis.allocator import tune_malloc
 from profstack.analysis.engine import (
     Analysed,
     AnalysisResult,
@@ -130,6 +131,7 @@ def _worker(job: _Job, tasks: Any, out: Any, queue: Any, cpu: int | None) -> Non
     for each on ``out``. Imports nothing and pickles no arguments under fork: it starts in ~4 ms."""
     global _queue  # noqa: PLW0603 - one queue per worker process, set once at its start
     _queue = queue
+    tune_malloc()  # inherited under fork; a spawned or forkserver worker sets it itself
     if cpu is not None:
         # one CPU per worker: left to itself the scheduler kept both workers of a 2-rank job on one of two
         # CPUs (each at ~50 %, no faster than one process); pinned, the job took 0.71-0.76x the serial time

@@ -17,9 +17,11 @@ from typing import Annotated, Any, NamedTuple
 import msgspec
 
 from profstack.analysis import classify, native
+from profstack.analysis import memory as memory_columns
 from profstack.analysis.errors import (
     EmptyTraceError,
     InvalidEventError,
+    MemoryEventsCutError,
     MultipleDevicesError,
     NegativeDurationError,
     NotKinetoError,
@@ -44,7 +46,7 @@ from profstack.analysis.gpu import (
     select,
 )
 from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
-from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, OpLog, attribute, attribute_log
+from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, OpLog, attribute, attribute_log, log_room
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
@@ -859,6 +861,13 @@ class _Parser:
         fd.n_launch_records += n_launch
         fd.cpu_ops += len(cpu_starts)
         fd.runtime_calls += n_rt
+        log = self.op_log
+        if log is not None and log.valid:  # the log and the events within the memory budget, or a second read
+            room = log_room(len(fd.memory))
+            if len(log) > room:
+                log.drop()
+            else:
+                log.max_ops = room  # the C reader's bound within the next batch
 
     def _consume_events(
         self,
@@ -1324,6 +1333,18 @@ def _parse(
                 src, fd.memory, symbols.intern, max_decompressed=max_decompressed_bytes, max_event=max_event_bytes
             )
     del log
+    mem = fd.memory
+    if not mem.complete:
+        cut = mem.seen - len(mem)
+        why = (
+            f"beyond the first {len(mem):,} (the memory section's bound, which bounds its memory use): its peaks, "
+            f"timeline and top operators are those of the first {len(mem):,} only"
+            if len(mem) >= memory_columns.MAX_EVENTS
+            else "without a time or a byte count"
+        )
+        fd.warnings.append(
+            MemoryEventsCutError(f"{cut:,} of the file's {mem.seen:,} [memory] events left out, {why}", source=src.name)
+        )
     if bounded:
         fd.gpu = feed.finish(selection_now(feed.join.count))
         fd.gpu_feed = None

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from profstack import __version__
+from profstack.analysis.allocator import tune_malloc
 
 # Modules under profstack.cli that contribute sub-commands, in help order.
 SUBCOMMAND_MODULES = ("analyze", "diff", "config", "users", "tensorboard", "legacy", "migrate")
@@ -61,6 +62,7 @@ def _register_needs_aws_extra(subparsers: argparse._SubParsersAction[argparse.Ar
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    tune_malloc()  # this process is ProfStack's: big blocks go back to the system (allocator.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

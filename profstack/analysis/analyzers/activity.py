@@ -51,7 +51,7 @@ def activity(v: RankView) -> ActivityTimeline | None:
 
     host = TimeBins(("dataloader", "sync"))
     for k, (starts, durs) in enumerate(((d.dl_ts, d.dl_dur), (d.s_ts, d.s_dur))):
-        busy = intervals.merge((t, t + du) for t, du in zip(starts, durs, strict=True))
+        busy = intervals.merge_columns(starts, durs)
         host.add_spans(k, busy.starts, busy.ends)
     types = {t: _share(gpu_series(t), width) for t in classify.KERNEL_TYPES}
     return {

@@ -10,7 +10,7 @@ from profstack.analysis.summary import DataLoader
 
 def dataloader(v: RankView, step_total: float) -> DataLoader:
     d, steps_in = v.d, v.steps_in
-    dl_merged = intervals.merge(zip(d.dl_ts, (t + du for t, du in zip(d.dl_ts, d.dl_dur, strict=True)), strict=True))
+    dl_merged = intervals.merge_columns(d.dl_ts, d.dl_dur)
     if steps_in:
         step_iv = intervals.merge((s[1], s[1] + s[2]) for s in steps_in)
         dl_time = intervals.intersection_length(dl_merged, step_iv)

@@ -153,6 +153,43 @@ def test_a_log_beyond_its_bounds_is_dropped(bound: str) -> None:
 
 
 @needs_c
+@pytest.mark.parametrize("budget_ops", [10, 4500])
+def test_a_log_beyond_the_memory_budget_is_dropped(budget_ops: int) -> None:
+    # GIVEN a memory budget that the trace's events and ops outgrow, at its ops (10) or only once its memory
+    # events come (4500: its 4,000 ops fit, then its 873 events take their room)
+    data = trace(train_loop(3000))
+    _, kept = summary(data, use_log=True)
+    assert (kept.log, kept.read) == (1, 0)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(memory, "MEMORY_BUDGET_BYTES", budget_ops * memory.OP_BYTES)
+        # WHEN analysed
+        got, passes = summary(data, use_log=True)
+    # THEN the log was dropped and the file read again, with the same answer
+    assert (passes.log, passes.read) == (0, 1)
+    assert got == summary(data, use_log=False)[0]
+
+
+def test_the_budget_sets_the_event_cap_and_the_logs_room() -> None:
+    # GIVEN the budget of the memory section
+    per_event = memory.EVENT_BYTES + memory.ATTRIBUTION_BYTES
+    # THEN the columns and the attribution of MAX_EVENTS events fit in it, and no more
+    assert memory.MAX_EVENTS * per_event <= memory.MEMORY_BUDGET_BYTES < (memory.MAX_EVENTS + 1) * per_event
+    # AND the log's room is what the events leave, up to its own cap
+    assert memory.log_room(0) == memory.MAX_LOGGED_OPS
+    half = memory.MAX_EVENTS // 2
+    assert memory.log_room(half) * memory.OP_BYTES + half * per_event <= memory.MEMORY_BUDGET_BYTES
+    assert memory.log_room(memory.MAX_EVENTS) < 1
+    # AND the columns' width is what MemoryEvents holds
+    columns = memory.MemoryEvents()
+    assert (
+        sum(getattr(columns, c).itemsize for c in ("ts", "tid", "dev", "nbytes", "alloc", "reserved", "op"))
+        == memory.EVENT_BYTES
+    )
+    log = memory.OpLog()
+    assert sum(getattr(log, c).itemsize for c in ("ts", "dur", "name", "tid")) == memory.OP_BYTES
+
+
+@needs_c
 def test_the_c_loop_and_the_python_loop_give_the_same_answers() -> None:
     # GIVEN a log of msgspec-decoded ops (odd ones among them) and memory events on several threads
     events: list[dict[str, object]] = []
@@ -249,3 +286,44 @@ def test_threads_of_every_kind_keep_their_own_ops(how: str) -> None:
     want = {f"aten::thread{j}": 40 * (1000 + j) for j, tid in enumerate(THREADS) if not isinstance(tid, float)}
     want["(no enclosing CPU op)"] = 40 * (1000 + THREADS.index(1.5))
     assert by_name == want
+
+
+def _cut_warnings(s: dict[str, Any]) -> list[str]:
+    return [w["message"] for w in s["errors"] + s["warnings"] if w["error_type"] == "MemoryEventsCutError"]
+
+
+@pytest.mark.parametrize("accel", ["C", "Python"])
+def test_memory_events_beyond_the_bound_are_a_warning_and_mark_the_result_incomplete(accel: str) -> None:
+    # GIVEN a profile_memory trace of 873 memory events, and a bound of 50 events kept
+    data = trace(train_loop(3000))
+    whole, _ = summary(data, use_log=True)
+    assert whole["complete"]
+    assert _cut_warnings(whole) == []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(memory, "MAX_EVENTS", 50)
+        if accel == "Python":
+            mp.setattr(native, "ACCEL", None)
+        # WHEN analysed (by the C reader or the Python loop)
+        got, _ = summary(data, use_log=True)
+    # THEN the section holds the first 50 and says it is incomplete, and so do the warning and the summary
+    assert memory_section(got)[0]["events"] == 50
+    assert memory_section(got)[0]["complete"] is False
+    (msg,) = _cut_warnings(got)
+    assert "823 of the file's 873 [memory] events left out, beyond the first 50" in msg
+    assert got["complete"] is False
+
+
+def test_memory_events_without_a_time_are_a_warning_of_their_own() -> None:
+    # GIVEN a trace with two [memory] events without a ts, and one whose Bytes is null (no allocation: not a
+    # memory event at all)
+    events = train_loop(600)
+    no_bytes = mem_event(3.0)
+    no_bytes["args"] = {"Bytes": None}
+    no_ts = {k: v for k, v in mem_event(4.0).items() if k != "ts"}
+    events += [no_bytes, no_ts, no_ts]
+    # WHEN analysed
+    got, _ = summary(trace(events), use_log=True)
+    # THEN the warning counts the two and says why; the result is incomplete
+    (msg,) = _cut_warnings(got)
+    assert "2 of the file's 177 [memory] events left out, without a time or a byte count" in msg
+    assert got["complete"] is False

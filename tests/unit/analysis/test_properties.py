@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import struct
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze
-from profstack.analysis.intervals import intersection_length, merge, partition_by_set, total
+from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, native
+from profstack.analysis.intervals import intersection_length, merge, merge_columns, partition_by_set, total
 from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.stats import histogram, sorted_histogram_counts
 
@@ -34,6 +37,24 @@ def test_union_length_matches_brute_force(ivs: list[tuple[float, float]]) -> Non
     assert total(merged) == len(cells(ivs))
     # merged intervals are sorted and disjoint
     assert all(a[1] < b[0] for a, b in itertools.pairwise(list(merged)))
+
+
+ANY_FLOATS = st.one_of(st.floats(), st.sampled_from([0.0, -0.0, 1.0, 1e15, -3.5]))
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(ANY_FLOATS, ANY_FLOATS), max_size=40), st.sampled_from(["C", "Python"]))
+def test_merge_of_two_columns_is_merge_of_their_intervals(pairs: list[tuple[float, float]], loop: str) -> None:
+    # GIVEN start and duration columns of any floats (NaN, infinities, -0.0 and negative durations among them)
+    starts, durs = array("d", (p[0] for p in pairs)), array("d", (p[1] for p in pairs))
+    with pytest.MonkeyPatch.context() as mp:
+        if loop == "Python":
+            mp.setattr(native, "ACCEL", None)
+        # WHEN merged from the columns, in C (union_spans) or in Python
+        got = merge_columns(starts, durs)
+    # THEN the intervals are those merge finds from their tuples, bit for bit
+    want = merge((s, s + d) for s, d in zip(starts, durs, strict=True))
+    assert [struct.pack("<dd", *iv) for iv in got] == [struct.pack("<dd", *iv) for iv in want]
 
 
 @given(int_intervals, int_intervals)
