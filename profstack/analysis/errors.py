@@ -139,6 +139,13 @@ class StreamsFoldedError(TraceError):
     partial_ok = True
 
 
+class HostSpansCutError(TraceError):
+    """Host synchronisation calls, annotations or DataLoader spans beyond the host-span columns' bound were left
+    out: the results built on them cover the file up to there (recorded, incomplete)."""
+
+    partial_ok = True
+
+
 class MemoryEventsCutError(TraceError):
     """``[memory]`` events beyond the memory section's bound, or without a time or a byte count, were left out:
     its peaks, timeline and operators cover the rest only (recorded, incomplete)."""

@@ -20,6 +20,7 @@ from profstack.analysis import classify, native
 from profstack.analysis import memory as memory_columns
 from profstack.analysis.errors import (
     EmptyTraceError,
+    HostSpansCutError,
     InvalidEventError,
     MemoryEventsCutError,
     MultipleDevicesError,
@@ -644,6 +645,61 @@ class _BatchArrays(NamedTuple):
         return cls(array("q"), array("d"), array("d"), array("d"))
 
 
+#: the host-side span columns that grow with the file: host synchronisation calls, GPU-side syncs, annotations and
+#: DataLoader spans (what each is: FileData). Beyond ``HOST_SPAN_BUDGET_BYTES`` together (~800k rows), the rows of
+#: later batches are left out, counted and warned of (``HostSpansCutError``): a file's memory stays bounded at any
+#: size. The steps are not among them: the GPU side's step selection reads them as the parse goes.
+HOST_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("sync calls", ("s_name", "s_ts", "s_dur")),
+    ("GPU-side syncs", ("gs_ts", "gs_dur")),
+    ("annotations", ("a_name", "a_gpu", "a_ts", "a_dur")),
+    ("DataLoader spans", ("dl_ts", "dl_dur")),
+)
+HOST_SPAN_BUDGET_BYTES = 16 << 20
+
+
+class _HostBound:
+    """``HOST_COLUMNS`` within their budget: after each batch, measured until they outgrow it, then cut back to
+    the rows they held then (one batch beyond the budget at most)."""
+
+    __slots__ = ("at_event", "cut", "kept")
+
+    def __init__(self) -> None:
+        self.kept: list[int] | None = None  # rows of each group kept, once the budget is reached
+        self.cut = [0] * len(HOST_COLUMNS)  # rows of each group left out
+        self.at_event = 0  # the file's events read when the budget was reached
+
+    def after_batch(self, fd: FileData) -> None:
+        if self.kept is None:
+            used = 0
+            for _, cols in HOST_COLUMNS:
+                for c in cols:
+                    col: array[Any] = getattr(fd, c)
+                    used += len(col) * col.itemsize
+            if used > HOST_SPAN_BUDGET_BYTES:
+                self.kept = [len(getattr(fd, cols[0])) for _, cols in HOST_COLUMNS]
+                self.at_event = fd.events
+            return
+        for g, (_, cols) in enumerate(HOST_COLUMNS):
+            keep = self.kept[g]
+            extra = len(getattr(fd, cols[0])) - keep
+            if extra > 0:
+                for c in cols:
+                    del getattr(fd, c)[keep:]
+                self.cut[g] += extra
+
+    def warning(self, source: str) -> HostSpansCutError | None:
+        if not any(self.cut):
+            return None
+        what = ", ".join(f"{n:,} {label}" for (label, _), n in zip(HOST_COLUMNS, self.cut, strict=True) if n)
+        return HostSpansCutError(
+            f"{what} left out, those after the file's first {self.at_event:,} events (the host-span columns' bound, "
+            f"{HOST_SPAN_BUDGET_BYTES >> 20} MB, which bounds the memory a file takes): synchronisation, annotation "
+            "and DataLoader results cover the file up to there",
+            source=source,
+        )
+
+
 class _Parser:
     def __init__(
         self,
@@ -668,6 +724,7 @@ class _Parser:
         self.long_names = 0
         #: this file's CPU ops for the memory attribution, kept by the C reader (memory.OpLog; None: not kept)
         self.op_log: OpLog | None = None
+        self.host_bound = _HostBound()
 
     def _bounded(self, name: str) -> str:
         self.long_names += 1
@@ -861,6 +918,7 @@ class _Parser:
         fd.n_launch_records += n_launch
         fd.cpu_ops += len(cpu_starts)
         fd.runtime_calls += n_rt
+        self.host_bound.after_batch(fd)
         log = self.op_log
         if log is not None and log.valid:  # the log and the events within the memory budget, or a second read
             room = log_room(len(fd.memory))
@@ -1345,6 +1403,9 @@ def _parse(
         fd.warnings.append(
             MemoryEventsCutError(f"{cut:,} of the file's {mem.seen:,} [memory] events left out, {why}", source=src.name)
         )
+    host_cut = parser.host_bound.warning(src.name)
+    if host_cut is not None:
+        fd.warnings.append(host_cut)
     if bounded:
         fd.gpu = feed.finish(selection_now(feed.join.count))
         fd.gpu_feed = None
