@@ -5,9 +5,10 @@ glibc serves a block of at least ``M_MMAP_THRESHOLD`` bytes (128 KB at start) wi
 free. But each time it frees such a block it raises the threshold to that block's size, up to 32 MB, so after the
 parse frees its first multi-MB buffer, arrays of up to that size live in the heap. There a growing array moves
 to the heap's top on each realloc and leaves a hole that later blocks only partly fill: the heap ends far above
-what is live. Setting the threshold once turns the adjustment off. Measured on a 2 GB ``profile_memory`` trace
-(bench/README.md "Peak memory"): peak RSS 196 -> 174 MB, RSS after the analysis 118 -> 44 MB, time within noise;
-at 128 KB the time was ~15% longer (a fresh mapping, and its page faults, for each batch's temporary arrays).
+what is live. Setting the threshold once turns the adjustment off. Measured on df_index_resolver's
+``profile_memory`` copies (bench/README.md, target 4), peak RSS untuned / 2 MB / 4 MB / 512 KB: 1 GB 105 / 102 /
+105 / 98 MB, 2 GB 143 / 133 / 135 / 132, 4 GB 150 / 140 / 144 / 139; time within 3 % of untuned at 2 and 4 MB,
+but 15-35 % longer at 512 KB (a fresh mapping, and its page faults, for each batch's 1-2 MB of buffers).
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ import ctypes
 import platform
 import sys
 
-#: mallopt's parameter number (malloc.h) and the threshold set: above a batch's temporary arrays (~100 KB)
+#: mallopt's parameter number (malloc.h) and the threshold set: above a batch's buffers (1-2 MB), below the columns
 M_MMAP_THRESHOLD = -3
-MMAP_THRESHOLD_BYTES = 512 << 10
+MMAP_THRESHOLD_BYTES = 2 << 20
 
 _done: bool | None = None
 

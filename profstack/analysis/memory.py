@@ -15,9 +15,10 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
+import tempfile
 from array import array
 from collections.abc import Iterable, Iterator
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import msgspec
 
@@ -29,8 +30,8 @@ from profstack.analysis.sources import TraceSource
 
 MEMORY_EVENT = "[memory]"
 #: The memory section's byte budget, which keeps a file's peak RSS within ~150 MB at any size (bench/README.md,
-#: "Peak memory"): the event columns (``EVENT_BYTES``) and the attribution's per-thread spans and best
-#: durations (``ATTRIBUTION_BYTES``) of every event, and the op log's ``OP_BYTES`` an op while it is kept.
+#: target 4): the event columns (``EVENT_BYTES``) and the attribution's per-thread spans and best durations
+#: (``ATTRIBUTION_BYTES``) of every event kept. (The op log keeps at most ``SPILL_OPS`` ops in memory.)
 MEMORY_BUDGET_BYTES = 64 << 20
 EVENT_BYTES = 8 + 4 + 4 + 8 + 8 + 8 + 4  # MemoryEvents' columns: ts, tid, dev, nbytes, alloc, reserved, op
 ATTRIBUTION_BYTES = 12 + 8  # memory.attribute*'s spans (time, index) and best duration of each event
@@ -106,10 +107,12 @@ class MemoryEvents:
         self.seen += other.seen
 
 
-#: the op log's bounds: beyond them the file's attribution reads it again (``attribute``); 2M ops is 48 MB. The
-#: log is dropped sooner where it and the events outgrow ``MEMORY_BUDGET_BYTES`` (``log_room``).
-MAX_LOGGED_OPS = 2_000_000
+#: the op log's bounds: beyond them the file's attribution reads it again (``attribute``). 8M ops is 192 MB of
+#: temporary file (a 4 GB trace of df_index_resolver has 4.1M ops); in memory it holds ``SPILL_OPS`` (1.6 MB)
+MAX_LOGGED_OPS = 8_000_000
 MAX_LOGGED_NAMES = 1 << 16
+#: ops the log holds in memory: the parser moves them to its temporary file once it holds more, after a batch
+SPILL_OPS = 1 << 16
 
 
 class OpLog:
@@ -122,7 +125,21 @@ class OpLog:
     decode, is not logged); the parser drops it (``drop``) at the first batch read another way, at the first
     error, or beyond ``max_ops`` ops or ``MAX_LOGGED_NAMES`` names, and the file is then read again."""
 
-    __slots__ = ("dur", "max_ops", "name", "name_ids", "names", "tid", "tid_ids", "tids", "ts", "valid")
+    __slots__ = (
+        "cap",
+        "dur",
+        "max_ops",
+        "name",
+        "name_ids",
+        "names",
+        "spill_file",
+        "spilled",
+        "tid",
+        "tid_ids",
+        "tids",
+        "ts",
+        "valid",
+    )
 
     def __init__(self, max_ops: int = MAX_LOGGED_OPS) -> None:
         self.ts: array[float] = array("d")
@@ -133,11 +150,58 @@ class OpLog:
         self.name_ids: dict[str, int] = {}  # -1: an allocation primitive (not logged)
         self.tids: list[int | str | None] = []
         self.tid_ids: dict[int | str | None, int] = {}
-        self.max_ops = max_ops
+        self.cap = max_ops  # ops logged in all
+        self.max_ops = max_ops  # ops the arrays in memory may hold (the C reader reads it): cap - spilled
+        self.spill_file: IO[bytes] | None = None  # the ops moved out of memory (``spill``), in order
+        self.spilled = 0
         self.valid = True
 
     def __len__(self) -> int:
-        return len(self.ts)
+        return self.spilled + len(self.ts)
+
+    def spill(self) -> None:
+        """Move the ops held in memory to the log's temporary file (an unnamed one, removed when closed), as one
+        record: their count, then the four columns. Where it cannot be written (no space), the log is dropped
+        and the file will be read again."""
+        n = len(self.ts)
+        try:
+            if self.spill_file is None:
+                self.spill_file = tempfile.TemporaryFile(prefix="profstack-oplog-")  # noqa: SIM115 - closed by close()
+            f = self.spill_file
+            f.write(n.to_bytes(8, "little"))
+            for col in (self.ts, self.dur, self.name, self.tid):
+                col.tofile(f)
+        except OSError:
+            self.drop()
+            return
+        self.spilled += n
+        self.max_ops = self.cap - self.spilled
+        self.ts, self.dur, self.name, self.tid = array("d"), array("d"), array("i"), array("i")
+
+    def columns(self) -> Iterator[tuple[array[float], array[float], array[int], array[int]]]:
+        """The ops logged, in order: each spilled record, then those in memory. Raises OSError or EOFError where
+        the temporary file cannot be read back whole."""
+        f = self.spill_file
+        if f is not None:
+            f.flush()
+            f.seek(0)
+            read = 0
+            while read < self.spilled:
+                n = int.from_bytes(f.read(8), "little")
+                if not 0 < n <= self.spilled - read:
+                    raise EOFError("op log: a spilled record does not fit the ops spilled")
+                cols = array("d"), array("d"), array("i"), array("i")
+                for col in cols:
+                    col.fromfile(f, n)
+                read += n
+                yield cols
+        yield self.ts, self.dur, self.name, self.tid
+
+    def close(self) -> None:
+        """Remove the temporary file (if any); the ops in it are gone."""
+        if self.spill_file is not None:
+            self.spill_file.close()
+            self.spill_file = None
 
     def _new_name(self, name: str) -> int:
         """The index of a name met first: -1 for an allocation primitive, -2 beyond ``MAX_LOGGED_NAMES``."""
@@ -165,7 +229,7 @@ class OpLog:
             if t is None:
                 t = self.tid_ids[e.tid] = len(self.tids)
                 self.tids.append(e.tid)
-            if k < -1 or len(self.ts) >= self.max_ops:
+            if k < -1 or len(self.ts) >= self.max_ops:  # max_ops: the room left in memory (cap - spilled)
                 self.drop()
                 return
             self.ts.append(e.ts)
@@ -176,15 +240,10 @@ class OpLog:
     def drop(self) -> None:
         """Incomplete: forget the ops (the file is read again)."""
         self.valid = False
+        self.close()
+        self.spilled = 0
         self.ts, self.dur, self.name, self.tid = array("d"), array("d"), array("i"), array("i")
         self.names, self.name_ids, self.tids, self.tid_ids = [], {}, [], {}
-
-
-def log_room(events: int) -> int:
-    """The ops the log may hold beside ``events`` memory events within ``MEMORY_BUDGET_BYTES`` (at most
-    ``MAX_LOGGED_OPS``; can be negative: the events alone fill the budget)."""
-    spare = MEMORY_BUDGET_BYTES - events * (EVENT_BYTES + ATTRIBUTION_BYTES)
-    return min(MAX_LOGGED_OPS, spare // OP_BYTES)
 
 
 class _Op(msgspec.Struct, gc=False):
@@ -342,24 +401,31 @@ def attribute(source: TraceSource, mem: MemoryEvents, intern: Any, *, max_decomp
     return True
 
 
-def attribute_log(log: OpLog, mem: MemoryEvents, intern: Any) -> None:
+def attribute_log(log: OpLog, mem: MemoryEvents, intern: Any) -> bool:
     """``attribute`` from the ops the main pass logged: the same ops in the same order, so the same answers and
-    the same names interned in the same order, without reading the file again."""
+    the same names interned in the same order, without reading the file again. Each op stands alone, so the
+    spilled records and the ops in memory are applied one after another. False where the log's temporary file
+    could not be read back: the caller then reads the file again, which sets the op of every event these ops
+    set (it finds them all, and the innermost op around an event among more)."""
     if not len(mem):
-        return
+        return True
     spans = _spans(mem)
     best = array("d", [float("inf")]) * len(mem)
     threads = array("i", [mem.tids.get(tid, -1) for tid in log.tids])  # per logged thread: its index in mem.tids
-    accel = native.ACCEL
-    apply = getattr(accel, "attribute_log", None)
-    if (
-        apply is not None
-        and apply(log.ts, log.dur, log.name, log.tid, threads, spans, best, mem.op, log.names, intern) is None
-    ):
-        return
+    apply = getattr(native.ACCEL, "attribute_log", None)
     names = log.names
-    for ts, dur, name, tid in zip(log.ts, log.dur, log.name, log.tid, strict=True):
-        t = threads[tid]
-        span = spans[t] if t >= 0 else None
-        if span is not None:
-            _apply_op(span, ts, dur, names[name], best=best, op=mem.op, intern=intern)
+    try:
+        for ts_col, dur_col, name_col, tid_col in log.columns():
+            if (
+                apply is not None
+                and apply(ts_col, dur_col, name_col, tid_col, threads, spans, best, mem.op, names, intern) is None
+            ):
+                continue
+            for ts, dur, name, tid in zip(ts_col, dur_col, name_col, tid_col, strict=True):
+                t = threads[tid]
+                span = spans[t] if t >= 0 else None
+                if span is not None:
+                    _apply_op(span, ts, dur, names[name], best=best, op=mem.op, intern=intern)
+    except (OSError, EOFError):
+        return False
+    return True

@@ -47,7 +47,7 @@ from profstack.analysis.gpu import (
     select,
 )
 from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
-from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, OpLog, attribute, attribute_log, log_room
+from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, OpLog, attribute, attribute_log
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
@@ -920,12 +920,8 @@ class _Parser:
         fd.runtime_calls += n_rt
         self.host_bound.after_batch(fd)
         log = self.op_log
-        if log is not None and log.valid:  # the log and the events within the memory budget, or a second read
-            room = log_room(len(fd.memory))
-            if len(log) > room:
-                log.drop()
-            else:
-                log.max_ops = room  # the C reader's bound within the next batch
+        if log is not None and log.valid and len(log.ts) > memory_columns.SPILL_OPS:
+            log.spill()  # the ops held so far to the log's temporary file (or, where it cannot be written, dropped)
 
     def _consume_events(
         self,
@@ -1384,12 +1380,19 @@ def _parse(
         fd.notices.append(TraceError("file starts with a UTF-8 byte-order mark; ignored", source=src.name))
     log, parser.op_log = parser.op_log, None
     if len(fd.memory):  # the allocating op of each [memory] event
-        if log is not None and log.valid and fd.error is None and not long_strings.strings_cut:
-            attribute_log(log, fd.memory, symbols.intern)  # from the ops the C reader logged
-        else:  # one more read, only for these traces
+        from_log = (  # from the ops the C reader logged
+            log is not None
+            and log.valid
+            and fd.error is None
+            and not long_strings.strings_cut
+            and attribute_log(log, fd.memory, symbols.intern)
+        )
+        if not from_log:  # one more read, only for these traces
             fd.memory_attributed = attribute(
                 src, fd.memory, symbols.intern, max_decompressed=max_decompressed_bytes, max_event=max_event_bytes
             )
+    if log is not None:
+        log.close()
     del log
     mem = fd.memory
     if not mem.complete:

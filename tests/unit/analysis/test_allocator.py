@@ -17,8 +17,9 @@ from tests.unit.analysis.synth import busy_steps
 HANDLER = Path(__file__).resolve().parents[3] / "lambdas" / "trace_processor" / "handler.py"
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
-# 64 blocks of 1 MB, all freed but the last, after a 4 MB block freed (which, by default, lifts glibc's threshold
-# to 4 MB, so the 1 MB blocks live in the heap, below the one kept, and the heap cannot shrink)
+# 16 blocks of 3 MB (above the threshold set), all freed but the last, after an 8 MB block freed (which, by
+# default, lifts glibc's threshold to 8 MB, so the 3 MB blocks live in the heap, below the one kept, and the heap
+# cannot shrink)
 _CHILD = textwrap.dedent(
     """
     import sys
@@ -28,10 +29,10 @@ _CHILD = textwrap.dedent(
     if sys.argv[1] == "tune":
         from profstack.analysis.allocator import tune_malloc
         assert tune_malloc() and tune_malloc()  # once per process; the second call reports the first
-    x = b"\\1" * (4 << 20)
+    x = b"\\1" * (8 << 20)
     del x
     base = rss()
-    blocks = [b"\\1" * (1 << 20) for _ in range(64)]
+    blocks = [b"\\1" * (3 << 20) for _ in range(16)]
     keep = blocks[-1]
     del blocks
     print(rss() - base)
@@ -46,11 +47,11 @@ def _retained_mb(mode: str) -> float:
 
 @pytest.mark.skipif(not GLIBC, reason="mallopt's threshold is glibc's")
 def test_big_blocks_freed_go_back_to_the_system_once_tuned() -> None:
-    # GIVEN a process that freed a 4 MB block, then 63 of 64 blocks of 1 MB
+    # GIVEN a process that freed an 8 MB block, then 15 of 16 blocks of 3 MB
     # WHEN glibc is left to itself, THEN the heap keeps them (the reason allocator.py exists)
     assert _retained_mb("none") > 32
     # WHEN tune_malloc ran first, THEN each block was its own mapping and went back on free
-    assert _retained_mb("tune") < 8
+    assert _retained_mb("tune") < 10
 
 
 def test_elsewhere_it_changes_nothing_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:

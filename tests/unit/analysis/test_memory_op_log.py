@@ -135,14 +135,17 @@ def test_a_trace_the_log_cannot_hold_exactly_is_read_again(why: str, extra: dict
 
 
 @needs_c
-@pytest.mark.parametrize("bound", ["ops", "names"])
+@pytest.mark.parametrize("bound", ["ops", "ops, some spilled", "names"])
 def test_a_log_beyond_its_bounds_is_dropped(bound: str) -> None:
-    # GIVEN a log bound below what the trace holds
-    data = trace(train_loop(3000))
+    # GIVEN a log bound below what the trace holds (4,000 ops; in the second case ops are spilled before)
+    data = trace(train_loop(3000 if bound != "ops, some spilled" else 30000))
     with pytest.MonkeyPatch.context() as mp:
         if bound == "ops":
             mp.setattr(memory, "MAX_LOGGED_OPS", 100)
             mp.setattr(memory.OpLog.__init__, "__defaults__", (100,))
+        elif bound == "ops, some spilled":  # 40,000 ops against a cap of 25,000, 500 of them in memory
+            mp.setattr(memory, "SPILL_OPS", 500)
+            mp.setattr(memory.OpLog.__init__, "__defaults__", (25_000,))
         else:
             mp.setattr(memory, "MAX_LOGGED_NAMES", 20)
         # WHEN analysed
@@ -152,34 +155,87 @@ def test_a_log_beyond_its_bounds_is_dropped(bound: str) -> None:
     assert got == summary(data, use_log=False)[0]
 
 
+class Spills:
+    """The op logs the parser made, and the size of their arrays in memory after each spill."""
+
+    def __init__(self, mp: pytest.MonkeyPatch) -> None:
+        self.logs: list[memory.OpLog] = []
+        self.held: list[int] = []
+        real_init, real_spill = memory.OpLog.__init__, memory.OpLog.spill
+
+        def init(log: memory.OpLog, *a: Any, **k: Any) -> None:
+            real_init(log, *a, **k)
+            self.logs.append(log)
+
+        def spill(log: memory.OpLog) -> None:
+            self.held.append(len(log.ts))
+            real_spill(log)
+
+        mp.setattr(memory.OpLog, "__init__", init)
+        mp.setattr(memory.OpLog, "spill", spill)
+
+
 @needs_c
-@pytest.mark.parametrize("budget_ops", [10, 4500])
-def test_a_log_beyond_the_memory_budget_is_dropped(budget_ops: int) -> None:
-    # GIVEN a memory budget that the trace's events and ops outgrow, at its ops (10) or only once its memory
-    # events come (4500: its 4,000 ops fit, then its 873 events take their room)
-    data = trace(train_loop(3000))
-    _, kept = summary(data, use_log=True)
-    assert (kept.log, kept.read) == (1, 0)
+@pytest.mark.parametrize("accel", ["C", "Python"])
+def test_a_log_spilled_to_its_file_gives_the_answers_of_one_held_in_memory(accel: str) -> None:
+    # GIVEN a profile_memory trace of several batches, and a log that holds 500 ops in memory
+    data = trace(train_loop(30000))
+    kept, _ = summary(data, use_log=True)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(memory, "MEMORY_BUDGET_BYTES", budget_ops * memory.OP_BYTES)
+        mp.setattr(memory, "SPILL_OPS", 500)
+        spills = Spills(mp)
+        if accel == "Python":  # the Python loops: msgspec's events logged by OpLog.add, applied by _apply_op
+            mp.setattr(native, "ACCEL", None)
+            mp.setattr(parse, "_op_log", lambda meta: memory.OpLog())
         # WHEN analysed
         got, passes = summary(data, use_log=True)
-    # THEN the log was dropped and the file read again, with the same answer
-    assert (passes.log, passes.read) == (0, 1)
+    # THEN the ops went to the file after each batch, in records, and were applied from it: the same answers
+    (log,) = spills.logs
+    assert len(spills.held) >= 3
+    assert min(spills.held) > 500
+    assert (passes.log, passes.read) == (1, 0)
+    assert got == kept
+    assert got == summary(data, use_log=False)[0]
+    # AND the file was removed at the end
+    assert log.spill_file is None
+
+
+@needs_c
+@pytest.mark.parametrize("fault", ["no space", "cut short"])
+def test_a_spill_file_that_fails_is_a_second_read_with_the_same_answers(fault: str) -> None:
+    # GIVEN a log whose temporary file cannot be written, or comes back shorter than written
+    data = trace(train_loop(30000))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(memory, "SPILL_OPS", 500)
+        if fault == "no space":
+
+            def full(*a: Any, **k: Any) -> Any:
+                raise OSError(28, "No space left on device")
+
+            mp.setattr(memory.tempfile, "TemporaryFile", full)
+        else:
+            real = memory.OpLog.columns
+
+            def cut(log: memory.OpLog) -> Any:
+                assert log.spill_file is not None
+                log.spill_file.truncate(log.spill_file.tell() // 2)
+                return real(log)
+
+            mp.setattr(memory.OpLog, "columns", cut)
+        # WHEN analysed
+        got, passes = summary(data, use_log=True)
+    # THEN the file was read again (no half-attributed events), with the second read's answers
+    assert passes.read == 1
+    assert passes.log == (1 if fault == "cut short" else 0)
     assert got == summary(data, use_log=False)[0]
 
 
-def test_the_budget_sets_the_event_cap_and_the_logs_room() -> None:
+def test_the_budget_sets_the_event_cap() -> None:
     # GIVEN the budget of the memory section
     per_event = memory.EVENT_BYTES + memory.ATTRIBUTION_BYTES
     # THEN the columns and the attribution of MAX_EVENTS events fit in it, and no more
     assert memory.MAX_EVENTS * per_event <= memory.MEMORY_BUDGET_BYTES < (memory.MAX_EVENTS + 1) * per_event
-    # AND the log's room is what the events leave, up to its own cap
-    assert memory.log_room(0) == memory.MAX_LOGGED_OPS
-    half = memory.MAX_EVENTS // 2
-    assert memory.log_room(half) * memory.OP_BYTES + half * per_event <= memory.MEMORY_BUDGET_BYTES
-    assert memory.log_room(memory.MAX_EVENTS) < 1
-    # AND the columns' width is what MemoryEvents holds
+    # AND the widths are those of the columns MemoryEvents and OpLog hold
     columns = memory.MemoryEvents()
     assert (
         sum(getattr(columns, c).itemsize for c in ("ts", "tid", "dev", "nbytes", "alloc", "reserved", "op"))
