@@ -9,8 +9,10 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from lambdas.trace_processor import runtime
 from lambdas.trace_processor.fanout import analyze_one
+from profstack.analysis.allocator import tune_malloc
 
 runtime.env()  # cold start: a bad deployment fails here, loudly
+tune_malloc()  # the function's process is ours: big blocks go back to the system (profstack/analysis/allocator.py)
 logger = Logger()
 
 

@@ -201,7 +201,7 @@ class TraceProcessorFunctions(Construct):
             timeout=timeout,
             memory_size=processing.lambda_memory_mb,
             reserved_concurrency=processing.reserved_concurrency,
-            ephemeral_storage_mib=2048,  # spooled Perfetto traces
+            ephemeral_storage_mib=2048,  # spooled Perfetto traces; the memory attribution's op log (<= 192 MB)
             role_path=role_path,
         )
         self.analyze_file = ProfStackFunction(
@@ -214,7 +214,7 @@ class TraceProcessorFunctions(Construct):
             environment=env,
             timeout=timeout,
             memory_size=processing.lambda_memory_mb,
-            ephemeral_storage_mib=2048,
+            ephemeral_storage_mib=2048,  # as the processor's
             role_path=role_path,
         )
         self.aggregate = ProfStackFunction(

@@ -14,7 +14,10 @@ import pytest
 from profstack.analysis import AnalysisOptions, allocator
 from tests.unit.analysis.synth import busy_steps
 
-HANDLER = Path(__file__).resolve().parents[3] / "lambdas" / "trace_processor" / "handler.py"
+HANDLERS = [
+    Path(__file__).resolve().parents[3] / "lambdas" / "trace_processor" / f"{name}.py"
+    for name in ("handler", "analyze_file")
+]
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 
 # 16 blocks of 3 MB (above the threshold set), all freed but the last, after an 8 MB block freed (which, by
@@ -115,10 +118,12 @@ def test_the_bench_tunes_it_as_the_cli_does(monkeypatch: pytest.MonkeyPatch, tmp
     assert calls == [1]
 
 
-def test_the_lambda_handler_tunes_it_at_cold_start() -> None:
-    # GIVEN the trace processor's handler module (importing it needs the deployment's environment, which the
-    # functional tests set up), THEN a statement at its top level, run at cold start, calls tune_malloc
-    tree = ast.parse(HANDLER.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("handler", HANDLERS, ids=lambda p: p.stem)
+def test_the_lambda_handlers_tune_it_at_cold_start(handler: Path) -> None:
+    # GIVEN the trace processor's and the fan-out's handler modules (importing them needs the deployment's
+    # environment, which the functional tests set up), THEN a statement at the top level, run at cold start,
+    # calls tune_malloc
+    tree = ast.parse(handler.read_text(encoding="utf-8"))
     top = [
         n.value.func.id
         for n in tree.body
