@@ -1379,6 +1379,16 @@ def _parse(
     if stream is not None and stream.had_bom:
         fd.notices.append(TraceError("file starts with a UTF-8 byte-order mark; ignored", source=src.name))
     log, parser.op_log = parser.op_log, None
+    if bounded:  # the GPU side first: its join's pending launches are freed before the memory attribution
+        try:
+            fd.gpu = feed.finish(selection_now(feed.join.count))
+        except StreamingAbort:
+            if log is not None:
+                log.close()
+            raise
+        feed.release_join()
+        fd.gpu_feed = None
+        fd.gpu_mode = "streaming"
     if len(fd.memory):  # the allocating op of each [memory] event
         from_log = (  # from the ops the C reader logged
             log is not None
@@ -1409,10 +1419,6 @@ def _parse(
     host_cut = parser.host_bound.warning(src.name)
     if host_cut is not None:
         fd.warnings.append(host_cut)
-    if bounded:
-        fd.gpu = feed.finish(selection_now(feed.join.count))
-        fd.gpu_feed = None
-        fd.gpu_mode = "streaming"
     if fd.unknown_device_cats:
         cats = ", ".join(f"{c!r} ({n:,})" for c, n in sorted(fd.unknown_device_cats.items(), key=lambda kv: -kv[1]))
         fd.warnings.append(
