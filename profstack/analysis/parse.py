@@ -646,7 +646,7 @@ class _BatchArrays(NamedTuple):
 
 
 #: the host-side span columns that grow with the file: host synchronisation calls, GPU-side syncs, annotations and
-#: DataLoader spans (what each is: FileData). Beyond ``HOST_SPAN_BUDGET_BYTES`` together (~800k rows), the rows of
+#: DataLoader spans (what each is: FileData). Beyond ``HOST_SPAN_BUDGET_BYTES`` together (~400k rows), the rows of
 #: later batches are left out, counted and warned of (``HostSpansCutError``): a file's memory stays bounded at any
 #: size. The steps are not among them: the GPU side's step selection reads them as the parse goes.
 HOST_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -655,7 +655,7 @@ HOST_COLUMNS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("annotations", ("a_name", "a_gpu", "a_ts", "a_dur")),
     ("DataLoader spans", ("dl_ts", "dl_dur")),
 )
-HOST_SPAN_BUDGET_BYTES = 16 << 20
+HOST_SPAN_BUDGET_BYTES = 8 << 20
 
 
 class _HostBound:
