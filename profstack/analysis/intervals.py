@@ -67,14 +67,7 @@ def merge_columns(starts: array[float], durs: array[float]) -> Merged:
     cols = Merged()
     cols.starts = starts if starts.typecode == "d" else array("d", starts)
     cols.ends = array("d", map(operator.add, starts, durs))
-    accel = native.ACCEL
-    if accel is not None and len(cols):
-        r = accel.union_spans([cols])
-        if r is not NotImplemented:
-            out = Merged()
-            out.starts, out.ends = r
-            return out
-    return merge(zip(cols.starts, cols.ends, strict=True))
+    return _sort_and_sweep([cols])
 
 
 def union(sets: Sequence[Merged]) -> Merged:
@@ -82,14 +75,20 @@ def union(sets: Sequence[Merged]) -> Merged:
     nonempty = [m for m in sets if len(m)]
     if len(nonempty) == 1:
         return nonempty[0]
+    return _sort_and_sweep(nonempty)
+
+
+def _sort_and_sweep(sets: list[Merged]) -> Merged:
+    """``merge`` of the intervals of ``sets``, sorted or not: the same sort and sweep in C where it is built
+    (profstack/analysis/_gpuaccel.c's ``union_spans``; endpoints are copied), else in Python."""
     accel = native.ACCEL
-    if accel is not None:  # the same sort and sweep in C (profstack/analysis/_gpuaccel.c); endpoints are copied
-        r = accel.union_spans(nonempty)
+    if accel is not None:
+        r = accel.union_spans(sets)
         if r is not NotImplemented:
             out = Merged()
             out.starts, out.ends = r
             return out
-    return merge(itertools.chain.from_iterable(nonempty))
+    return merge(itertools.chain.from_iterable(sets))
 
 
 def total(merged: Merged) -> float:
