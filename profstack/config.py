@@ -267,6 +267,12 @@ class Processing(_Model):
         Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.*\{user\}.*\{job\}.*$")]
     ] = []
     owner_tag_guard: OwnerTagGuard = OwnerTagGuard()
+    #: whose a job is (docs/security.md, "Who owns a job"). "verified" (default): the owner tag counts only when
+    #: something the job's creator cannot choose confirms it: the job runs as that user's ProfStack execution role
+    #: (its IAM path), or the owner-tag guard is on and the job was created directly (not by Pipelines or
+    #: AutoML, which the guard cannot see). Otherwise the report is filed under _unowned for an administrator.
+    #: "tag": trust the tag alone (anyone who can tag a job can file reports as anyone: not recommended).
+    ownership: Literal["verified", "tag"] = "verified"
     # 1769 MB = one full vCPU, all the single-threaded processor can use (docs/processing.md "Lambda memory size")
     lambda_memory_mb: Annotated[int, Field(ge=512, le=10240)] = 1769
     lambda_timeout_seconds: Annotated[int, Field(ge=60, le=900)] = 900

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -22,6 +22,10 @@ class ProcessorEnv(FunctionEnv):
     idempotency_table: Annotated[str, Field(min_length=1, alias="IDEMPOTENCY_TABLE")]
     topic_arn: Annotated[str, Field(pattern=r"^arn:aws[a-z-]*:sns:", alias="TOPIC_ARN")]
     user_tag_key: Annotated[str, Field(min_length=1, alias="USER_TAG_KEY")] = "profstack:user"
+    #: config processing.ownership: "verified" (the tag must be confirmed, job.owner_of) or "tag"
+    ownership: Annotated[Literal["verified", "tag"], Field(alias="OWNERSHIP")] = "verified"
+    #: config processing.owner_tag_guard.enabled: the IAM guardrail makes directly created jobs' tags trustworthy
+    owner_tag_guard: Annotated[bool, Field(alias="OWNER_TAG_GUARD")] = False
     extra_trace_prefixes: Annotated[list[str], Field(alias="EXTRA_TRACE_PREFIXES", default_factory=list)]
     fanout_file_threshold: Annotated[int, Field(ge=1, alias="FANOUT_FILE_THRESHOLD")] = 8
     fanout_bytes_threshold: Annotated[int, Field(ge=1, alias="FANOUT_BYTES_THRESHOLD")] = 2048 * 2**20

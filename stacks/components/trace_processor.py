@@ -86,6 +86,8 @@ def processor_environment(
         "TOPIC_ARN": topic.topic_arn,
         "USER_TAG_KEY": user_tag_key,
         "USERS": users_json,
+        "OWNERSHIP": processing.ownership,
+        "OWNER_TAG_GUARD": "true" if processing.owner_tag_guard.enabled else "false",
         "EXTRA_TRACE_PREFIXES": json.dumps(list(access.extra_prefixes)),
         "FANOUT_FILE_THRESHOLD": str(processing.fanout_file_threshold),
         "FANOUT_BYTES_THRESHOLD": str(processing.fanout_bytes_threshold_mb * 2**20),
