@@ -445,6 +445,16 @@ class Mlflow(_Model):
         ),
     ] = None
     experiment: Annotated[str, Field(min_length=1, max_length=256)] = "profstack"
+    #: MLflow has no per-user permissions of its own: every user of the tracking server reads every experiment.
+    #: So by default a run holds numbers and the report's S3 location (readable only by its owner: the bucket
+    #: policy), never the report or summary themselves (kernel, file and host names); and each user's runs are in
+    #: an experiment of their own, "<experiment>/<user>", which a server with permissions (SageMaker managed MLflow
+    #: with IAM conditions, or MLflow's auth plugin) can restrict. docs/security.md says what MLflow users see.
+    artifacts: Annotated[
+        bool,
+        Field(description="also upload report.html and summary.json to MLflow (every MLflow user can read them)"),
+    ] = False
+    experiment_per_user: bool = True
     artifact_s3_uri: Annotated[
         str | None,
         Field(

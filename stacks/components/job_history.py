@@ -269,6 +269,8 @@ class JobHistory(Construct):
                 {"usd_per_hour": h.prices.usd_per_hour, "gpus": h.prices.gpus}, sort_keys=True
             ),
             "MLFLOW_EXPERIMENT": h.mlflow.experiment,
+            "MLFLOW_ARTIFACTS": "true" if h.mlflow.artifacts else "false",
+            "MLFLOW_EXPERIMENT_PER_USER": "true" if h.mlflow.experiment_per_user else "false",
         }
         if h.mlflow.tracking:
             env["MLFLOW_TRACKING"] = h.mlflow.tracking
