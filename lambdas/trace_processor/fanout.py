@@ -158,16 +158,17 @@ def final_attempt(payload: Mapping[str, Any], env: ProcessorEnv) -> bool:
 def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, engine: Engine) -> Outcome:
     """Merge every partial into the job summary; a file without a partial is flagged, not fatal.
 
-    The system view is read first, before any partial: on an attempt that is not the last (final_attempt),
-    a transient CloudWatch fault raises SystemMetricsTransientError for Step Functions to retry the step, and
-    such a run has read nothing else and written nothing. Then, before any partial is read or anything
-    written, the input (context, manifest, job description) must be what the processor sent (trusted_context).
+    First the input (context, manifest, job description) must be what the processor sent (trusted_context):
+    nothing, not even CloudWatch, is read for a description the execution input merely claims. Then the system
+    view, before any partial: on an attempt that is not the last (final_attempt), a transient CloudWatch fault
+    raises SystemMetricsTransientError for Step Functions to retry the step, and such a run has read no partial
+    and written nothing.
     Partials are read in parallel (AGGREGATE_READERS) and slimmed as they arrive; measured sizing of the
     Lambda (memory, timeout) in docs/processing.md."""
     ctx = JobContext.from_json(payload["context"])
-    system = _system_view(clients, env, ctx, payload.get("job"), final=final_attempt(payload, env))
     # raises unless context, manifest and job description are what the processor sent for `ctx`'s job
     trusted_context(payload, env=env, clients=clients, fields=("manifest", "partials", "job"))
+    system = _system_view(clients, env, ctx, payload.get("job"), final=final_attempt(payload, env))
     items = get_json(clients.s3, manifest_location(ctx))
     if not isinstance(items, list):
         raise FanoutInputError("manifest is not a JSON array")
