@@ -533,11 +533,20 @@ def test_the_aggregate_reads_no_cloudwatch_for_a_job_description_it_was_not_sent
     forged = {**payload, "job": {**payload["job"], "TrainingJobName": "someone-elses-job"}, "attempt": 0}
     cloudwatch = runtime.clients().cloudwatch
     assert cloudwatch is not None
-    # WHEN the aggregate step runs THEN it refuses before any CloudWatch call (Stubber: any call would be an
-    # unexpected one; before, the forged description's metrics were read first) and sends nothing
-    with Stubber(cloudwatch) as stubber, pytest.raises(FanoutInputError, match="is not what the processor sent"):
-        aggregate_entry.handler(forged, LambdaContext())
-    stubber.assert_no_pending_responses()
+    calls: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    cloudwatch.meta.events.register("before-call.cloudwatch.*", count)
+    # WHEN the aggregate step runs THEN it refuses before any CloudWatch call (before, the forged description's
+    # hosts were looked up first) and sends nothing
+    try:
+        with pytest.raises(FanoutInputError, match="is not what the processor sent"):
+            aggregate_entry.handler(forged, LambdaContext())
+    finally:
+        cloudwatch.meta.events.unregister("before-call.cloudwatch.*", count)
+    assert calls == []
     assert plane.notifications() == []
 
 
