@@ -151,7 +151,7 @@ class FanoutWorkflow(Construct):
                 resources=[access.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/*")],
             )
         )
-        access.key.grant(self.processing_role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+        access.grant_key_via_s3(self.processing_role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
         self.processing_role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="PullImage",
@@ -312,7 +312,7 @@ class FanoutWorkflow(Construct):
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
         role = self.state_machine.role
-        access.key.grant(role, "kms:Decrypt")  # the manifest is SSE-KMS; ManifestItemReader grants the read
+        access.grant_key_via_s3(role, "kms:Decrypt")  # the manifest is SSE-KMS; ManifestItemReader grants the read
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="RunProcessingJobs",

@@ -18,7 +18,7 @@ from constructs import Construct
 
 from profstack.config import Processing
 from profstack.metric_names import NAMESPACE
-from stacks.components.iam import no_resource_type_statement
+from stacks.components.iam import key_use_statement, no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline
 from stacks.components.nag_wildcards import acknowledge_wildcards, default_policy
@@ -150,7 +150,14 @@ def grant_idempotency(role: iam.IRole, table: dynamodb.ITable) -> None:
     # Exactly what Powertools' DynamoDBPersistenceLayer calls.
     table.grant(role, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
     if table.encryption_key is not None:
-        table.encryption_key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+        role.add_to_principal_policy(
+            key_use_statement(
+                table.encryption_key,
+                ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+                via="dynamodb",
+                context={"aws:dynamodb:tableName": table.table_name},
+            )
+        )
 
 
 def grant_notify(role: iam.IRole, topic: sns.ITopic) -> None:
