@@ -277,6 +277,11 @@ class Processing(_Model):
     lambda_memory_mb: Annotated[int, Field(ge=512, le=10240)] = 1769
     lambda_timeout_seconds: Annotated[int, Field(ge=60, le=900)] = 900
     reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 5
+    #: the fan-out's AnalyzeFile function: at most `reserved_concurrency` fan-outs run at once (one per processor
+    #: invocation), each at most 20 files wide (its Map's MaxConcurrency), so 40 lets two run at full width and
+    #: queues the rest (a throttled file is retried with backoff by the state machine). One big job can no longer
+    #: take the account's whole concurrency. The aggregate step reserves `reserved_concurrency` (one per fan-out).
+    fanout_reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 40
     max_receive_count: Annotated[int, Field(ge=1, le=20)] = 3
     fanout_file_threshold: Annotated[int, Field(ge=1)] = 8
     fanout_bytes_threshold_mb: Annotated[int, Field(ge=1)] = 2048

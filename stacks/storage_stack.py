@@ -14,7 +14,7 @@ from profstack.config import Legacy, Retention, Storage
 from stacks.components.trace_store import BucketBoundary, TraceStore
 
 # Logical IDs of stateful resources. Changing one replaces (and orphans) data: tests pin them.
-STATEFUL_IDS = ("DataKey", "MessagingKey", "TraceStore", "IdempotencyTable")
+STATEFUL_IDS = ("DataKey", "MessagingKey", "LogsKey", "TraceStore", "IdempotencyTable")
 #: the cryptographic operations a data key is used for (not its administration, nor CreateGrant)
 KEY_USE_ACTIONS = ("kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*")
 #: the only services through which each key is used (kms:ViaService)
@@ -49,6 +49,30 @@ class StorageStack(cdk.Stack):
             description="ProfStack traces, reports, idempotency records and SageMaker domain storage",
             enable_key_rotation=True,
             removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        # every ProfStack log group (functions, the state machine, the TensorBoard provider): their lines carry job,
+        # file and user names. CloudWatch Logs uses the key for log groups of this account and region only.
+        self.logs_key = kms.Key(
+            self,
+            "LogsKey",
+            description="ProfStack CloudWatch Logs log groups",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        self.logs_key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowCloudWatchLogsForThisAccountsLogGroups",
+                principals=[iam.ServicePrincipal(f"logs.{self.region}.amazonaws.com")],
+                actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+                resources=["*"],  # in a key policy "*" means this key
+                conditions={
+                    "ArnLike": {
+                        "kms:EncryptionContext:aws:logs:arn": (
+                            f"arn:{self.partition}:logs:{self.region}:{self.account}:log-group:*"
+                        )
+                    }
+                },
+            )
         )
         self.messaging_key = kms.Key(
             self,

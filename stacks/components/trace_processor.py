@@ -223,6 +223,7 @@ class TraceProcessorFunctions(Construct):
             environment=env,
             timeout=timeout,
             memory_size=processing.lambda_memory_mb,
+            reserved_concurrency=processing.fanout_reserved_concurrency,  # config.py says how it is sized
             ephemeral_storage_mib=2048,  # as the processor's
             role_path=role_path,
         )
@@ -236,6 +237,7 @@ class TraceProcessorFunctions(Construct):
             environment=env,
             timeout=cdk.Duration.seconds(AGGREGATE_TIMEOUT_S),
             memory_size=AGGREGATE_MEMORY_MB,
+            reserved_concurrency=processing.reserved_concurrency,  # one aggregate per fan-out, one fan-out per run
             role_path=role_path,
         )
 

@@ -144,3 +144,25 @@ def test_every_grant_of_the_data_key_names_the_service_that_uses_it(synthesized:
             assert "kms:ViaService" in condition.get("StringEquals", {}), statement
             assert any(k.startswith("kms:EncryptionContext:") for k in condition.get("StringLike", {})), statement
     assert found >= 5  # processor, analyze-file, aggregate, state machine, Processing job, users, history
+
+
+def test_every_log_group_is_encrypted_and_every_engine_function_has_reserved_concurrency(
+    synthesized: SynthesizedApp,
+) -> None:
+    # GIVEN every stack's log groups and functions (checkov CKV_AWS_158 and CKV_AWS_115 flagged 9 and 2)
+    groups = functions = 0
+    for name, template in synthesized.templates.items():
+        for logical_id, resource in template["Resources"].items():
+            props = resource.get("Properties", {})
+            if resource["Type"] == "AWS::Logs::LogGroup":
+                groups += 1
+                # THEN each log group has the storage stack's LogsKey (its lines name jobs, files and users)
+                assert "LogsKey" in json.dumps(props.get("KmsKeyId")), (name, logical_id)
+            if resource["Type"] == "AWS::Lambda::Function" and any(
+                part in logical_id for part in ("Processor", "AnalyzeFile", "Aggregate")
+            ):
+                functions += 1
+                # AND each function that runs the engine has a bound on how much of the account it may take
+                assert props.get("ReservedConcurrentExecutions", 0) >= 1, (name, logical_id)
+    assert groups >= 9
+    assert functions == 3

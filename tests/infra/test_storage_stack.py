@@ -12,7 +12,7 @@ from tests.infra.conftest import SynthesizedApp
 # Pinned logical IDs of stateful resources. A change here replaces the resource and orphans data:
 # update this list only with a migration plan.
 STATEFUL_LOGICAL_IDS = {
-    "AWS::KMS::Key": {"DataKey17AFBB84", "MessagingKey9A79A2B1"},
+    "AWS::KMS::Key": {"DataKey17AFBB84", "MessagingKey9A79A2B1", "LogsKeyA6AB43B2"},
     "AWS::S3::Bucket": {"TraceStoreAccessLogs6BD1CAB2", "TraceStoreTraces8E0064C8"},
     "AWS::DynamoDB::Table": {"IdempotencyTable22A5A209"},
 }
@@ -46,7 +46,7 @@ def test_every_stateful_resource_is_retained(storage: Template) -> None:
 
 
 def test_keys_rotate(storage: Template) -> None:
-    storage.resource_count_is("AWS::KMS::Key", 2)
+    storage.resource_count_is("AWS::KMS::Key", 3)
     storage.all_resources_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
 
 
