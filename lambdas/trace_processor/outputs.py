@@ -197,7 +197,7 @@ def publish_report(
     system: SystemView | None = None,
     describe: Mapping[str, Any] | None = None,
 ) -> Outcome:
-    """summary.json, system.json, report.html, TensorBoard scalars, SNS. Shared by the one-Lambda path and
+    """system.json, report.html, then summary.json (the commit marker), TensorBoard scalars, SNS. Shared by the one-Lambda path and
     the fan-out aggregate step, so both write the same outputs. The job's own warnings (ctx.warnings, e.g.
     an ignored TensorBoard output) are added to the summary's `warnings`; so is the system view's state
     (system_view.py). `describe`: the job's description, for a failed job's FailureReason in the e-mail."""
@@ -218,9 +218,11 @@ def publish_report(
         }
     )
     reports = ctx.reports
-    put_json(clients.s3, reports.child("summary.json"), summary)
     page = _page(summary, ctx.job, render_html, system)
     put_bytes(clients.s3, reports.child("report.html"), page.encode(), content_type="text/html; charset=utf-8")
+    # summary.json last: it is the delivery's commit marker. A reader (an index, a listing, a user) that finds it
+    # finds the report of the same delivery beside it; a report.html without it is a delivery still under way.
+    put_json(clients.s3, reports.child("summary.json"), summary)
     write_tensorboard(clients.s3, ctx, metrics, summary)
     report_uri = reports.child("report.html").uri
     notified = notify_once(

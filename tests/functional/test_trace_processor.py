@@ -540,3 +540,32 @@ def test_perfetto_keys_follow_the_one_naming_plan(plane: DataPlane, traces_dir: 
     assert plane.list_keys(f"{reports}perfetto/") == expected
     # AND the unreadable-files finding is the engine's alone (none invented here)
     assert [f["rule_id"] for f in summary["findings"]].count("UnreadableTraceFiles") == 0
+
+
+def test_summary_json_is_written_last_as_the_deliverys_commit_marker(plane: DataPlane, traces_dir: Path) -> None:
+    from lambdas.trace_processor import runtime
+
+    # GIVEN a job, and every PutObject the processor makes, in order
+    job = "commit-order"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_101.1796565600000.pt.trace.json.gz"))
+    written: list[str] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        written.append(str(params["Key"]))
+
+    s3 = runtime.clients().s3
+    s3.meta.events.register("provide-client-params.s3.PutObject", record)
+    try:
+        # WHEN it is processed
+        put_event(plane, job_event(job))
+        assert drain(plane)[0] == {"batchItemFailures": []}
+    finally:
+        s3.meta.events.unregister("provide-client-params.s3.PutObject", record)
+    # THEN report.html (and system.json) come before summary.json: a reader that finds the summary finds the report
+    # of the same delivery (before: the summary was written first, visible without its report between the writes)
+    reports = layout.job_reports_prefix(USER, job)
+    assert f"{reports}summary.json" in written
+    assert written.index(f"{reports}report.html") < written.index(f"{reports}summary.json")
+    later = written[written.index(f"{reports}summary.json") + 1 :]
+    assert not [k for k in later if k.startswith(reports) and k.rsplit("/", 1)[-1] in {"report.html", "system.json"}]
