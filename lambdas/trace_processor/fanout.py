@@ -26,6 +26,7 @@ from lambdas.trace_processor.routing import input_location, manifest_location, p
 from lambdas.trace_processor.scope import owner_read_spaces
 from lambdas.trace_processor.summary_tools import merge_partials
 from lambdas.trace_processor.system_view import SystemView, for_job
+from profstack.analysis.merge import partial_problem
 from profstack.job_links import job_links
 
 
@@ -173,22 +174,28 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
     if not isinstance(items, list):
         raise FanoutInputError("manifest is not a JSON array")
 
-    def read(item: Mapping[str, Any]) -> dict[str, Any] | None:
+    def read(item: Mapping[str, Any]) -> dict[str, Any] | str | None:
+        """The slimmed partial; a string saying why it cannot be merged; None when it never arrived."""
         try:
-            return _slim(get_json(clients.s3, partial_location(ctx, int(item["index"]))))
+            raw = get_json(clients.s3, partial_location(ctx, int(item["index"])))
         except ClientError as exc:
             if error_code(exc) not in {"NoSuchKey", "404"}:
                 raise
             return None
+        except ValueError as exc:  # not JSON (json.JSONDecodeError and UnicodeDecodeError are ValueErrors)
+            return f"its partial summary is not JSON ({str(exc)[:120]})"
+        problem = partial_problem(raw)
+        return f"its partial summary cannot be merged: {problem}" if problem else _slim(raw)
 
     partials: list[Mapping[str, Any]] = []
     missing: list[Mapping[str, Any]] = []
     for item, partial in zip(items, bounded_map(read, items, workers=AGGREGATE_READERS), strict=True):
-        if partial is not None:
+        if isinstance(partial, Mapping):
             partials.append(partial)
         else:
+            # one bad rank, named in the report: the other ranks' report and the e-mail still go out
             name = f"s3://{item['bucket']}/{item['key']}"
-            missing.append({"name": name, "size": item.get("size"), "reason": _missing_reason(item)})
+            missing.append({"name": name, "size": item.get("size"), "reason": partial or _missing_reason(item)})
     summary = merge_partials(partials, missing, cross_rank=lambda table: engine.cross_rank(table, env.rule_thresholds))
     return publish_report(
         clients,

@@ -197,7 +197,8 @@ def publish_report(
     system: SystemView | None = None,
     describe: Mapping[str, Any] | None = None,
 ) -> Outcome:
-    """system.json, report.html, then summary.json (the commit marker), TensorBoard scalars, SNS. Shared by the one-Lambda path and
+    """system.json, report.html, then summary.json (the commit marker), TensorBoard scalars, SNS. Shared by the
+    one-Lambda path and
     the fan-out aggregate step, so both write the same outputs. The job's own warnings (ctx.warnings, e.g.
     an ignored TensorBoard output) are added to the summary's `warnings`; so is the system view's state
     (system_view.py). `describe`: the job's description, for a failed job's FailureReason in the e-mail."""

@@ -111,6 +111,34 @@ def _regroup(
     return records, findings, table, best
 
 
+_LIST_KEYS = ("ranks", "inputs", "errors", "warnings", "findings")
+
+
+def partial_problem(partial: object) -> str | None:
+    """Why a per-file summary cannot be merged (one line), or None. A partial of another summary schema (major
+    version), or one whose sections are not the types the merge reads, is one bad rank, not a lost job."""
+    if not isinstance(partial, Mapping):
+        return f"not a summary object but {type(partial).__name__}"
+    version = partial.get("schema_version")
+    major = SUMMARY_SCHEMA_VERSION.split(".", 1)[0]
+    if not isinstance(version, str) or version.split(".", 1)[0] != major:
+        return f"summary schema {str(version)[:20]!r}, and this engine merges {major}.x"
+    for key in _LIST_KEYS:
+        value = partial.get(key)
+        if value is not None and not isinstance(value, list):
+            return f"its {key!r} is a {type(value).__name__}, not a list"
+    for key in ("ranks", "findings"):
+        if any(not isinstance(item, Mapping) for item in partial.get(key) or []):
+            return f"an entry of its {key!r} is not an object"
+    cross = partial.get("cross_rank")
+    if cross is not None and not isinstance(cross, Mapping):
+        return "its 'cross_rank' is not an object"
+    table = cross.get("table") if isinstance(cross, Mapping) else None
+    if table is not None and (not isinstance(table, list) or any(not isinstance(r, Mapping) for r in table)):
+        return "its 'cross_rank.table' is not a list of objects"
+    return None
+
+
 def merge_partials(
     partials: Sequence[Mapping[str, Any]], missing: Sequence[Mapping[str, Any]], *, cross_rank: CrossRank
 ) -> Summary:
@@ -166,7 +194,7 @@ def merge_partials(
         range(len(ranks)),
         key=lambda i: (
             not isinstance(ranks[i].get("rank"), int),
-            ranks[i].get("rank") or 0,
+            rank if isinstance(rank := ranks[i].get("rank"), int) else 0,
             _start(spans[i]),
         ),
     )
