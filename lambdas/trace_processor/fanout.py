@@ -13,7 +13,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from botocore.exceptions import ClientError
 
@@ -24,9 +24,8 @@ from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.outputs import publish_report, write_perfetto
 from lambdas.trace_processor.routing import input_location, manifest_location, partial_location
 from lambdas.trace_processor.scope import owner_read_spaces
-from lambdas.trace_processor.summary_tools import merge_partials
 from lambdas.trace_processor.system_view import SystemView, for_job
-from profstack.analysis.merge import partial_problem
+from profstack.analysis.merge import PartialMerger, partial_problem
 from profstack.job_links import job_links
 
 
@@ -187,16 +186,17 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
         problem = partial_problem(raw)
         return f"its partial summary cannot be merged: {problem}" if problem else _slim(raw)
 
-    partials: list[Mapping[str, Any]] = []
+    # folded in one at a time as they arrive (memory and summary size grow by a few hundred bytes a partial)
+    merger = PartialMerger(lambda table: engine.cross_rank(table, env.rule_thresholds))
     missing: list[Mapping[str, Any]] = []
     for item, partial in zip(items, bounded_map(read, items, workers=AGGREGATE_READERS), strict=True):
-        if isinstance(partial, Mapping):
-            partials.append(partial)
-        else:
+        problem = merger.add(partial) if isinstance(partial, Mapping) else partial
+        if problem is not None or partial is None:
             # one bad rank, named in the report: the other ranks' report and the e-mail still go out
+            reason = f"its partial summary cannot be merged: {problem}" if isinstance(partial, Mapping) else problem
             name = f"s3://{item['bucket']}/{item['key']}"
-            missing.append({"name": name, "size": item.get("size"), "reason": partial or _missing_reason(item)})
-    summary = merge_partials(partials, missing, cross_rank=lambda table: engine.cross_rank(table, env.rule_thresholds))
+            missing.append({"name": name, "size": item.get("size"), "reason": reason or _missing_reason(item)})
+    summary = cast(dict[str, Any], merger.finish(missing))
     return publish_report(
         clients,
         env,

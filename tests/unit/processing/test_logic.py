@@ -257,3 +257,38 @@ def test_conditional_create_falls_back_on_an_old_botocore() -> None:
     assert put_bytes(s3, loc, b"", content_type="text/plain", only_if_absent=True) is True  # type: ignore[arg-type]
     assert put_bytes(s3, loc, b"", content_type="text/plain", only_if_absent=True) is False  # type: ignore[arg-type]
     assert s3.puts == [loc.key]
+
+
+def test_the_merge_holds_a_bounded_slice_of_each_partial_and_keeps_every_rank_in_the_table() -> None:
+    from profstack.analysis.merge import MAX_FULL_RANK_SECTIONS, PartialMerger
+
+    # GIVEN 3 x MAX_FULL_RANK_SECTIONS one-rank partials, arriving highest rank first, each with a bulky section
+    base = _example()
+    engine = ProfStackEngine()
+    n = 3 * MAX_FULL_RANK_SECTIONS
+    template = _one_rank(base, 0)
+    merger = PartialMerger(lambda table: engine.cross_rank(table, {}))
+    for rank in reversed(range(n)):
+        part = json.loads(json.dumps(template))
+        part["ranks"][0]["rank"] = rank
+        part["ranks"][0]["padding"] = "x" * 20_000  # what makes a real rank section large (kernel tables)
+        part["inputs"][0]["rank"] = rank
+        part["runs"][0]["ranks"] = [str(rank)]
+        assert merger.add(part) is None
+    merged = merger.finish([])
+    # THEN every rank is in the cross-rank table and its run (stragglers and balance judge all of them)
+    assert merged["cross_rank"]["rank_count"] == n
+    assert len(merged["cross_rank"]["table"]) == n
+    assert len(merged["inputs"]) == n
+    # AND only the lowest MAX_FULL_RANK_SECTIONS sections are kept whole, said in a warning (before: every section,
+    # so 10,000 ranks made a 784 MB summary.json and a 6.9 GB merge)
+    assert [r["rank"] for r in merged["ranks"]] == list(range(MAX_FULL_RANK_SECTIONS))
+    (cut,) = [w for w in merged["warnings"] if w["error_type"] == "RankSectionsOmitted"]
+    assert f"{n - MAX_FULL_RANK_SECTIONS:,} of {n:,}" in cut["message"]
+    section = len(json.dumps(template["ranks"][0])) + 20_000
+    size = len(json.dumps(merged))
+    assert size < MAX_FULL_RANK_SECTIONS * section * 1.05 + n * 2_500, size  # rows, inputs, findings: ~2 KB a rank
+    # AND a partial whose rank section lacks what the cross-rank row reads is refused, not folded in
+    broken = json.loads(json.dumps(template))
+    del broken["ranks"][0]["temporal_breakdown"]
+    assert "temporal_breakdown" in (merger.add(broken) or "")
