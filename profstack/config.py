@@ -284,6 +284,8 @@ class Processing(_Model):
     fanout_reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 40
     max_receive_count: Annotated[int, Field(ge=1, le=20)] = 3
     fanout_file_threshold: Annotated[int, Field(ge=1)] = 8
+    #: the most trace files one job's report covers (the first by key); the rest are listed as left out
+    max_files_per_job: Annotated[int, Field(ge=1, le=100_000)] = 5000
     fanout_bytes_threshold_mb: Annotated[int, Field(ge=1)] = 2048
     single_lambda_max_file_mb: Annotated[int, Field(ge=1)] = 4096
     processing_job_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] = "ml.m5.4xlarge"

@@ -28,6 +28,8 @@ class ProcessorEnv(FunctionEnv):
     owner_tag_guard: Annotated[bool, Field(alias="OWNER_TAG_GUARD")] = False
     extra_trace_prefixes: Annotated[list[str], Field(alias="EXTRA_TRACE_PREFIXES", default_factory=list)]
     fanout_file_threshold: Annotated[int, Field(ge=1, alias="FANOUT_FILE_THRESHOLD")] = 8
+    #: config processing.max_files_per_job: files beyond it are left out, and the report says so
+    max_files_per_job: Annotated[int, Field(ge=1, alias="MAX_FILES_PER_JOB")] = 5000
     fanout_bytes_threshold: Annotated[int, Field(ge=1, alias="FANOUT_BYTES_THRESHOLD")] = 2048 * 2**20
     single_lambda_max_file_bytes: Annotated[int, Field(ge=1, alias="SINGLE_LAMBDA_MAX_FILE_BYTES")] = 4096 * 2**20
     state_machine_arn: Annotated[str | None, Field(alias="STATE_MACHINE_ARN")] = None

@@ -11,11 +11,12 @@ DescribeTrainingJob + ListTags: the owner (job.py) -> tag legacy rule output (le
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location
-from lambdas.trace_processor.discovery import find_traces, trace_prefixes
+from lambdas.trace_processor.discovery import cap_files, find_traces, trace_prefixes
 from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.events import TrainingJobStateChange
@@ -79,7 +80,9 @@ def process_job(
         tagged = tag_rule_output(clients.s3, prefixes, allowed_buckets(env))
     prefixes = trace_prefixes(ctx, env)
     reader = trace_reader(clients, env, ctx, prefixes)
-    objects = find_traces(reader, prefixes)
+    objects, too_many = cap_files(find_traces(reader, prefixes, limit=env.max_files_per_job), env.max_files_per_job)
+    if too_many is not None:
+        ctx = replace(ctx, warnings=(*ctx.warnings, too_many))  # the report, summary and e-mail say so
     if not objects:
         outcome = publish_report(
             clients,

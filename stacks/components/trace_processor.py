@@ -90,6 +90,7 @@ def processor_environment(
         "OWNER_TAG_GUARD": "true" if processing.owner_tag_guard.enabled else "false",
         "EXTRA_TRACE_PREFIXES": json.dumps(list(access.extra_prefixes)),
         "FANOUT_FILE_THRESHOLD": str(processing.fanout_file_threshold),
+        "MAX_FILES_PER_JOB": str(processing.max_files_per_job),
         "FANOUT_BYTES_THRESHOLD": str(processing.fanout_bytes_threshold_mb * 2**20),
         "SINGLE_LAMBDA_MAX_FILE_BYTES": str(processing.single_lambda_max_file_mb * 2**20),
         "TOP_K": str(processing.top_k_kernels),
