@@ -288,6 +288,8 @@ class Processing(_Model):
     max_files_per_job: Annotated[int, Field(ge=1, le=100_000)] = 5000
     fanout_bytes_threshold_mb: Annotated[int, Field(ge=1)] = 2048
     single_lambda_max_file_mb: Annotated[int, Field(ge=1)] = 4096
+    #: a file with more events (sampled from its head) goes to the Processing job, whatever its size says
+    single_lambda_max_events: Annotated[int, Field(ge=1)] = 100_000_000
     processing_job_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] = "ml.m5.4xlarge"
     top_k_kernels: Annotated[int, Field(ge=1, le=100)] = 15
     #: time window of the trimmed Perfetto timelines (profstack.analysis.trim): median (the median step

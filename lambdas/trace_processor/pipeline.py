@@ -28,7 +28,7 @@ from lambdas.trace_processor.legacy_rule_output import (
     tag_rule_output,
 )
 from lambdas.trace_processor.outputs import no_traces_summary, publish_report, write_perfetto
-from lambdas.trace_processor.routing import needs_fanout, start_fanout
+from lambdas.trace_processor.routing import needs_fanout, sample_estimates, start_fanout
 from lambdas.trace_processor.scope import owner_read_spaces, session_name, session_policy
 from lambdas.trace_processor.system_view import SystemView, for_job
 from profstack import metric_names as m
@@ -83,6 +83,7 @@ def process_job(
     objects, too_many = cap_files(find_traces(reader, prefixes, limit=env.max_files_per_job), env.max_files_per_job)
     if too_many is not None:
         ctx = replace(ctx, warnings=(*ctx.warnings, too_many))  # the report, summary and e-mail say so
+    objects = sample_estimates(reader, objects)  # route by work (JSON bytes, events), not compressed bytes
     if not objects:
         outcome = publish_report(
             clients,

@@ -93,6 +93,7 @@ def processor_environment(
         "MAX_FILES_PER_JOB": str(processing.max_files_per_job),
         "FANOUT_BYTES_THRESHOLD": str(processing.fanout_bytes_threshold_mb * 2**20),
         "SINGLE_LAMBDA_MAX_FILE_BYTES": str(processing.single_lambda_max_file_mb * 2**20),
+        "SINGLE_LAMBDA_MAX_EVENTS": str(processing.single_lambda_max_events),
         "TOP_K": str(processing.top_k_kernels),
         "TIMELINE_WINDOW": processing.timeline_window,
         "RULE_THRESHOLDS": json.dumps(processing.rule_thresholds, sort_keys=True),
