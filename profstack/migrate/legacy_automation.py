@@ -27,8 +27,6 @@ from profstack.migrate.legacy_evidence import (
     LegacyPaths,
     classify_document,
     match_json,
-    neutral,
-    statements,
     wildcard,
 )
 
@@ -46,6 +44,7 @@ class Node:
     selects_rule_jobs: bool = False  # rule: its pattern selects Profiler rule-evaluation jobs
     profiler_only: bool = False  # role / policy
     debugger_only: bool = False
+    neutral_only: bool = False  # policy: only logs, traces and a digest's needs
     policies: list[str] = field(default_factory=list)  # role: customer policy ARNs attached
     managed: list[str] = field(default_factory=list)  # role: AWS-managed policy names attached
     inline: list[tuple[str, Any]] = field(default_factory=list)  # role: (name, document)
@@ -179,6 +178,7 @@ def read_iam(iam: Any, graph: Graph, paths: LegacyPaths) -> None:
                     evidence=verdict.evidence,
                     profiler_only=verdict.profiler_only,
                     debugger_only=verdict.debugger_only,
+                    neutral_only=verdict.neutral_only,
                     extra={"DefaultVersionId": policy["DefaultVersionId"]},
                 )
             )
@@ -200,46 +200,57 @@ def read_iam(iam: Any, graph: Graph, paths: LegacyPaths) -> None:
 # --- deciding ---------------------------------------------------------------------------------------------------
 
 
-def _judge_role(role: Node, graph: Graph, paths: LegacyPaths) -> bool:
-    """Decide a role from its policies and its users. True when its verdict changed."""
-    before = (role.verdict, role.profiler_only)
-    reasons: list[str] = []
-    profiler_parts = other_parts = debugger_parts = 0
-    inline_mentions = False
+@dataclass
+class _Parts:
+    profiler: int = 0
+    debugger: int = 0
+    other: int = 0
+    inline_mentions: bool = False  # an inline policy that does more names Profiler output
+    reasons: list[str] = field(default_factory=list)
+
+
+def _role_parts(role: Node, graph: Graph, paths: LegacyPaths) -> _Parts:
+    """Count a role's policies by whose they are; neutral ones (logs, traces, AWS-managed execution) count for none."""
+    parts = _Parts()
     for name, document in role.inline:
         verdict = classify_document(document, paths)
         if verdict.profiler_only:
-            profiler_parts += 1
-            reasons.append(f"inline {name}: {verdict.evidence.reason if verdict.evidence else ''}")
+            parts.profiler += 1
+            parts.reasons.append(f"inline {name}: {verdict.evidence.reason if verdict.evidence else ''}")
         elif verdict.debugger_only:
-            debugger_parts += 1
-        elif not all(neutral(s) for s in statements(document)):
-            other_parts += 1
-            inline_mentions |= verdict.evidence is not None and verdict.evidence.verdict == "profiler"
+            parts.debugger += 1
+        elif not verdict.neutral_only:
+            parts.other += 1
+            parts.inline_mentions |= verdict.evidence is not None and verdict.evidence.verdict == "profiler"
     for arn in role.policies:
         policy = graph.get(arn)
         if policy is not None and policy.profiler_only:
-            profiler_parts += 1
-            reasons.append(f"attached {policy.name}")
+            parts.profiler += 1
+            parts.reasons.append(f"attached {policy.name}")
         elif policy is not None and policy.debugger_only:
-            debugger_parts += 1
-        else:
-            other_parts += 1
-    other_parts += sum(1 for m in role.managed if m not in NEUTRAL_MANAGED_POLICIES)
+            parts.debugger += 1
+        elif policy is None or not policy.neutral_only:
+            parts.other += 1
+    parts.other += sum(1 for m in role.managed if m not in NEUTRAL_MANAGED_POLICIES)
+    return parts
+
+
+def _judge_role(role: Node, graph: Graph, paths: LegacyPaths) -> bool:
+    """Decide a role from its policies and its users. True when its verdict changed."""
+    before = (role.verdict, role.profiler_only)
+    parts = _role_parts(role, graph, paths)
     users = [graph.get(u) for u in role.users]
     profiler_users = [u for u in users if u is not None and u.verdict == "profiler"]
-    if profiler_parts and not other_parts and not debugger_parts:
-        role.evidence, role.profiler_only = (
-            Evidence("profiler", "exists only for Profiler: " + "; ".join(reasons)),
-            True,
-        )
-    elif users and len(profiler_users) == len(users) and not debugger_parts:
+    if parts.profiler and not parts.other and not parts.debugger:
+        role.evidence = Evidence("profiler", "exists only for Profiler: " + "; ".join(parts.reasons))
+        role.profiler_only = True
+    elif users and len(profiler_users) == len(users) and not parts.debugger:
         names = ", ".join(sorted(u.name for u in profiler_users))
         role.evidence = Evidence("profiler", f"used only by Profiler automation ({names})")
         role.profiler_only = True
-    elif debugger_parts and not profiler_parts and not other_parts:
+    elif parts.debugger and not parts.profiler and not parts.other:
         role.evidence = Evidence("debugger", "its policies are Debugger's")
-    elif inline_mentions and role.verdict is None:
+    elif parts.inline_mentions and role.verdict is None:
         # inline Profiler statements in a role that does more: an edit of the role, for a person to review
         role.evidence = Evidence("review", "an inline policy names Profiler output among other permissions")
     return (role.verdict, role.profiler_only) != before

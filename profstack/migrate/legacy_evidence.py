@@ -50,6 +50,11 @@ NEUTRAL_ACTIONS = frozenset(
         "ec2:assignprivateipaddresses",
         "ec2:unassignprivateipaddresses",
         "cloudwatch:putmetricdata",
+        # what a report digest needs besides the report: read the job, publish a message; no one's data
+        "sns:publish",
+        "sagemaker:describetrainingjob",
+        "sagemaker:listtrainingjobs",
+        "sagemaker:describeprocessingjob",
     }
 )
 #: AWS-managed policies that only let a function or job run (logs, traces, VPC): neutral likewise
@@ -77,10 +82,10 @@ def wildcard(pattern: str) -> re.Pattern[str]:
 
 @dataclass(frozen=True)
 class Location:
-    """An S3 folder that evidence can name: bucket and key prefix ending in '/'."""
+    """An S3 folder that evidence can name."""
 
     bucket: str
-    prefix: str
+    prefix: str  # a folder ("…/profiler-output/") or a rule's folder stem ("…/rule-output/ProfilerReport")
     job: str
 
     @property
@@ -99,12 +104,15 @@ def _covers(token: str, location: Location) -> bool:
     bare = _S3_ARN.sub("", token).strip("'\"")
     probe = wildcard(bare)
     full = location.full
+    # a folder stem (rule-output/ProfilerReport) stands for its timestamped folders (ProfilerReport-<ts>/...)
+    inside = (full + "x", full + "-x", full + "/x") if not full.endswith("/") else (full + "x",)
     return bool(
-        probe.fullmatch(full + "x")
+        any(probe.fullmatch(path) for path in inside)
         or probe.fullmatch(full)
         or probe.fullmatch(full.rstrip("/"))
         or probe.match(location.prefix + "x")
-        or (probe.pattern and bare.startswith(full))
+        or bare.startswith(full)
+        or (bare.endswith("/") and full.startswith(bare))  # a parent folder covers what is in it
     )
 
 
@@ -267,6 +275,7 @@ class DocumentVerdict:
     evidence: Evidence | None  # the strongest evidence (None: names nothing of either)
     profiler_only: bool  # at least one Profiler statement and every other one neutral
     debugger_only: bool
+    neutral_only: bool  # only what any function needs (logs, traces, a digest's SNS and job reads)
     profiler_statements: tuple[int, ...]  # indexes (or Sids) of the Profiler statements, for a partial edit
 
 
@@ -289,6 +298,7 @@ def classify_document(document: Any, paths: LegacyPaths) -> DocumentVerdict:
         evidence=evidence,
         profiler_only=bool(profiler) and not (debugger or review or others),
         debugger_only=bool(debugger) and not (profiler or review or others),
+        neutral_only=bool(found) and all(neutral(s) for s in found),
         profiler_statements=tuple(i for i, e in enumerate(verdicts) if e is not None and e.verdict == "profiler"),
     )
 
