@@ -29,7 +29,8 @@ from profstack.cli import main
 from profstack.layout import LEGACY_RULE_OUTPUT_TAG
 from profstack.migrate.legacy_evidence import DEBUGGER_CLOSED_TO_NEW_CUSTOMERS
 from profstack.migrate.legacy_profiler import PROCESSING_LOG_GROUP, AccountClients, audit_account, cleanup
-from tests.training_jobs import ACCOUNT, REGION, describe_training_job
+from tests.functional.test_legacy_profiler_tools import cli_clients
+from tests.training_jobs import ACCOUNT, REGION, describe_training_job, list_training_jobs_response
 
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 TAG = {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}
@@ -106,17 +107,7 @@ def _stub(stubber: Stubber, *, apps: bool = True) -> None:
     jobs = _jobs()
     stubber.add_response(
         "list_training_jobs",
-        {
-            "TrainingJobSummaries": [
-                {
-                    "TrainingJobName": j["TrainingJobName"],
-                    "TrainingJobArn": j["TrainingJobArn"],
-                    "CreationTime": NOW,
-                    "TrainingJobStatus": "Completed",
-                }
-                for j in jobs
-            ]
-        },
+        list_training_jobs_response(jobs, NOW),
         {"CreationTimeAfter": ANY, "SortBy": "CreationTime", "SortOrder": "Descending"},
     )
     for job in jobs:
@@ -474,20 +465,8 @@ def test_partial_permissions_degrade_and_cleanup_skips_what_was_not_read(
 def test_cli_names_the_missing_permission_in_one_line(
     account: Account, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import profstack.cli._aws as aws
-
     c = account.clients
-    services = {
-        "sagemaker": c.sagemaker,
-        "s3": c.s3,
-        "logs": c.logs,
-        "iam": c.iam,
-        "events": c.events,
-        "stepfunctions": c.stepfunctions,
-        "lambda": c.lambda_,
-        "sts": boto3.client("sts", region_name=REGION),
-    }
-    monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
+    cli_clients(c, monkeypatch)
     _deny(c.events, "ListRules")
     _stub(account.stubber)
     # WHEN the audit runs without events:ListRules THEN it still prints the report, with one warning line
