@@ -158,10 +158,9 @@ def main(argv: list[str]) -> int:
     with mock_aws():
         plane = create_data_plane(max_receive_count=5)
         with patched_environ(processor_environ(plane.topic_arn)):
-            from lambdas.trace_processor import handler, runtime
+            from lambdas.trace_processor import runtime
 
-            runtime.reset()
-            handler._idempotency.cache_clear()
+            runtime.reset()  # clients, engine and the idempotency store, made anew inside moto
             result = run_burst(plane, n)
     print(json.dumps(result.to_json(reserved_concurrency=5)))
     return 0

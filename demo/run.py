@@ -283,7 +283,8 @@ def register_job(
             "TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311",
             "TrainingInputMode": "File",
         },
-        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
+        # the user's ProfStack execution role (IAM path /profstack/users/<user>/): it confirms the owner tag
+        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/profstack/users/{user}/ExecutionRole",
         OutputDataConfig={"S3OutputPath": f"s3://{plane.bucket}/output"},
         ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
         StoppingCondition={"MaxRuntimeInSeconds": 86400},

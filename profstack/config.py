@@ -267,14 +267,29 @@ class Processing(_Model):
         Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.*\{user\}.*\{job\}.*$")]
     ] = []
     owner_tag_guard: OwnerTagGuard = OwnerTagGuard()
+    #: whose a job is (docs/security.md, "Who owns a job"). "verified" (default): the owner tag counts only when
+    #: something the job's creator cannot choose confirms it: the job runs as that user's ProfStack execution role
+    #: (its IAM path), or the owner-tag guard is on and the job was created directly (not by Pipelines or
+    #: AutoML, which the guard cannot see). Otherwise the report is filed under _unowned for an administrator.
+    #: "tag": trust the tag alone (anyone who can tag a job can file reports as anyone: not recommended).
+    ownership: Literal["verified", "tag"] = "verified"
     # 1769 MB = one full vCPU, all the single-threaded processor can use (docs/processing.md "Lambda memory size")
     lambda_memory_mb: Annotated[int, Field(ge=512, le=10240)] = 1769
     lambda_timeout_seconds: Annotated[int, Field(ge=60, le=900)] = 900
     reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 5
+    #: the fan-out's AnalyzeFile function: at most `reserved_concurrency` fan-outs run at once (one per processor
+    #: invocation), each at most 20 files wide (its Map's MaxConcurrency), so 40 lets two run at full width and
+    #: queues the rest (a throttled file is retried with backoff by the state machine). One big job can no longer
+    #: take the account's whole concurrency. The aggregate step reserves `reserved_concurrency` (one per fan-out).
+    fanout_reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 40
     max_receive_count: Annotated[int, Field(ge=1, le=20)] = 3
     fanout_file_threshold: Annotated[int, Field(ge=1)] = 8
+    #: the most trace files one job's report covers (the first by key); the rest are listed as left out
+    max_files_per_job: Annotated[int, Field(ge=1, le=100_000)] = 5000
     fanout_bytes_threshold_mb: Annotated[int, Field(ge=1)] = 2048
     single_lambda_max_file_mb: Annotated[int, Field(ge=1)] = 4096
+    #: a file with more events (sampled from its head) goes to the Processing job, whatever its size says
+    single_lambda_max_events: Annotated[int, Field(ge=1)] = 100_000_000
     processing_job_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] = "ml.m5.4xlarge"
     top_k_kernels: Annotated[int, Field(ge=1, le=100)] = 15
     #: time window of the trimmed Perfetto timelines (profstack.analysis.trim): median (the median step
@@ -439,6 +454,16 @@ class Mlflow(_Model):
         ),
     ] = None
     experiment: Annotated[str, Field(min_length=1, max_length=256)] = "profstack"
+    #: MLflow has no per-user permissions of its own: every user of the tracking server reads every experiment.
+    #: So by default a run holds numbers and the report's S3 location (readable only by its owner: the bucket
+    #: policy), never the report or summary themselves (kernel, file and host names); and each user's runs are in
+    #: an experiment of their own, "<experiment>/<user>", which a server with permissions (SageMaker managed MLflow
+    #: with IAM conditions, or MLflow's auth plugin) can restrict. docs/security.md says what MLflow users see.
+    artifacts: Annotated[
+        bool,
+        Field(description="also upload report.html and summary.json to MLflow (every MLflow user can read them)"),
+    ] = False
+    experiment_per_user: bool = True
     artifact_s3_uri: Annotated[
         str | None,
         Field(

@@ -94,9 +94,13 @@ class AlarmSpec:
     def description(self) -> str:
         return f"{self.summary} [profstack:{self.fingerprint}]"
 
-    def put_kwargs(self, topic_arn: str) -> dict[str, Any]:
-        """Arguments of cloudwatch.put_metric_alarm."""
+    def put_kwargs(self, topic_arn: str, *, manager: str = "") -> dict[str, Any]:
+        """Arguments of cloudwatch.put_metric_alarm. `manager` (the deployment's name prefix) is written as the
+        alarm's MANAGED_BY_TAG: only alarms carrying it are ever updated or deleted (CloudWatch applies tags at
+        creation only, so an alarm someone else created under a look-alike name never gets it)."""
+        tags = [{"Key": MANAGED_BY_TAG, "Value": manager}] if manager else []
         return {
+            **({"Tags": tags} if tags else {}),
             "AlarmName": self.name,
             "AlarmDescription": self.description[:1024],
             "Metrics": [dict(m) for m in self.metrics],
@@ -108,6 +112,10 @@ class AlarmSpec:
             "AlarmActions": [topic_arn],
             "ActionsEnabled": True,
         }
+
+
+#: the tag that proves the alarm manager created an alarm (value: the deployment's name prefix)
+MANAGED_BY_TAG = "profstack:managed-by"
 
 
 def fingerprint_of(description: str | None) -> str | None:

@@ -47,9 +47,11 @@ class ProcessingStack(cdk.Stack):
         name_prefix: str,
         history: History | None = None,
         history_users: Sequence[str] = (),
+        logs_key: kms.IKey | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.logs_key = logs_key  # every log group of the stack (stacks/components/python_function.py)
         service = f"{name_prefix}-trace-processor"
         # Every role that reads or writes users' data sits on this path: the trace bucket's policy lets
         # exactly these (and the users' own roles, break-glass) in (stacks/components/role_paths.py).

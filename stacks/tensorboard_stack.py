@@ -40,9 +40,11 @@ class TensorBoardStack(cdk.Stack):
         log_retention: logs.RetentionDays,
         domain_name: str,
         name_prefix: str,
+        logs_key: kms.IKey | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        self.logs_key = logs_key  # every log group of the stack (stacks/components/python_function.py)
         self.domain = StudioDomain(self, "Domain", domain=domain, domain_name=domain_name, key=data_key)
         domain_id = self.domain.domain_id
         cdk.CfnOutput(self, DOMAIN_ID_OUTPUT, value=domain_id, description="SageMaker domain of ProfStack")

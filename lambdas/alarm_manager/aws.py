@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from profstack.job_alarms import AlarmSpec, fingerprint_of
+from profstack.job_alarms import MANAGED_BY_TAG, AlarmSpec, fingerprint_of
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -23,24 +23,39 @@ def error_code(exc: BaseException) -> str:
 
 
 class CloudWatchAlarms:
-    """The per-job alarms under one name prefix, and the live dashboard."""
+    """The per-job alarms under one name prefix that this deployment created, and the live dashboard.
 
-    def __init__(self, client: CloudWatchClient, *, topic_arn: str) -> None:
+    Ownership is the MANAGED_BY_TAG with this deployment's name prefix, set when the alarm is created, never the
+    name: an alarm under the prefix without the tag (another team's, or one made by hand) is listed in
+    `foreign` and never updated or deleted."""
+
+    def __init__(self, client: CloudWatchClient, *, topic_arn: str, manager: str = "profstack") -> None:
         self._cw = client
         self._topic = topic_arn
+        self._manager = manager
+        self.foreign: list[str] = []  # names under the prefix that this deployment did not create
+
+    def _ours(self, arn: str) -> bool:
+        tags = self._cw.list_tags_for_resource(ResourceARN=arn).get("Tags", [])
+        return any(t.get("Key") == MANAGED_BY_TAG and t.get("Value") == self._manager for t in tags)
 
     def list(self, prefix: str) -> dict[str, str | None]:
-        """Alarm name -> fingerprint (None when the description carries none) for every alarm under prefix."""
+        """Alarm name -> fingerprint (None when the description carries none) for every alarm under prefix that
+        carries this deployment's MANAGED_BY_TAG."""
         found: dict[str, str | None] = {}
         for page in self._cw.get_paginator("describe_alarms").paginate(
             AlarmNamePrefix=prefix, AlarmTypes=["MetricAlarm"]
         ):
             for alarm in page.get("MetricAlarms", []):
-                found[str(alarm["AlarmName"])] = fingerprint_of(alarm.get("AlarmDescription"))
+                name = str(alarm["AlarmName"])
+                if self._ours(str(alarm["AlarmArn"])):
+                    found[name] = fingerprint_of(alarm.get("AlarmDescription"))
+                elif name not in self.foreign:
+                    self.foreign.append(name)
         return found
 
     def put(self, spec: AlarmSpec) -> None:
-        self._cw.put_metric_alarm(**spec.put_kwargs(self._topic))
+        self._cw.put_metric_alarm(**spec.put_kwargs(self._topic, manager=self._manager))
 
     def delete(self, names: Iterable[str]) -> None:
         ordered = sorted(set(names))

@@ -19,6 +19,7 @@ from lambdas.alarm_manager.aws import CloudWatchAlarms, SageMakerJobs
 from lambdas.alarm_manager.env import ManagerEnv
 from lambdas.alarm_manager.logic import Settings, SyncResult, reconcile, sync_job
 from profstack.job_alarm_events import SCHEDULE_DETAIL_TYPE, TRAINING_DETAIL_TYPE
+from profstack.job_alarms import MANAGED_BY_TAG
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
@@ -63,12 +64,19 @@ def route(event: dict[str, Any]) -> str | None:
 def run(
     event: dict[str, Any], *, cloudwatch: CloudWatchClient, sagemaker: SageMakerClient, env: ManagerEnv, now: datetime
 ) -> SyncResult:
-    alarms = CloudWatchAlarms(cloudwatch, topic_arn=env.topic_arn)
+    alarms = CloudWatchAlarms(cloudwatch, topic_arn=env.topic_arn, manager=env.name_prefix)
     jobs = SageMakerJobs(sagemaker)
     job = route(event)
     if job is None:
-        return reconcile(jobs=jobs, alarms=alarms, settings=settings(env), now=now)
-    return sync_job(job, jobs=jobs, alarms=alarms, settings=settings(env), now=now)
+        result = reconcile(jobs=jobs, alarms=alarms, settings=settings(env), now=now)
+    else:
+        result = sync_job(job, jobs=jobs, alarms=alarms, settings=settings(env), now=now)
+    if alarms.foreign:
+        result.warnings.append(
+            f"{len(alarms.foreign)} alarm(s) named like job alarms were not created by this deployment "
+            f"(no {MANAGED_BY_TAG}={env.name_prefix} tag) and were left alone"
+        )
+    return result
 
 
 @metrics.log_metrics

@@ -58,7 +58,18 @@ def _decide_one(
 ) -> Decision:
     profile = str(listed["UserProfileName"])
     name = str(listed.get("AppName", ""))
-    state = describe_app(client, domain_id=domain_id, user_profile_name=profile, app_name=name)
+    try:
+        state = describe_app(client, domain_id=domain_id, user_profile_name=profile, app_name=name)
+    except ClientError as exc:
+        # one app the reaper may not read (AccessDenied on an app it does not own, throttling) is that app's
+        # error; every app after it is still judged
+        return Decision(
+            user_profile=profile,
+            app_name=name,
+            status=str(listed.get("Status", "")),
+            action="error",
+            reason=f"DescribeApp failed: {error_code(exc)}",
+        )
     if state is None or state.status != IN_SERVICE:
         status = state.status if state is not None else "NotFound"
         return Decision(user_profile=profile, app_name=name, status=status, action="keep", reason="not InService")

@@ -93,6 +93,9 @@ class S3Object:
     bucket: str
     key: str
     size: int
+    #: sampled from the file's head (routing.sample_estimates): its JSON bytes and events; None: not sampled
+    json_bytes: int | None = None
+    events: int | None = None
 
     @property
     def uri(self) -> str:

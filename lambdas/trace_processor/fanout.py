@@ -13,7 +13,7 @@ import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from botocore.exceptions import ClientError
 
@@ -24,8 +24,8 @@ from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.outputs import publish_report, write_perfetto
 from lambdas.trace_processor.routing import input_location, manifest_location, partial_location
 from lambdas.trace_processor.scope import owner_read_spaces
-from lambdas.trace_processor.summary_tools import merge_partials
 from lambdas.trace_processor.system_view import SystemView, for_job
+from profstack.analysis.merge import PartialMerger, partial_problem
 from profstack.job_links import job_links
 
 
@@ -158,37 +158,45 @@ def final_attempt(payload: Mapping[str, Any], env: ProcessorEnv) -> bool:
 def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, engine: Engine) -> Outcome:
     """Merge every partial into the job summary; a file without a partial is flagged, not fatal.
 
-    The system view is read first, before any partial: on an attempt that is not the last (final_attempt),
-    a transient CloudWatch fault raises SystemMetricsTransientError for Step Functions to retry the step, and
-    such a run has read nothing else and written nothing. Then, before any partial is read or anything
-    written, the input (context, manifest, job description) must be what the processor sent (trusted_context).
+    First the input (context, manifest, job description) must be what the processor sent (trusted_context):
+    nothing, not even CloudWatch, is read for a description the execution input merely claims. Then the system
+    view, before any partial: on an attempt that is not the last (final_attempt), a transient CloudWatch fault
+    raises SystemMetricsTransientError for Step Functions to retry the step, and such a run has read no partial
+    and written nothing.
     Partials are read in parallel (AGGREGATE_READERS) and slimmed as they arrive; measured sizing of the
     Lambda (memory, timeout) in docs/processing.md."""
     ctx = JobContext.from_json(payload["context"])
-    system = _system_view(clients, env, ctx, payload.get("job"), final=final_attempt(payload, env))
     # raises unless context, manifest and job description are what the processor sent for `ctx`'s job
     trusted_context(payload, env=env, clients=clients, fields=("manifest", "partials", "job"))
+    system = _system_view(clients, env, ctx, payload.get("job"), final=final_attempt(payload, env))
     items = get_json(clients.s3, manifest_location(ctx))
     if not isinstance(items, list):
         raise FanoutInputError("manifest is not a JSON array")
 
-    def read(item: Mapping[str, Any]) -> dict[str, Any] | None:
+    def read(item: Mapping[str, Any]) -> dict[str, Any] | str | None:
+        """The slimmed partial; a string saying why it cannot be merged; None when it never arrived."""
         try:
-            return _slim(get_json(clients.s3, partial_location(ctx, int(item["index"]))))
+            raw = get_json(clients.s3, partial_location(ctx, int(item["index"])))
         except ClientError as exc:
             if error_code(exc) not in {"NoSuchKey", "404"}:
                 raise
             return None
+        except ValueError as exc:  # not JSON (json.JSONDecodeError and UnicodeDecodeError are ValueErrors)
+            return f"its partial summary is not JSON ({str(exc)[:120]})"
+        problem = partial_problem(raw)
+        return f"its partial summary cannot be merged: {problem}" if problem else _slim(raw)
 
-    partials: list[Mapping[str, Any]] = []
+    # folded in one at a time as they arrive (memory and summary size grow by a few hundred bytes a partial)
+    merger = PartialMerger(lambda table: engine.cross_rank(table, env.rule_thresholds))
     missing: list[Mapping[str, Any]] = []
     for item, partial in zip(items, bounded_map(read, items, workers=AGGREGATE_READERS), strict=True):
-        if partial is not None:
-            partials.append(partial)
-        else:
+        problem = merger.add(partial) if isinstance(partial, Mapping) else partial
+        if problem is not None or partial is None:
+            # one bad rank, named in the report: the other ranks' report and the e-mail still go out
+            reason = f"its partial summary cannot be merged: {problem}" if isinstance(partial, Mapping) else problem
             name = f"s3://{item['bucket']}/{item['key']}"
-            missing.append({"name": name, "size": item.get("size"), "reason": _missing_reason(item)})
-    summary = merge_partials(partials, missing, cross_rank=lambda table: engine.cross_rank(table, env.rule_thresholds))
+            missing.append({"name": name, "size": item.get("size"), "reason": reason or _missing_reason(item)})
+    summary = cast(dict[str, Any], merger.finish(missing))
     return publish_report(
         clients,
         env,

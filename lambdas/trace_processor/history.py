@@ -55,6 +55,9 @@ class HistoryEnv(FunctionEnv):
     price_overrides: Annotated[dict[str, dict[str, float]], Field(alias="PRICE_OVERRIDES", default_factory=dict)]
     mlflow_tracking: Annotated[str | None, Field(alias="MLFLOW_TRACKING")] = None
     mlflow_experiment: Annotated[str, Field(min_length=1, alias="MLFLOW_EXPERIMENT")] = "profstack"
+    #: config history.mlflow.artifacts / experiment_per_user (profstack/config.py says why both default safe)
+    mlflow_artifacts: Annotated[bool, Field(alias="MLFLOW_ARTIFACTS")] = False
+    mlflow_experiment_per_user: Annotated[bool, Field(alias="MLFLOW_EXPERIMENT_PER_USER")] = True
 
     @field_validator("family_name_patterns", "regression_thresholds", "price_overrides", mode="before")
     @classmethod
@@ -218,18 +221,26 @@ def export_mlflow(clients: Clients, ctx: JobContext, summary: Mapping[str, Any],
     client = MlflowClient(target, credentials=credentials)
     cost: Mapping[str, Any] = summary["cost"] if isinstance(summary.get("cost"), Mapping) else {}
     params = {"user": ctx.user, "status": ctx.status, "instance_type": str(cost.get("instance_type") or "")}
+    # every MLflow user reads every experiment: the report and summary (kernel, file and host names) go there
+    # only when the config asks for it; the run links to the report, which the bucket policy keeps the owner's
+    artifacts = (
+        {
+            "profstack/report.html": (page.encode(), "text/html"),
+            "profstack/summary.json": (json.dumps(summary, sort_keys=True).encode(), "application/json"),
+        }
+        if henv.mlflow_artifacts
+        else {}
+    )
+    experiment = f"{henv.mlflow_experiment}/{ctx.user}" if henv.mlflow_experiment_per_user else henv.mlflow_experiment
     try:
         run = export_job(
             client,
-            experiment=henv.mlflow_experiment,
+            experiment=experiment,
             job=ctx.job,
             metrics=summary_metrics(summary, job_numbers(summary)),
             params=params,
             tags={"profstack.user": ctx.user, "profstack.report": ctx.reports.child("report.html").uri},
-            artifacts={
-                "profstack/report.html": (page.encode(), "text/html"),
-                "profstack/summary.json": (json.dumps(summary, sort_keys=True).encode(), "application/json"),
-            },
+            artifacts=artifacts,
             put_s3=lambda bucket, key, data, ctype: _put(clients.s3, S3Location(bucket, key), data, ctype),
             now_ms=int(time.time() * 1000),
         )

@@ -4,10 +4,17 @@ built from the event, DescribeTrainingJob and the job's own tags (ListTags); and
 
 The owner is the job's `<user_tag_key>` tag as SageMaker returns it, never the message: it must name a
 configured user, and a message that claims another owner is rejected (NotOwnedError). So is the status: a
-message whose status DescribeTrainingJob does not report is not processed (StatusMismatchError)."""
+message whose status DescribeTrainingJob does not report is not processed (StatusMismatchError).
+
+A tag is set by whoever creates the job, so by default (processing.ownership "verified") it counts only when
+something the creator cannot choose confirms it (`owner_of`): the job's execution role is that user's ProfStack
+role (its IAM path names the user, and IAM path and PassRole are the administrator's), or the owner-tag guard
+is on and the job was created directly. An unconfirmed claim is filed under `_unowned`, for an administrator,
+with a warning: never in the claimed user's reports, e-mails or baseline."""
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -124,6 +131,68 @@ def resolve_user(tags: Mapping[str, str], tag_key: str, users: frozenset[str]) -
     return user
 
 
+#: describe / tag markers of jobs another SageMaker service created on someone's behalf: the owner-tag guard only
+#: sees CreateTrainingJob and CreateHyperParameterTuningJob calls, so their tags are whatever that service was given
+_CREATED_BY_SERVICE = (("AutoMLJobArn", "AutoML"),)
+_PIPELINE_TAG = "sagemaker:pipeline"
+
+
+def role_user(role_arn: object, name_prefix: str) -> str | None:
+    """The ProfStack user whose execution role (IAM path /<prefix>/users/<user>/) the job runs as, if any."""
+    if not isinstance(role_arn, str):
+        return None
+    found = re.fullmatch(
+        rf"arn:aws[a-z-]*:iam::\d{{12}}:role/{re.escape(name_prefix)}/users/([a-z][a-z0-9-]*)/[\w+=,.@-]+", role_arn
+    )
+    return found.group(1) if found else None
+
+
+def created_by_service(describe: Mapping[str, Any], tags: Mapping[str, str]) -> str | None:
+    for key, service in _CREATED_BY_SERVICE:
+        if describe.get(key):
+            return service
+    if any(k.startswith(_PIPELINE_TAG) for k in tags):
+        return "SageMaker Pipelines"
+    return None
+
+
+def owner_of(
+    describe: Mapping[str, Any], tags: Mapping[str, str], env: ProcessorEnv
+) -> tuple[str, list[dict[str, Any]]]:
+    """(owner, summary warnings). The tag names the claim; under "verified" ownership it stands only when the
+    execution role or the owner-tag guard confirms it. A role that names another user than the tag is an
+    attack (NotOwnedError); a claim nothing confirms goes to `_unowned` with a warning."""
+    claimed = resolve_user(tags, env.user_tag_key, env.users)
+    if env.ownership == "tag":
+        return claimed, []
+    by_role = role_user(describe.get("RoleArn"), env.name_prefix)
+    if by_role is not None:
+        if by_role not in env.users:
+            raise NotOwnedError(f"the job runs as the execution role of {by_role!r}, which is not a configured user")
+        if claimed not in (by_role, layout.UNOWNED_USER):
+            raise NotOwnedError(
+                f"the job's {env.user_tag_key} tag says {claimed!r} but it runs as {by_role!r}'s execution role; "
+                "rejected"
+            )
+        return by_role, []
+    if claimed == layout.UNOWNED_USER:
+        return claimed, []
+    service = created_by_service(describe, tags)
+    if env.owner_tag_guard and service is None:
+        return claimed, []
+    why = (
+        f"it was created by {service}, which the owner-tag guard cannot see"
+        if service
+        else "it does not run as a ProfStack user's execution role and the owner-tag guard is off"
+    )
+    warning = {
+        "type": "UnverifiedOwnerError",
+        "message": f"the job's {env.user_tag_key} tag says {claimed!r}, but nothing its creator cannot choose "
+        f"confirms it ({why}): filed under {layout.UNOWNED_USER} for an administrator (docs/security.md)",
+    }
+    return layout.UNOWNED_USER, [warning]
+
+
 def check_claimed_owner(event: TrainingJobStateChange, owner: str, tag_key: str) -> None:
     """A message that names an owner must name the job's real one (a rule with an input transformer
     could otherwise claim another user's job)."""
@@ -169,11 +238,13 @@ def job_context(
     (scope.owned_tensorboard); otherwise it is dropped and a warning says so."""
     job = event.job_name
     check_status(event, describe)
-    user = resolve_user(tags, env.user_tag_key, env.users)
-    check_claimed_owner(event, user, env.user_tag_key)
+    # the message may only repeat the job's own tag (genuine SageMaker events carry it)
+    check_claimed_owner(event, resolve_user(tags, env.user_tag_key, env.users), env.user_tag_key)
+    user, owner_warnings = owner_of(describe, tags, env)
     raw_tb = describe.get("TensorBoardOutputConfig")
     raw_path = raw_tb.get("S3OutputPath") if isinstance(raw_tb, Mapping) else None
     tensorboard, warnings = owned_tensorboard(raw_path if isinstance(raw_path, str) else None, user, job, env)
+    warnings = [*owner_warnings, *warnings]
     end = describe.get("TrainingEndTime") or describe.get("LastModifiedTime")
     if isinstance(end, datetime):
         end_s = end.timestamp()

@@ -19,6 +19,7 @@ from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.summary_tools import findings
 from profstack import job_links
+from profstack.escape import one_line
 from profstack.history.text import summary_lines
 
 TOP_FINDINGS_IN_NOTIFICATION = 5
@@ -99,7 +100,9 @@ def notification_text(
         )
     links = dict(links or {})
     fixed = job_links.notification_text(job, links, tail)[1]  # the failure, the locations, the links
-    body = _fit(lines, MESSAGE_MAX_BYTES - len(fixed.encode()) - 2)
+    # every line is one line: file, kernel and host names come from traces anyone may write, and a newline in
+    # one must not add a line of its own (a fake "Report:" link) to the message
+    body = _fit([one_line(line) for line in lines], MESSAGE_MAX_BYTES - len(fixed.encode()) - 2)
     _, message = job_links.notification_text(job, links, [*body, "", *tail])
     reason = job_links.failure_reason(job)
     if reason:

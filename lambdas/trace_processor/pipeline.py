@@ -11,11 +11,12 @@ DescribeTrainingJob + ListTags: the owner (job.py) -> tag legacy rule output (le
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location
-from lambdas.trace_processor.discovery import find_traces, trace_prefixes
+from lambdas.trace_processor.discovery import cap_files, find_traces, trace_prefixes
 from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.events import TrainingJobStateChange
@@ -27,7 +28,7 @@ from lambdas.trace_processor.legacy_rule_output import (
     tag_rule_output,
 )
 from lambdas.trace_processor.outputs import no_traces_summary, publish_report, write_perfetto
-from lambdas.trace_processor.routing import needs_fanout, start_fanout
+from lambdas.trace_processor.routing import needs_fanout, sample_estimates, start_fanout
 from lambdas.trace_processor.scope import owner_read_spaces, session_name, session_policy
 from lambdas.trace_processor.system_view import SystemView, for_job
 from profstack import metric_names as m
@@ -79,7 +80,10 @@ def process_job(
         tagged = tag_rule_output(clients.s3, prefixes, allowed_buckets(env))
     prefixes = trace_prefixes(ctx, env)
     reader = trace_reader(clients, env, ctx, prefixes)
-    objects = find_traces(reader, prefixes)
+    objects, too_many = cap_files(find_traces(reader, prefixes, limit=env.max_files_per_job), env.max_files_per_job)
+    if too_many is not None:
+        ctx = replace(ctx, warnings=(*ctx.warnings, too_many))  # the report, summary and e-mail say so
+    objects = sample_estimates(reader, objects)  # route by work (JSON bytes, events), not compressed bytes
     if not objects:
         outcome = publish_report(
             clients,

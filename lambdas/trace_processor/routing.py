@@ -8,8 +8,13 @@ import hashlib
 import json
 import re
 import uuid
+import zlib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
 
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_json
@@ -28,14 +33,59 @@ if TYPE_CHECKING:
 GZIP_RATIO = 15
 
 
+#: a .json.gz file's head read to estimate its JSON bytes and events (routing by work, not by compressed bytes)
+SAMPLE_BYTES = 256 * 1024
+#: files smaller than this are not sampled (even at gzip's ~1000:1 they hold at most a few hundred MB of JSON)
+SAMPLE_MIN_BYTES = 64 * 1024
+SAMPLE_MAX_OUTPUT = 64 * 2**20
+SAMPLE_READERS = 8
+
+
 def estimated_json_bytes(obj: S3Object) -> int:
-    """What the engine will parse. Work scales with uncompressed JSON, so .gz sizes are scaled by
-    GZIP_RATIO (Kineto traces compress ~13-15:1; the larger ratio errs towards fanning out)."""
+    """What the engine will parse. Work scales with uncompressed JSON, so .gz sizes are scaled by the ratio
+    sampled from the file's head when there is one, else GZIP_RATIO (Kineto traces compress ~13-15:1; the
+    larger ratio errs towards fanning out)."""
+    if obj.json_bytes is not None:
+        return obj.json_bytes
     return obj.size * GZIP_RATIO if obj.key.endswith(".gz") else obj.size
 
 
 def route_for(obj: S3Object, env: ProcessorEnv) -> str:
-    return "processing" if estimated_json_bytes(obj) > env.single_lambda_max_file_bytes else "lambda"
+    """Lambda, or the Processing job for a file whose JSON bytes or events (sampled) are beyond one Lambda."""
+    too_big = estimated_json_bytes(obj) > env.single_lambda_max_file_bytes
+    too_many = obj.events is not None and obj.events > env.single_lambda_max_events
+    return "processing" if too_big or too_many else "lambda"
+
+
+def sample_estimate(s3: Any, obj: S3Object) -> S3Object:
+    """`obj` with its JSON bytes and events estimated from its first SAMPLE_BYTES: a crafted .json.gz (31.6 M
+    tiny events in 7.3 MB, ~200:1) is then routed by its work, not by its compressed size. A failed read or a
+    head that does not inflate leaves the default estimate (the analysis then says what is wrong with it)."""
+    if not obj.key.endswith(".gz") or obj.size < SAMPLE_MIN_BYTES:
+        return obj
+    try:
+        body = s3.get_object(Bucket=obj.bucket, Key=obj.key, Range=f"bytes=0-{SAMPLE_BYTES - 1}")["Body"]
+        try:
+            head = body.read()
+        finally:
+            body.close()
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out = inflater.decompress(head, SAMPLE_MAX_OUTPUT)
+    except (OSError, zlib.error, ClientError):
+        return obj
+    consumed = len(head) - len(inflater.unconsumed_tail) - len(inflater.unused_data)
+    if consumed <= 0 or not out:
+        return obj
+    ratio = max(len(out) / consumed, GZIP_RATIO)
+    json_bytes = int(obj.size * ratio)
+    events = int(json_bytes * out.count(b'"ph"') / len(out))
+    return replace(obj, json_bytes=json_bytes, events=events)
+
+
+def sample_estimates(s3: Any, objects: Sequence[S3Object]) -> list[S3Object]:
+    """Every object with its sampled estimate (a few in parallel), in the same order."""
+    with ThreadPoolExecutor(max_workers=SAMPLE_READERS) as pool:
+        return list(pool.map(lambda o: sample_estimate(s3, o), objects))
 
 
 def needs_fanout(objects: Sequence[S3Object], env: ProcessorEnv) -> bool:

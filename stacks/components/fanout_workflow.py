@@ -24,7 +24,7 @@ from profstack.config import Processing
 from profstack.layout import PROCESSING_INPUT_MANIFEST
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag_wildcards import acknowledge_wildcards, default_policy
-from stacks.components.python_function import ProfStackFunction
+from stacks.components.python_function import ProfStackFunction, stack_logs_key
 from stacks.components.trace_access import TraceAccess
 
 PROCESSING_INPUT = "/opt/ml/processing/input"
@@ -151,7 +151,7 @@ class FanoutWorkflow(Construct):
                 resources=[access.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/partials/*")],
             )
         )
-        access.key.grant(self.processing_role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+        access.grant_key_via_s3(self.processing_role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
         self.processing_role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="PullImage",
@@ -183,6 +183,15 @@ class FanoutWorkflow(Construct):
             lambda_function=analyze_file.function,
             payload_response_only=True,
             retry_on_service_exceptions=True,
+        )
+        # throttled by AnalyzeFile's reserved concurrency: wait for a slot (first matching retrier wins)
+        in_lambda.add_retry(
+            errors=["Lambda.TooManyRequestsException"],
+            max_attempts=10,
+            interval=cdk.Duration.seconds(5),
+            backoff_rate=2,
+            max_delay=cdk.Duration.minutes(2),
+            jitter_strategy=sfn.JitterType.FULL,
         )
         in_lambda.add_retry(errors=["States.TaskFailed"], max_attempts=2, interval=cdk.Duration.seconds(10))
         self.processing_state = sfn.CustomState(
@@ -294,7 +303,13 @@ class FanoutWorkflow(Construct):
         aggregate_step.add_retry(errors=["States.TaskFailed"], max_attempts=3, interval=cdk.Duration.seconds(30))
         aggregate.function.add_environment("AGGREGATE_MAX_ATTEMPTS", str(AGGREGATE_ATTEMPTS))
 
-        self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=log_retention,
+            encryption_key=stack_logs_key(self),
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
         machine_role = iam.Role(
             self,
             "StateMachineRole",
@@ -312,7 +327,7 @@ class FanoutWorkflow(Construct):
             logs=sfn.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
         )
         role = self.state_machine.role
-        access.key.grant(role, "kms:Decrypt")  # the manifest is SSE-KMS; ManifestItemReader grants the read
+        access.grant_key_via_s3(role, "kms:Decrypt")  # the manifest is SSE-KMS; ManifestItemReader grants the read
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="RunProcessingJobs",

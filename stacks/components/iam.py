@@ -67,3 +67,27 @@ def no_resource_type_statement(
         resources=["*"],  # every action here is in NO_RESOURCE_TYPE_ACTIONS, with its reason
         conditions=dict(conditions) if conditions else None,
     )
+
+
+def key_use_statement(
+    key: Any,
+    actions: Sequence[str],
+    *,
+    via: str,
+    context: Mapping[str, str | list[str]] | None = None,
+    sid: str | None = None,
+) -> iam.PolicyStatement:
+    """Use of a KMS key only through `via` (s3, dynamodb, ...), and only for the encryption context given
+    (S3: the bucket, `aws:s3:arn`; DynamoDB: the table): a role that may decrypt for S3 reads cannot decrypt
+    arbitrary ciphertext of the same key, nor data of another bucket or table under it."""
+    from aws_cdk import Aws
+
+    conditions: dict[str, Any] = {"StringEquals": {"kms:ViaService": f"{via}.{Aws.REGION}.amazonaws.com"}}
+    if context:
+        conditions["StringLike"] = {f"kms:EncryptionContext:{k}": v for k, v in context.items()}
+    return iam.PolicyStatement(sid=sid, actions=list(actions), resources=[key.key_arn], conditions=conditions)
+
+
+def s3_key_context(bucket: Any) -> dict[str, str | list[str]]:
+    """S3's encryption context for a bucket's objects: the bucket's ARN with an S3 Bucket Key, else the object's."""
+    return {"aws:s3:arn": [bucket.bucket_arn, f"{bucket.bucket_arn}/*"]}

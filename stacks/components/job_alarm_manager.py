@@ -25,7 +25,7 @@ from constructs import Construct
 
 from profstack.config import Alarms, JobTagFilter
 from profstack.job_alarm_events import SCHEDULE_DETAIL_TYPE, TRAINING_DETAIL_TYPE
-from profstack.job_alarms import alarm_prefix
+from profstack.job_alarms import MANAGED_BY_TAG, alarm_prefix
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline
@@ -119,18 +119,29 @@ class JobAlarmManager(Construct):
             reserved_concurrency=1,  # convergences of one job never interleave (lambdas/alarm_manager/logic.py)
         )
         role = self.function.role
+        alarms = [
+            stack.format_arn(
+                service="cloudwatch",
+                resource="alarm",
+                resource_name=f"{alarm_prefix(name_prefix)}*",
+                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+            )
+        ]
+        # created with the managed-by tag (PutMetricAlarm with Tags needs TagResource); changed or deleted only
+        # when it carries that tag: the name alone proves nothing (docs/security.md)
         role.add_to_principal_policy(
             iam.PolicyStatement(
-                sid="PerJobAlarms",
-                actions=["cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"],
-                resources=[
-                    stack.format_arn(
-                        service="cloudwatch",
-                        resource="alarm",
-                        resource_name=f"{alarm_prefix(name_prefix)}*",
-                        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-                    )
-                ],
+                sid="CreatePerJobAlarms",
+                actions=["cloudwatch:PutMetricAlarm", "cloudwatch:TagResource", "cloudwatch:ListTagsForResource"],
+                resources=alarms,
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="DeleteOwnPerJobAlarms",
+                actions=["cloudwatch:DeleteAlarms"],
+                resources=alarms,
+                conditions={"StringEquals": {f"aws:ResourceTag/{MANAGED_BY_TAG}": name_prefix}},
             )
         )
         role.add_to_principal_policy(

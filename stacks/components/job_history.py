@@ -29,6 +29,7 @@ from profstack.config import History
 from profstack.history.mlflow import MlflowTarget
 from profstack.history.queries import NAMED_QUERIES
 from profstack.history.rows import COLUMNS, PARTITION_KEYS, TABLES, table_prefix
+from stacks.components.iam import key_use_statement, s3_key_context
 from stacks.components.nag_wildcards import acknowledge_wildcards
 from stacks.components.python_function import ProfStackFunction
 
@@ -248,10 +249,12 @@ class JobHistory(Construct):
                     "StringLike": {"s3:prefix": [f"{layout.HISTORY_PREFIX}*", f"{layout.ATHENA_RESULTS_PREFIX}*"]}
                 },
             ),
-            iam.PolicyStatement(
+            key_use_statement(
+                self.key,
+                ["kms:Decrypt", "kms:GenerateDataKey"],
+                via="s3",
+                context=s3_key_context(self.bucket),
                 sid="HistoryDataKey",
-                actions=["kms:Decrypt", "kms:GenerateDataKey"],
-                resources=[self.key.key_arn],
             ),
         ]
 
@@ -269,6 +272,8 @@ class JobHistory(Construct):
                 {"usd_per_hour": h.prices.usd_per_hour, "gpus": h.prices.gpus}, sort_keys=True
             ),
             "MLFLOW_EXPERIMENT": h.mlflow.experiment,
+            "MLFLOW_ARTIFACTS": "true" if h.mlflow.artifacts else "false",
+            "MLFLOW_EXPERIMENT_PER_USER": "true" if h.mlflow.experiment_per_user else "false",
         }
         if h.mlflow.tracking:
             env["MLFLOW_TRACKING"] = h.mlflow.tracking
@@ -293,10 +298,12 @@ class JobHistory(Construct):
                 actions=["sagemaker:DescribeTrainingJob", "sagemaker:ListTags"],
                 resources=[stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")],
             ),
-            iam.PolicyStatement(
+            key_use_statement(
+                self.key,
+                ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+                via="s3",
+                context=s3_key_context(self.bucket),
                 sid="HistoryDataKey",
-                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
-                resources=[self.key.key_arn],
             ),
         ]
         mlflow = self.history.mlflow

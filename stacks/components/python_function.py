@@ -34,6 +34,7 @@ from pathlib import Path
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
@@ -256,6 +257,11 @@ class PowertoolsSettings:
     log_level: str = "INFO"
 
 
+def stack_logs_key(scope: Construct) -> kms.IKey | None:
+    """The KMS key the scope's stack encrypts its log groups with (the storage stack's LogsKey), or None."""
+    return getattr(cdk.Stack.of(scope), "logs_key", None)
+
+
 class ProfStackFunction(Construct):
     """A Lambda function with its own role and log group. Grant it what it needs with grant_*."""
 
@@ -280,6 +286,7 @@ class ProfStackFunction(Construct):
             self,
             "Logs",
             retention=log_retention,
+            encryption_key=stack_logs_key(self),
             removal_policy=cdk.RemovalPolicy.DESTROY,  # logs of a stateless function; retention bounds them
         )
         self.role = iam.Role(

@@ -19,7 +19,7 @@ from constructs import Construct
 from profstack.tensorboard.names import APP_NAME, app_arn_patterns, user_profile_name
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline, iam5_resource
-from stacks.components.python_function import PowertoolsSettings, ProfStackFunction
+from stacks.components.python_function import PowertoolsSettings, ProfStackFunction, stack_logs_key
 
 # A TensorBoard app takes a few minutes to reach InService; a replace (delete + create) twice that.
 POLL_INTERVAL = cdk.Duration.seconds(20)
@@ -81,6 +81,7 @@ class TensorBoardAppProvider(Construct):
             self,
             "FrameworkLogs",
             retention=log_retention,
+            encryption_key=stack_logs_key(self),
             removal_policy=cdk.RemovalPolicy.DESTROY,  # logs of a stateless provider; retention bounds them
         )
         # Own roles for the CDK framework functions: the default ones carry the AWS managed

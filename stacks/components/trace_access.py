@@ -16,6 +16,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
 from profstack import layout
+from stacks.components.iam import key_use_statement, s3_key_context
 
 READ_PREFIXES = (layout.TRACES_PREFIX, layout.TENSORBOARD_PREFIX)
 
@@ -61,7 +62,9 @@ class TraceAccess:
                     conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
                 )
             )
-        self.key.grant(role, "kms:Decrypt")
+        role.add_to_principal_policy(
+            key_use_statement(self.key, ["kms:Decrypt"], via="s3", context=s3_key_context(self.bucket))
+        )
 
     def grant_report_write(self, role: iam.IRole, *, tensorboard: bool, read_reports: bool = False) -> None:
         """PutObject under reports/ (and tensorboard/ for the scalar event files). DeleteObject only on
@@ -98,8 +101,15 @@ class TraceAccess:
                     resources=[self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*")],
                 )
             )
-        # Exactly what SSE-KMS PutObject/GetObject need on the one data key (no ReEncrypt*, no wildcards).
-        self.key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+        # Exactly what SSE-KMS PutObject/GetObject need on the one data key (no ReEncrypt*, no wildcards), through
+        # S3 and for this bucket only
+        self.grant_key_via_s3(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+
+    def grant_key_via_s3(self, role: iam.IRole, *actions: str) -> None:
+        """The data key, used only by S3 for the trace bucket's objects (kms:ViaService + encryption context)."""
+        role.add_to_principal_policy(
+            key_use_statement(self.key, list(actions), via="s3", context=s3_key_context(self.bucket))
+        )
 
     def grant_fanout_input_read(self, role: iam.IRole) -> None:
         """GetObject on the stored fan-out execution inputs only (reports/<user>/<job>/partials/execution-input.json,

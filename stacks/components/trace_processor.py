@@ -18,7 +18,7 @@ from constructs import Construct
 
 from profstack.config import Processing
 from profstack.metric_names import NAMESPACE
-from stacks.components.iam import no_resource_type_statement
+from stacks.components.iam import key_use_statement, no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline
 from stacks.components.nag_wildcards import acknowledge_wildcards, default_policy
@@ -86,10 +86,14 @@ def processor_environment(
         "TOPIC_ARN": topic.topic_arn,
         "USER_TAG_KEY": user_tag_key,
         "USERS": users_json,
+        "OWNERSHIP": processing.ownership,
+        "OWNER_TAG_GUARD": "true" if processing.owner_tag_guard.enabled else "false",
         "EXTRA_TRACE_PREFIXES": json.dumps(list(access.extra_prefixes)),
         "FANOUT_FILE_THRESHOLD": str(processing.fanout_file_threshold),
+        "MAX_FILES_PER_JOB": str(processing.max_files_per_job),
         "FANOUT_BYTES_THRESHOLD": str(processing.fanout_bytes_threshold_mb * 2**20),
         "SINGLE_LAMBDA_MAX_FILE_BYTES": str(processing.single_lambda_max_file_mb * 2**20),
+        "SINGLE_LAMBDA_MAX_EVENTS": str(processing.single_lambda_max_events),
         "TOP_K": str(processing.top_k_kernels),
         "TIMELINE_WINDOW": processing.timeline_window,
         "RULE_THRESHOLDS": json.dumps(processing.rule_thresholds, sort_keys=True),
@@ -148,7 +152,14 @@ def grant_idempotency(role: iam.IRole, table: dynamodb.ITable) -> None:
     # Exactly what Powertools' DynamoDBPersistenceLayer calls.
     table.grant(role, "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
     if table.encryption_key is not None:
-        table.encryption_key.grant(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
+        role.add_to_principal_policy(
+            key_use_statement(
+                table.encryption_key,
+                ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+                via="dynamodb",
+                context={"aws:dynamodb:tableName": table.table_name},
+            )
+        )
 
 
 def grant_notify(role: iam.IRole, topic: sns.ITopic) -> None:
@@ -214,6 +225,7 @@ class TraceProcessorFunctions(Construct):
             environment=env,
             timeout=timeout,
             memory_size=processing.lambda_memory_mb,
+            reserved_concurrency=processing.fanout_reserved_concurrency,  # config.py says how it is sized
             ephemeral_storage_mib=2048,  # as the processor's
             role_path=role_path,
         )
@@ -227,6 +239,7 @@ class TraceProcessorFunctions(Construct):
             environment=env,
             timeout=cdk.Duration.seconds(AGGREGATE_TIMEOUT_S),
             memory_size=AGGREGATE_MEMORY_MB,
+            reserved_concurrency=processing.reserved_concurrency,  # one aggregate per fan-out, one fan-out per run
             role_path=role_path,
         )
 

@@ -87,10 +87,34 @@ def lifecycle_rules(retention: Retention, legacy: Legacy) -> list[s3.LifecycleRu
     ]
 
 
-# Object reads and writes the backstop governs. ACL actions are moot (BucketOwnerEnforced).
-READ_ACTIONS = ("s3:GetObject", "s3:GetObjectVersion", "s3:GetObjectAttributes", "s3:GetObjectVersionAttributes")
-WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:RestoreObject")
+# Object reads and writes the backstop governs. ACL actions are moot (BucketOwnerEnforced). Tags are data and
+# power: reading them reveals what they say, and writing profstack:class=legacy-rule-output expires an object.
+READ_ACTIONS = (
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:GetObjectAttributes",
+    "s3:GetObjectVersionAttributes",
+    "s3:GetObjectTagging",
+    "s3:GetObjectVersionTagging",
+)
+TAG_WRITE_ACTIONS = (
+    "s3:PutObjectTagging",
+    "s3:PutObjectVersionTagging",
+    "s3:DeleteObjectTagging",
+    "s3:DeleteObjectVersionTagging",
+)
+WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:RestoreObject", *TAG_WRITE_ACTIONS)
 USER_DATA_PREFIXES = (TRACES_PREFIX, TENSORBOARD_PREFIX, REPORTS_PREFIX)
+#: every prefix ProfStack keeps in the bucket: key names there are users' data (jobs, hosts, files)
+PROFSTACK_PREFIXES = (TRACES_PREFIX, TENSORBOARD_PREFIX, REPORTS_PREFIX, HISTORY_PREFIX, ATHENA_RESULTS_PREFIX)
+
+
+def _leading_parts(prefixes: tuple[str, ...]) -> list[str]:
+    """Every proper beginning of the prefixes ("", "t", "tr", …, "traces"): listing with one of them would list
+    the keys under the prefix too."""
+    return sorted({p[:i] for p in prefixes for i in range(len(p))})
+
+
 # A tag value no user can have (user names start with a letter): the policy variable's default.
 _UNTAGGED = "_untagged"
 
@@ -122,7 +146,72 @@ class BucketBoundary:
         user_data = [bucket.arn_for_objects(f"{p}*") for p in USER_DATA_PREFIXES]
         own_data = [bucket.arn_for_objects(f"{p}{self._tag_variable()}/*") for p in USER_DATA_PREFIXES]
         anyone = [iam.AnyPrincipal()]
+        listers = [*privileged, user_roles, role_arn_pattern(analyst_role_path(self.prefix))]
+        tag_key = LEGACY_RULE_OUTPUT_TAG[0]
         found = [
+            # the expiry tag deletes what it is on: only ProfStack's processing roles (they tag a finished job's
+            # legacy rule-output/) and break-glass may set it, on any object, in a tagging call or an upload
+            iam.PolicyStatement(
+                sid="ExpiryTagSetOnlyByProcessingBreakGlass",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=["s3:PutObject", "s3:PutObjectTagging", "s3:PutObjectVersionTagging"],
+                resources=[bucket.arn_for_objects("*")],
+                conditions={
+                    "ForAnyValue:StringEquals": {"s3:RequestObjectTagKeys": [tag_key]},
+                    "ArnNotLike": {"aws:PrincipalArn": privileged},
+                },
+            ),
+            # no tag of any kind on ProfStack's data but by processing and break-glass
+            iam.PolicyStatement(
+                sid="ProfStackDataTaggedOnlyByProcessingBreakGlass",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=list(TAG_WRITE_ACTIONS),
+                resources=[bucket.arn_for_objects(f"{p}*") for p in PROFSTACK_PREFIXES],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
+            ),
+            # in-progress uploads name their keys, and ListMultipartUploads takes no s3:prefix condition
+            iam.PolicyStatement(
+                sid="UploadsListedOnlyByProcessingBreakGlass",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=["s3:ListBucketMultipartUploads"],
+                resources=[bucket.bucket_arn],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
+            ),
+            # key names under ProfStack's prefixes are users' data: principals outside ProfStack (a training job's
+            # role, an administrator) list none of them, nor the bucket's top level; users list their own (below)
+            iam.PolicyStatement(
+                sid="ProfStackKeysListedOnlyByProfStack",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "ArnNotLike": {"aws:PrincipalArn": listers},
+                    "StringLike": {"s3:prefix": [f"{p}*" for p in PROFSTACK_PREFIXES]},
+                },
+            ),
+            iam.PolicyStatement(
+                sid="ProfStackKeysListedOnlyByProfStackEvenByTheirBeginning",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "ArnNotLike": {"aws:PrincipalArn": listers},
+                    "StringEquals": {"s3:prefix": _leading_parts(PROFSTACK_PREFIXES)},
+                },
+            ),
+            iam.PolicyStatement(
+                sid="BucketListedWithoutPrefixOnlyByProfStack",
+                effect=iam.Effect.DENY,
+                principals=anyone,
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={"ArnNotLike": {"aws:PrincipalArn": listers}, "Null": {"s3:prefix": "true"}},
+            ),
             iam.PolicyStatement(
                 sid="UserDataReadOnlyByOwnerProcessingBreakGlass",
                 effect=iam.Effect.DENY,

@@ -27,7 +27,7 @@ from constructs import Construct
 from profstack.config import User
 from profstack.layout import user_reports_prefix, user_tensorboard_prefix, user_traces_prefix
 from profstack.tensorboard.names import app_arn_patterns, user_profile_name
-from stacks.components.iam import no_resource_type_statement
+from stacks.components.iam import key_use_statement, no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import cross_stack, iam5_resource
 
@@ -85,7 +85,12 @@ class UserWorkspace(Construct):
                 resources=object_arns,
             )
         )
-        data_key.grant_decrypt(self.role)
+        # the data key only as S3 uses it for this bucket's objects (kms:ViaService + encryption context)
+        self.role.add_to_principal_policy(
+            key_use_statement(
+                data_key, ["kms:Decrypt"], via="s3", context={"aws:s3:arn": [bucket_arn, f"{bucket_arn}/*"]}
+            )
+        )
         training_jobs = stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")
         self.role.add_to_principal_policy(
             iam.PolicyStatement(

@@ -23,6 +23,11 @@ TABLE = "profstack-idempotency"
 USER = "alice"
 
 
+def user_role_arn(user: str, prefix: str = "profstack") -> str:
+    """A user's ProfStack execution role: path /<prefix>/users/<user>/ (stacks/components/role_paths.py)."""
+    return f"arn:aws:iam::{ACCOUNT}:role/{prefix}/users/{user}/ExecutionRole"
+
+
 def load_event(name: str) -> dict[str, Any]:
     event: dict[str, Any] = json.loads((EVENTS_DIR / name).read_text())
     return event
@@ -147,7 +152,8 @@ def register_training_job(
             "TrainingImage": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.5-gpu-py311",
             "TrainingInputMode": "File",
         },
-        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
+        # the user's ProfStack execution role: its IAM path confirms the owner tag (job.owner_of)
+        RoleArn=user_role_arn(user),
         OutputDataConfig={"S3OutputPath": f"s3://{OUTPUT_BUCKET}/output"},
         ResourceConfig={"InstanceType": instance_type, "InstanceCount": instance_count, "VolumeSizeInGB": 100},
         StoppingCondition={"MaxRuntimeInSeconds": 86400},

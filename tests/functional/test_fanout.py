@@ -333,3 +333,40 @@ def test_an_execution_squatting_the_jobs_execution_name_does_not_cost_the_job_it
     )  # fmt: skip
     assert repeat.action == "fanout_already_started"
     assert len(sfn.list_executions(stateMachineArn=machine)["executions"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"{not json", "is not JSON"),
+        (json.dumps({"schema_version": "9.0", "ranks": []}).encode(), "summary schema '9.0'"),
+        (json.dumps({"schema_version": "1.3", "ranks": "all of them"}).encode(), "'ranks' is a str"),
+        (json.dumps([1, 2, 3]).encode(), "not a summary object"),
+    ],
+)
+def test_a_bad_partial_is_one_bad_rank_named_in_the_report_not_a_lost_job(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path, body: bytes, reason: str
+) -> None:
+    from lambdas.trace_processor.job import JobContext
+    from lambdas.trace_processor.routing import partial_location
+
+    plane, sfn = fanout_plane
+    # GIVEN a fanned-out job whose two partials were written, then one replaced by a malformed or foreign one
+    payload, manifest = _fanned_out(plane, sfn, traces_dir, "bad-partial", USER)
+    for item in manifest:
+        _step("analyze", {**payload, "item": item})
+    ctx = JobContext.from_json(payload["context"])
+    bad = partial_location(ctx, int(manifest[0]["index"]))
+    plane.s3.put_object(Bucket=bad.bucket, Key=bad.key, Body=body)
+    # WHEN the aggregate runs
+    _step("aggregate", payload)
+    # THEN the job still gets its report and its e-mail (before: the whole job got neither), built from the good
+    # rank, with the bad one named as a failed input saying why
+    reports = layout.job_reports_prefix(USER, "bad-partial")
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert len(summary["ranks"]) == 1
+    assert summary["complete"] is False
+    (failed,) = [i for i in summary["inputs"] if i["status"] == "failed"]
+    assert failed["name"].endswith(manifest[0]["key"])
+    assert reason in failed["error"]["message"]
+    assert len(plane.notifications()) == 1

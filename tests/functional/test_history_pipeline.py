@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from demo.lambda_harness import ACCOUNT, patched_environ, set_emulated_training_times
+from demo.lambda_harness import patched_environ, set_emulated_training_times
 from demo.local_emf import publish_emf
 from profstack import layout
 from profstack import metric_names as m
@@ -27,6 +27,7 @@ from tests.functional.processing_support import (
     create_data_plane,
     job_event,
     processor_environ,
+    user_role_arn,
 )
 from tests.functional.test_trace_processor import _CurrentStdout, drain, log_lines, put_event, upload
 
@@ -52,7 +53,7 @@ def _job(plane: DataPlane, traces_dir: Path, name: str, trace: str, end: datetim
     plane.sagemaker.create_training_job(
         TrainingJobName=name,
         AlgorithmSpecification={"TrainingImage": "pytorch-training:2.5-gpu-py311", "TrainingInputMode": "File"},
-        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
+        RoleArn=user_role_arn(USER),
         OutputDataConfig={"S3OutputPath": f"s3://{OUTPUT_BUCKET}/output"},
         ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2, "VolumeSizeInGB": 100},
         StoppingCondition={"MaxRuntimeInSeconds": 86400},

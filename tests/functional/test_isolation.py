@@ -24,6 +24,7 @@ from tests.functional.processing_support import (
     emulate_run,
     job_event,
     processor_environ,
+    user_role_arn,
 )
 from tests.functional.test_trace_processor import RANK0, RANK1, _CurrentStdout, log_lines, structured
 from tests.infra.iam_eval import Request, is_allowed
@@ -58,20 +59,31 @@ RUN_END = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
 def _register(
-    plane: DataPlane, job: str, *, tag: str | None, tensorboard: str | None, status: str = "Completed"
+    plane: DataPlane,
+    job: str,
+    *,
+    tag: str | None,
+    tensorboard: str | None,
+    status: str = "Completed",
+    runs_as: str | None = "",
+    tags: dict[str, str] | None = None,
 ) -> None:
-    """A moto training job; `status` is what DescribeTrainingJob reports (moto creates jobs Completed)."""
+    """A moto training job; `status` is what DescribeTrainingJob reports (moto creates jobs Completed). It runs as
+    `runs_as`'s ProfStack execution role (default: the tagged user's), or with None as a shared training role."""
     kwargs: dict[str, Any] = {}
+    who = tag if runs_as == "" else runs_as
+    role = user_role_arn(who) if who else f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole"
+    extra = [{"Key": k, "Value": v} for k, v in (tags or {}).items()]
     if tensorboard is not None:
         kwargs["TensorBoardOutputConfig"] = {"S3OutputPath": tensorboard}
     plane.sagemaker.create_training_job(
         TrainingJobName=job,
         AlgorithmSpecification={"TrainingImage": "pytorch-training:2.5-gpu-py311", "TrainingInputMode": "File"},
-        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
+        RoleArn=role,
         OutputDataConfig={"S3OutputPath": f"s3://{TRACE_BUCKET}/output"},
         ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 100},
         StoppingCondition={"MaxRuntimeInSeconds": 86400},
-        Tags=[{"Key": "profstack:user", "Value": tag}] if tag is not None else [],
+        Tags=([{"Key": "profstack:user", "Value": tag}] if tag is not None else []) + extra,
         **kwargs,
     )
     if status != "Completed":
@@ -153,23 +165,66 @@ def test_the_owner_comes_from_sagemaker_when_the_message_has_no_tags(plane: Data
     assert not [k for k in plane.list_keys(layout.REPORTS_PREFIX) if not k.startswith("reports/alice/")]
 
 
-def test_a_job_tagged_bob_by_alice_is_bobs_and_reads_only_bobs_space(plane: DataPlane, traces_dir: Path) -> None:
-    # GIVEN a job alice launched but tagged bob (the tag IS the SageMaker-side owner; the IAM guardrail in
-    # docs/security.md stops alice from doing this), with its TensorBoard output pointing at alice's space
-    _register(plane, "tagged-bob", tag="bob", tensorboard=f"s3://{TRACE_BUCKET}/tensorboard/alice/")
+def test_a_job_of_alices_role_tagged_bob_is_rejected(
+    plane: DataPlane, traces_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a job that runs as alice's ProfStack execution role but carries the tag profstack:user=bob
+    _register(plane, "tagged-bob", tag="bob", runs_as="alice", tensorboard=f"s3://{TRACE_BUCKET}/tensorboard/bob/")
     plane.s3.upload_file(
         str(traces_dir / RANK0),
         TRACE_BUCKET,
-        f"{layout.job_tensorboard_prefix('alice', 'tagged-bob')}r0.pt.trace.json.gz",
+        f"{layout.job_tensorboard_prefix('bob', 'tagged-bob')}r0.pt.trace.json.gz",
     )
+    # WHEN processed THEN it is rejected (not_owned), and nothing lands in bob's (or anyone's) reports
+    # (before: the tag alone made it bob's, with a planted report and a row in bob's baseline)
+    result = _handle(job_event("tagged-bob", user="bob"))
+    assert result["failed"] == [result["record"]["messageId"]]
+    assert any(d.get("reason") == "not_owned" for d in structured(log_lines(capsys)))
+    assert _written_by_processor(plane) == []
+
+
+@pytest.mark.parametrize("traces", [True, False])
+def test_a_tag_nothing_confirms_is_filed_for_an_administrator_not_for_the_claimed_user(
+    plane: DataPlane, traces_dir: Path, traces: bool
+) -> None:
+    # GIVEN a job tagged bob that runs as a shared training role, in the default deployment (guard off), with
+    # or without traces in bob's space
+    _register(plane, "claims-bob", tag="bob", runs_as=None, tensorboard=f"s3://{TRACE_BUCKET}/tensorboard/bob/")
+    if traces:
+        key = f"{layout.job_tensorboard_prefix('bob', 'claims-bob')}r0.pt.trace.json.gz"
+        plane.s3.upload_file(str(traces_dir / RANK0), TRACE_BUCKET, key)
     # WHEN processed
-    assert _handle(job_event("tagged-bob", user="bob"))["failed"] == []
-    # THEN the report is bob's, alice's folder was not read (outside bob's space) and the summary says so
-    summary = _summary(plane, "bob", "tagged-bob")
-    assert summary.get("no_traces") is True
-    assert summary["complete"] is False
-    assert any("outside" in w["message"] for w in summary["warnings"])
-    assert not [k for k in plane.list_keys("tensorboard/alice/") if "/profstack/" in k]  # no scalars in alice's
+    assert _handle(job_event("claims-bob", user="bob"))["failed"] == []
+    # THEN nothing is filed under bob (no report, no "no traces" report, no history row), the report is
+    # _unowned's, and it says why (before: reports/bob/claims-bob/ and a row in bob's baseline)
+    assert not [k for k in plane.list_keys() if "/bob/" in k and "claims-bob" in k and "tensorboard/" not in k]
+    assert not [k for k in plane.list_keys(layout.HISTORY_PREFIX) if "user=bob" in k]
+    summary = _summary(plane, layout.UNOWNED_USER, "claims-bob")
+    assert any(w.get("type") == "UnverifiedOwnerError" for w in summary["warnings"])
+    # AND bob's folder was not read for it (the _unowned space is not bob's)
+    assert not summary.get("ranks")
+
+
+def test_with_the_guard_on_a_directly_created_jobs_tag_is_trusted_but_not_a_pipelines(
+    plane: DataPlane, traces_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lambdas.trace_processor import runtime
+
+    # GIVEN the owner-tag guard (processing.owner_tag_guard.enabled), a job tagged bob created directly with a
+    # shared role, and one created by SageMaker Pipelines (which the guard cannot see)
+    monkeypatch.setenv("OWNER_TAG_GUARD", "true")
+    runtime.reset()
+    _register(plane, "direct-bob", tag="bob", runs_as=None, tensorboard=None)
+    pipeline = {"sagemaker:pipeline-execution-arn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:pipeline/p/execution/1"}
+    _register(plane, "pipe-bob", tag="bob", runs_as=None, tensorboard=None, tags=pipeline)
+    # WHEN both are processed
+    assert _handle(job_event("direct-bob", user="bob"))["failed"] == []
+    assert _handle(job_event("pipe-bob", user="bob"))["failed"] == []
+    # THEN the direct one is bob's and the pipeline's goes to _unowned, saying why
+    assert _summary(plane, "bob", "direct-bob")["no_traces"] is True
+    summary = _summary(plane, layout.UNOWNED_USER, "pipe-bob")
+    assert any("SageMaker Pipelines" in w["message"] for w in summary["warnings"])
+    runtime.reset()
 
 
 # --- where the job's traces are ------------------------------------------------------------------------
@@ -387,7 +442,7 @@ def test_a_jobs_output_path_cannot_point_the_expiry_tag_at_another_users_objects
     plane.sagemaker.create_training_job(
         TrainingJobName=job,
         AlgorithmSpecification={"TrainingImage": "pytorch-training:2.5-gpu-py311", "TrainingInputMode": "File"},
-        RoleArn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole",
+        RoleArn=user_role_arn("alice"),
         OutputDataConfig={"S3OutputPath": output},
         ProfilerConfig={"S3OutputPath": output},
         ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 100},

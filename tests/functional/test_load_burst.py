@@ -44,3 +44,21 @@ def test_a_burst_of_job_end_events_gives_one_report_and_one_email_per_job(plane:
     assert result.dead_lettered == 0
     with capsys.disabled():
         print(f"\n100-job burst: {result.to_json(reserved_concurrency=5)}")
+
+
+def test_the_bench_entry_point_runs_end_to_end(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from bench.load_burst import main
+
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        monkeypatch.setenv(var, "x")  # main() sets these for moto; monkeypatch restores them afterwards
+
+    # GIVEN `python -m bench.load_burst N` (before: it crashed on a handler attribute that no longer exists)
+    # WHEN run for a few jobs THEN it drains them all and prints its JSON line
+    assert main(["6"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["jobs_with_one_report"] == result["jobs_with_one_email"] == 6
+    assert result["dead_lettered"] == 0

@@ -455,13 +455,15 @@ def test_the_aggregate_step_retries_a_transient_cloudwatch_fault_until_its_last_
         with pytest.raises(SystemMetricsTransientError) as raised:
             aggregate_entry.handler({**payload, "attempt": attempt}, LambdaContext())
         # THEN each run fails with the error name the state machine retries on, having written nothing: no
-        # summary, report, system.json, TensorBoard scalars or e-mail, and read no partial (metrics come first)
+        # summary, report, system.json, TensorBoard scalars or e-mail, and read no partial (metrics come first);
+        # the one read is the stored execution input, which vouches for the job description before CloudWatch
         assert type(raised.value).__name__ == "SystemMetricsTransientError"
         assert "Throttling" in str(raised.value)
         assert plane.list_keys(reports) == before
         assert all(k.endswith(".pt.trace.json.gz") for k in plane.list_keys(layout.job_tensorboard_prefix(USER, job)))
         assert plane.notifications() == []
-        assert reads == []
+        assert reads == [f"{reports}partials/execution-input.json"]
+        reads.clear()
     # WHEN the last attempt (RetryCount N-1) meets the same fault
     outcome = aggregate_entry.handler({**payload, "attempt": attempts - 1}, LambdaContext())
     stubber.assert_no_pending_responses()  # one GetMetricData per run, and every run read it
@@ -516,6 +518,36 @@ def test_the_aggregate_step_reports_a_permanent_cloudwatch_fault_at_once(
     (note,) = plane.notifications()
     assert "System metrics: unavailable: " in note["Message"]
     assert "AccessDenied" in note["Message"]
+
+
+def test_the_aggregate_reads_no_cloudwatch_for_a_job_description_it_was_not_sent(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor import aggregate as aggregate_entry
+    from lambdas.trace_processor import runtime
+    from lambdas.trace_processor.fanout import FanoutInputError
+
+    plane, sfn = fanout_plane
+    # GIVEN a fanned-out job's genuine input with another job's description swapped in (its hosts and times)
+    payload = _fanned_out(plane, sfn, traces_dir, "sysm-forged")
+    forged = {**payload, "job": {**payload["job"], "TrainingJobName": "someone-elses-job"}, "attempt": 0}
+    cloudwatch = runtime.clients().cloudwatch
+    assert cloudwatch is not None
+    calls: list[str] = []
+
+    def count(model: Any, **_: Any) -> None:
+        calls.append(model.name)
+
+    cloudwatch.meta.events.register("before-call.cloudwatch.*", count)
+    # WHEN the aggregate step runs THEN it refuses before any CloudWatch call (before, the forged description's
+    # hosts were looked up first) and sends nothing
+    try:
+        with pytest.raises(FanoutInputError, match="is not what the processor sent"):
+            aggregate_entry.handler(forged, LambdaContext())
+    finally:
+        cloudwatch.meta.events.unregister("before-call.cloudwatch.*", count)
+    assert calls == []
+    assert plane.notifications() == []
 
 
 def test_an_aggregate_input_without_an_attempt_is_its_last(

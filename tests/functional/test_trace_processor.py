@@ -540,3 +540,79 @@ def test_perfetto_keys_follow_the_one_naming_plan(plane: DataPlane, traces_dir: 
     assert plane.list_keys(f"{reports}perfetto/") == expected
     # AND the unreadable-files finding is the engine's alone (none invented here)
     assert [f["rule_id"] for f in summary["findings"]].count("UnreadableTraceFiles") == 0
+
+
+def test_summary_json_is_written_last_as_the_deliverys_commit_marker(plane: DataPlane, traces_dir: Path) -> None:
+    from lambdas.trace_processor import runtime
+
+    # GIVEN a job, and every PutObject the processor makes, in order
+    job = "commit-order"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_101.1796565600000.pt.trace.json.gz"))
+    written: list[str] = []
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        written.append(str(params["Key"]))
+
+    s3 = runtime.clients().s3
+    s3.meta.events.register("provide-client-params.s3.PutObject", record)
+    try:
+        # WHEN it is processed
+        put_event(plane, job_event(job))
+        assert drain(plane)[0] == {"batchItemFailures": []}
+    finally:
+        s3.meta.events.unregister("provide-client-params.s3.PutObject", record)
+    # THEN report.html (and system.json) come before summary.json: a reader that finds the summary finds the report
+    # of the same delivery (before: the summary was written first, visible without its report between the writes)
+    reports = layout.job_reports_prefix(USER, job)
+    assert f"{reports}summary.json" in written
+    assert written.index(f"{reports}report.html") < written.index(f"{reports}summary.json")
+    later = written[written.index(f"{reports}summary.json") + 1 :]
+    assert not [k for k in later if k.startswith(reports) and k.rsplit("/", 1)[-1] in {"report.html", "system.json"}]
+
+
+def test_a_file_with_more_events_than_a_timeline_is_made_from_gets_a_report_and_says_so(
+    plane: DataPlane, traces_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lambdas.trace_processor import outputs
+
+    # GIVEN the trimmed-timeline bound below this job's event count (a crafted .json.gz of 31.6 M tiny events
+    # spent 426 s in the trim's three passes; the same rule, at a size a test can hold)
+    monkeypatch.setattr(outputs, "TRIM_MAX_INPUT_EVENTS", 1_000)
+    job = "many-events"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_101.1796565600000.pt.trace.json.gz"))
+    # WHEN processed
+    put_event(plane, job_event(job))
+    assert drain(plane)[0] == {"batchItemFailures": []}
+    # THEN the report is there, without a trimmed timeline, and the summary says why and what to do
+    reports = layout.job_reports_prefix(USER, job)
+    keys = plane.list_keys(reports)
+    assert f"{reports}report.html" in keys
+    assert not [k for k in keys if "/perfetto/" in k]
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    (warning,) = [w for w in summary["warnings"] if w["error_type"] == "TimelineNotTrimmed"]
+    assert "--timeline-window" in warning["message"]
+
+
+def test_a_job_with_more_files_than_the_cap_is_reported_on_its_first_files_and_says_so(
+    plane: DataPlane, traces_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lambdas.trace_processor import runtime
+
+    # GIVEN processing.max_files_per_job = 1 and a job with two trace files
+    monkeypatch.setenv("MAX_FILES_PER_JOB", "1")
+    runtime.reset()
+    job = "many-files"
+    register_training_job(plane, job)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_101.1796565600000.pt.trace.json.gz"))
+    upload(plane, traces_dir, RANK1, _tb_key(job, "algo-2_102.1796565600000.pt.trace.json.gz"))
+    # WHEN processed
+    put_event(plane, job_event(job))
+    assert drain(plane)[0] == {"batchItemFailures": []}
+    # THEN the first file by key is analysed, and the summary names the cap (before: no cap on files per job)
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert [i["name"].rsplit("/", 1)[-1] for i in summary["inputs"]] == ["algo-1_101.1796565600000.pt.trace.json.gz"]
+    assert any(w.get("type") == "TooManyTraceFiles" for w in summary["warnings"])
+    runtime.reset()

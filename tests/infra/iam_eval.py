@@ -106,11 +106,24 @@ _NEGATED = {
 }
 
 
-def _condition_holds(conditions: Mapping[str, Any], context: Mapping[str, str]) -> bool:
+def _condition_holds(conditions: Mapping[str, Any], context: Mapping[str, Any]) -> bool:
     for operator, clauses in conditions.items():
         for key, expected in clauses.items():
             values = [str(v) for v in _as_list(expected)]
             actual = context.get(key)
+            if operator == "Null":
+                # "true": the key must be absent; "false": present
+                if (actual is None) is not (values[0].lower() == "true"):
+                    return False
+                continue
+            if operator.startswith("ForAnyValue:"):
+                # a multivalued key (a list in the context): true when any of its values matches; false when absent
+                inner = operator.removeprefix("ForAnyValue:")
+                if inner not in _KNOWN:
+                    raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
+                if not any(_positive(inner, str(a), values) for a in _as_list(actual or [])):
+                    return False
+                continue
             if _NEGATED.get(operator, operator) not in _KNOWN:
                 raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
             if operator in _NEGATED:
@@ -127,7 +140,7 @@ def _condition_holds(conditions: Mapping[str, Any], context: Mapping[str, str]) 
 class Request:
     action: str
     resource: str
-    context: Mapping[str, str] = field(default_factory=dict)
+    context: Mapping[str, Any] = field(default_factory=dict)
 
 
 _VARIABLE = re.compile(r"\$\{\s*([^},']+?)\s*(?:,\s*'([^']*)'\s*)?\}")

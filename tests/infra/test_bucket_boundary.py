@@ -311,3 +311,71 @@ def test_a_users_role_lists_only_its_own_prefixes_even_with_s3_star(world: World
     for prefix in (None, "", "traces/", f"traces/{owner}", "history/", *[f"reports/{o}/" for o in others]):
         assert not can_list(prefix), prefix
         assert not can_list(prefix, "s3:ListBucketVersions"), prefix
+
+
+# --- tags and listings (issue 32, items 1 and 2) --------------------------------------------------------------
+
+EXPIRY_TAG = {"s3:RequestObjectTagKeys": ["profstack:class"]}
+OUTSIDERS = (ADMIN, WRITER, f"arn:aws:iam::{ACCOUNT}:role/profstack/users/alice/impostor")
+
+
+def _tagging(world: World, who: Principal, identity: list[dict[str, Any]], action: str, key: str, **extra: Any) -> bool:
+    context = {"aws:SecureTransport": "true", **extra}
+    return same_account_decision(identity, world.bucket_policy, who, Request(action, f"{BUCKET_ARN}/{key}", context))
+
+
+@pytest.mark.parametrize("arn", OUTSIDERS)
+def test_no_one_outside_processing_can_make_a_users_data_expire_by_tag(world: World, arn: str) -> None:
+    # GIVEN a training job's role (or an administrator) whose identity policy allows s3:* (before: s3:Put* was
+    # enough to tag bob's reports, traces and history profstack:class=legacy-rule-output, and lifecycle deleted them)
+    who = Principal(arn=arn)
+    keys = [_key(p, "bob") for p in PREFIXES] + list(HISTORY_KEYS) + ["output/job-1/rule-output/x.json"]
+    for key in keys:
+        for action in ("s3:PutObjectTagging", "s3:PutObjectVersionTagging"):
+            # THEN it cannot set the expiry tag anywhere in the bucket
+            assert not _tagging(world, who, S3_EVERYTHING, action, key, **EXPIRY_TAG), (arn, action, key)
+        # AND cannot upload an object carrying it either
+        assert not _tagging(world, who, S3_EVERYTHING, "s3:PutObject", key, **EXPIRY_TAG), (arn, key)
+    for key in keys[:-1]:
+        # AND touches no tag at all on ProfStack's data, nor reads one (tags are data)
+        for action in ("s3:PutObjectTagging", "s3:DeleteObjectTagging", "s3:DeleteObjectVersionTagging"):
+            assert not _tagging(world, who, S3_EVERYTHING, action, key), (arn, action, key)
+        assert not _tagging(world, who, S3_EVERYTHING, "s3:GetObjectTagging", key), (arn, key)
+        assert not _tagging(world, who, S3_EVERYTHING, "s3:GetObjectVersionTagging", key), (arn, key)
+
+
+def test_a_users_role_reads_no_other_users_tags_and_processing_still_tags_legacy_output(world: World) -> None:
+    role = _user_role(world, "alice")
+    identity = [*role.statements, *S3_EVERYTHING]
+    tags = {f"aws:PrincipalTag/{k}": v for k, v in role.tags.items()}
+    for prefix in PREFIXES:
+        assert not _tagging(world, role.principal(), identity, "s3:GetObjectTagging", _key(prefix, "bob"), **tags)
+        assert not _tagging(world, role.principal(), identity, "s3:PutObjectTagging", _key(prefix, "alice"), **tags)
+    # AND the processing roles (which tag a finished job's legacy rule-output/) and break-glass still may
+    for role_ in _processing_roles(world).values():
+        key = "traces/alice/job-1/rule-output/ProfilerReport/r.html"
+        assert _tagging(world, role_.principal(), S3_EVERYTHING, "s3:PutObjectTagging", key, **EXPIRY_TAG)
+    assert _tagging(world, Principal(arn=BREAK_GLASS), S3_EVERYTHING, "s3:PutObjectTagging", _key("reports", "bob"))
+    # AND a trace writer's ordinary upload (no tags) is unaffected
+    assert _tagging(world, Principal(arn=WRITER), S3_EVERYTHING, "s3:PutObject", _key("traces", "alice"))
+
+
+@pytest.mark.parametrize("arn", OUTSIDERS[:2])
+def test_outsiders_list_no_profstack_keys_nor_in_progress_uploads(world: World, arn: str) -> None:
+    who = Principal(arn=arn)
+
+    def can(action: str, prefix: str | None) -> bool:
+        context: dict[str, Any] = {"aws:SecureTransport": "true"}
+        if prefix is not None:
+            context["s3:prefix"] = prefix
+        return same_account_decision(S3_EVERYTHING, world.bucket_policy, who, Request(action, BUCKET_ARN, context))
+
+    # THEN no listing of ProfStack's prefixes, of a beginning of one ("t" lists traces/ too), or of the whole bucket
+    for prefix in (None, "", "t", "tr", "traces", "traces/", "traces/bob/", "reports/bob/", "history/", "athena-r"):
+        for action in ("s3:ListBucket", "s3:ListBucketVersions"):
+            assert not can(action, prefix), (arn, action, prefix)
+    # AND no in-progress uploads (they name their keys; before: listing uploads/ named other users' files)
+    assert not can("s3:ListBucketMultipartUploads", None)
+    # AND the bucket's other prefixes are left to identity policies (a job's own output)
+    assert can("s3:ListBucket", "output/job-1/")
+    assert can("s3:ListBucket", "x")

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from moto.events.models import EventPattern
 
-from profstack.job_alarms import alarm_prefix
+from profstack.job_alarms import MANAGED_BY_TAG, alarm_prefix
 from stacks.components.job_alarm_manager import training_job_state_pattern
 from tests.conftest import EVENTS_DIR
 from tests.infra.conftest import SynthesizedApp, synthesize
@@ -38,7 +38,12 @@ def test_the_role_may_touch_only_alarms_under_the_prefix(template: dict[str, Any
             by_action.setdefault(action, []).extend(_flat(r) for r in resources)
     prefix = alarm_prefix(example_config.prefix)
     # THEN PutMetricAlarm and DeleteAlarms name only <prefix>/job/* alarms of this account and region
-    for action in ("cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms"):
+    for action in (
+        "cloudwatch:PutMetricAlarm",
+        "cloudwatch:DeleteAlarms",
+        "cloudwatch:TagResource",
+        "cloudwatch:ListTagsForResource",
+    ):
         (resource,) = by_action[action]
         assert resource.endswith(f":alarm:{prefix}*"), resource
         assert resource.startswith("arn:<")
@@ -56,10 +61,15 @@ def test_the_role_may_touch_only_alarms_under_the_prefix(template: dict[str, Any
     # AND nothing else: no SNS, no S3, no wildcard actions, no other CloudWatch write
     allowed = {
         "cloudwatch:PutMetricAlarm", "cloudwatch:DeleteAlarms", "cloudwatch:PutDashboard", "cloudwatch:DescribeAlarms",
+        "cloudwatch:TagResource", "cloudwatch:ListTagsForResource",
         "sagemaker:ListTrainingJobs", "sagemaker:DescribeTrainingJob", "logs:CreateLogStream", "logs:PutLogEvents",
         "xray:PutTraceSegments", "xray:PutTelemetryRecords",
     }  # fmt: skip
     assert set(by_action) <= allowed, sorted(set(by_action) - allowed)
+    # AND DeleteAlarms only on alarms that carry this deployment's managed-by tag: a look-alike name proves nothing
+    (delete,) = [s for s in statements if "cloudwatch:DeleteAlarms" in _actions(s)]
+    assert _actions(delete) == ["cloudwatch:DeleteAlarms"]
+    assert delete["Condition"] == {"StringEquals": {f"aws:ResourceTag/{MANAGED_BY_TAG}": example_config.prefix}}
 
 
 def test_function_is_serialised_and_configured_from_the_alarms_section(

@@ -116,3 +116,53 @@ def test_resource_star_only_for_actions_without_resource_types(synthesized: Synt
             actions = _as_list(statement["Action"])
             unlisted = [a for a in actions if a not in NO_RESOURCE_TYPE_ACTIONS]
             assert not unlisted, f"{stack_name}/{logical_id}: Resource '*' for {unlisted}"
+
+
+def _identity_statements(template: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    for resource in template["Resources"].values():
+        props = resource.get("Properties", {})
+        if resource["Type"] in {"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"}:
+            yield from props["PolicyDocument"]["Statement"]
+        elif resource["Type"] == "AWS::IAM::Role":
+            for policy in props.get("Policies", []):
+                yield from policy["PolicyDocument"]["Statement"]
+
+
+def test_every_grant_of_the_data_key_names_the_service_that_uses_it(synthesized: SynthesizedApp) -> None:
+    # GIVEN every identity statement of every stack that uses the data key (traces, reports, history, idempotency)
+    crypto = {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey", "kms:GenerateDataKey*", "kms:ReEncrypt*"}
+    found = 0
+    for template in synthesized.templates.values():
+        for statement in _identity_statements(template):
+            actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+            if not crypto & set(actions) or "DataKey" not in json.dumps(statement["Resource"]):
+                continue
+            found += 1
+            # THEN each names the service (kms:ViaService) and the data (the bucket or table) it is for: before,
+            # kms:Decrypt on the key alone let a role decrypt any ciphertext of it
+            condition = statement.get("Condition", {})
+            assert "kms:ViaService" in condition.get("StringEquals", {}), statement
+            assert any(k.startswith("kms:EncryptionContext:") for k in condition.get("StringLike", {})), statement
+    assert found >= 5  # processor, analyze-file, aggregate, state machine, Processing job, users, history
+
+
+def test_every_log_group_is_encrypted_and_every_engine_function_has_reserved_concurrency(
+    synthesized: SynthesizedApp,
+) -> None:
+    # GIVEN every stack's log groups and functions (checkov CKV_AWS_158 and CKV_AWS_115 flagged 9 and 2)
+    groups = functions = 0
+    for name, template in synthesized.templates.items():
+        for logical_id, resource in template["Resources"].items():
+            props = resource.get("Properties", {})
+            if resource["Type"] == "AWS::Logs::LogGroup":
+                groups += 1
+                # THEN each log group has the storage stack's LogsKey (its lines name jobs, files and users)
+                assert "LogsKey" in json.dumps(props.get("KmsKeyId")), (name, logical_id)
+            if resource["Type"] == "AWS::Lambda::Function" and any(
+                part in logical_id for part in ("Processor", "AnalyzeFile", "Aggregate")
+            ):
+                functions += 1
+                # AND each function that runs the engine has a bound on how much of the account it may take
+                assert props.get("ReservedConcurrentExecutions", 0) >= 1, (name, logical_id)
+    assert groups >= 9
+    assert functions == 3

@@ -12,7 +12,7 @@ from tests.infra.conftest import SynthesizedApp
 # Pinned logical IDs of stateful resources. A change here replaces the resource and orphans data:
 # update this list only with a migration plan.
 STATEFUL_LOGICAL_IDS = {
-    "AWS::KMS::Key": {"DataKey17AFBB84", "MessagingKey9A79A2B1"},
+    "AWS::KMS::Key": {"DataKey17AFBB84", "MessagingKey9A79A2B1", "LogsKeyA6AB43B2"},
     "AWS::S3::Bucket": {"TraceStoreAccessLogs6BD1CAB2", "TraceStoreTraces8E0064C8"},
     "AWS::DynamoDB::Table": {"IdempotencyTable22A5A209"},
 }
@@ -46,7 +46,7 @@ def test_every_stateful_resource_is_retained(storage: Template) -> None:
 
 
 def test_keys_rotate(storage: Template) -> None:
-    storage.resource_count_is("AWS::KMS::Key", 2)
+    storage.resource_count_is("AWS::KMS::Key", 3)
     storage.all_resources_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
 
 
@@ -134,14 +134,47 @@ def test_idempotency_table_uses_powertools_layout(storage: Template) -> None:
 def test_messaging_key_admits_eventbridge_and_cloudwatch_only_for_this_account(storage: Template) -> None:
     key = _resources(storage, "AWS::KMS::Key")["MessagingKey9A79A2B1"]
     statements = key["Properties"]["KeyPolicy"]["Statement"]
-    services = {
-        s["Principal"]["Service"]: s
-        for s in statements
-        if isinstance(s.get("Principal"), dict) and "Service" in s["Principal"]
-    }
-    assert set(services) == {"events.amazonaws.com", "cloudwatch.amazonaws.com"}
+    granted = [s for s in statements if isinstance(s.get("Principal"), dict) and "Service" in s["Principal"]]
+    assert {s["Principal"]["Service"] for s in granted} == {"events.amazonaws.com", "cloudwatch.amazonaws.com"}
+    for statement in granted:  # CDK's SqsQueue target adds one for events too: the key's Deny bounds it (below)
+        assert statement["Condition"]["StringEquals"]["aws:SourceAccount"] == {"Ref": "AWS::AccountId"}
+    services = {s["Principal"]["Service"]: s for s in granted if str(s.get("Sid", "")).startswith("Allow")}
+    via = [{"Fn::Join": ["", [f"{s}.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]} for s in ("sqs", "sns")]
     for statement in services.values():
-        assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+        assert statement["Condition"] == {
+            "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}, "kms:ViaService": via}
+        }
+
+
+@pytest.mark.parametrize(
+    ("key_id", "services"),
+    [
+        ("MessagingKey9A79A2B1", ("sqs", "sns")),
+        ("DataKey17AFBB84", ("s3", "dynamodb", "sagemaker", "elasticfilesystem", "ec2")),
+    ],
+)
+def test_each_key_is_used_only_through_the_services_that_hold_its_data(
+    storage: Template, key_id: str, services: tuple[str, ...]
+) -> None:
+    # GIVEN the key policy, whatever identity policies (or CDK's grants to service principals) allow
+    statements = _resources(storage, "AWS::KMS::Key")[key_id]["Properties"]["KeyPolicy"]["Statement"]
+    (deny,) = [s for s in statements if s["Effect"] == "Deny"]
+    # THEN every principal (service principals included) is denied the key's cryptographic operations unless a
+    # listed service makes the call (before: a role granted kms:Decrypt for S3 reads could decrypt any ciphertext of
+    # the key handed to it, and the service principals' statements named no service). A direct call carries no
+    # kms:ViaService, and a negated condition on a missing key holds, so the Deny applies to it.
+    assert deny["Principal"] == {"AWS": "*"}
+    assert deny["Resource"] == "*"
+    assert set(deny["Action"]) == {"kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*", "kms:ReEncrypt*"}
+    assert deny["Condition"] == {
+        "StringNotEquals": {
+            "kms:ViaService": [
+                {"Fn::Join": ["", [f"{s}.", {"Ref": "AWS::Region"}, ".amazonaws.com"]]} for s in services
+            ]
+        }
+    }
+    # AND the key's administration is not denied (the account keeps managing it)
+    assert not any(a.startswith(("kms:Put", "kms:Create", "kms:Describe")) for a in deny["Action"])
 
 
 def test_idempotency_items_are_touched_only_by_processing_and_break_glass(synthesized: SynthesizedApp) -> None:

@@ -87,9 +87,18 @@ def test_execution_role_cannot_list_the_bucket_root_write_or_delete(policies: An
 
 def test_execution_role_decrypts_with_the_trace_key_only(policies: Any) -> None:
     role = policies["alice"]["role"]
-    assert is_allowed(role, Request("kms:Decrypt", KEY_ARN))
-    assert not is_allowed(role, Request("kms:Decrypt", OTHER_KEY_ARN))
-    assert not is_allowed(role, Request("kms:Encrypt", KEY_ARN))
+    via_s3 = {"kms:ViaService": "s3.us-east-1.amazonaws.com", "kms:EncryptionContext:aws:s3:arn": BUCKET_ARN}
+    assert is_allowed(role, Request("kms:Decrypt", KEY_ARN, via_s3))
+    assert not is_allowed(role, Request("kms:Decrypt", OTHER_KEY_ARN, via_s3))
+    assert not is_allowed(role, Request("kms:Encrypt", KEY_ARN, via_s3))
+    # AND only as S3 decrypts the trace bucket's objects: not a ciphertext handed to KMS directly, not another
+    # bucket's objects under the same key (#32 item 9)
+    assert not is_allowed(role, Request("kms:Decrypt", KEY_ARN))
+    other_bucket = {**via_s3, "kms:EncryptionContext:aws:s3:arn": "arn:aws:s3:::other-bucket/x"}
+    assert not is_allowed(role, Request("kms:Decrypt", KEY_ARN, other_bucket))
+    assert is_allowed(
+        role, Request("kms:Decrypt", KEY_ARN, {**via_s3, "kms:EncryptionContext:aws:s3:arn": f"{BUCKET_ARN}/k"})
+    )
 
 
 def test_describe_training_job_only_for_jobs_tagged_with_the_user(policies: Any) -> None:

@@ -136,15 +136,31 @@ def test_the_processor_exports_when_the_config_names_a_tracking_uri(
     from lambdas.trace_processor.history import export_mlflow
     from lambdas.trace_processor.job import JobContext
 
-    # GIVEN the processor's environment with a plain MLflow URI (what JobHistory.environment() sets)
+    # GIVEN the processor's environment with a plain MLflow URI (what JobHistory.environment() sets), by default
     ctx = JobContext("resnet-w4", "Completed", "alice", "bucket", 1_800_000_000.0, None)
+    bob = JobContext("resnet-w5", "Completed", "bob", "bucket", 1_800_000_000.0, None)
     env = {"MLFLOW_TRACKING": mlflow_server, "MLFLOW_EXPERIMENT": "profstack-processor"}
+    clients = Clients(s3=None, sagemaker=None, sns=None)  # type: ignore[arg-type]
+    summary = built_history.summaries["resnet-w4"]
     with patched_environ(env):
-        # WHEN the job is exported (proxied artifacts: no S3 client needed)
-        run_id = export_mlflow(
-            Clients(s3=None, sagemaker=None, sns=None), ctx, built_history.summaries["resnet-w4"], "<p>r</p>"
-        )  # type: ignore[arg-type]
-    # THEN its run is in the configured experiment with the report and the summary as artifacts
+        # WHEN alice's and bob's jobs are exported
+        run_id = export_mlflow(clients, ctx, summary, "<p>r</p>")
+        export_mlflow(clients, bob, summary, "<p>b</p>")
+    # THEN each run is in its user's own experiment, with numbers and the report's S3 link, and no artifact:
+    # MLflow lets every user of the server read every experiment (before: one shared experiment held every user's
+    # report.html and summary.json)
+    assert run_id
+    run = _get(f"{mlflow_server}/api/2.0/mlflow/runs/get?run_id={run_id}")["run"]
+    experiment = _get(f"{mlflow_server}/api/2.0/mlflow/experiments/get?experiment_id={run['info']['experiment_id']}")
+    assert experiment["experiment"]["name"] == "profstack-processor/alice"
+    assert _get(f"{mlflow_server}/api/2.0/mlflow/experiments/get-by-name?experiment_name=profstack-processor/bob")
+    assert {t["key"]: t["value"] for t in run["data"]["tags"]}["profstack.report"].endswith("/report.html")
+    assert run["data"]["metrics"]
+    listed = _get(f"{mlflow_server}/api/2.0/mlflow/artifacts/list?run_id={run_id}&path=profstack")
+    assert listed.get("files", []) == []
+    # WHEN the config opts in to artifacts THEN the report and the summary are the run's artifacts
+    with patched_environ({**env, "MLFLOW_ARTIFACTS": "true", "MLFLOW_EXPERIMENT_PER_USER": "false"}):
+        run_id = export_mlflow(clients, ctx, summary, "<p>r</p>")
     assert run_id
     listed = _get(f"{mlflow_server}/api/2.0/mlflow/artifacts/list?run_id={run_id}&path=profstack")
     assert sorted(f["path"] for f in listed["files"]) == ["profstack/report.html", "profstack/summary.json"]

@@ -24,6 +24,7 @@ from lambdas.alarm_manager.logic import reconcile, running_job, sync_job
 from profstack.instances import hosts_of
 from profstack.job_alarms import (
     KINDS,
+    MANAGED_BY_TAG,
     RunningJob,
     alarm_name,
     alarm_prefix,
@@ -178,6 +179,45 @@ def test_sync_creates_updates_and_deletes_one_jobs_alarms(cloudwatch: Any) -> No
     ended = sync_job("job-a", jobs=sm, alarms=store, settings=SETTINGS, now=WARM)
     assert len(ended.deleted) == 10
     assert set(_alarms(cloudwatch)) == {"someone-elses-alarm"}
+
+
+def test_an_alarm_named_like_a_job_alarm_but_not_created_here_is_never_deleted(cloudwatch: Any) -> None:
+    # GIVEN someone else's alarm whose name parses as job-a's GPU alarm (no managed-by tag), and job-a running
+    store = CloudWatchAlarms(cloudwatch, topic_arn=TOPIC, manager="profstack")
+    impostor = alarm_name(PREFIX, "job-a", "algo-9", "GpuUtilizationLow")
+    cloudwatch.put_metric_alarm(
+        AlarmName=impostor,
+        MetricName="x",
+        Namespace="y",
+        Statistic="Average",
+        Period=60,
+        EvaluationPeriods=1,
+        Threshold=1,
+        ComparisonOperator="GreaterThanThreshold",
+    )
+    sm = FakeSageMaker()
+    sm.set(describe("job-a", "InProgress", count=1))
+    sync_job("job-a", jobs=sm, alarms=store, settings=SETTINGS, now=WARM)
+    ours = set(_alarms(cloudwatch)) - {impostor}
+    # THEN the manager's own alarms carry the tag that proves it made them
+    for name in ours:
+        arn = _alarms(cloudwatch)[name]["AlarmArn"]
+        assert {"Key": MANAGED_BY_TAG, "Value": "profstack"} in cloudwatch.list_tags_for_resource(ResourceARN=arn)[
+            "Tags"
+        ]
+    # WHEN the job ends and a reconcile runs (before: the look-alike was deleted as a stale alarm of job-a)
+    sm.set(describe("job-a", "Completed", count=1))
+    ended = sync_job("job-a", jobs=sm, alarms=store, settings=SETTINGS, now=WARM)
+    reconcile(jobs=sm, alarms=store, settings=SETTINGS, now=WARM)
+    # THEN the manager's alarms go and the look-alike stays, named as foreign
+    assert set(ended.deleted) == ours
+    assert set(_alarms(cloudwatch)) == {impostor}
+    assert store.foreign == [impostor]
+    # AND another deployment's manager (another name prefix) does not take this one's alarms as its own
+    sm.set(describe("job-a", "InProgress", count=1))
+    sync_job("job-a", jobs=sm, alarms=store, settings=SETTINGS, now=WARM)
+    other = CloudWatchAlarms(cloudwatch, topic_arn=TOPIC, manager="other-team")
+    assert other.list(PREFIX) == {}
 
 
 def test_a_job_name_that_extends_another_is_not_touched(cloudwatch: Any) -> None:

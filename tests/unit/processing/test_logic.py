@@ -257,3 +257,87 @@ def test_conditional_create_falls_back_on_an_old_botocore() -> None:
     assert put_bytes(s3, loc, b"", content_type="text/plain", only_if_absent=True) is True  # type: ignore[arg-type]
     assert put_bytes(s3, loc, b"", content_type="text/plain", only_if_absent=True) is False  # type: ignore[arg-type]
     assert s3.puts == [loc.key]
+
+
+def test_the_merge_holds_a_bounded_slice_of_each_partial_and_keeps_every_rank_in_the_table() -> None:
+    from profstack.analysis.merge import MAX_FULL_RANK_SECTIONS, PartialMerger
+
+    # GIVEN 3 x MAX_FULL_RANK_SECTIONS one-rank partials, arriving highest rank first, each with a bulky section
+    base = _example()
+    engine = ProfStackEngine()
+    n = 3 * MAX_FULL_RANK_SECTIONS
+    template = _one_rank(base, 0)
+    merger = PartialMerger(lambda table: engine.cross_rank(table, {}))
+    for rank in reversed(range(n)):
+        part = json.loads(json.dumps(template))
+        part["ranks"][0]["rank"] = rank
+        part["ranks"][0]["padding"] = "x" * 20_000  # what makes a real rank section large (kernel tables)
+        part["inputs"][0]["rank"] = rank
+        part["runs"][0]["ranks"] = [str(rank)]
+        assert merger.add(part) is None
+    merged = merger.finish([])
+    # THEN every rank is in the cross-rank table and its run (stragglers and balance judge all of them)
+    assert merged["cross_rank"]["rank_count"] == n
+    assert len(merged["cross_rank"]["table"]) == n
+    assert len(merged["inputs"]) == n
+    # AND only the lowest MAX_FULL_RANK_SECTIONS sections are kept whole, said in a warning (before: every section,
+    # so 10,000 ranks made a 784 MB summary.json and a 6.9 GB merge)
+    assert [r["rank"] for r in merged["ranks"]] == list(range(MAX_FULL_RANK_SECTIONS))
+    (cut,) = [w for w in merged["warnings"] if w["error_type"] == "RankSectionsOmitted"]
+    assert f"{n - MAX_FULL_RANK_SECTIONS:,} of {n:,}" in cut["message"]
+    section = len(json.dumps(template["ranks"][0])) + 20_000
+    size = len(json.dumps(merged))
+    assert size < MAX_FULL_RANK_SECTIONS * section * 1.05 + n * 2_500, size  # rows, inputs, findings: ~2 KB a rank
+    # AND a partial whose rank section lacks what the cross-rank row reads is refused, not folded in
+    broken = json.loads(json.dumps(template))
+    del broken["ranks"][0]["temporal_breakdown"]
+    assert "temporal_breakdown" in (merger.add(broken) or "")
+
+
+class _HeadOnlyS3:
+    """get_object with a Range, as S3 answers it: the first bytes of the stored object."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.ranges: list[str] = []
+
+    def get_object(self, **kwargs: Any) -> dict[str, Any]:
+        import io
+
+        self.ranges.append(kwargs["Range"])
+        end = int(kwargs["Range"].split("-")[1])
+        return {"Body": io.BytesIO(self.data[: end + 1])}
+
+
+def test_a_crafted_gzip_is_routed_by_its_events_not_its_compressed_size() -> None:
+    import gzip
+
+    from lambdas.trace_processor.routing import SAMPLE_BYTES, sample_estimate
+
+    # GIVEN a .json.gz of 2 M tiny events (what compresses ~200:1; the reported one held 31.6 M in 7.3 MB)
+    event = b'{"ph":"X","cat":"cpu_op","name":"a","pid":1,"tid":1,"ts":1,"dur":1},'
+    data = gzip.compress(b'{"traceEvents":[' + event * 2_000_000 + b'{"ph":"M"}]}', compresslevel=6)
+    obj = S3Object(BUCKET, "crafted.pt.trace.json.gz", len(data))
+    s3 = _HeadOnlyS3(data)
+    # WHEN its head is sampled
+    sampled = sample_estimate(s3, obj)
+    # THEN only the head was read, and the estimate is the file's work within a factor of two (the fixed 15:1
+    # would have said ~0.05 M events and sent it to one Lambda whatever its event count)
+    assert s3.ranges == [f"bytes=0-{SAMPLE_BYTES - 1}"]
+    assert sampled.events is not None
+    assert 1_000_000 <= sampled.events <= 4_000_000
+    assert sampled.json_bytes is not None
+    assert sampled.json_bytes > 15 * len(data)
+    # AND with the event bound below it, the file goes to the Processing job
+    bounds = {"SINGLE_LAMBDA_MAX_EVENTS": "1000000", "SINGLE_LAMBDA_MAX_FILE_BYTES": str(2**40)}
+    assert route_for(sampled, _env(**bounds)) == "processing"
+    assert route_for(obj, _env(**bounds)) == "lambda"
+    # AND a head that does not inflate, or a small file, keeps the default estimate
+    assert sample_estimate(_HeadOnlyS3(b"\x1f\x8b" + b"x" * 200_000), replace_size(obj, 200_000)).events is None
+    assert sample_estimate(s3, replace_size(obj, 1_000)) == replace_size(obj, 1_000)
+
+
+def replace_size(obj: S3Object, size: int) -> S3Object:
+    from dataclasses import replace
+
+    return replace(obj, size=size)

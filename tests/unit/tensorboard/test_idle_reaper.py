@@ -125,6 +125,24 @@ def test_a_failed_delete_is_recorded_and_the_rest_continue() -> None:
     assert "ValidationException" in result.decisions[0].reason
 
 
+def test_an_app_it_may_not_describe_is_an_error_and_every_app_after_it_is_still_reaped() -> None:
+    """GIVEN DescribeApp answers AccessDenied for bob's app (named "custom", not "default") WHEN the reaper runs
+    THEN bob's app is one error and carol's idle app after it is still reaped (before: the run stopped at bob)."""
+    client = sagemaker_client()
+    bob = {**app_key("bob"), "AppName": "custom"}
+    with Stubber(client) as stubber:
+        _expect_list(stubber, [{**_listed("bob"), "AppName": "custom"}, _listed("carol")])
+        stubber.add_client_error(
+            "describe_app", service_error_code="AccessDeniedException", http_status_code=400, expected_params=bob
+        )
+        expect_describe(stubber, "carol", described("carol", "InService"))
+        expect_delete(stubber, "carol")
+        result = _run(client, dry_run=False)
+        stubber.assert_no_pending_responses()
+    assert [(d.user_profile, d.action) for d in result.decisions] == [("bob", "error"), ("carol", "reaped")]
+    assert result.decisions[0].reason == "DescribeApp failed: AccessDeniedException"
+
+
 def test_an_app_that_vanished_after_listing_is_kept() -> None:
     """GIVEN an app deleted between ListApps and DescribeApp WHEN the reaper runs THEN nothing is deleted."""
     client = sagemaker_client()
