@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -1130,6 +1131,15 @@ class _Parser:
 
     def decode_one(self, raw: bytes) -> Event | BareEvent | None:
         try:
+            return self._decode_one(raw)
+        except RecursionError:
+            # msgspec recurses into every nested value, the unknown fields it skips included: one event nested
+            # deeper than Python's recursion limit is left out, with a warning; the file is still read
+            self.invalid(f"an event nested deeper than {sys.getrecursionlimit():,} levels (left out)")
+            return None
+
+    def _decode_one(self, raw: bytes) -> Event | BareEvent | None:
+        try:
             return _ONE_DECODER.decode(raw)
         except msgspec.ValidationError:
             pass
@@ -1294,15 +1304,15 @@ def _parse(
                         declined += 1
                     try:
                         events = _LIST_DECODER.decode(batch)
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        stream.reject()
+                    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                        stream.reject()  # read again event by event (decode_one), which names what is wrong
                         continue
                     parser.consume(events)
                     del events
                 else:
                     try:
                         events = _LIST_DECODER.decode(b"[" + b",".join(batch) + b"]")
-                    except (msgspec.DecodeError, msgspec.ValidationError):
+                    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                         if parser.op_log is not None:  # repaired names, and BareEvents' undecoded tids: not what
                             parser.op_log.drop()  # attribute's read sees
                         fallback = [ev for ev in (parser.decode_one(raw) for raw in batch) if ev is not None]
