@@ -7,9 +7,12 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from profstack.analysis import AnalysisOptions, analyze, native
 from profstack.analysis.sources import BytesTraceSource
+from tests.unit.analysis.neutral import engine_neutral
 
 NATIVE = pytest.mark.skipif(native.backend() != "c", reason="the C reader is not built here")
 
@@ -94,3 +97,90 @@ def test_a_subnormal_bin_width_is_declined_never_cast_from_nan() -> None:
     assert series == [0.0] * 4
     assert _gpuaccel.bins_add(series, 1.0, 0, array("d", [1.0]), array("d", [2.5])) is None
     assert series == [0.0, 1.0, 0.5, 0.0]
+
+
+# --- a bounded fuzz run: mutated real traces, C against Python (make sanitize runs it under ASan/UBSan too) -----
+
+_SEED_TRACE = json.dumps(
+    {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mm",
+                "pid": 1,
+                "tid": 7,
+                "ts": 10,
+                "dur": 5,
+                "args": {"External id": 3, "Input type": ["float", "float"]},
+            },
+            {
+                "ph": "X",
+                "cat": "cuda_runtime",
+                "name": "cudaLaunchKernel",
+                "pid": 1,
+                "tid": 7,
+                "ts": 11,
+                "dur": 2,
+                "args": {"correlation": 9, "External id": 3},
+            },
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "sgemm_128x64",
+                "pid": 0,
+                "tid": 7,
+                "ts": 14,
+                "dur": 4,
+                "args": {"correlation": 9, "stream": 7, "device": 0},
+            },
+            {"ph": "f", "id": 9, "pid": 0, "tid": 7, "ts": 14, "cat": "ac2g", "name": "ac2g", "bp": "e"},
+            {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 7, "ts": 9, "dur": 20},
+        ]
+    }
+).encode()
+
+
+def _engine_summary(data: bytes) -> str:
+    try:
+        summary = analyze([BytesTraceSource(data, name="fuzz.json")], AnalysisOptions()).summary
+    except Exception as exc:
+        return f"raised {type(exc).__name__}"
+    return json.dumps(engine_neutral(summary), sort_keys=True, default=str)
+
+
+@NATIVE
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    edits=st.lists(
+        st.tuples(
+            st.sampled_from(["flip", "insert", "delete", "cut"]),
+            st.integers(0, len(_SEED_TRACE)),
+            st.binary(min_size=1, max_size=8),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_fuzz_mutated_traces_end_the_same_with_either_engine(edits: list[tuple[str, int, bytes]]) -> None:
+    # GIVEN a real-shaped trace mutated at the byte level (flips, inserts, deletes, a truncation)
+    data = bytearray(_SEED_TRACE)
+    for kind, offset, blob in edits:
+        at = min(offset, len(data))
+        if kind == "flip" and data:
+            data[min(at, len(data) - 1)] ^= blob[0] or 1
+        elif kind == "insert":
+            data[at:at] = blob
+        elif kind == "delete":
+            del data[at : at + len(blob)]
+        else:
+            del data[at:]
+    # THEN the C reader and the Python path agree exactly: the same summary, or the same kind of error
+    with_c = _engine_summary(bytes(data))
+    python = native.ACCEL
+    try:
+        native.ACCEL = None
+        with_python = _engine_summary(bytes(data))
+    finally:
+        native.ACCEL = python
+    assert with_c == with_python
