@@ -4,10 +4,10 @@
 three smaller loops, and reads a batch's JSON straight into the per-event loop (``decode_consume``, declining
 to msgspec on anything it does not convert exactly): the same state, changed in the same order, with Python's
 arithmetic (exact integers, int/float comparisons, the same rounding), so a summary is the same byte for byte
-either way. ``make install`` builds it with the machine's C compiler
-(``python -m profstack.analysis.native_build``); where there is none (a pip install without a compiler, the
-Lambda's arm64 bundle, which ships Python sources only) the Python loop runs. ``PROFSTACK_ACCEL=python`` forces
-the Python loop.
+either way. ``make install`` builds it in place with the machine's C compiler
+(``python -m profstack.analysis.native_build``), ``pip install .`` / ``pip wheel .`` through setup.py's Extension,
+and the Lambda bundles carry the x86_64 build (stacks/components/python_function.py); where there is none the
+Python loop runs and ``describe()`` says why. ``PROFSTACK_ACCEL=python`` forces the Python loop.
 """
 
 from __future__ import annotations
