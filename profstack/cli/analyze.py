@@ -329,7 +329,13 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
             lines.append(f"  {run.get('id')}: {run.get('label')}: " + ", ".join(parts))
         if len(runs) > 20:
             lines.append(f"  ... and {len(runs) - 20} more (see summary.json runs[])")
-    if not gpu:
+    unrecorded = [
+        e for e in [*(summary.get("errors") or []), *(summary.get("warnings") or [])]
+        if isinstance(e, Mapping) and e.get("error_type") == "GpuActivityNotRecordedError"
+    ]  # fmt: skip
+    if not gpu and unrecorded:
+        lines.append("GPU: used but not recorded (the trace launched GPU work and holds no GPU rows): see the warning")
+    elif not gpu:
         lines.append("GPU: no GPU activity in these traces (CPU-only)")
     else:
         idle = [(r, r["temporal_breakdown"]["idle_pct"]) for r in gpu]
