@@ -109,3 +109,26 @@ def test_launches_without_gpu_rows_are_a_gpu_not_recorded_never_a_complete_cpu_o
     (path,) = list(cpu_only.glob("*.json.gz"))
     plain = _summary(json.loads(gzip.decompress(path.read_bytes())))
     assert not [e for e in plain["errors"] if e["error_type"] == "GpuActivityNotRecordedError"]
+
+
+def test_the_straggler_is_the_rank_the_others_wait_for_not_the_ranks_that_wait() -> None:
+    from profstack.analysis import rules
+    from profstack.analysis.options import AnalysisOptions as Options
+
+    # GIVEN an 8-rank job as the DLRM trace had it: ranks 1, 3, 4 and 5 started early, so their steps look longer,
+    # and then waited up to 11 ms on NCCL; ranks 2 and 7 arrived last and waited for no one
+    step = {0: 100.0, 1: 112.0, 2: 99.0, 3: 111.9, 4: 110.5, 5: 112.0, 6: 100.0, 7: 99.5}
+    exposed = {0: 6.0, 1: 14.0, 2: 0.5, 3: 13.5, 4: 12.0, 5: 14.0, 6: 6.0, 7: 0.8}
+    table = [
+        {"rank": r, "label": str(r), "run": "run-1", "step_mean_us": step[r] * 1000, "gpu_busy_pct": 80.0,
+         "idle_pct": 20.0, "compute_time_us": 80_000.0, "comm_time_us": 20_000.0, "gpu_span_us": step[r] * 1000,
+         "exposed_comm_pct_of_step": exposed[r]}
+        for r in range(8)
+    ]  # fmt: skip
+    result, found = rules.cross_rank(table, Options().thresholds())
+    # THEN the stragglers are 2 and 7 (HTA's answer, and ProfStack's own exposed-communication numbers'); before, the
+    # step-time rule judged step length only: here it named no one, and on the real trace the ranks that waited
+    assert [s["rank"] for s in result["stragglers"]] == [2, 7]
+    (finding,) = [f for f in found if f["rule_id"] == "Straggler"]
+    assert finding["ranks"] == [2, 7]
+    assert "waited for" in finding["message"]
