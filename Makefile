@@ -18,7 +18,7 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install hooks lint format typecheck test test-fast synth demo bench screenshot clean
+.PHONY: help install hooks lint format typecheck test test-fast synth demo bench screenshot sanitize wheel clean
 
 help:  ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -54,7 +54,7 @@ $(STAMPS)/mlflow-venv: requirements/mlflow-server.txt
 
 # The C per-op loop of the GPU accumulator (profstack/analysis/native.py): built with the machine's C compiler,
 # skipped with a notice without one (the Python loop gives the same summaries, slower).
-$(STAMPS)/native: $(STAMPS)/venv profstack/analysis/_gpuaccel.c profstack/analysis/native_build.py
+$(STAMPS)/native: $(STAMPS)/venv profstack/analysis/_gpuaccel.c profstack/analysis/native_build.py setup.py
 	$(BIN)/python -m profstack.analysis.native_build
 	@touch $@
 
@@ -79,6 +79,12 @@ test: install lint typecheck  ## lint, type-check and run the whole test suite
 
 test-fast: $(STAMPS)/venv $(STAMPS)/native  ## tests only, no lint
 	$(BIN)/pytest -q -n $(PYTEST_WORKERS) -m "not slow"
+
+sanitize: $(STAMPS)/venv  ## build the C engine with ASan + UBSan and run its tests on it (scripts/sanitize.py)
+	$(BIN)/python -m scripts.sanitize
+
+wheel: $(STAMPS)/venv  ## build the profstack wheel into dist/ (the C engine compiled in where a compiler exists)
+	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
 
 CONFIG ?= config/profstack.yaml
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 # CloudWatch namespace of every ProfStack metric; IAM limits PutMetricData to it (condition key).
 NAMESPACE = "ProfStack"
 JOB_DIMENSION = "TrainingJobName"
+#: which engine analysed the job ("c" or "python"): on JOBS_ANALYSED (profstack.analysis.native)
+ENGINE_DIMENSION = "Engine"
+JOBS_ANALYSED = "JobsAnalysed"
 # JobProcessingFailures is also published per failure reason: the failure log's `reason` code
 # (lambdas/trace_processor/errors.py).
 REASON_DIMENSION = "FailureReason"

@@ -35,3 +35,18 @@ def describe_training_job(
     if profiler is not None:
         job["ProfilerConfig"] = profiler
     return job
+
+
+def list_training_jobs_response(jobs: list[dict[str, Any]], created: datetime) -> dict[str, Any]:
+    """ListTrainingJobs' answer naming these DescribeTrainingJob responses."""
+    return {
+        "TrainingJobSummaries": [
+            {
+                "TrainingJobName": j["TrainingJobName"],
+                "TrainingJobArn": j["TrainingJobArn"],
+                "CreationTime": created,
+                "TrainingJobStatus": j["TrainingJobStatus"],
+            }
+            for j in jobs
+        ]
+    }

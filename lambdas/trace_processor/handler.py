@@ -7,6 +7,7 @@ moves it to the DLQ. The reason is logged as structured JSON (telemetry.record_f
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
@@ -17,11 +18,12 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.trace_processor import runtime
 from lambdas.trace_processor.events import parse_event
 from lambdas.trace_processor.pipeline import process_job
-from lambdas.trace_processor.telemetry import logger, metrics, publish_metrics, record_failure
+from lambdas.trace_processor.telemetry import check_engine, logger, metrics, publish_metrics, record_failure
 from profstack.analysis.allocator import tune_malloc
 
 runtime.env()  # cold start: a bad deployment fails here, loudly
 tune_malloc()  # the function's process is ours: big blocks go back to the system (profstack/analysis/allocator.py)
+check_engine(os.environ.get("PROFSTACK_EXPECT_ENGINE"))  # once per cold start: the engine that runs, as expected?
 # Return every failed record instead of raising when the whole batch fails: same retry semantics,
 # without counting an invocation error for an ordinary bad message.
 processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)

@@ -14,6 +14,7 @@ from lambdas.trace_processor.aws import TraceReadError, error_code
 from lambdas.trace_processor.errors import TraceIOError, failure_reason
 from lambdas.trace_processor.job import Outcome
 from profstack import metric_names as m
+from profstack.analysis import native
 
 logger = Logger()
 metrics = Metrics(namespace=m.NAMESPACE)  # not only from the environment: an import before it is set must not lose it
@@ -50,6 +51,20 @@ def publish_metrics(outcome: Outcome) -> None:
             metric.add_dimension(name=m.JOB_DIMENSION, value=outcome.job)
     if outcome.action in {"reported", "no_traces"}:
         metrics.add_metric(name=m.JOBS_REPORTED, unit=MetricUnit.Count, value=1)
+    if outcome.action == "reported":  # the engine read traces: say which one (a dashboard can split by it)
+        with single_metric(name=m.JOBS_ANALYSED, unit=MetricUnit.Count, value=1, namespace=m.NAMESPACE) as metric:
+            metric.add_dimension(name=m.ENGINE_DIMENSION, value=native.backend())
+
+
+def check_engine(expected: str | None) -> str | None:
+    """At cold start: the engine that will run, and a warning logged once when the deployment expected another
+    (PROFSTACK_EXPECT_ENGINE=c on a function whose bundle lost its C module runs ~2.5x slower)."""
+    running = native.backend()
+    if expected and expected != running:
+        message = f"expected the {expected} engine, running {native.describe()}: analysis is slower, results the same"
+        logger.warning(message, extra={"engine": running, "expected_engine": expected})
+        return message
+    return None
 
 
 def record_failure(exc: BaseException, record: SQSRecord) -> None:

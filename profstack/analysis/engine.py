@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from profstack import __version__
-from profstack.analysis import plausibility, rules, runs
+from profstack.analysis import native, plausibility, rules, runs
 from profstack.analysis.errors import (
     DuplicateEventsError,
     ImplausibleResultError,
@@ -33,6 +33,7 @@ from profstack.analysis.summary import (
     CrossRankRow,
     ErrorEntry,
     Finding,
+    Generator,
     InputEntry,
     RankSummary,
     Run,
@@ -409,7 +410,7 @@ def assemble(parts: Analysed, opts: AnalysisOptions) -> AnalysisResult:
     complete = bool(ranks) and not errors and not implausible and not folded and all(r["complete"] for r in ranks)
     summary: Summary = {
         "schema_version": SUMMARY_SCHEMA_VERSION,
-        "generator": {"name": "profstack", "version": __version__},
+        "generator": cast(Generator, native.generator(__version__)),
         "complete": complete,
         "options": {
             "top_k": opts.top_k,

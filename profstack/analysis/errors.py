@@ -114,6 +114,13 @@ class ImplausibleResultError(TraceError):
     partial_ok = True
 
 
+class GpuActivityNotRecordedError(TraceError):
+    """The trace launched GPU work (kernel launches, device memcpys) but holds no GPU rows: the GPU was used and not
+    recorded, which is not a CPU-only run. Reported, marked incomplete, with how to record it."""
+
+    partial_ok = True
+
+
 class UnknownDeviceCategoryError(TraceError):
     """Rows that look like device activity carry a category the parser does not know: not analysed as GPU ops."""
 

@@ -17,18 +17,20 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "_gpuaccel.c"
-# -ffp-contract=off: no fused multiply-add (Python rounds a * b + c twice; FMA once)
-FLAGS = (
-    "-O2",
-    "-shared",
-    "-fPIC",
-    "-std=c11",
-    "-ffp-contract=off",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
-    "-fno-strict-aliasing",
-)
+#: the flags every build uses (this script, and setup.py's Extension for `pip install` / `pip wheel`).
+#: -ffp-contract=off: no fused multiply-add (Python rounds a * b + c twice; FMA once)
+COMPILE_FLAGS = ("-O2", "-std=c11", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-fno-strict-aliasing")
+FLAGS = ("-shared", "-fPIC", *COMPILE_FLAGS)
+
+
+def sources() -> list[Path]:
+    """The C sources of the module: every .c of csrc/ when the engine is split into units, else _gpuaccel.c."""
+    units = sorted((HERE / "csrc").glob("*.c"))
+    return units or [SOURCE]
+
+
+def include_dirs() -> list[Path]:
+    return [HERE / "csrc"] if (HERE / "csrc").is_dir() else []
 
 
 def target() -> Path:
@@ -42,7 +44,9 @@ def build(out: Path | None = None, *, extra: tuple[str, ...] = ()) -> Path | Non
         return None
     out = out or target()
     tmp = out.with_name(out.name + ".tmp")
-    cmd = [cc, *FLAGS, *extra, f"-I{sysconfig.get_paths()['include']}", str(SOURCE), "-o", str(tmp), "-lm"]
+    includes = [f"-I{d}" for d in include_dirs()]
+    cmd = [cc, *FLAGS, *extra, f"-I{sysconfig.get_paths()['include']}", *includes, *map(str, sources()), "-o", str(tmp)]
+    cmd.append("-lm")
     subprocess.run(cmd, check=True)  # noqa: S603 - the compiler found on PATH, our own source and flags
     tmp.replace(out)  # atomic: a process importing meanwhile sees the old module or the new one
     return out

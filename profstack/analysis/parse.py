@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import sys
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from profstack.analysis import classify, native
 from profstack.analysis import memory as memory_columns
 from profstack.analysis.errors import (
     EmptyTraceError,
+    GpuActivityNotRecordedError,
     HostSpansCutError,
     InvalidEventError,
     MemoryEventsCutError,
@@ -104,6 +106,87 @@ MAX_TIME_US = float(2**53)  # ~285 years in µs: a GPU op beyond it is corrupt (
 _LIST_DECODER = msgspec.json.Decoder(list[Event])
 _ONE_DECODER = msgspec.json.Decoder(Event)
 _BARE_DECODER = msgspec.json.Decoder(BareEvent)
+
+
+class _LooseEvent(msgspec.Struct, gc=False):
+    """An event whose args did not validate: the same fields, its args as plain JSON values, read field by field."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    ts: float = NAN
+    dur: float = 0.0
+    args: dict[str, Any] | None = None
+    tid: int | float | str | None = None
+
+
+_LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
+#: Args field -> JSON key, for the fields read loosely (msgspec's renames included)
+_ARG_KEYS = {f: (Args.__struct_encode_fields__[i]) for i, f in enumerate(Args.__struct_fields__)}
+_INT_ARGS = frozenset({"correlation", "device", "mem_bytes", "mem_allocated", "mem_reserved"})
+_I32_ARGS = frozenset({"mem_device_type", "mem_device_id"})
+_DECIMAL = re.compile(r"[+-]?[0-9]{1,19}")
+
+
+def loose_int(value: object, bits: int = 64) -> int | None:
+    """An integer arg as profilers write it: a JSON integer; a string of decimal digits (ROCm's roctracer writes
+    `"bytes": "32768"`, and HTA reads such a column as numbers); an integral float. None for anything else
+    (booleans, fractions, other strings, out of range): that field is unknown. The C reader declines such a
+    batch, so both engines read these values by this one rule."""
+    if isinstance(value, bool):
+        return None
+    number: int | None = None
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        number = int(value.strip())
+    if number is None or not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
+        return None
+    return number
+
+
+def loose_args(raw: dict[str, Any]) -> tuple[Args, list[str]]:
+    """Args from JSON values by `loose_int`'s rule (and numbers-as-strings for the float fields); the names of
+    the fields that stayed unreadable."""
+    values: dict[str, Any] = {}
+    unknown: list[str] = []
+    for name, key in _ARG_KEYS.items():
+        if key not in raw or raw[key] is None:
+            continue
+        value = raw[key]
+        if name in _INT_ARGS or name in _I32_ARGS:
+            got: Any = loose_int(value, 32 if name in _I32_ARGS else 64)
+        elif name == "stream":
+            got = loose_int(value) if not (isinstance(value, str) and not _DECIMAL.fullmatch(value.strip())) else value
+        elif name == "bytes":
+            got = loose_int(value)
+            if got is None and isinstance(value, float) and math.isfinite(value) and 0 <= value <= 2.0**62:
+                got = value
+        else:  # occupancy: a float, or a number written as a string
+            got = _loose_float(value)
+        if got is None:
+            unknown.append(key)
+        else:
+            values[name] = got
+    return Args(**values), unknown
+
+
+def _loose_float(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            return None
+        return number if math.isfinite(number) else None
+    return None
+
+
 _CTRL = bytes(range(32))
 _CTRL_TABLE = bytes.maketrans(_CTRL, b" " * 32)
 
@@ -607,6 +690,8 @@ class FileData:
     streams_folded: int = 0  # ops whose stream string was beyond MAX_STREAMS distinct ones (row OTHER_STREAM)
     begin_end: int = 0  # "B"/"E" events (a duration written as a begin/end pair) in an analysed category (skipped)
     args_dropped: int = 0  # events kept without their args (an ill-typed field, e.g. an integer beyond int64)
+    args_loose: int = 0  # events whose args needed the loose rule (numbers as strings) and were read whole
+    args_unknown: dict[str, int] = field(default_factory=dict)  # arg key -> events where it stayed unreadable
     repaired: int = 0  # events whose invalid UTF-8 / raw control characters were replaced (U+FFFD / space)
     # things worth knowing that lost no number (a byte-order mark, repaired names): never make a file partial
     notices: list[TraceError] = field(default_factory=list)
@@ -1130,6 +1215,15 @@ class _Parser:
 
     def decode_one(self, raw: bytes) -> Event | BareEvent | None:
         try:
+            return self._decode_one(raw)
+        except RecursionError:
+            # msgspec recurses into every nested value, the unknown fields it skips included: one event nested
+            # deeper than Python's recursion limit is left out, with a warning; the file is still read
+            self.invalid(f"an event nested deeper than {sys.getrecursionlimit():,} levels (left out)")
+            return None
+
+    def _decode_one(self, raw: bytes) -> Event | BareEvent | None:
+        try:
             return _ONE_DECODER.decode(raw)
         except msgspec.ValidationError:
             pass
@@ -1146,6 +1240,20 @@ class _Parser:
             except msgspec.DecodeError as exc:
                 self.invalid(f"undecodable event: {exc}")
                 return None
+        try:
+            loose = _LOOSE_DECODER.decode(raw)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            loose = None
+        if loose is not None:
+            # numbers written as strings, integral floats: read as numbers; a field still unreadable is that
+            # field unknown (named in a warning), never the event's other args
+            args, unknown = loose_args(loose.args) if loose.args is not None else (None, [])
+            for key in unknown:
+                self.fd.args_unknown[key] = self.fd.args_unknown.get(key, 0) + 1
+            if not unknown:
+                self.fd.args_loose += 1
+            tid = loose.tid
+            return Event(loose.ph, loose.cat, loose.name, loose.ts, loose.dur, args, tid)
         try:
             bare = _BARE_DECODER.decode(raw)
             self.fd.args_dropped += 1
@@ -1294,15 +1402,15 @@ def _parse(
                         declined += 1
                     try:
                         events = _LIST_DECODER.decode(batch)
-                    except (msgspec.DecodeError, msgspec.ValidationError):
-                        stream.reject()
+                    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+                        stream.reject()  # read again event by event (decode_one), which names what is wrong
                         continue
                     parser.consume(events)
                     del events
                 else:
                     try:
                         events = _LIST_DECODER.decode(b"[" + b",".join(batch) + b"]")
-                    except (msgspec.DecodeError, msgspec.ValidationError):
+                    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                         if parser.op_log is not None:  # repaired names, and BareEvents' undecoded tids: not what
                             parser.op_log.drop()  # attribute's read sees
                         fallback = [ev for ev in (parser.decode_one(raw) for raw in batch) if ev is not None]
@@ -1357,6 +1465,35 @@ def _parse(
             InvalidEventError(
                 f'{fd.begin_end:,} begin/end ("B"/"E") event(s) in analysed categories skipped: Kineto writes complete '
                 '("X") events; steps, ops or kernels written as begin/end pairs are missing from the results',
+                source=src.name,
+            )
+        )
+    if fd.n_launch_records and not (fd.n_kernels or fd.n_memcpy or fd.n_memset):
+        devices = fd.meta.get("deviceProperties")
+        listed = f"; {len(devices)} device(s) are listed in deviceProperties" if isinstance(devices, list) else ""
+        fd.warnings.append(
+            GpuActivityNotRecordedError(
+                f"{fd.n_launch_records:,} GPU launch call(s) but no GPU rows{listed}: the GPU was used but its "
+                "activity was not recorded, so GPU time, kernels and idle are unknown (not a CPU-only run); record "
+                "it with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) (on ROCm "
+                "too)",
+                source=src.name,
+            )
+        )
+    if fd.args_unknown:
+        named = ", ".join(f"{k} ({n:,})" for k, n in sorted(fd.args_unknown.items()))
+        fd.warnings.append(
+            InvalidEventError(
+                f"args fields that could not be read as numbers (beyond int64, booleans, text), left unknown for "
+                f"those events: {named}",
+                source=src.name,
+            )
+        )
+    if fd.args_loose:
+        fd.notices.append(
+            TraceError(
+                f"{fd.args_loose:,} event(s) wrote numbers in their args as strings or integral floats (ROCm's "
+                'roctracer writes "bytes": "32768"); read as numbers, as HTA reads them',
                 source=src.name,
             )
         )

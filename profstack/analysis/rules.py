@@ -319,6 +319,50 @@ def _metric(row: CrossRankRow | Mapping[str, Any], use_steps: bool) -> float:
     return float((row["step_mean_us"] if use_steps else row["gpu_span_us"]) or 0.0)
 
 
+def _waits(table: Sequence[CrossRankRow] | Sequence[Mapping[str, Any]]) -> list[float] | None:
+    """Per rank, the time a step spends in communication that no compute overlaps: waiting for its peers. None when
+    a rank lacks the numbers, or nobody waits (no collectives)."""
+    waits: list[float] = []
+    for row in table:
+        pct, step = row.get("exposed_comm_pct_of_step"), row.get("step_mean_us")
+        if not isinstance(pct, int | float) or not isinstance(step, int | float) or step <= 0:
+            return None
+        waits.append(float(pct) / 100.0 * float(step))
+    return waits if len(waits) >= 2 and max(waits) > 0 else None
+
+
+def _waited_for(table: Sequence[CrossRankRow] | Sequence[Mapping[str, Any]], th: RuleThresholds) -> list[Straggler]:
+    """Stragglers as who waits for whom (as HTA reads them): in a collective every rank waits for the last to
+    arrive, so the straggler is the rank that waits markedly less than its peers, not the one that waits. A rank
+    that started its steps early and then waited on NCCL has the longer step and the longer wait; the rank it
+    waited for has neither. Judged only where every rank has exposed-communication numbers."""
+    waits = _waits(table)
+    if waits is None:
+        return []
+    ordered = sorted(waits)
+    n = len(ordered)
+    median_wait = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2
+    steps = sorted(float(row["step_mean_us"] or 0.0) for row in table)  # all positive: _waits checked them
+    median_step = steps[n // 2] if n % 2 else (steps[n // 2 - 1] + steps[n // 2]) / 2
+    out: list[Straggler] = []
+    for row, wait in zip(table, waits, strict=True):
+        short = (median_wait - wait) / median_step * 100.0 if median_step > 0 else 0.0
+        # waited for: it waits less than half what its peers wait, and their extra wait is a material share of a
+        # step (half the straggler threshold: a wait is time every other rank loses, a slow step only its own)
+        if wait < median_wait / 2 and short > th.straggler_pct / 2:
+            out.append(
+                {
+                    "rank": row["rank"],
+                    "label": row["label"],
+                    "metric": "exposed_comm_wait_us",
+                    "value": round(wait, 3),
+                    "median": round(median_wait, 3),
+                    "deviation_pct": round(short, 2),
+                }
+            )
+    return out
+
+
 def cross_rank(
     table: Sequence[CrossRankRow] | Sequence[Mapping[str, Any]], th: RuleThresholds | Mapping[str, float]
 ) -> tuple[CrossRankResult, list[Finding]]:
@@ -327,11 +371,12 @@ def cross_rank(
     if not isinstance(th, RuleThresholds):
         th = RuleThresholds.from_overrides(th)
     findings: list[Finding] = []
-    stragglers: list[Straggler] = []
+    stragglers: list[Straggler] = _waited_for(table, th)
+    waits = bool(stragglers) or _waits(table) is not None
     use_steps = bool(table) and all(row["step_mean_us"] for row in table)
-    metric = "step_mean_us" if use_steps else "gpu_span_us"
+    metric = "exposed_comm_wait_us" if waits else "step_mean_us" if use_steps else "gpu_span_us"
     values = sorted(_metric(row, use_steps) for row in table)
-    if len(table) >= 2 and values:
+    if len(table) >= 2 and values and not waits:
         n = len(values)
         median = values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
         for row in table:
@@ -363,7 +408,25 @@ def cross_rank(
             lb["spread_pct"] = round((max(comp) - min(comp)) / mean * 100.0, 3)
             var = sum((c - mean) ** 2 for c in comp) / len(comp)
             lb["cv"] = round(var**0.5 / mean, 4)
-    if stragglers:
+    if stragglers and waits:
+        findings.append(
+            _f(
+                "Straggler",
+                "warning",
+                f"{len(stragglers)} rank(s) are waited for: the other ranks spend more than "
+                f"{th.straggler_pct / 2:g}% of a step longer waiting in collectives (exposed communication), "
+                "and more than twice as long as these ranks do",
+                {
+                    "stragglers": [s["rank"] for s in stragglers],
+                    "metric": metric,
+                    "worst_deviation_pct": max(s["deviation_pct"] for s in stragglers),
+                },
+                "The other ranks wait for these in every collective: check their hosts (data loading, CPU "
+                "contention, thermal throttling) and their share of work, not the ranks that wait.",
+                [int(s["rank"]) for s in stragglers],
+            )
+        )
+    elif stragglers:
         findings.append(
             _f(
                 "Straggler",

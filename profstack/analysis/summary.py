@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, NotRequired, TypedDict
 
-SUMMARY_SCHEMA_VERSION = "1.3"
+SUMMARY_SCHEMA_VERSION = "1.4"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -497,6 +497,10 @@ class Run(TypedDict):
 class Generator(TypedDict):
     name: str
     version: str
+    #: schema 1.4: which engine read the traces ("c": the C reader and loops; "python": the Python loop, the same
+    #: results, slower), and, for "python", why (not built, import error, PROFSTACK_ACCEL=python)
+    engine: NotRequired[str]
+    engine_reason: NotRequired[str]
 
 
 class Options(TypedDict):

@@ -26,13 +26,20 @@ class CliError(Exception):
     """An expected failure: printed as one line, exit status 2."""
 
 
+def _version_text() -> str:
+    """`profstack 0.1.0 (engine: c)`, or `(engine: python (<why>))`: which engine this install runs."""
+    from profstack.analysis import native
+
+    return f"profstack {__version__} (engine: {native.describe()})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="profstack",
         description="ProfStack: analyse PyTorch profiler traces, manage per-user TensorBoard on SageMaker, "
         "and move off SageMaker Profiler.",
     )
-    parser.add_argument("--version", action="version", version=f"profstack {__version__}")
+    parser.add_argument("--version", action="version", version=_version_text())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMAND_MODULES:
         try:

@@ -300,9 +300,13 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
     gpu = [r for r in ranks if r.get("has_gpu")]
     status = "complete" if summary.get("complete") else "PARTIAL (some input could not be read)"
     runs = [r for r in summary.get("runs") or [] if isinstance(r, Mapping)]
+    generator: Mapping[str, Any] = summary["generator"]
+    engine = str(generator.get("engine") or "?") + (
+        f" ({generator['engine_reason']})" if generator.get("engine_reason") else ""
+    )
     lines = [
         f"Analysed {len(ranks)} rank(s) from {len(summary.get('inputs') or [])} file(s) "
-        f"({total_bytes / MB:,.1f} MB on disk) in {seconds:.1f} s: {status}"
+        f"({total_bytes / MB:,.1f} MB on disk) in {seconds:.1f} s with the {engine} engine: {status}"
     ]
     opts: Mapping[str, Any] = summary["options"]
     if "include_last_step" in opts:
@@ -325,7 +329,13 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
             lines.append(f"  {run.get('id')}: {run.get('label')}: " + ", ".join(parts))
         if len(runs) > 20:
             lines.append(f"  ... and {len(runs) - 20} more (see summary.json runs[])")
-    if not gpu:
+    unrecorded = [
+        e for e in [*(summary.get("errors") or []), *(summary.get("warnings") or [])]
+        if isinstance(e, Mapping) and e.get("error_type") == "GpuActivityNotRecordedError"
+    ]  # fmt: skip
+    if not gpu and unrecorded:
+        lines.append("GPU: used but not recorded (the trace launched GPU work and holds no GPU rows): see the warning")
+    elif not gpu:
         lines.append("GPU: no GPU activity in these traces (CPU-only)")
     else:
         idle = [(r, r["temporal_breakdown"]["idle_pct"]) for r in gpu]

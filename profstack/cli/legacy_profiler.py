@@ -169,6 +169,21 @@ def print_findings(findings: list[Any], *, title: str) -> None:
             print(f"  {'':<16} {'':>10} {'':>10}    $ {f.command}")
 
 
+def _print_debugger(report: Any) -> None:
+    from profstack.migrate.legacy_evidence import DEBUGGER_CLOSED_TO_NEW_CUSTOMERS
+
+    if not report.debugger and not report.debugger_jobs:
+        return
+    print(
+        f"Debugger (kept; closed to new customers on {DEBUGGER_CLOSED_TO_NEW_CUSTOMERS}): Debugger is not Profiler "
+        "and existing customers still run it, so ProfStack never cleans these up"
+    )
+    for job in report.debugger_jobs:
+        print(f"  job {job.name}: Debugger rules {', '.join(job.debugger_rules)}")
+    for f in report.debugger:
+        print(f"  {f.kind:<16} {f.resource}\n  {'':<16}   {f.why}")
+
+
 def run_audit(args: argparse.Namespace) -> int:
     import json
 
@@ -178,7 +193,7 @@ def run_audit(args: argparse.Namespace) -> int:
         return 0
     print(f"Scanned {report.scanned} training jobs created since {report.since:%Y-%m-%d}.")
     if report.jobs:
-        print(f"{len(report.jobs)} use SageMaker Profiler or Debugger profiling:")
+        print(f"{len(report.jobs)} use SageMaker Profiler:")
         print(f"  {'job':<40} {'status':<11} {'profiler':<8} {'rules':<28} legacy output")
         for job in report.jobs:
             rules = ", ".join(name for name, _ in job.profiler_rules) or "-"
@@ -187,9 +202,10 @@ def run_audit(args: argparse.Namespace) -> int:
                 f"{human_bytes(job.legacy_bytes)}"
             )
     else:
-        print("No job uses SageMaker Profiler or Debugger profiler rules.")
+        print("No job uses SageMaker Profiler or its rules.")
     print_findings(report.found, title=f"{len(report.found)} legacy resources:")
     print_findings(report.review, title=f"{len(report.review)} to review (not cleaned up: each says why):")
+    _print_debugger(report)
     print(f"Estimated storage cost of what was found: {report.monthly_usd:.2f} USD/month (list prices).")
     for what in report.incomplete:
         print(f"warning: incomplete: {what}")
@@ -244,6 +260,8 @@ def run_cleanup(args: argparse.Namespace) -> int:
                 print(f"    $ {f.command}")
             elif f.kind == "log-stream":
                 print("    $ profstack legacy cleanup --delete-log-streams --apply")
+    for section in result.skipped:
+        print(f"skipped: {section} was read incompletely, so cleanup changed nothing there (see the warnings)")
     for failure in result.tag_failures[:10]:
         print(f"  failed: {failure}")
     for what in report.incomplete:

@@ -36,8 +36,8 @@ from profstack.migrate._cst import (
     import_module_name,
     parse_statements,
 )
+from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR
 from profstack.migrate.scan import PROFILER_CLASSES, PROFILER_METHODS, TRAINING_JOB_CALLS
-from profstack.migrate.smprof import TENSORBOARD_DIR
 
 USER_TAG = "profstack:user"
 PROFILER_RULE_CONFIGS = frozenset(

@@ -21,14 +21,29 @@ never edits IAM, EventBridge, Step Functions or Lambda. AWS clients are injected
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from profstack.layout import LEGACY_RULE_OUTPUT_TAG
+from profstack.migrate.legacy_automation import (
+    Graph,
+    Node,
+    other_targets,
+    read_functions,
+    read_iam,
+    read_rules,
+    read_state_machines,
+    resolve,
+)
+from profstack.migrate.legacy_evidence import (
+    DEBUGGER_CLOSED_TO_NEW_CUSTOMERS,
+    PROFILER_REPORT_FOLDER,
+    LegacyPaths,
+    Location,
+    describe_failure,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -79,6 +94,7 @@ class PrefixUsage:
     objects: int
     bytes: int
     folder: str = "rule-output"
+    noncurrent: int = 0  # object versions behind the current ones (a versioned bucket): billed too
 
 
 @dataclass
@@ -91,6 +107,24 @@ class ProfilerJob:
     output_roots: list[S3Prefix]
     rule_jobs: list[str] = field(default_factory=list)  # processing job names of the rule evaluations
     usage: list[PrefixUsage] = field(default_factory=list)
+    debugger_rules: list[str] = field(default_factory=list)  # DebugRuleConfigurations: Debugger, not Profiler
+    debugger_rule_jobs: list[str] = field(default_factory=list)
+
+    @property
+    def uses_profiler(self) -> bool:
+        return self.profiler_enabled or bool(self.profiler_rules)
+
+    def folder_verdict(self, folder: str) -> str:
+        """Whose a rule-output/ sub-folder is: SageMaker names it after its rule (ProfilerReport-<ts>)."""
+
+        def named(rule: str) -> bool:
+            return folder == rule or folder.startswith(f"{rule}-")
+
+        if folder.startswith(PROFILER_REPORT_FOLDER) or any(named(r) for r, _ in self.profiler_rules):
+            return "profiler"
+        if any(named(r) for r in self.debugger_rules):
+            return "debugger"
+        return "review"
 
     @property
     def legacy_bytes(self) -> int:
@@ -104,9 +138,9 @@ class ProfilerJob:
 class Finding:
     """One legacy resource. `verified`: derived from a profiled job; else listed for review only."""
 
-    kind: (
-        str  # rule-output | profiler-output | log-stream | iam-policy | iam-role | app | rule | state-machine | lambda
-    )
+    # rule-output | profiler-output | log-stream | log-group | iam-policy | iam-role | app | rule | state-machine
+    # | lambda
+    kind: str
     resource: str  # S3 URI or ARN (log stream: group:stream)
     why: str
     bytes: int | None = None
@@ -115,6 +149,7 @@ class Finding:
     profiler_only: bool | None = None  # IAM: every statement (policy) / policy (role) is Profiler's
     command: str = ""  # what to run to act on it (cleanup, or the AWS CLI for what cleanup never edits)
     extra: tuple[tuple[str, str], ...] = ()
+    owner: str = "profiler"  # "debugger": Debugger's, named and kept (never found, never cleaned up)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -143,6 +178,17 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)  # what could not be read (access denied, ...)
     prices: tuple[float, float] = (S3_USD_PER_GB_MONTH, LOGS_USD_PER_GB_MONTH)
+    debugger_jobs: list[ProfilerJob] = field(default_factory=list)  # Debugger rules only: kept
+    failed_sections: set[str] = field(default_factory=set)  # read incompletely: cleanup does not act on them
+    versioned: dict[str, bool] = field(default_factory=dict)  # bucket -> versioning on (or suspended)
+
+    def fail(self, section: str, service: str, exc: Exception) -> None:
+        """One line naming what failed (the missing permission, when denied); the rest of the audit goes on."""
+        self.failed_sections.add(section)
+        self.incomplete.append(describe_failure(section, service, exc))
+
+    def complete(self, section: str) -> bool:
+        return section not in self.failed_sections
 
     @property
     def buckets(self) -> dict[str, int]:
@@ -155,11 +201,15 @@ class AuditReport:
 
     @property
     def found(self) -> list[Finding]:
-        return [f for f in self.findings if f.verified]
+        return [f for f in self.findings if f.verified and f.owner == "profiler"]
 
     @property
     def review(self) -> list[Finding]:
-        return [f for f in self.findings if not f.verified]
+        return [f for f in self.findings if not f.verified and f.owner == "profiler"]
+
+    @property
+    def debugger(self) -> list[Finding]:
+        return [f for f in self.findings if f.owner == "debugger"]
 
     @property
     def monthly_usd(self) -> float:
@@ -188,7 +238,13 @@ class AuditReport:
             "review": [f.to_dict() for f in self.review],
             "estimated_monthly_usd": round(self.monthly_usd, 4),
             "prices_usd_per_gb_month": {"s3": self.prices[0], "logs": self.prices[1]},
+            "debugger": {
+                "closed_to_new_customers": DEBUGGER_CLOSED_TO_NEW_CUSTOMERS,
+                "jobs": [{"name": j.name, "rules": j.debugger_rules} for j in self.debugger_jobs],
+                "kept": [f.to_dict() for f in self.debugger],
+            },
             "incomplete": self.incomplete,
+            "incomplete_sections": sorted(self.failed_sections),
         }
 
 
@@ -217,7 +273,14 @@ def _describe(sm: SageMakerClient, name: str) -> ProfilerJob | None:
         if config["RuleConfigurationName"] not in {n for n, _ in rules}
     ]
     enabled = bool(profiler) and not profiler.get("DisableProfiler", False)
-    if not enabled and not rules:
+    debug_statuses = job.get("DebugRuleEvaluationStatuses", [])
+    debugger_rules = [c["RuleConfigurationName"] for c in job.get("DebugRuleConfigurations", [])]
+    debugger_rules += [
+        s["RuleConfigurationName"]
+        for s in debug_statuses
+        if s.get("RuleConfigurationName") and s["RuleConfigurationName"] not in debugger_rules
+    ]
+    if not enabled and not rules and not debugger_rules:
         return None
     roots: list[S3Prefix] = []
     for uri in (profiler.get("S3OutputPath"), job.get("OutputDataConfig", {}).get("S3OutputPath")):
@@ -225,7 +288,11 @@ def _describe(sm: SageMakerClient, name: str) -> ProfilerJob | None:
             root = S3Prefix.parse(uri)
             if root not in roots:
                 roots.append(root)
+    # an ARN spells the job's name in lower case; the name itself (and its log streams) may not be
     rule_jobs = [s["RuleEvaluationJobArn"].rsplit("/", 1)[-1] for s in statuses if s.get("RuleEvaluationJobArn")]
+    debugger_rule_jobs = [
+        s["RuleEvaluationJobArn"].rsplit("/", 1)[-1] for s in debug_statuses if s.get("RuleEvaluationJobArn")
+    ]
     return ProfilerJob(
         name=name,
         status=job["TrainingJobStatus"],
@@ -234,23 +301,140 @@ def _describe(sm: SageMakerClient, name: str) -> ProfilerJob | None:
         profiler_rules=rules,
         output_roots=roots,
         rule_jobs=rule_jobs,
+        debugger_rules=debugger_rules,
+        debugger_rule_jobs=debugger_rule_jobs,
     )
+
+
+def _list_current(s3: S3Client, location: S3Prefix, expected_owner: str | None) -> list[tuple[str, int, bool]]:
+    from profstack.migrate.rule_output import owner_kwargs
+
+    pages = s3.get_paginator("list_objects_v2").paginate(
+        Bucket=location.bucket, Prefix=location.prefix, **owner_kwargs(expected_owner)
+    )
+    return [(item["Key"], int(item["Size"]), True) for page in pages for item in page.get("Contents", [])]
+
+
+def _list_versions(s3: S3Client, location: S3Prefix, expected_owner: str | None) -> list[tuple[str, int, bool]]:
+    """Every version (key, size, is latest) under the prefix; delete markers hold no bytes and are left out."""
+    from profstack.migrate.rule_output import owner_kwargs
+
+    pages = s3.get_paginator("list_object_versions").paginate(
+        Bucket=location.bucket, Prefix=location.prefix, **owner_kwargs(expected_owner)
+    )
+    return [
+        (v["Key"], int(v.get("Size", 0)), bool(v.get("IsLatest"))) for page in pages for v in page.get("Versions", [])
+    ]
+
+
+def is_versioned(s3: S3Client, bucket: str, report: AuditReport, expected_owner: str | None = None) -> bool:
+    """Versioning on or suspended (both keep noncurrent versions); asked once per bucket."""
+    from botocore.exceptions import ClientError
+
+    from profstack.migrate.rule_output import owner_kwargs
+
+    if bucket not in report.versioned:
+        try:
+            status = s3.get_bucket_versioning(Bucket=bucket, **owner_kwargs(expected_owner)).get("Status")
+        except ClientError as exc:
+            report.fail(f"s3 versioning of {bucket}", "s3", exc)
+            status = None
+        report.versioned[bucket] = status in {"Enabled", "Suspended"}
+    return report.versioned[bucket]
 
 
 def measure_prefix(
     s3: S3Client, location: S3Prefix, folder: str = "rule-output", *, expected_owner: str | None = None
 ) -> PrefixUsage:
-    from profstack.migrate.rule_output import owner_kwargs
+    items = _list_current(s3, location, expected_owner)
+    return PrefixUsage(location, len(items), sum(size for _, size, _ in items), folder)
 
-    objects = size = 0
-    pages = s3.get_paginator("list_objects_v2").paginate(
-        Bucket=location.bucket, Prefix=location.prefix, **owner_kwargs(expected_owner)
+
+def _usage(location: S3Prefix, folder: str, items: list[tuple[str, int, bool]]) -> PrefixUsage:
+    current = [i for i in items if i[2]]
+    return PrefixUsage(
+        location, len(current), sum(size for _, size, _ in items), folder, noncurrent=len(items) - len(current)
     )
-    for page in pages:
-        for item in page.get("Contents", []):
-            objects += 1
-            size += item["Size"]
-    return PrefixUsage(location, objects, size, folder)
+
+
+def _groups(location: S3Prefix, items: list[tuple[str, int, bool]]) -> dict[str | None, list[tuple[str, int, bool]]]:
+    """rule-output/'s objects by the sub-folder SageMaker wrote them into (None: directly in the folder)."""
+    groups: dict[str | None, list[tuple[str, int, bool]]] = {}
+    for item in items:
+        rest = item[0][len(location.prefix) :]
+        segment, slash, _ = rest.partition("/")
+        groups.setdefault(segment if slash else None, []).append(item)
+    return groups
+
+
+def _folder_finding(job: ProfilerJob, usage: PrefixUsage, verdict: str, what: str, price: float) -> Finding:
+    running = job.status not in TERMINAL_JOB_STATUSES
+    size = f"{usage.objects} objects" + (f", {usage.noncurrent} older versions" if usage.noncurrent else "")
+    if verdict == "debugger":
+        return Finding(
+            kind=usage.folder,
+            resource=str(usage.location),
+            why=f"{what} of training job {job.name} ({size}): Debugger's, kept (Debugger is not Profiler)",
+            bytes=usage.bytes,
+            verified=False,
+            owner="debugger",
+        )
+    if verdict == "review":
+        return Finding(
+            kind=usage.folder,
+            resource=str(usage.location),
+            why=f"{what} of training job {job.name} ({size}) belongs to none of its Profiler rules: review",
+            bytes=usage.bytes,
+            verified=False,
+        )
+    return Finding(
+        kind=usage.folder,
+        resource=str(usage.location),
+        why=f"{what} of training job {job.name} ({size})"
+        + (f"; the job is {job.status}: its rules may still write here, review after it ends" if running else ""),
+        bytes=usage.bytes,
+        monthly_usd=usage.bytes / GB * price,
+        # a running job's folder is listed for review, never tagged for expiry by cleanup
+        verified=not running,
+        command="profstack legacy cleanup --apply (after the job ends)"
+        if running
+        else "profstack legacy cleanup --apply",
+    )
+
+
+def _measure_folder(
+    s3: S3Client,
+    job: ProfilerJob,
+    location: S3Prefix,
+    *,
+    folder: str,
+    report: AuditReport,
+    price: float,
+    owner: str | None,
+) -> None:
+    items = _list_current(s3, location, owner)
+    if not items:
+        return
+    if is_versioned(s3, location.bucket, report, owner):
+        items = _list_versions(s3, location, owner)
+    whole = _usage(location, folder, items)
+    if job.uses_profiler:
+        job.usage.append(whole)
+    if folder == "profiler-output" or (job.uses_profiler and not job.debugger_rules):
+        # no Debugger rule ran: everything SageMaker wrote here is the Profiler's
+        report.findings.append(_folder_finding(job, whole, "profiler", f"{folder}/", price))
+        return
+    # Debugger rules write beside Profiler's: split by rule, never tagged whole
+    for segment, part in sorted(_groups(location, items).items(), key=lambda kv: kv[0] or ""):
+        if segment is None:
+            usage = _usage(location, folder, part)
+            report.findings.append(_folder_finding(job, usage, "review", f"{folder}/ (loose objects)", price))
+            continue
+        usage = _usage(location.child(segment), folder, part)
+        verdict = job.folder_verdict(segment)
+        if verdict == "profiler" and not job.uses_profiler:
+            verdict = "review"  # a Profiler-looking folder of a job that never ran the Profiler
+        report.findings.append(_folder_finding(job, usage, verdict, f"{folder}/{segment}/", price))
 
 
 def audit(
@@ -268,181 +452,143 @@ def audit(
 
     With expected_owner (the caller's account), a job whose output lies in another account's bucket
     gets no finding (S3 answers 403): cleanup never tags, nor writes the lifecycle of, a bucket this
-    account does not own. The report says so under `incomplete`."""
+    account does not own. The report says so under `incomplete`. A job with Debugger rules has its
+    rule-output/ split by rule: Debugger's folders are named and kept, never tagged."""
 
     from botocore.exceptions import ClientError  # lazily: the `aws` extra
 
     since = (now or datetime.now(UTC)) - timedelta(days=since_days)
-    jobs: list[ProfilerJob] = []
-    report = AuditReport(jobs=jobs, scanned=0, since=since)
-    for name in _training_job_names(sm, since, max_jobs + 1):  # one more: to know there are more
-        if report.scanned >= max_jobs:
-            report.incomplete.append(
-                f"more than {max_jobs} training jobs since {since:%Y-%m-%d}: only the {max_jobs} newest "
-                "were read (raise --max-jobs)"
-            )
-            break
-        report.scanned += 1
-        job = _describe(sm, name)
-        if job is None:
-            continue
-        jobs.append(job)
-        if not measure_output:
-            continue
-        for root in job.output_roots:
-            for folder in LEGACY_FOLDERS:
-                location = root.child(name, folder)
-                try:
-                    usage = measure_prefix(s3, location, folder, expected_owner=expected_owner)
-                except ClientError as exc:
-                    code = exc.response.get("Error", {}).get("Code", "")
-                    if code in {"AccessDenied", "NoSuchBucket"}:
-                        owner = f" (or not account {expected_owner}'s bucket): left alone" if expected_owner else ""
-                        report.incomplete.append(f"{location}: {code}{owner}")
-                        continue
-                    raise
-                if usage.objects:
-                    job.usage.append(usage)
-                    running = job.status not in TERMINAL_JOB_STATUSES
-                    report.findings.append(
-                        Finding(
-                            kind=folder,
-                            resource=str(location),
-                            why=f"{folder}/ of training job {name} ({usage.objects} objects)"
-                            + (
-                                f"; the job is {job.status}: its rules may still write here, review after it ends"
-                                if running
-                                else ""
-                            ),
-                            bytes=usage.bytes,
-                            monthly_usd=usage.bytes / GB * s3_price,
-                            # a running job's folder is listed for review, never tagged for expiry by cleanup
-                            verified=not running,
-                            command="profstack legacy cleanup --apply (after the job ends)"
-                            if running
-                            else "profstack legacy cleanup --apply",
-                        )
-                    )
+    report = AuditReport(jobs=[], scanned=0, since=since)
+    try:
+        for name in _training_job_names(sm, since, max_jobs + 1):  # one more: to know there are more
+            if report.scanned >= max_jobs:
+                report.incomplete.append(
+                    f"more than {max_jobs} training jobs since {since:%Y-%m-%d}: only the {max_jobs} newest "
+                    "were read (raise --max-jobs)"
+                )
+                break
+            report.scanned += 1
+            job = _describe(sm, name)
+            if job is None:
+                continue
+            (report.jobs if job.uses_profiler else report.debugger_jobs).append(job)
+            if measure_output:
+                _measure_job(s3, job, report, s3_price, expected_owner)
+    except ClientError as exc:
+        report.fail("training jobs", "sagemaker", exc)
     return report
 
 
-# --- path matching for (c) and (e) ------------------------------------------------------------------
+def _measure_job(s3: S3Client, job: ProfilerJob, report: AuditReport, price: float, owner: str | None) -> None:
+    from botocore.exceptions import ClientError
 
-_PATH_TOKEN = re.compile(r"[A-Za-z0-9_.\-*?${}:/]*(?:rule-output|profiler-output)[A-Za-z0-9_.\-*?${}:/]*")
-_S3_ARN = re.compile(r"^(?:arn:[a-z-]+:s3:::|s3://)")
-
-
-def _wildcard(pattern: str) -> re.Pattern[str]:
-    """IAM-style: `*` any run of characters (`/` included), `?` one; `${...}` variables as `*`."""
-    pattern = re.sub(r"\$\{[^}]*\}", "*", pattern)
-    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern))
-
-
-@dataclass(frozen=True)
-class LegacyPaths:
-    """What the verified jobs make Profiler's: their prefixes, buckets and rule-evaluation jobs."""
-
-    prefixes: tuple[S3Prefix, ...]
-    rule_jobs: frozenset[str]
-
-    @classmethod
-    def of(cls, jobs: Iterable[ProfilerJob]) -> LegacyPaths:
-        jobs = list(jobs)
-        return cls(tuple(p for j in jobs for p in j.prefixes()), frozenset(r for j in jobs for r in j.rule_jobs))
-
-    @property
-    def buckets(self) -> frozenset[str]:
-        return frozenset(p.bucket for p in self.prefixes)
-
-    def match(self, text: str) -> tuple[str | None, str | None]:
-        """(verified reason, review reason) for a text (policy resource, definition, env value)."""
-        for job in sorted(self.rule_jobs):
-            if job in text:
-                return f"names rule-evaluation job {job}", None
-        review = None
-        for token in _PATH_TOKEN.findall(text):
-            bare = _S3_ARN.sub("", token)
-            for prefix in self.prefixes:
-                full = f"{prefix.bucket}/{prefix.prefix}"
-                probe = _wildcard(bare)
-                if probe.fullmatch(full + "x") or probe.fullmatch(full) or probe.match(prefix.prefix + "x"):
-                    return f"names {prefix}", None
-            if any(bare.startswith(f"{bucket}/") for bucket in self.buckets) or any(
-                re.search(rf"[\"'\s:=]{re.escape(bucket)}[\"'\s,/]", text) for bucket in self.buckets
-            ):
-                return f"reads `{token}` in a bucket holding verified Profiler output", None
-            review = f"mentions `{token}` but no verified job's bucket or prefix"
-        return None, review
+    folders = LEGACY_FOLDERS if job.uses_profiler else ("rule-output",)
+    for root in job.output_roots:
+        for folder in folders:
+            location = root.child(job.name, folder)
+            try:
+                _measure_folder(s3, job, location, folder=folder, report=report, price=price, owner=owner)
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "")
+                if code in {"AccessDenied", "NoSuchBucket"}:
+                    note = f" (or not account {owner}'s bucket): left alone" if owner else ""
+                    report.incomplete.append(f"{location}: {code}{note}")
+                    continue
+                report.fail("s3 output", "s3", exc)
 
 
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            yield str(k)
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
+def legacy_paths(report: AuditReport) -> LegacyPaths:
+    """The folders and rule jobs the verified jobs make Profiler's, and those Debugger's."""
+    profiler: list[Location] = []
+    debugger: list[Location] = []
+    for job in [*report.jobs, *report.debugger_jobs]:
+        for root in job.output_roots:
+            base = root.child(job.name).prefix
+            if job.uses_profiler:
+                profiler.append(Location(root.bucket, f"{base}profiler-output/", job.name))
+                if not job.debugger_rules:
+                    profiler.append(Location(root.bucket, f"{base}rule-output/", job.name))
+                else:
+                    for rule in {PROFILER_REPORT_FOLDER, *(r for r, _ in job.profiler_rules)}:
+                        profiler.append(Location(root.bucket, f"{base}rule-output/{rule}", job.name))
+            for rule in job.debugger_rules:
+                debugger.append(Location(root.bucket, f"{base}rule-output/{rule}", job.name))
+            if job.debugger_rules:
+                debugger.append(Location(root.bucket, f"{base}debug-output/", job.name))
+    return LegacyPaths(
+        prefixes=tuple(profiler),
+        rule_jobs=frozenset(r.lower() for j in report.jobs for r in j.rule_jobs),
+        debugger_prefixes=tuple(debugger),
+        debugger_rule_jobs=frozenset(
+            r.lower() for j in [*report.jobs, *report.debugger_jobs] for r in j.debugger_rule_jobs
+        ),
+    )
 
 
-def _statements(document: Any) -> list[dict[str, Any]]:
-    if isinstance(document, str):
-        document = json.loads(document)
-    statements = document.get("Statement", [])
-    return [statements] if isinstance(statements, dict) else list(statements)
+# --- (b) logs, (d) apps ---------------------------------------------------------------------------------------
 
 
-def _statement_reason(statement: dict[str, Any], paths: LegacyPaths) -> tuple[str | None, str | None]:
-    resources: list[str] = []
-    for key in ("Resource", "NotResource"):
-        value = statement.get(key, [])
-        resources += [value] if isinstance(value, str) else list(value)
-    review = None
-    for resource in resources:
-        if re.search(r":app/[^/]+/[^/]+/detailedprofiler/", resource, re.I):
-            return f"grants on DetailedProfiler apps ({resource})", None
-        verified, maybe = paths.match(resource)
-        if verified:
-            return verified, None
-        review = review or maybe
-    return None, review
+def _stream_candidates(job: ProfilerJob, rule_job: str) -> list[str]:
+    """Prefixes to list log streams by. The ARN spells the rule job's name in lower case, but its log streams
+    carry the name as created (`Job-A-ProfilerReport-...`), and DescribeLogStreams' prefix is case-sensitive:
+    also list by the training job's own name, which starts the rule job's."""
+    candidates = [f"{rule_job}/"]
+    shared = 0
+    for a, b in zip(job.name.lower(), rule_job, strict=False):
+        if a != b:
+            break
+        shared += 1
+    if shared:
+        candidates.append(job.name[:shared])
+    return list(dict.fromkeys(candidates))
 
 
-# --- (b) logs, (c) IAM, (d) apps, (e) automation ----------------------------------------------------
-
-
-def _log_streams(logs: Any, report: AuditReport, paths: LegacyPaths, price: float) -> None:
-
+def _log_streams(logs: Any, report: AuditReport, price: float) -> None:
     from botocore.exceptions import ClientError  # lazily: the `aws` extra
 
-    for job in sorted(paths.rule_jobs):
-        try:
-            pages = logs.get_paginator("describe_log_streams").paginate(
-                logGroupName=PROCESSING_LOG_GROUP, logStreamNamePrefix=f"{job}/"
-            )
-            streams = [s for page in pages for s in page.get("logStreams", [])]
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code == "ResourceNotFoundException":
-                return
-            report.incomplete.append(f"{PROCESSING_LOG_GROUP}: {code}")
-            return
-        for stream in streams:
-            name = stream["logStreamName"]
-            size, complete = _stream_bytes(logs, name)
-            size = max(size, int(stream.get("storedBytes", 0) or 0))
-            report.findings.append(
-                Finding(
-                    kind="log-stream",
-                    resource=f"{PROCESSING_LOG_GROUP}:{name}",
-                    why=f"log of rule-evaluation job {job}" + ("" if complete else " (bytes: a lower bound)"),
-                    bytes=size,
-                    monthly_usd=size / GB * price,
-                    command="profstack legacy cleanup --delete-log-streams --apply",
+    wanted = [(job, rj, "profiler") for job in report.jobs for rj in job.rule_jobs]
+    wanted += [(job, rj, "debugger") for job in [*report.jobs, *report.debugger_jobs] for rj in job.debugger_rule_jobs]
+    seen: set[str] = set()
+    for job, rule_job, owner in wanted:
+        for prefix in _stream_candidates(job, rule_job.lower()):
+            try:
+                pages = logs.get_paginator("describe_log_streams").paginate(
+                    logGroupName=PROCESSING_LOG_GROUP, logStreamNamePrefix=prefix
                 )
-            )
+                streams = [s for page in pages for s in page.get("logStreams", [])]
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code", "") == "ResourceNotFoundException":
+                    return  # no processing job ever logged in this region
+                raise
+            for stream in streams:
+                name = stream["logStreamName"]
+                if name in seen or name.split("/", 1)[0].lower() != rule_job.lower():
+                    continue
+                seen.add(name)
+                report.findings.append(_stream_finding(logs, name, rule_job, owner=owner, stream=stream, price=price))
+
+
+def _stream_finding(
+    logs: Any, name: str, rule_job: str, *, owner: str, stream: dict[str, Any], price: float
+) -> Finding:
+    if owner == "debugger":
+        return Finding(
+            kind="log-stream",
+            resource=f"{PROCESSING_LOG_GROUP}:{name}",
+            why=f"log of Debugger rule-evaluation job {rule_job}: kept (Debugger is not Profiler)",
+            verified=False,
+            owner="debugger",
+        )
+    size, complete = _stream_bytes(logs, name)
+    size = max(size, int(stream.get("storedBytes", 0) or 0))
+    return Finding(
+        kind="log-stream",
+        resource=f"{PROCESSING_LOG_GROUP}:{name}",
+        why=f"log of rule-evaluation job {rule_job}" + ("" if complete else " (bytes: a lower bound)"),
+        bytes=size,
+        monthly_usd=size / GB * price,
+        command="profstack legacy cleanup --delete-log-streams --apply",
+    )
 
 
 def _stream_bytes(logs: Any, stream: str) -> tuple[int, bool]:
@@ -461,88 +607,26 @@ def _stream_bytes(logs: Any, stream: str) -> tuple[int, bool]:
     return size, False
 
 
-def _iam(iam: Any, report: AuditReport, paths: LegacyPaths) -> None:
-    policy_only: dict[str, bool] = {}
-    for page in iam.get_paginator("list_policies").paginate(Scope="Local"):
-        for policy in page.get("Policies", []):
-            arn = policy["Arn"]
-            version = iam.get_policy_version(PolicyArn=arn, VersionId=policy["DefaultVersionId"])
-            verdict = _classify_document(version["PolicyVersion"]["Document"], paths)
-            if verdict is None:
-                continue
-            reason, only, verified = verdict
-            policy_only[arn] = only and verified
-            report.findings.append(
-                Finding(
-                    kind="iam-policy",
-                    resource=arn,
-                    why=reason,
-                    verified=verified,
-                    profiler_only=only if verified else None,
-                    command=(
-                        f"aws iam delete-policy --policy-arn {arn}   # after detaching it"
-                        if only and verified
-                        else f"aws iam get-policy-version --policy-arn {arn} --version-id {policy['DefaultVersionId']}"
-                    ),
+def _log_groups(logs: Any, report: AuditReport, price: float) -> None:
+    """The log group of each Profiler function found (cleanup never deletes log groups: listed with the command)."""
+    for finding in [f for f in report.found if f.kind == "lambda"]:
+        group = f"/aws/lambda/{finding.resource.rsplit(':', 1)[-1]}"
+        pages = logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=group)
+        for page in pages:
+            for found in page.get("logGroups", []):
+                if found["logGroupName"] != group:
+                    continue
+                size = int(found.get("storedBytes", 0) or 0)
+                report.findings.append(
+                    Finding(
+                        kind="log-group",
+                        resource=group,
+                        why=f"log group of Profiler function {finding.resource.rsplit(':', 1)[-1]}",
+                        bytes=size,
+                        monthly_usd=size / GB * price,
+                        command=f"aws logs delete-log-group --log-group-name {group}   # after deleting the function",
+                    )
                 )
-            )
-    for page in iam.get_paginator("list_roles").paginate():
-        for role in page.get("Roles", []):
-            _role(iam, role, report, paths, policy_only)
-
-
-def _classify_document(document: Any, paths: LegacyPaths) -> tuple[str, bool, bool] | None:
-    """(reason, every statement Profiler's, verified) or None when nothing names Profiler paths."""
-    statements = _statements(document)
-    reasons, reviews = [], []
-    for statement in statements:
-        verified, review = _statement_reason(statement, paths)
-        if verified:
-            reasons.append(verified)
-        elif review:
-            reviews.append(review)
-    if reasons:
-        return "; ".join(sorted(set(reasons))), len(reasons) == len(statements), True
-    if reviews:
-        return reviews[0], False, False
-    return None
-
-
-def _role(
-    iam: Any, role: dict[str, Any], report: AuditReport, paths: LegacyPaths, policy_only: dict[str, bool]
-) -> None:
-    name = role["RoleName"]
-    verdicts: list[bool] = []  # per policy: Profiler-only?
-    reasons: list[str] = []
-    for policy_name in iam.list_role_policies(RoleName=name).get("PolicyNames", []):
-        document = iam.get_role_policy(RoleName=name, PolicyName=policy_name)["PolicyDocument"]
-        verdict = _classify_document(document, paths)
-        if verdict is not None and verdict[2]:
-            reasons.append(f"inline {policy_name}: {verdict[0]}")
-            verdicts.append(verdict[1])
-        else:
-            verdicts.append(False)
-    for attached in iam.list_attached_role_policies(RoleName=name).get("AttachedPolicies", []):
-        arn = attached["PolicyArn"]
-        if arn in policy_only:
-            reasons.append(f"attached {attached['PolicyName']}")
-            verdicts.append(policy_only[arn])
-        else:
-            verdicts.append(False)
-    if not reasons:
-        return
-    only = bool(verdicts) and all(verdicts)
-    report.findings.append(
-        Finding(
-            kind="iam-role",
-            resource=role["Arn"],
-            why=("exists only for Profiler: " if only else "names Profiler output: ") + "; ".join(reasons),
-            profiler_only=only,
-            command=f"aws iam delete-role --role-name {name}   # after removing its policies"
-            if only
-            else f"aws iam list-role-policies --role-name {name}",
-        )
-    )
 
 
 def _apps(sm: SageMakerClient, report: AuditReport) -> None:
@@ -564,123 +648,57 @@ def _apps(sm: SageMakerClient, report: AuditReport) -> None:
             )
 
 
-def _reacts_to_rule_jobs(pattern: Any, paths: LegacyPaths) -> str | None:
-    """An event pattern on processing-job state changes that selects profiler rule-evaluation jobs."""
-    if not isinstance(pattern, dict):
-        return None
-    detail_types = pattern.get("detail-type", [])
-    if "SageMaker Processing Job State Change" not in detail_types:
-        return None
-    names = (pattern.get("detail") or {}).get("ProcessingJobName")
-    if names is None:
-        return None  # every processing job: not Profiler's
-    for name in names if isinstance(names, list) else [names]:
-        if isinstance(name, str) and name in paths.rule_jobs:
-            return f"selects rule-evaluation job {name}"
-        if isinstance(name, dict):
-            for op in ("prefix", "wildcard", "suffix"):
-                value = name.get(op)
-                if not isinstance(value, str):
-                    continue
-                for job in paths.rule_jobs:
-                    hit = (
-                        (op == "prefix" and job.startswith(value))
-                        or (op == "suffix" and job.endswith(value))
-                        or (op == "wildcard" and _wildcard(value).fullmatch(job))
-                    )
-                    if hit:
-                        return f"selects rule-evaluation jobs by {op} {value!r} (e.g. {job})"
-    return None
+# --- (c) IAM and (e) automation: one graph (legacy_automation) ------------------------------------------------
 
 
-def _automation(events: Any, sfn: Any, lam: Any, report: AuditReport, paths: LegacyPaths) -> None:
-    flagged_targets: dict[str, str] = {}
-    if events is not None:
-        for page in events.get_paginator("list_rules").paginate():
-            for rule in page.get("Rules", []):
-                targets = events.list_targets_by_rule(
-                    Rule=rule["Name"], EventBusName=rule.get("EventBusName", "default")
-                )
-                pattern = json.loads(rule["EventPattern"]) if rule.get("EventPattern") else None
-                texts = [json.dumps(pattern or {})] + [json.dumps(t) for t in targets.get("Targets", [])]
-                reason = _reacts_to_rule_jobs(pattern, paths)
-                review = None
-                for text in texts:
-                    if reason:
-                        break
-                    reason, review = paths.match(text)[0], review or paths.match(text)[1]
-                if reason or review:
-                    if reason:
-                        for target in targets.get("Targets", []):
-                            flagged_targets[target["Arn"]] = rule["Name"]
-                    report.findings.append(
-                        Finding(
-                            kind="rule",
-                            resource=rule["Arn"],
-                            why=reason or review or "",
-                            verified=reason is not None,
-                            command=f"aws events disable-rule --name {rule['Name']}   # review its targets first",
-                        )
-                    )
-    if sfn is not None:
-        for page in sfn.get_paginator("list_state_machines").paginate():
-            for machine in page.get("stateMachines", []):
-                arn = machine["stateMachineArn"]
-                definition = sfn.describe_state_machine(stateMachineArn=arn)["definition"]
-                reason, review = _match_json(definition, paths)
-                if arn in flagged_targets and not reason:
-                    reason = f"target of EventBridge rule {flagged_targets[arn]}"
-                if reason or review:
-                    report.findings.append(
-                        Finding(
-                            kind="state-machine",
-                            resource=arn,
-                            why=reason or review or "",
-                            verified=reason is not None,
-                            command=f"aws stepfunctions describe-state-machine --state-machine-arn {arn}",
-                        )
-                    )
-    if lam is not None:
-        for page in lam.get_paginator("list_functions").paginate():
-            for function in page.get("Functions", []):
-                arn = function["FunctionArn"]
-                env = (function.get("Environment") or {}).get("Variables", {})
-                reason, review = _match_json(json.dumps(env), paths)
-                rule_name = flagged_targets.get(arn) or flagged_targets.get(arn.rsplit(":", 1)[0])
-                if not reason and rule_name:
-                    reason = f"target of EventBridge rule {rule_name}"
-                if reason or review:
-                    report.findings.append(
-                        Finding(
-                            kind="lambda",
-                            resource=arn,
-                            why=reason or review or "",
-                            verified=reason is not None,
-                            command=f"aws lambda get-function-configuration --function-name {function['FunctionName']}",
-                        )
-                    )
+def _command(node: Node, graph: Graph) -> str:
+    if node.kind == "rule":
+        others = other_targets(node, graph)
+        if others:
+            ids = " ".join(t for t, a in node.targets if (t, a) not in others)
+            return f"aws events remove-targets --rule {node.name} --ids {ids}   # only the Profiler targets"
+        return f"aws events disable-rule --name {node.name}   # review its targets first"
+    if node.kind == "state-machine":
+        return f"aws stepfunctions describe-state-machine --state-machine-arn {node.arn}"
+    if node.kind == "lambda":
+        return f"aws lambda get-function-configuration --function-name {node.name}"
+    if node.kind == "iam-policy":
+        if node.profiler_only:
+            return f"aws iam delete-policy --policy-arn {node.arn}   # after detaching it"
+        return f"aws iam get-policy-version --policy-arn {node.arn} --version-id {node.extra.get('DefaultVersionId')}"
+    if node.profiler_only:
+        return f"aws iam delete-role --role-name {node.name}   # after removing its policies"
+    return f"aws iam list-role-policies --role-name {node.name}"
 
 
-def _match_json(text: str, paths: LegacyPaths) -> tuple[str | None, str | None]:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return paths.match(text)
-    review = None
-    blob = json.dumps(value)
-    for string in _strings(value):
-        verified, maybe = paths.match(string)
-        if verified:
-            return verified, None
-        if maybe:
-            # a path built from parts: the bucket may sit in a sibling field ("Bucket": "...")
-            verified_blob, _ = paths.match(blob)
-            if verified_blob:
-                return verified_blob, None
-            review = review or maybe
-    if "ProfilerRuleEvaluationStatuses" in blob:
-        return "reads ProfilerRuleEvaluationStatuses", None
-    return None, review
+def graph_findings(graph: Graph) -> list[Finding]:
+    order = {"rule": 0, "state-machine": 1, "lambda": 2, "iam-policy": 3, "iam-role": 4}
+    findings: list[Finding] = []
+    for node in sorted(graph.nodes.values(), key=lambda n: (order[n.kind], n.arn)):
+        if node.evidence is None:
+            continue
+        verdict = node.evidence.verdict
+        why = node.evidence.reason
+        if node.kind == "rule" and verdict == "profiler" and other_targets(node, graph):
+            names = ", ".join(a.rsplit(":", 1)[-1] for _, a in other_targets(node, graph))
+            why += f"; it also targets {names} (not Profiler's): remove only the Profiler targets"
+        iam = node.kind in {"iam-policy", "iam-role"}
+        # a role is Profiler's only when it exists for Profiler alone; a shared role is edited through its policy
+        verified = verdict == "profiler" and (node.kind != "iam-role" or node.profiler_only)
+        if node.kind == "iam-role" and verdict == "profiler" and not node.profiler_only:
+            continue
+        findings.append(
+            Finding(
+                kind=node.kind,
+                resource=node.arn,
+                why=(why + ": kept (Debugger is not Profiler)") if verdict == "debugger" else why,
+                verified=verified,
+                profiler_only=(node.profiler_only if verified else None) if iam else None,
+                command="" if verdict == "debugger" else _command(node, graph),
+                owner="debugger" if verdict == "debugger" else "profiler",
+            )
+        )
+    return findings
 
 
 @dataclass
@@ -704,7 +722,8 @@ def audit_account(
     s3_price: float = S3_USD_PER_GB_MONTH,
     logs_price: float = LOGS_USD_PER_GB_MONTH,
 ) -> AuditReport:
-    """The whole checklist, (a) to (e). A service that answers AccessDenied marks the report incomplete."""
+    """The whole checklist, (a) to (e). A service that is denied or fails marks its section incomplete, in one
+    line naming the missing permission; every other section is still read (cleanup skips incomplete ones)."""
     report = audit(
         clients.sagemaker,
         clients.s3,
@@ -715,39 +734,36 @@ def audit_account(
         expected_owner=clients.account_id,
     )
     report.prices = (s3_price, logs_price)
-    paths = LegacyPaths.of(report.jobs)
-
-    def logs() -> None:
-        if clients.logs is not None:
-            _log_streams(clients.logs, report, paths, logs_price)
-
-    def iam() -> None:
-        if clients.iam is not None:
-            _iam(clients.iam, report, paths)
-
-    def apps() -> None:
-        _apps(clients.sagemaker, report)
-
-    def automation() -> None:
-        _automation(clients.events, clients.stepfunctions, clients.lambda_, report, paths)
-
-    steps: list[tuple[str, Callable[[], None]]] = [
-        ("logs", logs),
-        ("iam", iam),
-        ("sagemaker apps", apps),
-        ("events/stepfunctions/lambda", automation),
+    paths = legacy_paths(report)
+    graph = Graph()
+    sections: list[tuple[str, str, Any, Callable[[Any], None]]] = [
+        ("log streams", "logs", clients.logs, lambda c: _log_streams(c, report, logs_price)),
+        ("sagemaker apps", "sagemaker", clients.sagemaker, lambda c: _apps(c, report)),
+        ("iam", "iam", clients.iam, lambda c: read_iam(c, graph, paths)),
+        ("eventbridge rules", "events", clients.events, lambda c: read_rules(c, graph, paths)),
+        ("step functions", "states", clients.stepfunctions, lambda c: read_state_machines(c, graph, paths)),
+        ("lambda functions", "lambda", clients.lambda_, lambda c: read_functions(c, graph, paths)),
     ]
-    from botocore.exceptions import ClientError  # lazily: the `aws` extra
-
-    for what, step in steps:
-        try:
-            step()
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            if code not in {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}:
-                raise
-            report.incomplete.append(f"{what}: {code}")
+    for section, service, client, read in sections:
+        _guarded(report, section, service, client, read)
+    resolve(graph, paths)
+    report.findings += graph_findings(graph)
+    _guarded(report, "log groups", "logs", clients.logs, lambda c: _log_groups(c, report, logs_price))
     return report
+
+
+def _guarded(report: AuditReport, section: str, service: str, client: Any, read: Callable[[Any], None]) -> None:
+    """Run one service's scan; a denial or a failure is one line in the report, and the audit goes on."""
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, NoRegionError
+
+    if client is None:
+        return
+    try:
+        read(client)
+    except (NoCredentialsError, NoRegionError):
+        raise  # nothing can be read at all: the CLI says so in one line
+    except (ClientError, BotoCoreError) as exc:
+        report.fail(section, service, exc)
 
 
 # --- cleanup ----------------------------------------------------------------------------------------
@@ -841,6 +857,64 @@ class CleanupResult:
     apps: list[str] = field(default_factory=list)
     log_streams: list[str] = field(default_factory=list)
     left_alone: list[Finding] = field(default_factory=list)  # IAM, rules, state machines, functions, review
+    versions_tagged: int = 0  # older versions (versioned buckets) tagged beside the current ones
+    skipped: list[str] = field(default_factory=list)  # sections read incompletely: not acted on
+
+
+def _tag_prefix(
+    s3: Any,
+    location: S3Prefix,
+    *,
+    versioned: bool,
+    result: CleanupResult,
+    apply: bool,
+    owner: str | None,
+    on_object: Callable[[str, int], None] | None,
+) -> None:
+    """Tag every object under a verified prefix; in a versioned bucket every version, since lifecycle reads each
+    version's own tags: an untagged older version would never expire (the rule's NoncurrentVersionExpiration)."""
+    from profstack.migrate.rule_output import TaggingError, iter_prefix_keys, merge_object_tag
+
+    tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
+    prefix = location.prefix.rstrip("/") + "/"
+    entries: Iterable[tuple[str, int, str | None]]
+    if versioned:
+        entries = (
+            (key, size, version)
+            for key, size, version in iter_prefix_versions(s3, location.bucket, prefix, expected_owner=owner)
+        )
+    else:
+        entries = (
+            (key, size, None) for key, size in iter_prefix_keys(s3, location.bucket, [prefix], expected_owner=owner)
+        )
+    for key, size, version in entries:
+        if on_object is not None:  # the exact listing: s3://bucket/key and its size
+            on_object(f"s3://{location.bucket}/{key}" + (f"?versionId={version}" if version else ""), size)
+        if not apply:
+            result.tagged += 1
+            continue
+        try:
+            if merge_object_tag(s3, location.bucket, key, tag_key, tag_value, expected_owner=owner, version_id=version):
+                result.tagged += 1
+            else:
+                result.already_tagged += 1
+        except TaggingError as exc:
+            result.tag_failures.append(str(exc))
+
+
+def iter_prefix_versions(
+    s3: Any, bucket: str, prefix: str, *, expected_owner: str | None = None
+) -> Iterator[tuple[str, int, str]]:
+    """(key, size, version id) of every object version under the prefix (delete markers have no tags)."""
+    from profstack.migrate.rule_output import owner_kwargs
+
+    pages = s3.get_paginator("list_object_versions").paginate(
+        Bucket=bucket, Prefix=prefix, **owner_kwargs(expected_owner)
+    )
+    for page in pages:
+        for version in page.get("Versions", []):
+            if version["Key"].startswith(prefix):
+                yield version["Key"], int(version.get("Size", 0)), str(version["VersionId"])
 
 
 def cleanup(
@@ -853,33 +927,34 @@ def cleanup(
     on_object: Callable[[str, int], None] | None = None,
 ) -> CleanupResult:
     """Act on the verified findings only; with apply=False count what would be done and change nothing."""
-    from profstack.migrate.rule_output import TaggingError, iter_prefix_keys, merge_object_tag
-
     result = CleanupResult()
     owner = clients.account_id  # every S3 call names it: never a write to another account's bucket
-    tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
     buckets: set[str] = set()
+    # act only on what was read completely: a section that was denied or failed may hide what decides a verdict
+    act = {
+        "s3": report.complete("training jobs") and report.complete("s3 output"),
+        "app": report.complete("sagemaker apps"),
+        "log-stream": report.complete("log streams"),
+    }
+    result.skipped = sorted(
+        {"s3": "s3 output", "app": "sagemaker apps", "log-stream": "log streams"}[k] for k, ok in act.items() if not ok
+    )
     for finding in report.found:
-        if finding.kind in LEGACY_FOLDERS:
+        if finding.kind in LEGACY_FOLDERS and act["s3"]:
             location = S3Prefix.parse(finding.resource)
             buckets.add(location.bucket)
-            keys = iter_prefix_keys(
-                clients.s3, location.bucket, [location.prefix.rstrip("/") + "/"], expected_owner=owner
+            _tag_prefix(
+                clients.s3,
+                location,
+                versioned=report.versioned.get(location.bucket, False),
+                result=result,
+                apply=apply,
+                owner=owner,
+                on_object=on_object,
             )
-            for key, size in keys:
-                if on_object is not None:  # the exact listing: s3://bucket/key and its size
-                    on_object(f"s3://{location.bucket}/{key}", size)
-                if not apply:
-                    result.tagged += 1
-                    continue
-                try:
-                    if merge_object_tag(clients.s3, location.bucket, key, tag_key, tag_value, expected_owner=owner):
-                        result.tagged += 1
-                    else:
-                        result.already_tagged += 1
-                except TaggingError as exc:
-                    result.tag_failures.append(str(exc))
-        elif finding.kind == "app":
+        elif finding.kind in LEGACY_FOLDERS:
+            result.left_alone.append(finding)
+        elif finding.kind == "app" and act["app"]:
             extra = dict(finding.extra)
             result.apps.append(finding.resource)
             if apply:
@@ -889,7 +964,7 @@ def cleanup(
                 else:
                     kwargs["SpaceName"] = extra["SpaceName"]
                 clients.sagemaker.delete_app(**kwargs)
-        elif finding.kind == "log-stream" and delete_log_streams:
+        elif finding.kind == "log-stream" and delete_log_streams and act["log-stream"]:
             group, _, stream = finding.resource.partition(":")
             result.log_streams.append(finding.resource)
             if apply:

@@ -67,11 +67,20 @@ def iter_prefix_keys(
 
 
 def merge_object_tag(
-    s3: S3Client, bucket: str, key: str, tag_key: str, tag_value: str, *, expected_owner: str | None = None
+    s3: S3Client,
+    bucket: str,
+    key: str,
+    tag_key: str,
+    tag_value: str,
+    *,
+    expected_owner: str | None = None,
+    version_id: str | None = None,
 ) -> bool:
-    """Add one tag, keeping the object's other tags (PutObjectTagging replaces the whole set).
-    Returns False when the tag was already there."""
-    owner = owner_kwargs(expected_owner)
+    """Add one tag, keeping the object's other tags (PutObjectTagging replaces the whole set); with version_id,
+    to that version. Returns False when the tag was already there."""
+    owner: dict[str, Any] = owner_kwargs(expected_owner)
+    if version_id is not None:
+        owner["VersionId"] = version_id
     current = s3.get_object_tagging(Bucket=bucket, Key=key, **owner).get("TagSet", [])
     if any(t["Key"] == tag_key and t["Value"] == tag_value for t in current):
         return False

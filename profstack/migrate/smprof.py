@@ -35,10 +35,9 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
 from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted
+from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR, TRACE_DIR_ENV
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
-TENSORBOARD_DIR = "/opt/ml/output/tensorboard"  # SageMaker uploads it to TensorBoardOutputConfig.S3OutputPath
-TRACE_DIR_ENV = "PROFSTACK_TRACE_DIR"
 KNOWN_MEMBERS = frozenset({"SMProfiler", "Config", "annotate", "annotation_begin", "annotation_end"})
 SCHEDULE = "wait=1, warmup=1, active=3, repeat=1"
 # every use either codemod acts on, or --check reports, contains one of these words

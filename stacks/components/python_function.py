@@ -1,6 +1,6 @@
 """`ProfStackFunction`: the one way ProfStack builds a Lambda function.
 
-arm64, one Python runtime, its own IAM role, an explicit log group with retention and
+x86_64, one Python runtime, its own IAM role, an explicit log group with retention and
 Powertools settings. No X-Ray active tracing: no ProfStack code emits subsegments (a Powertools
 Tracer would add aws-xray-sdk to every bundle and patch botocore at cold start), so tracing would
 record only what the REPORT log line and the Lambda metrics already hold, for a `Resource: "*"`
@@ -15,6 +15,12 @@ a change to that function's code or pins (and only that) produces a new asset.
 
 The runtime is the Python the tests and mypy run on (3.11; tests/infra/test_lambda_bundles.py
 checks that they agree), so the code that is tested is the code that runs.
+
+x86_64, not arm64: the functions that run the engine carry its C module (`ENGINE_MODULE`, built by `make install`
+for CPython 3.11 on x86_64 with glibc symbols no newer than 2.14, so it loads on Lambda's Amazon Linux), which
+reads traces 2.5x faster than the Python loop; that outweighs arm64's 20 % lower price per GB-second
+(bench/README.md, "Lambda architecture"). An arm64 module needs a cross-build this repository does not have
+yet; a bundle without the module runs the Python loop and says so once per cold start (PROFSTACK_EXPECT_ENGINE).
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -47,8 +53,11 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # AWS deprecates the python3.11 runtime on 2027-06-30: move runtime, tests and mypy together.
 RUNTIME = lambda_.Runtime.PYTHON_3_11
 RUNTIME_PYTHON_VERSION = "3.11"
-ARCHITECTURE = lambda_.Architecture.ARM_64
-PIP_PLATFORM = "manylinux2014_aarch64"
+ARCHITECTURE = lambda_.Architecture.X86_64
+PIP_PLATFORM = "manylinux2014_x86_64"
+#: the C engine as the Lambda runtime imports it (CPython 3.11, x86_64), bundled beside profstack/analysis/native.py
+ENGINE_MODULE = Path("profstack") / "analysis" / "_gpuaccel.cpython-311-x86_64-linux-gnu.so"
+NATIVE_LOADER = Path("profstack") / "analysis" / "native.py"
 REQUIREMENTS = REPO_ROOT / "requirements" / "runtime.txt"
 CONSTRAINTS = REPO_ROOT / "requirements" / "constraints.txt"  # pins the transitive dependencies too
 _BUNDLER_VERSION = "3"  # bump when the bundling steps change (3: bytecode compiled into the bundle)
@@ -236,8 +245,16 @@ class LocalPythonBundler:
         return True
 
 
+def with_engine(plan: BundlePlan, *, root: Path | None = None) -> BundlePlan:
+    """A bundle that loads the engine (native.py) also carries its built C module, when this checkout has one."""
+    base = root or REPO_ROOT
+    if NATIVE_LOADER not in plan.files or not (base / ENGINE_MODULE).is_file():
+        return plan
+    return replace(plan, files=tuple(sorted({*plan.files, ENGINE_MODULE})))
+
+
 def bundled_code(handler_module: str) -> lambda_.Code:
-    plan = plan_bundle(handler_module)
+    plan = with_engine(plan_bundle(handler_module))
     return lambda_.Code.from_asset(
         str(REPO_ROOT / "lambdas"),
         asset_hash_type=cdk.AssetHashType.CUSTOM,

@@ -103,6 +103,8 @@ def processor_environment(
         "INCLUDE_LAST_STEP": "true" if processing.include_last_step else "false",
         # the job queue's maxReceiveCount: the last delivery publishes what it has (handler.py)
         "MAX_RECEIVE_COUNT": str(processing.max_receive_count),
+        # the bundle carries the C engine (python_function.ENGINE_MODULE): a cold start that cannot load it warns
+        "PROFSTACK_EXPECT_ENGINE": "c",
     }
 
 

@@ -24,28 +24,66 @@ pytestmark = pytest.mark.slow
 SAMPLE = TRACES_DIR / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
 
 
-def _run(argv: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+def _run(
+    argv: list[str], extra_env: dict[str, str] | None = None, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    env.update(extra_env or {})
     return subprocess.run(argv, capture_output=True, text=True, check=False, env=env, timeout=600, **kwargs)  # type: ignore[call-overload,no-any-return]
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("wheel")
+def _build_and_install(root: Path, **env: str) -> tuple[Path, Path, str]:
+    """A wheel built from a copy of the project (no built module in it), installed into a fresh virtualenv;
+    and what the build said on stderr."""
     src = root / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "setup.py"):
         shutil.copy(REPO_ROOT / name, src / name)
-    shutil.copytree(REPO_ROOT / "profstack", src / "profstack", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO_ROOT / "profstack", src / "profstack", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     dist = root / "dist"
-    built = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)])
+    # -v: pip shows the build backend's own output (the "not built" line) only when verbose
+    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "-w", str(dist), f"{src}/"]
+    built = _run(argv, extra_env=env)
     assert built.returncode == 0, built.stderr[-2000:]
     (wheel,) = dist.glob("profstack-*.whl")
     env_dir = root / "venv"
     venv.create(env_dir, with_pip=True)
     pip = _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)])
     assert pip.returncode == 0, pip.stderr[-2000:]
+    return wheel, env_dir, built.stdout + built.stderr
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    wheel, env_dir, _ = _build_and_install(tmp_path_factory.mktemp("wheel"))
     return wheel, env_dir
+
+
+def _backend(env_dir: Path, cwd: Path) -> str:
+    probe = _run(
+        [str(env_dir / "bin" / "python"), "-c", "from profstack.analysis import native; print(native.backend())"],
+        cwd=cwd,
+    )
+    assert probe.returncode == 0, probe.stderr
+    return probe.stdout.strip()
+
+
+def test_the_wheel_carries_the_c_engine_built_for_this_python(installed: tuple[Path, Path], tmp_path: Path) -> None:
+    wheel, env_dir = installed
+    # THEN `pip wheel .` compiled the engine into the wheel (before: only its .c source was in it, and an
+    # installed wheel ran the Python loop), and the installed package runs it
+    assert [n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("profstack/analysis/_gpuaccel.cpython-")]
+    assert _backend(env_dir, tmp_path) == "c"
+
+
+def test_without_a_compiler_the_install_still_works_and_says_so_once(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    # GIVEN no working C compiler (CC names a program that fails)
+    _, env_dir, stderr = _build_and_install(tmp_path_factory.mktemp("nocc"), CC="false", LDSHARED="false")
+    # THEN the build succeeds with one stated warning, and the installed package runs the Python loop
+    assert stderr.count("profstack: the C engine was not built") == 1, stderr[-3000:]
+    assert _backend(env_dir, tmp_path) == "python"
 
 
 def test_the_wheel_ships_only_the_profstack_package(installed: tuple[Path, Path]) -> None:

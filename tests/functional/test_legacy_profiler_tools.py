@@ -493,7 +493,7 @@ def test_cleanup_dry_run_changes_nothing_and_apply_touches_only_verified(seeded:
     assert _snapshot(seeded) == before
 
 
-def _cli_clients(c: AccountClients, monkeypatch: pytest.MonkeyPatch) -> None:
+def cli_clients(c: AccountClients, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI's AWS clients are the seeded account's (sts: the caller's account, the expected bucket owner)."""
     import profstack.cli._aws as aws
 
@@ -514,7 +514,7 @@ def test_cli_audit_table_json_and_cleanup(
     seeded: Seeded, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     c = seeded.clients
-    _cli_clients(c, monkeypatch)
+    cli_clients(c, monkeypatch)
     # WHEN the audit prints its table THEN each finding has its size, cost and the command to act on it
     _stub_account(seeded.stubber)
     assert main(["legacy", "audit", "--days", "30"]) == 0
@@ -675,7 +675,7 @@ def test_cli_cleanup_dry_run_lists_every_object_it_would_tag(
     seeded: Seeded, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     c = seeded.clients
-    _cli_clients(c, monkeypatch)
+    cli_clients(c, monkeypatch)
     _stub_account(seeded.stubber)
     # WHEN a dry run asks for the objects (before: only the prefixes and a count were printed)
     assert main(["legacy", "cleanup", "--days", "30", "--list-objects"]) == 0

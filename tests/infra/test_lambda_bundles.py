@@ -1,6 +1,6 @@
 """Each Lambda function's bundle holds exactly what its handler imports, and imports under the runtime's Python.
 
-The bundles are built for this machine's platform from the same pins as the Lambda's (arm64) bundles,
+The bundles are built for this machine's platform from the same pins as the Lambda's (x86_64) bundles,
 then each handler module is imported in a fresh interpreter that sees only the bundle and the standard
 library (`python -I -S`): a module the bundle lacks fails here, not at a cold start in AWS.
 """
@@ -69,8 +69,9 @@ def test_each_bundle_imports_in_isolation_and_carries_only_what_it_needs(
     # GIVEN this machine's wheels for the runtime's pins (fetched once, as `make install` does)
     pf.fetch_wheels(pf.host_platform())
     sizes: dict[str, int] = {}
+    engines: dict[str, str] = {}
     for module, env in sorted(_functions(synthesized).items()):
-        plan = plan_bundle(module)
+        plan = pf.with_engine(plan_bundle(module))
         out = tmp_path / module
         # one install per requirement set, shared (and compiled once) by the functions that use it
         site = pf.installed_requirements(plan.requirements, platform=pf.host_platform())
@@ -79,6 +80,7 @@ def test_each_bundle_imports_in_isolation_and_carries_only_what_it_needs(
         pf.write_bundle(replace(plan, requirements=()), out, platform=pf.host_platform())
         path = [str(out), str(site)]
         code = f"import sys; sys.path[:0] = {path!r}; import {module}; print(sys.modules[{module!r}].handler)"
+        code += "; n = sys.modules.get('profstack.analysis.native'); print('engine', n.backend() if n else '-')"
         run = subprocess.run(
             [sys.executable, "-I", "-S", "-c", code],
             capture_output=True,
@@ -88,6 +90,7 @@ def test_each_bundle_imports_in_isolation_and_carries_only_what_it_needs(
         )
         # THEN it imports and exposes `handler`
         assert run.returncode == 0, f"{module}: {run.stderr[-1500:]}"
+        engines[module] = run.stdout.split("engine ")[-1].strip()
         # AND no other function's code or the CLI came along
         files = {p.relative_to(out).as_posix() for p in out.rglob("*.py") if p.parts[len(out.parts)] == "lambdas"}
         own = module.split(".")[1]
@@ -102,6 +105,12 @@ def test_each_bundle_imports_in_isolation_and_carries_only_what_it_needs(
             for p in folder.rglob("*")
             if p.is_file() and "__pycache__" not in p.parts
         )
+    # AND the functions that analyse traces run the C engine from their bundle (before: they shipped Python sources
+    # only, and production ran the Python loop), where this checkout built it
+    for module in ("lambdas.trace_processor.handler", "lambdas.trace_processor.analyze_file"):
+        expected = "c" if (pf.REPO_ROOT / pf.ENGINE_MODULE).is_file() else "python"
+        assert engines[module] == expected, (module, engines[module])
+        assert ((tmp_path / module / pf.ENGINE_MODULE).is_file()) is (expected == "c")
     # AND the TensorBoard app functions do not carry the analysis engine or its decoder
     for module in sizes:
         if module.startswith("lambdas.tensorboard_app"):

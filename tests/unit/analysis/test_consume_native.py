@@ -39,6 +39,7 @@ from profstack.analysis.gpu import (
 )
 from profstack.analysis.memory import MEMORY_EVENT
 from profstack.analysis.sources import discover_sources
+from tests.unit.analysis.neutral import engine_neutral
 
 from .bitexact import Flat, first_difference, flatten
 from .hostile_traces import distinct_kernel_names, one_huge_name
@@ -1109,7 +1110,7 @@ def summary_text(sources: Callable[[], list[Any]], opts: AnalysisOptions | None 
     except Exception as exc:
         return f"analyze raised {type(exc).__name__}: {exc}"
     try:
-        return json.dumps(result.summary, indent=2, allow_nan=False) + "\n"
+        return json.dumps(engine_neutral(result.summary), indent=2, allow_nan=False) + "\n"
     except ValueError as exc:
         return f"ValueError: {exc}"
 

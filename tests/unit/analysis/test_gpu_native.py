@@ -44,6 +44,7 @@ from profstack.analysis.gpu import (
 )
 from profstack.analysis.sources import discover_sources
 from tests.conftest import TRACES_DIR as TRACES
+from tests.unit.analysis.neutral import engine_neutral
 
 from .bitexact import Flat, first_difference, flatten
 from .conftest import all_trace_files
@@ -1009,7 +1010,7 @@ def summary_text(sources: Callable[[], list[Any]], opts: AnalysisOptions | None 
     """The CLI's serialisation (profstack/cli/analyze.py) of the summary, or the error it raises."""
     result = analyze(sources(), opts)
     try:
-        return json.dumps(result.summary, indent=2, allow_nan=False) + "\n"
+        return json.dumps(engine_neutral(result.summary), indent=2, allow_nan=False) + "\n"
     except ValueError as exc:
         return f"ValueError: {exc}"
 

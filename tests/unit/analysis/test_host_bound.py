@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, native, parse
+from tests.unit.analysis.neutral import engine_neutral
 
 from .synth import busy_steps
 
@@ -27,7 +28,7 @@ def big_trace(n: int) -> bytes:
 
 def run(data: bytes) -> dict[str, Any]:
     result = analyze([BytesTraceSource(data, "rank0.pt.trace.json")], AnalysisOptions(top_k=10))
-    return json.loads(json.dumps(result.summary))
+    return json.loads(json.dumps(engine_neutral(result.summary)))
 
 
 def cut_messages(s: dict[str, Any]) -> list[str]:

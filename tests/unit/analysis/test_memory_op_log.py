@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, memory, native, parse
+from tests.unit.analysis.neutral import engine_neutral
 
 from .test_consume_native import C_MODULE
 from .test_memory_second_pass import ODD, Interner, memory_events, op
@@ -69,7 +70,7 @@ def summary(data: bytes, *, use_log: bool) -> tuple[dict[str, Any], Passes]:
         if not use_log:
             mp.setattr(parse, "_op_log", lambda meta: None)
         result = analyze([BytesTraceSource(data, "rank0.pt.trace.json")], AnalysisOptions(top_k=50))
-    return json.loads(json.dumps(result.summary)), passes
+    return json.loads(json.dumps(engine_neutral(result.summary))), passes
 
 
 def memory_section(s: dict[str, Any]) -> Any:

@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from profstack.analysis import AnalysisOptions, analyze, native, parse, reader
 from profstack.analysis.memory import MEMORY_EVENT
 from profstack.analysis.sources import discover_sources
+from tests.unit.analysis.neutral import engine_neutral
 
 from .bitexact import Flat, first_difference, flatten
 from .test_consume_native import C_MODULE, CATS, COMMON_CATS, JSON_NAMES, PHS, Knobs, knobs_strategy, make_parser
@@ -557,7 +558,7 @@ def test_every_sample_trace_gives_the_same_summary_with_the_reader(path: Path) -
             mp.setattr(native, "ACCEL", accel)
             # WHEN analysed with the Python loops only, and with the C reader
             result = analyze(discover_sources([path]), AnalysisOptions(top_k=10))
-            texts[use] = json.dumps(result.summary, sort_keys=True)
+            texts[use] = json.dumps(engine_neutral(result.summary), sort_keys=True)
     # THEN the summaries are the same text, and the reader took every batch
     assert texts["python"] == texts["reader"]
     assert counting.taken, "the reader was not called"
@@ -600,8 +601,11 @@ def test_a_file_the_reader_keeps_declining_goes_to_msgspec_without_a_try(
     counting = CountingReader(C_MODULE)
     monkeypatch.setattr(native, "ACCEL", counting)
     # WHEN analysed
-    with_reader = json.dumps(analyze(discover_sources([path]), AnalysisOptions()).summary, sort_keys=True)
+    with_reader = json.dumps(
+        engine_neutral(analyze(discover_sources([path]), AnalysisOptions()).summary), sort_keys=True
+    )
     # THEN the reader was tried READER_GIVE_UP + 1 times, then no more; the summary is the Python loop's
     assert counting.taken == [False] * (parse.READER_GIVE_UP + 1)
     monkeypatch.setattr(native, "ACCEL", None)
-    assert with_reader == json.dumps(analyze(discover_sources([path]), AnalysisOptions()).summary, sort_keys=True)
+    plain = analyze(discover_sources([path]), AnalysisOptions()).summary
+    assert with_reader == json.dumps(engine_neutral(plain), sort_keys=True)

@@ -54,6 +54,11 @@ def _listing(stub: Stubber, bucket: str, prefix: str, keys: list[str]) -> None:
     )
 
 
+def _unversioned(stub: Stubber, bucket: str) -> None:
+    """The audit asks once per bucket whether it keeps older versions (they are billed and must expire too)."""
+    stub.add_response("get_bucket_versioning", {}, {"Bucket": bucket, "ExpectedBucketOwner": ACCOUNT})
+
+
 def test_output_in_another_accounts_bucket_is_never_tagged_nor_given_a_lifecycle(
     stubbed: tuple[AccountClients, Stubber, Stubber],
 ) -> None:
@@ -99,6 +104,7 @@ def test_cleanup_names_this_account_as_owner_on_every_s3_call(
     sm_stub.add_response("describe_training_job", job, {"TrainingJobName": "job-a"})
     key = "jobs/job-a/rule-output/ProfilerReport/profiler-report.html"
     _listing(s3_stub, "own-bucket", "jobs/job-a/rule-output/", [key])
+    _unversioned(s3_stub, "own-bucket")
     _listing(s3_stub, "own-bucket", "jobs/job-a/profiler-output/", [])
     sm_stub.add_response("list_apps", {"Apps": []}, {})
     report = audit_account(clients, since_days=30, now=NOW)
@@ -292,6 +298,7 @@ def test_cleanup_follows_the_listing_past_its_first_page(stubbed: tuple[AccountC
         )
 
     pages()
+    _unversioned(s3_stub, "own-bucket")
     _listing(s3_stub, "own-bucket", "jobs/job-a/profiler-output/", [])
     report = audit_account(clients, since_days=30, now=NOW)
     # WHEN a dry run counts what it would tag THEN both pages, 1,003 objects, are there

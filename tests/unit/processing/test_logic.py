@@ -201,6 +201,9 @@ def test_merge_partials_rebuilds_the_cross_rank_view_with_the_engines_rules() ->
     # (in the rank's own section: the merge rebuilds each run's table from the ranks, as the engine does)
     slow["ranks"][0]["steps"]["mean_us"] = 2_000_000.0
     slow["ranks"][0]["temporal_breakdown"]["compute_time_us"] = 9_000_000.0
+    # and, as in a real collective, rank 0 waits for it (60% of its step exposed communication) while it does not
+    fast["ranks"][0]["communication"]["exposed_pct_of_step"] = 60.0
+    slow["ranks"][0]["communication"]["exposed_pct_of_step"] = 0.0
     engine = ProfStackEngine()
     # WHEN merged
     merged = merge_partials([fast, slow], [], cross_rank=lambda table: engine.cross_rank(table, {}))
