@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -109,6 +110,11 @@ USER_DATA_PREFIXES = (TRACES_PREFIX, TENSORBOARD_PREFIX, REPORTS_PREFIX)
 PROFSTACK_PREFIXES = (TRACES_PREFIX, TENSORBOARD_PREFIX, REPORTS_PREFIX, HISTORY_PREFIX, ATHENA_RESULTS_PREFIX)
 
 
+def _deny(sid: str, **kwargs: Any) -> iam.PolicyStatement:
+    """A Deny statement of the bucket policy, for every principal (conditions say whom it spares)."""
+    return iam.PolicyStatement(sid=sid, effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()], **kwargs)
+
+
 def _leading_parts(prefixes: tuple[str, ...]) -> list[str]:
     """Every proper beginning of the prefixes ("", "t", "tr", …, "traces"): listing with one of them would list
     the keys under the prefix too."""
@@ -145,16 +151,13 @@ class BucketBoundary:
         user_roles = role_arn_pattern(users_role_path_root(self.prefix))
         user_data = [bucket.arn_for_objects(f"{p}*") for p in USER_DATA_PREFIXES]
         own_data = [bucket.arn_for_objects(f"{p}{self._tag_variable()}/*") for p in USER_DATA_PREFIXES]
-        anyone = [iam.AnyPrincipal()]
         listers = [*privileged, user_roles, role_arn_pattern(analyst_role_path(self.prefix))]
         tag_key = LEGACY_RULE_OUTPUT_TAG[0]
         found = [
             # the expiry tag deletes what it is on: only ProfStack's processing roles (they tag a finished job's
             # legacy rule-output/) and break-glass may set it, on any object, in a tagging call or an upload
-            iam.PolicyStatement(
-                sid="ExpiryTagSetOnlyByProcessingBreakGlass",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "ExpiryTagSetOnlyByProcessingBreakGlass",
                 actions=["s3:PutObject", "s3:PutObjectTagging", "s3:PutObjectVersionTagging"],
                 resources=[bucket.arn_for_objects("*")],
                 conditions={
@@ -163,29 +166,23 @@ class BucketBoundary:
                 },
             ),
             # no tag of any kind on ProfStack's data but by processing and break-glass
-            iam.PolicyStatement(
-                sid="ProfStackDataTaggedOnlyByProcessingBreakGlass",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "ProfStackDataTaggedOnlyByProcessingBreakGlass",
                 actions=list(TAG_WRITE_ACTIONS),
                 resources=[bucket.arn_for_objects(f"{p}*") for p in PROFSTACK_PREFIXES],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
             ),
             # in-progress uploads name their keys, and ListMultipartUploads takes no s3:prefix condition
-            iam.PolicyStatement(
-                sid="UploadsListedOnlyByProcessingBreakGlass",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "UploadsListedOnlyByProcessingBreakGlass",
                 actions=["s3:ListBucketMultipartUploads"],
                 resources=[bucket.bucket_arn],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
             ),
             # key names under ProfStack's prefixes are users' data: principals outside ProfStack (a training job's
             # role, an administrator) list none of them, nor the bucket's top level; users list their own (below)
-            iam.PolicyStatement(
-                sid="ProfStackKeysListedOnlyByProfStack",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "ProfStackKeysListedOnlyByProfStack",
                 actions=["s3:ListBucket", "s3:ListBucketVersions"],
                 resources=[bucket.bucket_arn],
                 conditions={
@@ -193,10 +190,8 @@ class BucketBoundary:
                     "StringLike": {"s3:prefix": [f"{p}*" for p in PROFSTACK_PREFIXES]},
                 },
             ),
-            iam.PolicyStatement(
-                sid="ProfStackKeysListedOnlyByProfStackEvenByTheirBeginning",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "ProfStackKeysListedOnlyByProfStackEvenByTheirBeginning",
                 actions=["s3:ListBucket", "s3:ListBucketVersions"],
                 resources=[bucket.bucket_arn],
                 conditions={
@@ -204,35 +199,27 @@ class BucketBoundary:
                     "StringEquals": {"s3:prefix": _leading_parts(PROFSTACK_PREFIXES)},
                 },
             ),
-            iam.PolicyStatement(
-                sid="BucketListedWithoutPrefixOnlyByProfStack",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "BucketListedWithoutPrefixOnlyByProfStack",
                 actions=["s3:ListBucket", "s3:ListBucketVersions"],
                 resources=[bucket.bucket_arn],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": listers}, "Null": {"s3:prefix": "true"}},
             ),
-            iam.PolicyStatement(
-                sid="UserDataReadOnlyByOwnerProcessingBreakGlass",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "UserDataReadOnlyByOwnerProcessingBreakGlass",
                 actions=list(READ_ACTIONS),
                 resources=user_data,
                 conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, own_user_role]}},
             ),
-            iam.PolicyStatement(
-                sid="UserRolesOnlyTheirOwnPrefixes",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "UserRolesOnlyTheirOwnPrefixes",
                 actions=[*READ_ACTIONS, *WRITE_ACTIONS],
                 not_resources=own_data,
                 conditions={"ArnLike": {"aws:PrincipalArn": user_roles}},
             ),
             # key names are data too (job names, hosts, file names): a user's role lists only its own prefixes
-            iam.PolicyStatement(
-                sid="UserRolesListOnlyTheirOwnPrefixes",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "UserRolesListOnlyTheirOwnPrefixes",
                 actions=["s3:ListBucket", "s3:ListBucketVersions"],
                 resources=[bucket.bucket_arn],
                 conditions={
@@ -240,10 +227,8 @@ class BucketBoundary:
                     "StringNotLike": {"s3:prefix": [f"{p}{self._tag_variable()}/*" for p in USER_DATA_PREFIXES]},
                 },
             ),
-            iam.PolicyStatement(
-                sid="ReportsWrittenOnlyByProcessingBreakGlass",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "ReportsWrittenOnlyByProcessingBreakGlass",
                 actions=list(WRITE_ACTIONS),
                 resources=[bucket.arn_for_objects(f"{REPORTS_PREFIX}*")],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
@@ -257,26 +242,20 @@ class BucketBoundary:
         history = bucket.arn_for_objects(f"{HISTORY_PREFIX}*")
         results = bucket.arn_for_objects(f"{ATHENA_RESULTS_PREFIX}*")
         found += [
-            iam.PolicyStatement(
-                sid="HistoryReadOnlyByProcessingAnalystsBreakGlass",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "HistoryReadOnlyByProcessingAnalystsBreakGlass",
                 actions=list(READ_ACTIONS),
                 resources=[history],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, analysts]}},
             ),
-            iam.PolicyStatement(
-                sid="HistoryWrittenOnlyByProcessingBreakGlass",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "HistoryWrittenOnlyByProcessingBreakGlass",
                 actions=list(WRITE_ACTIONS),
                 resources=[history],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
             ),
-            iam.PolicyStatement(
-                sid="QueryResultsOnlyAnalystsBreakGlass",
-                effect=iam.Effect.DENY,
-                principals=anyone,
+            _deny(
+                "QueryResultsOnlyAnalystsBreakGlass",
                 actions=[*READ_ACTIONS, *WRITE_ACTIONS],
                 resources=[results],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": [analysts, *break_glass]}},
@@ -285,10 +264,8 @@ class BucketBoundary:
         writers = list(self.storage.trace_writer_principal_arns)
         if writers:
             found.append(
-                iam.PolicyStatement(
-                    sid="TracesWrittenOnlyByConfiguredWriters",
-                    effect=iam.Effect.DENY,
-                    principals=anyone,
+                _deny(
+                    "TracesWrittenOnlyByConfiguredWriters",
                     actions=list(WRITE_ACTIONS),
                     resources=[bucket.arn_for_objects(f"{p}*") for p in (TRACES_PREFIX, TENSORBOARD_PREFIX)],
                     conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, *writers]}},
