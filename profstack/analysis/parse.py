@@ -158,8 +158,10 @@ def loose_args(raw: dict[str, Any]) -> tuple[Args, list[str]]:
         value = raw[key]
         if name in _INT_ARGS or name in _I32_ARGS:
             got: Any = loose_int(value, 32 if name in _I32_ARGS else 64)
+        elif name == "stream" and isinstance(value, str) and not _DECIMAL.fullmatch(value.strip()):
+            got = value  # a named stream ("stream 7"), as Args keeps it
         elif name == "stream":
-            got = loose_int(value) if not (isinstance(value, str) and not _DECIMAL.fullmatch(value.strip())) else value
+            got = loose_int(value)
         elif name == "bytes":
             got = loose_int(value)
             if got is None and isinstance(value, float) and math.isfinite(value) and 0 <= value <= 2.0**62:

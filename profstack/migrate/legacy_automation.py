@@ -17,7 +17,6 @@ listed at all. AWS clients are injected; each service is read by its own guarded
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -321,6 +320,3 @@ def other_targets(rule: Node, graph: Graph) -> list[tuple[str, str]]:
         if node is None or node.verdict != "profiler":
             out.append((target_id, arn))
     return out
-
-
-Reader = Callable[[Any, Graph, LegacyPaths], None]

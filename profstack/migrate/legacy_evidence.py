@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -335,7 +335,3 @@ def describe_failure(section: str, service: str, exc: Exception) -> str:
     if status:
         what += f" (HTTP {status})"
     return f"{section}: {what}; this section is incomplete"
-
-
-def first(items: Iterable[Evidence | None]) -> Evidence | None:
-    return next((e for e in items if e is not None), None)

@@ -343,13 +343,6 @@ def is_versioned(s3: S3Client, bucket: str, report: AuditReport, expected_owner:
     return report.versioned[bucket]
 
 
-def measure_prefix(
-    s3: S3Client, location: S3Prefix, folder: str = "rule-output", *, expected_owner: str | None = None
-) -> PrefixUsage:
-    items = _list_current(s3, location, expected_owner)
-    return PrefixUsage(location, len(items), sum(size for _, size, _ in items), folder)
-
-
 def _usage(location: S3Prefix, folder: str, items: list[tuple[str, int, bool]]) -> PrefixUsage:
     current = [i for i in items if i[2]]
     return PrefixUsage(
@@ -651,9 +644,9 @@ def _apps(sm: SageMakerClient, report: AuditReport) -> None:
 # --- (c) IAM and (e) automation: one graph (legacy_automation) ------------------------------------------------
 
 
-def _command(node: Node, graph: Graph) -> str:
+def _command(node: Node, others: list[tuple[str, str]]) -> str:
+    """What to run to act on a node; `others`: a rule's targets that are not Profiler's (a partial edit)."""
     if node.kind == "rule":
-        others = other_targets(node, graph)
         if others:
             ids = " ".join(t for t, a in node.targets if (t, a) not in others)
             return f"aws events remove-targets --rule {node.name} --ids {ids}   # only the Profiler targets"
@@ -678,15 +671,16 @@ def graph_findings(graph: Graph) -> list[Finding]:
         if node.evidence is None:
             continue
         verdict = node.evidence.verdict
-        why = node.evidence.reason
-        if node.kind == "rule" and verdict == "profiler" and other_targets(node, graph):
-            names = ", ".join(a.rsplit(":", 1)[-1] for _, a in other_targets(node, graph))
-            why += f"; it also targets {names} (not Profiler's): remove only the Profiler targets"
-        iam = node.kind in {"iam-policy", "iam-role"}
         # a role is Profiler's only when it exists for Profiler alone; a shared role is edited through its policy
-        verified = verdict == "profiler" and (node.kind != "iam-role" or node.profiler_only)
         if node.kind == "iam-role" and verdict == "profiler" and not node.profiler_only:
             continue
+        why = node.evidence.reason
+        others = other_targets(node, graph) if node.kind == "rule" else []
+        if verdict == "profiler" and others:
+            names = ", ".join(a.rsplit(":", 1)[-1] for _, a in others)
+            why += f"; it also targets {names} (not Profiler's): remove only the Profiler targets"
+        iam = node.kind in {"iam-policy", "iam-role"}
+        verified = verdict == "profiler"
         findings.append(
             Finding(
                 kind=node.kind,
@@ -694,7 +688,7 @@ def graph_findings(graph: Graph) -> list[Finding]:
                 why=(why + ": kept (Debugger is not Profiler)") if verdict == "debugger" else why,
                 verified=verified,
                 profiler_only=(node.profiler_only if verified else None) if iam else None,
-                command="" if verdict == "debugger" else _command(node, graph),
+                command="" if verdict == "debugger" else _command(node, others),
                 owner="debugger" if verdict == "debugger" else "profiler",
             )
         )

@@ -146,6 +146,20 @@ def _alarms(cloudwatch: Any) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _foreign_alarm(cloudwatch: Any, name: str) -> None:
+    """An alarm this manager did not create (no managed-by tag)."""
+    cloudwatch.put_metric_alarm(
+        AlarmName=name,
+        MetricName="x",
+        Namespace="y",
+        Statistic="Average",
+        Period=60,
+        EvaluationPeriods=1,
+        Threshold=1,
+        ComparisonOperator="GreaterThanThreshold",
+    )
+
+
 def test_sync_creates_updates_and_deletes_one_jobs_alarms(cloudwatch: Any) -> None:
     store = CloudWatchAlarms(cloudwatch, topic_arn=TOPIC)
     sm = FakeSageMaker()
@@ -165,16 +179,7 @@ def test_sync_creates_updates_and_deletes_one_jobs_alarms(cloudwatch: Any) -> No
     # AND a repeated sync changes nothing
     assert sync_job("job-a", jobs=sm, alarms=store, settings=SETTINGS, now=WARM).unchanged == 10
     # WHEN it ends THEN every alarm of the job goes, and only those
-    cloudwatch.put_metric_alarm(
-        AlarmName="someone-elses-alarm",
-        MetricName="x",
-        Namespace="y",
-        Statistic="Average",
-        Period=60,
-        EvaluationPeriods=1,
-        Threshold=1,
-        ComparisonOperator="GreaterThanThreshold",
-    )
+    _foreign_alarm(cloudwatch, "someone-elses-alarm")
     sm.set(describe("job-a", "Failed", count=2))
     ended = sync_job("job-a", jobs=sm, alarms=store, settings=SETTINGS, now=WARM)
     assert len(ended.deleted) == 10
@@ -185,16 +190,7 @@ def test_an_alarm_named_like_a_job_alarm_but_not_created_here_is_never_deleted(c
     # GIVEN someone else's alarm whose name parses as job-a's GPU alarm (no managed-by tag), and job-a running
     store = CloudWatchAlarms(cloudwatch, topic_arn=TOPIC, manager="profstack")
     impostor = alarm_name(PREFIX, "job-a", "algo-9", "GpuUtilizationLow")
-    cloudwatch.put_metric_alarm(
-        AlarmName=impostor,
-        MetricName="x",
-        Namespace="y",
-        Statistic="Average",
-        Period=60,
-        EvaluationPeriods=1,
-        Threshold=1,
-        ComparisonOperator="GreaterThanThreshold",
-    )
+    _foreign_alarm(cloudwatch, impostor)
     sm = FakeSageMaker()
     sm.set(describe("job-a", "InProgress", count=1))
     sync_job("job-a", jobs=sm, alarms=store, settings=SETTINGS, now=WARM)
