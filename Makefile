@@ -18,10 +18,10 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install hooks lint format typecheck test test-fast synth demo bench screenshot sanitize wheel clean
+.PHONY: help install hooks lint format typecheck test test-fast synth demo bench screenshot sanitize wheel wheels arm64-check clean
 
 help:  ## list targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMPS)/venv: requirements/runtime.txt requirements/infra.txt requirements/dev.txt requirements/constraints.txt pyproject.toml
 	@mkdir -p $(STAMPS)
@@ -54,7 +54,7 @@ $(STAMPS)/mlflow-venv: requirements/mlflow-server.txt
 
 # The C per-op loop of the GPU accumulator (profstack/analysis/native.py): built with the machine's C compiler,
 # skipped with a notice without one (the Python loop gives the same summaries, slower).
-$(STAMPS)/native: $(STAMPS)/venv profstack/analysis/_gpuaccel.c profstack/analysis/native_build.py setup.py
+$(STAMPS)/native: $(STAMPS)/venv $(wildcard profstack/analysis/csrc/*.c profstack/analysis/csrc/*.h) profstack/analysis/native_build.py setup.py
 	$(BIN)/python -m profstack.analysis.native_build
 	@touch $@
 
@@ -85,6 +85,12 @@ sanitize: $(STAMPS)/venv  ## build the C engine with ASan + UBSan and run its te
 
 wheel: $(STAMPS)/venv  ## build the profstack wheel into dist/ (the C engine compiled in where a compiler exists)
 	$(BIN)/python -m pip wheel --no-deps --no-build-isolation -w dist .
+
+wheels: $(STAMPS)/venv  ## the wheels users install without a compiler: manylinux x86_64 + aarch64 per CPython, and the pure one (scripts/wheels.py)
+	$(BIN)/python -m scripts.wheels --out dist
+
+arm64-check: $(STAMPS)/venv  ## run the aarch64 wheel on Debian's arm64 CPython under qemu-user; same summaries as x86_64 (scripts/arm64_check.py)
+	$(BIN)/python -m scripts.arm64_check --dist dist
 
 CONFIG ?= config/profstack.yaml
 

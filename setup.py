@@ -9,6 +9,7 @@ it), loaded by path so that a build needs nothing but setuptools.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -44,6 +45,9 @@ class OptionalBuildExt(build_ext):
             print(NO_ENGINE.format(why=f"{type(exc).__name__}: {exc}"), file=sys.stderr)
 
 
+#: PROFSTACK_BUILD_NATIVE=0 makes the pure py3-none-any wheel that scripts/wheels.py adds a prebuilt module to
+NATIVE = os.environ.get("PROFSTACK_BUILD_NATIVE", "1") != "0"
+
 setup(
     ext_modules=[
         Extension(
@@ -54,6 +58,8 @@ setup(
             libraries=["m"],
             optional=True,
         )
-    ],
+    ]
+    if NATIVE
+    else [],
     cmdclass={"build_ext": OptionalBuildExt},
 )

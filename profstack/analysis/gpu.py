@@ -283,7 +283,7 @@ class GpuAccumulator:
         by_op_start: bool,
     ) -> tuple[Any, ...]:
         """The per-op loop of ``add``: updates the per-name, per-type and per-stream state in place and returns
-        the batch's counters and sums for ``add`` to fold in (``_gpuaccel.c`` returns the same tuple)."""
+        the batch's counters and sums for ``add`` to fold in (``csrc/`` returns the same tuple)."""
         sel = self.selection
         mode = sel.mode
         in_window, hta = mode == "window", mode == "hta"

@@ -80,7 +80,7 @@ def union(sets: Sequence[Merged]) -> Merged:
 
 def _sort_and_sweep(sets: list[Merged]) -> Merged:
     """``merge`` of the intervals of ``sets``, sorted or not: the same sort and sweep in C where it is built
-    (profstack/analysis/_gpuaccel.c's ``union_spans``; endpoints are copied), else in Python."""
+    (profstack/analysis/csrc/'s ``union_spans``; endpoints are copied), else in Python."""
     accel = native.ACCEL
     if accel is not None:
         r = accel.union_spans(sets)

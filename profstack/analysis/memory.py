@@ -333,7 +333,7 @@ def _apply_op(
     intern: Any,
 ) -> None:
     """One op on its thread: each event within [ts, ts + dur] that no shorter op holds gets it (the name
-    interned once, when first needed). ``_gpuaccel.c``'s ``apply_one``."""
+    interned once, when first needed). ``csrc/``'s ``apply_one``."""
     times, idx = span
     nid = -1
     for k in range(bisect.bisect_left(times, ts), bisect.bisect_right(times, ts + dur)):

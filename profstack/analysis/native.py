@@ -1,6 +1,6 @@
 """The optional C accelerator: the engine's hot loops, and a JSON reader in front of msgspec.
 
-``_gpuaccel.c`` (beside this file) transliterates ``GpuAccumulator._add_ops``, ``_Parser._consume_events`` and
+``csrc/`` (beside this file) transliterates ``GpuAccumulator._add_ops``, ``_Parser._consume_events`` and
 three smaller loops, and reads a batch's JSON straight into the per-event loop (``decode_consume``, declining
 to msgspec on anything it does not convert exactly): the same state, changed in the same order, with Python's
 arithmetic (exact integers, int/float comparisons, the same rounding), so a summary is the same byte for byte

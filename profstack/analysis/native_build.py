@@ -16,21 +16,29 @@ import sysconfig
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "_gpuaccel.c"
+CSRC = HERE / "csrc"
 #: the flags every build uses (this script, and setup.py's Extension for `pip install` / `pip wheel`).
 #: -ffp-contract=off: no fused multiply-add (Python rounds a * b + c twice; FMA once)
-COMPILE_FLAGS = ("-O2", "-std=c11", "-ffp-contract=off", "-Wall", "-Wextra", "-Werror", "-fno-strict-aliasing")
+COMPILE_FLAGS = (
+    "-O2",
+    "-std=c11",
+    "-ffp-contract=off",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-fno-strict-aliasing",
+    "-fvisibility=hidden",  # the units share functions with each other, not with the process
+)
 FLAGS = ("-shared", "-fPIC", *COMPILE_FLAGS)
 
 
 def sources() -> list[Path]:
-    """The C sources of the module: every .c of csrc/ when the engine is split into units, else _gpuaccel.c."""
-    units = sorted((HERE / "csrc").glob("*.c"))
-    return units or [SOURCE]
+    """The C sources of the module: one unit per concern in csrc/ (csrc/README.md says which is which)."""
+    return sorted(CSRC.glob("*.c"))
 
 
 def include_dirs() -> list[Path]:
-    return [HERE / "csrc"] if (HERE / "csrc").is_dir() else []
+    return [CSRC]
 
 
 def target() -> Path:
@@ -59,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = build(args.out)
     except subprocess.CalledProcessError as exc:
-        print(f"native_build: compiling {SOURCE.name} failed (exit {exc.returncode})", file=sys.stderr)
+        print(f"native_build: compiling csrc/ failed (exit {exc.returncode})", file=sys.stderr)
         return 1
     if out is None:
         print(

@@ -960,7 +960,7 @@ class _Parser:
         self.invalid(f"event {e.name[:80]!r}: {_bad_time(e.ts, e.dur)}", negative=negative)
 
     def consume(self, events: Sequence[Event | BareEvent]) -> None:
-        """One decoded batch: the per-event loop (in C where ``native.ACCEL`` is built: ``_gpuaccel.c``'s
+        """One decoded batch: the per-event loop (in C where ``native.ACCEL`` is built: ``csrc/``'s
         ``consume_events``, a transliteration of ``_consume_events``), then the batch's column work."""
         # this batch's launches, handed to the join before its ops are looked at
         arrays = _BatchArrays.new()
@@ -978,7 +978,7 @@ class _Parser:
 
     def consume_json(self, batch: memoryview) -> bool:
         """One batch (a JSON array of events) read by the C reader straight into the loop of ``consume``, with
-        no ``Event`` per event (``_gpuaccel.c``'s ``decode_consume``). False, with nothing changed, where there
+        no ``Event`` per event (``csrc/``'s ``decode_consume``). False, with nothing changed, where there
         is no C module or the reader declines (anything outside the subset of JSON it converts exactly, or a
         batch msgspec would reject): the caller then decodes the batch with msgspec and calls ``consume``."""
         accel = native.ACCEL

@@ -141,7 +141,7 @@ class TimeBins:
         s, w, f = self.series[k], self.width, self.first
         accel = native.ACCEL
         if accel is not None and accel.bins_add(s, w, f, starts, ends) is not NotImplemented:
-            return  # the loop below, in C (profstack/analysis/_gpuaccel.c), the same additions in the same order
+            return  # the loop below, in C (profstack/analysis/csrc/), the same additions in the same order
         last = len(s) - 1
         inv = repeat(1.0 / w)
         firsts = map(floor, map(mul, starts, inv))

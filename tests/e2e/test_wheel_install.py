@@ -127,3 +127,36 @@ def test_the_installed_cli_analyses_a_sample_and_checks_a_config_without_boto3(
     assert aws.stderr.strip().splitlines() == [
         "profstack: error: this command talks to AWS and needs boto3: pip install 'profstack[aws]'"
     ]
+
+
+def test_the_manylinux_wheels_carry_a_module_for_their_platform_within_its_symbol_floor(tmp_path: Path) -> None:
+    # GIVEN `make wheels`' builder (zig as the cross compiler, auditwheel as the judge), for CPython 3.11
+    out = tmp_path / "dist"
+    built = _run([sys.executable, "-m", "scripts.wheels", "--out", str(out), "--python", "3.11"], cwd=REPO_ROOT)
+    assert built.returncode == 0, built.stderr[-3000:]
+    rows = [json.loads(line) for line in built.stdout.splitlines()]
+    # THEN one pure wheel and one native wheel per architecture, each within manylinux2014's glibc floor
+    assert {r["engine"] for r in rows} == {"python", "native"}
+    natives = {r["wheel"]: r for r in rows if r["engine"] == "native"}
+    assert sorted(n.split("-")[-1] for n in natives) == [
+        "manylinux_2_17_aarch64.manylinux2014_aarch64.whl",
+        "manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    ]
+    machine = {"x86_64": 62, "aarch64": 183}  # ELF e_machine
+    for name in natives:
+        arch = "aarch64" if "aarch64" in name else "x86_64"
+        with zipfile.ZipFile(out / name) as whl:
+            (module,) = [n for n in whl.namelist() if n.startswith("profstack/analysis/_gpuaccel.")]
+            assert module.endswith(f"cpython-311-{arch}-linux-gnu.so")
+            elf = whl.read(module)
+            wheel_meta = whl.read("profstack-0.1.0.dist-info/WHEEL").decode()
+        # AND the module is an ELF for that machine, and the metadata says the wheel is not pure
+        assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == machine[arch]
+        assert "Root-Is-Purelib: false" in wheel_meta and f"Tag: cp311-cp311-manylinux2014_{arch}" in wheel_meta
+    # AND the x86_64 wheel installs into a fresh virtualenv without a compiler and runs the C engine there
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    (x86,) = [n for n in natives if n.endswith("x86_64.whl")]
+    pip = _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(out / x86)], extra_env={"CC": "false"})
+    assert pip.returncode == 0, pip.stderr[-2000:]
+    assert _backend(env_dir, tmp_path) == "c"
