@@ -30,7 +30,8 @@ ATHENA_RESULTS_PREFIX = "athena-results/"
 UNOWNED_USER = "_unowned"
 
 # \Z, not $: `$` also matches before a trailing newline ("bob\n" would pass).
-TRACE_FILE_RE = re.compile(r"\.pt\.trace\.json(\.gz)?\Z")
+#: torch.profiler's Kineto traces, and TensorFlow's / JAX's XSpace profiles (plugins/profile/<run>/<host>.xplane.pb)
+TRACE_FILE_RE = re.compile(r"(\.pt\.trace\.json(\.gz)?|\.xplane\.pb)\Z")
 LEGACY_RULE_OUTPUT_TAG = ("profstack:class", "legacy-rule-output")
 
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")

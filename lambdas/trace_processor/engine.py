@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 from lambdas.trace_processor.aws import S3Object, S3TraceSource
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.errors import CorruptTracesError, TraceIOError
+from profstack.analysis.xplane import as_kineto
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -103,7 +104,7 @@ def analyze_objects(s3: S3Client, engine: Engine, env: ProcessorEnv, objects: Se
     """The job's summary over its trace files, streamed from S3. An S3 read failure fails the job for a
     retry (TraceIOError); a file the engine cannot parse is an input with status failed/partial; when no
     file at all can be parsed, CorruptTracesError (retried, then dead-lettered)."""
-    sources = [S3TraceSource(s3, o) for o in objects]
+    sources = [as_kineto(S3TraceSource(s3, o)) for o in objects]  # an .xplane.pb is read as its Kineto events
     summary = engine.analyze(
         sources, top_k=env.top_k, rule_thresholds=env.rule_thresholds, include_last_step=env.include_last_step
     )

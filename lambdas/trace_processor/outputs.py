@@ -46,6 +46,7 @@ from profstack import metric_names as m
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS, perfetto_plan
 from profstack.analysis.summary import add_findings
+from profstack.analysis.xplane import as_kineto
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -99,7 +100,7 @@ def write_perfetto(
                   "trim it locally with `profstack analyze --timeline-window A:B`")  # fmt: skip
             continue
         target = ctx.reports.child("perfetto", out.file_name)
-        source = S3TraceSource(reader, by_name[out.source])
+        source = as_kineto(S3TraceSource(reader, by_name[out.source]))
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
             trimmed = engine.trim(source, cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS)
             raise_read_failures([source])  # a failed read is retried, never a silently missing trace

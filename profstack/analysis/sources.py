@@ -59,7 +59,7 @@ class BytesTraceSource:
         return io.BytesIO(self.data)
 
 
-_TRACE_SUFFIXES = (".json", ".json.gz")
+_TRACE_SUFFIXES = (".json", ".json.gz", ".xplane.pb")
 
 
 def _is_trace_file(path: Path) -> bool:
@@ -67,7 +67,10 @@ def _is_trace_file(path: Path) -> bool:
 
 
 def discover_sources(paths: Sequence[str | Path]) -> list[TraceSource]:
-    """Files as given; directories searched recursively for ``*.json`` / ``*.json.gz`` (sorted)."""
+    """Files as given; directories searched recursively for ``*.json`` / ``*.json.gz`` and TensorFlow's / JAX's
+    ``*.xplane.pb`` (sorted); an XSpace is read as the Kineto events it holds (profstack/analysis/xplane.py)."""
+    from profstack.analysis.xplane import as_kineto
+
     found: list[TraceSource] = []
     seen: set[Path] = set()
     for raw in paths:
@@ -87,7 +90,7 @@ def discover_sources(paths: Sequence[str | Path]) -> list[TraceSource]:
                 continue
             seen.add(key)
             name = str(cand.relative_to(path)) if path.is_dir() else cand.name
-            found.append(FileTraceSource(cand, name=name))
+            found.append(as_kineto(FileTraceSource(cand, name=name)))
     return found
 
 

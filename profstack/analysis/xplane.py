@@ -1,0 +1,377 @@
+"""TensorFlow and JAX profiles (``*.xplane.pb``) read as the engine's events.
+
+TensorFlow's and JAX's profilers write one XSpace per host under ``<logdir>/plugins/profile/<run>/`` of the
+TensorBoard log folder. The XSpace is a protobuf (``tensorflow.profiler.XSpace``, defined in TSL's
+``tsl/profiler/protobuf/xplane.proto``, Apache-2.0); it is read here by the protobuf library from those
+definitions (``_descriptor``: the same fields and numbers as the .proto, nothing hand-parsed), and each event
+becomes a Kineto event, so the whole engine (steps, GPU busy/idle, top ops and kernels, transfers, rules) runs on
+it unchanged:
+
+* host planes (``/host:CPU``): each line (a thread) gives CPU spans, ``cat: cpu_op``; an event with a
+  ``step_num`` stat (``jax.profiler.StepTraceAnnotation``, ``tf.profiler.experimental.Trace(..., step_num=)``)
+  is the step ``ProfilerStep#<step_num>``; a host event with a ``correlation_id`` stat whose name is a CUDA/HIP
+  launch is a launch: ``cuda_driver`` for the driver API XLA calls (``cuLaunchKernel``), ``cuda_runtime`` for
+  ``cudaLaunchKernel`` / ``hipLaunchKernel``. HTA's launch-delay set holds runtime calls only, so XLA's launch
+  delays need ``--launch-calls all`` (as ROCm's do);
+* device planes (``/device:GPU:<n>``): each ``Stream #<id>`` line gives kernels (``cat: kernel``), memory copies
+  (``Memcpy*``, ``memcpy_details``: ``gpu_memcpy``) and sets (``Memset*``: ``gpu_memset``), with the device, the
+  stream and the correlation id as args. XProf's derived lines on the same plane (``XLA Ops``, ``XLA Modules``,
+  ``Steps``, ...) repeat the streams' time and are not counted, except on a device plane without stream lines
+  (TPU), where ``XLA Ops`` is the device's activity;
+* other planes (``/host:metadata``, task environment, ...) carry no timed work and are skipped.
+
+Times: an event starts at its line's ``timestamp_ns`` plus its ``offset_ps`` and lasts ``duration_ps``; both
+become microseconds, as Kineto writes them. An aggregated event (``num_occurrences`` instead of an offset) has
+no time and is skipped (counted in the header as ``xplaneSkippedAggregated``).
+
+Bounded: the protobuf is parsed whole (the format has no streaming reader), so a file larger than
+``MAX_XPLANE_BYTES`` is refused with a clear error, and at most ``MAX_XPLANE_EVENTS`` events are converted
+(beyond, the file is cut and the header says so; the engine marks the result incomplete).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from collections.abc import Iterator
+from functools import cache
+from typing import Any, BinaryIO, TypeVar, cast
+
+from profstack.analysis.errors import TraceSourceError
+
+XPLANE_SUFFIX = ".xplane.pb"
+MAX_XPLANE_BYTES = 256 << 20
+MAX_XPLANE_EVENTS = 20_000_000
+
+_DEVICE_PLANE = re.compile(r"^/device:(GPU|TPU|XPU|CPU):(\d+)")
+_HOST_PLANE = "/host:CPU"
+_STREAM_LINE = re.compile(r"^Stream #(\d+)")
+#: host calls that put work on a GPU stream (the runtime call of every GPU op, joined by correlation id)
+_LAUNCH = re.compile(
+    r"^(cu|cuda|hip)(LaunchKernel|LaunchCooperativeKernel|GraphLaunch|ModuleLaunchKernel|ExtLaunchKernel|Memcpy|Memset)"
+)
+#: XLA's CUPTI collector names copies MemcpyH2D / D2H / D2D / P2P; Kineto (and the engine's direction split) HtoD...
+_XLA_MEMCPY = {
+    "MemcpyH2D": "Memcpy HtoD",
+    "MemcpyD2H": "Memcpy DtoH",
+    "MemcpyD2D": "Memcpy DtoD",
+    "MemcpyP2P": "Memcpy PtoP",
+}
+_MEMCPY = re.compile(r"^(Memcpy|cuMemcpy|hipMemcpy)", re.IGNORECASE)
+_MEMSET = re.compile(r"^(Memset|cuMemset|hipMemset)", re.IGNORECASE)
+_PS_PER_US = 1_000_000
+
+
+def is_xplane_name(name: str) -> bool:
+    return name.endswith(XPLANE_SUFFIX)
+
+
+@cache
+def _classes() -> dict[str, Any]:
+    """The XSpace message classes, from a FileDescriptorProto with xplane.proto's messages and field numbers."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
+
+    F = descriptor_pb2.FieldDescriptorProto
+    fdp = descriptor_pb2.FileDescriptorProto(
+        name="profstack/xplane.proto", package="tensorflow.profiler", syntax="proto3"
+    )
+
+    def message(
+        name: str, fields: list[tuple[str, int, int, int, str]], oneofs: dict[str, list[str]] | None = None
+    ) -> Any:
+        m = fdp.message_type.add(name=name)
+        index = {}
+        for k, (oneof, _) in enumerate((oneofs or {}).items()):
+            m.oneof_decl.add(name=oneof)
+            index.update(dict.fromkeys(_, k))
+        for fname, number, ftype, label, type_name in fields:
+            f = m.field.add(name=fname, number=number, type=ftype, label=label)
+            if type_name:
+                f.type_name = type_name
+            if fname in index:
+                f.oneof_index = index[fname]
+        return m
+
+    opt, rep = F.LABEL_OPTIONAL, F.LABEL_REPEATED
+    i64, u64, dbl, s, b, msg = F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_DOUBLE, F.TYPE_STRING, F.TYPE_BYTES, F.TYPE_MESSAGE
+    p = ".tensorflow.profiler."
+    message(
+        "XStat",
+        [
+            ("metadata_id", 1, i64, opt, ""),
+            ("double_value", 2, dbl, opt, ""),
+            ("uint64_value", 3, u64, opt, ""),
+            ("int64_value", 4, i64, opt, ""),
+            ("str_value", 5, s, opt, ""),
+            ("bytes_value", 6, b, opt, ""),
+            ("ref_value", 7, u64, opt, ""),
+        ],
+        {"value": ["double_value", "uint64_value", "int64_value", "str_value", "bytes_value", "ref_value"]},
+    )
+    message(
+        "XEvent",
+        [
+            ("metadata_id", 1, i64, opt, ""),
+            ("offset_ps", 2, i64, opt, ""),
+            ("num_occurrences", 5, i64, opt, ""),
+            ("duration_ps", 3, i64, opt, ""),
+            ("stats", 4, msg, rep, p + "XStat"),
+        ],
+        {"data": ["offset_ps", "num_occurrences"]},
+    )
+    message(
+        "XLine",
+        [
+            ("id", 1, i64, opt, ""),
+            ("display_id", 10, i64, opt, ""),
+            ("name", 2, s, opt, ""),
+            ("display_name", 11, s, opt, ""),
+            ("timestamp_ns", 3, i64, opt, ""),
+            ("duration_ps", 9, i64, opt, ""),
+            ("events", 4, msg, rep, p + "XEvent"),
+        ],
+    )
+    message(
+        "XEventMetadata",
+        [
+            ("id", 1, i64, opt, ""),
+            ("name", 2, s, opt, ""),
+            ("display_name", 4, s, opt, ""),
+            ("metadata", 3, b, opt, ""),
+            ("stats", 5, msg, rep, p + "XStat"),
+            ("child_id", 6, i64, rep, ""),
+        ],
+    )
+    message("XStatMetadata", [("id", 1, i64, opt, ""), ("name", 2, s, opt, ""), ("description", 3, s, opt, "")])
+    plane = message(
+        "XPlane",
+        [
+            ("id", 1, i64, opt, ""),
+            ("name", 2, s, opt, ""),
+            ("lines", 3, msg, rep, p + "XLine"),
+            ("event_metadata", 4, msg, rep, p + "XPlane.EventMetadataEntry"),
+            ("stat_metadata", 5, msg, rep, p + "XPlane.StatMetadataEntry"),
+            ("stats", 6, msg, rep, p + "XStat"),
+        ],
+    )
+    for entry, value in (("EventMetadataEntry", "XEventMetadata"), ("StatMetadataEntry", "XStatMetadata")):
+        nested = plane.nested_type.add(name=entry)
+        nested.options.map_entry = True
+        nested.field.add(name="key", number=1, type=i64, label=opt)
+        nested.field.add(name="value", number=2, type=msg, label=opt, type_name=p + value)
+    message(
+        "XSpace",
+        [
+            ("planes", 1, msg, rep, p + "XPlane"),
+            ("errors", 2, s, rep, ""),
+            ("warnings", 3, s, rep, ""),
+            ("hostnames", 4, s, rep, ""),
+        ],
+    )
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return {
+        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.profiler.{name}"))
+        for name in ("XSpace", "XPlane")
+    }
+
+
+def parse_xspace(data: bytes) -> Any:
+    """The XSpace message of ``data``; TraceSourceError when it is not one."""
+    from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
+
+    space = _classes()["XSpace"]()
+    try:
+        space.ParseFromString(data)
+    except (DecodeError, RecursionError, ValueError) as exc:
+        raise TraceSourceError(f"not a readable XSpace profile (.xplane.pb): {exc}") from exc
+    return space
+
+
+def _stat_value(stat: Any) -> Any:
+    kind = stat.WhichOneof("value")
+    if kind is None:
+        return None
+    value = getattr(stat, kind)
+    if kind == "bytes_value":
+        return value.hex()
+    return value
+
+
+def _stats(event_stats: Any, stat_names: dict[int, str]) -> dict[str, Any]:
+    """An event's stats by name; a ``ref_value`` (an id into the plane's stat metadata) as the name it refers to."""
+    out: dict[str, Any] = {}
+    for stat in event_stats:
+        name = stat_names.get(stat.metadata_id)
+        if name is None:
+            continue
+        if stat.WhichOneof("value") == "ref_value":
+            out[name] = stat_names.get(stat.ref_value, "")
+        else:
+            out[name] = _stat_value(stat)
+    return out
+
+
+def _event_json(ev: dict[str, Any]) -> bytes:
+    return json.dumps(ev, separators=(",", ":"), allow_nan=False, default=str).encode()
+
+
+def _device_event(out: dict[str, Any], args: dict[str, Any], dev_id: int | None, stream: int) -> None:
+    name = out["name"]
+    if _MEMCPY.match(name) or "memcpy_details" in args:
+        out["cat"] = "gpu_memcpy"
+        out["name"] = _XLA_MEMCPY.get(name, name)
+    elif _MEMSET.match(name):
+        out["cat"] = "gpu_memset"
+    else:
+        out["cat"] = "kernel"
+    kargs: dict[str, Any] = {"device": dev_id, "stream": stream}
+    if isinstance(args.get("correlation_id"), int):
+        kargs["correlation"] = args["correlation_id"]
+    if isinstance(args.get("bytes_transferred"), int):
+        kargs["bytes"] = args["bytes_transferred"]
+    out["args"] = kargs
+
+
+def _host_event(out: dict[str, Any], args: dict[str, Any]) -> None:
+    if isinstance(args.get("step_num"), int):
+        out["cat"] = "user_annotation"
+        out["name"] = f"ProfilerStep#{args['step_num']}"
+    elif isinstance(args.get("correlation_id"), int) and _LAUNCH.match(out["name"]):
+        out["cat"] = (
+            "cuda_driver" if out["name"].startswith("cu") and not out["name"].startswith("cuda") else "cuda_runtime"
+        )
+        out["args"] = {"correlation": args["correlation_id"]}
+    else:
+        out["cat"] = "cpu_op"
+
+
+def _timed_lines(plane: Any, device: re.Match[str] | None) -> list[Any]:
+    """The lines whose events are the plane's work: a device's stream lines (else its XLA Ops), a host's all."""
+    if device is None:
+        return list(plane.lines)
+    streams = [line for line in plane.lines if _STREAM_LINE.match(line.name)]
+    return streams or [line for line in plane.lines if line.name == "XLA Ops"]
+
+
+def _plane_events(plane: Any, pid: int, budget: list[int], skipped: list[int]) -> Iterator[dict[str, Any]]:
+    device = _DEVICE_PLANE.match(plane.name)
+    if device is None and not plane.name.startswith(_HOST_PLANE):
+        return
+    stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+    event_names = {k: (v.display_name or v.name) for k, v in plane.event_metadata.items()}
+    event_stats = {k: v.stats for k, v in plane.event_metadata.items() if len(v.stats)}
+    dev_id = int(device.group(2)) if device else None
+    for line in _timed_lines(plane, device):
+        stream = _STREAM_LINE.match(line.name)
+        tid = int(stream.group(1)) if stream else line.id
+        base_ps = line.timestamp_ns * 1000
+        for event in line.events:
+            if event.WhichOneof("data") == "num_occurrences":
+                skipped[0] += 1
+                continue
+            if budget[0] <= 0:
+                return
+            budget[0] -= 1
+            args = _stats(event.stats, stat_names)
+            if event.metadata_id in event_stats:
+                args = {**_stats(event_stats[event.metadata_id], stat_names), **args}
+            out: dict[str, Any] = {
+                "ph": "X",
+                "name": event_names.get(event.metadata_id, ""),
+                "pid": pid,
+                "tid": tid,
+                "ts": (base_ps + event.offset_ps) / _PS_PER_US,
+                "dur": event.duration_ps / _PS_PER_US,
+            }
+            if device:
+                _device_event(out, args, dev_id, tid)
+            else:
+                _host_event(out, args)
+            yield out
+
+
+def xspace_to_kineto(data: bytes, *, max_events: int = MAX_XPLANE_EVENTS) -> Iterator[bytes]:
+    """The Kineto JSON of the XSpace ``data``, in pieces (header, events, footer)."""
+    space = parse_xspace(data)
+    budget, skipped = [max_events], [0]
+    planes = [(k, plane) for k, plane in enumerate(space.planes)]
+    device_props = [
+        {"id": int(m.group(2)), "name": plane.name}
+        for _, plane in planes
+        if (m := _DEVICE_PLANE.match(plane.name)) and m.group(1) in {"GPU", "TPU", "XPU"}
+    ]
+    head: dict[str, Any] = {
+        "schemaVersion": 1,
+        "traceName": "xplane",
+        "xplane": {"planes": [p.name for _, p in planes], "hostnames": list(space.hostnames)},
+    }
+    if device_props:
+        head["deviceProperties"] = device_props
+    yield _event_json(head)[:-1] + b',"traceEvents":['
+    first = True
+    for pid, plane in planes:
+        for ev in _plane_events(plane, pid, budget, skipped):
+            yield (b"" if first else b",\n") + _event_json(ev)
+            first = False
+    tail: dict[str, Any] = {"xplaneSkippedAggregated": skipped[0]}
+    if budget[0] <= 0:
+        tail["xplaneCutAtEvents"] = max_events
+    yield b"]," + _event_json(tail)[1:]
+
+
+class _ChunkReader(io.RawIOBase):
+    """A read-only binary file over an iterator of byte pieces (only one piece held at a time)."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+        self._buf = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._buf:
+            try:
+                self._buf = next(self._pieces)
+            except StopIteration:
+                return 0
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+
+class XPlaneSource:
+    """A TraceSource over another one that holds an ``.xplane.pb``: opened, it reads the Kineto JSON of it."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name: str = inner.name
+        self.size_hint: int | None = inner.size_hint
+
+    def __getattr__(self, attr: str) -> Any:  # path, obj, failure: what callers read off the wrapped source
+        return getattr(self.inner, attr)
+
+    def open(self) -> BinaryIO:
+        if self.size_hint is not None and self.size_hint > MAX_XPLANE_BYTES:
+            raise TraceSourceError(
+                f"XSpace profile of {self.size_hint} bytes, more than the {MAX_XPLANE_BYTES} this reader parses "
+                "whole; open it in XProf (tensorboard-plugin-profile) instead"
+            )
+        with self.inner.open() as fh:
+            data = fh.read(MAX_XPLANE_BYTES + 1)
+        if len(data) > MAX_XPLANE_BYTES:
+            raise TraceSourceError(f"XSpace profile larger than {MAX_XPLANE_BYTES} bytes; open it in XProf instead")
+        return cast(BinaryIO, io.BufferedReader(_ChunkReader(xspace_to_kineto(data)), buffer_size=1 << 20))
+
+
+S = TypeVar("S")
+
+
+def as_kineto(source: S) -> S:
+    """``source`` itself, or, when its name ends ``.xplane.pb``, an XPlaneSource over it (which answers for the
+    wrapped source's other attributes: ``path``, ``obj``, ``failure``)."""
+    name = str(getattr(source, "name", ""))
+    return cast(S, XPlaneSource(source)) if is_xplane_name(name) else source

@@ -1,0 +1,224 @@
+"""TensorFlow / JAX profiles (``*.xplane.pb``): found where their profilers write them, read as Kineto events.
+
+The real sample (samples/traces/xplane/jax_cpu_mlp) was recorded by JAX 0.10.2's profiler on a CPU
+(scripts/make_xplane_samples.py): a host plane only. The GPU and TPU layouts are XSpaces built here with the same
+message classes, following what XLA's CUPTI collector and XProf write (stream lines ``Stream #<id>``, a
+``correlation_id`` stat on launches and kernels, derived ``XLA Ops`` lines).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from profstack import layout
+from profstack.analysis import AnalysisOptions, analyze, discover_sources
+from profstack.analysis import xplane as xp
+from profstack.analysis.errors import TraceSourceError
+from profstack.analysis.sources import BytesTraceSource
+from tests.conftest import TRACES_DIR
+
+JAX_SAMPLE = TRACES_DIR / "xplane" / "jax_cpu_mlp"
+
+
+def _summary(sources: list[Any]) -> dict[str, Any]:
+    return dict(analyze(sources, AnalysisOptions()).summary)
+
+
+def _xspace(planes: list[dict[str, Any]]) -> bytes:
+    """An XSpace: planes of {name, lines: [{name, id, ts_ns, events: [(name, offset_ps, dur_ps, {stat: value})]}]}."""
+    space = xp._classes()["XSpace"]()
+    for spec in planes:
+        plane = space.planes.add(name=spec["name"])
+        names: dict[str, int] = {}
+        stats: dict[str, int] = {}
+        for line_spec in spec["lines"]:
+            line = plane.lines.add(name=line_spec["name"], id=line_spec.get("id", 1), timestamp_ns=line_spec["ts_ns"])
+            for name, offset_ps, dur_ps, ev_stats in line_spec["events"]:
+                mid = names.setdefault(name, len(names) + 1)
+                plane.event_metadata[mid].id = mid
+                plane.event_metadata[mid].name = name
+                event = line.events.add(metadata_id=mid, offset_ps=offset_ps, duration_ps=dur_ps)
+                for stat_name, value in ev_stats.items():
+                    sid = stats.setdefault(stat_name, len(stats) + 1)
+                    plane.stat_metadata[sid].id = sid
+                    plane.stat_metadata[sid].name = stat_name
+                    stat = event.stats.add(metadata_id=sid)
+                    if isinstance(value, int):
+                        stat.int64_value = value
+                    else:
+                        stat.str_value = str(value)
+    return bytes(space.SerializeToString())
+
+
+US = 1_000_000  # ps per µs
+
+
+def _gpu_space(*, with_xla_ops_line: bool = True) -> bytes:
+    """3 steps of 1 ms; per step a host launch, a 400 µs kernel on stream 7, then a 100 µs D2H copy."""
+    host_events: list[tuple[str, int, int, dict[str, Any]]] = []
+    stream_events: list[tuple[str, int, int, dict[str, Any]]] = []
+    xla_ops: list[tuple[str, int, int, dict[str, Any]]] = []
+    for step in range(3):
+        t0 = step * 1000 * US
+        host_events.append(("train", t0, 1000 * US, {"step_num": step, "_r": 1}))
+        host_events.append(("cuLaunchKernel", t0 + 10 * US, 5 * US, {"correlation_id": 100 + step}))
+        host_events.append(("cuMemcpyDtoHAsync", t0 + 20 * US, 5 * US, {"correlation_id": 200 + step}))
+        stream_events.append(("MemcpyD2H", t0 + 650 * US, 100 * US, {"correlation_id": 200 + step}))
+        stream_events.append(("fusion_gemm", t0 + 200 * US, 400 * US, {"correlation_id": 100 + step}))
+        xla_ops.append(("fusion", t0 + 200 * US, 400 * US, {}))
+    device_lines = [{"name": "Stream #7(Compute)", "id": 7, "ts_ns": 0, "events": stream_events}]
+    if with_xla_ops_line:
+        device_lines.append({"name": "XLA Ops", "id": 10_001, "ts_ns": 0, "events": xla_ops})
+    return _xspace(
+        [
+            {"name": "/host:CPU", "lines": [{"name": "python", "id": 42, "ts_ns": 0, "events": host_events}]},
+            {"name": "/device:GPU:0", "lines": device_lines},
+            {"name": "/host:metadata", "lines": []},
+        ]
+    )
+
+
+def test_a_jax_profile_in_its_tensorboard_layout_gives_steps_and_top_ops() -> None:
+    # GIVEN JAX's profile where JAX writes it: <logdir>/plugins/profile/<run>/<host>.xplane.pb
+    sources = discover_sources([JAX_SAMPLE])
+    assert [s.name for s in sources] == ["plugins/profile/run/host.xplane.pb"]
+    # WHEN analysed
+    summary = _summary(sources)
+    (rank,) = summary["ranks"]
+    # THEN the 8 StepTraceAnnotation steps are the steps (the last dropped, as for Kineto), with their times
+    assert summary["complete"] is True
+    assert summary["inputs"][0]["status"] == "ok"
+    assert rank["steps"]["count"] == 7
+    assert rank["window"]["steps"] == list(range(7))
+    assert all(d["duration_us"] > 0 for d in rank["steps"]["durations"])
+    # AND the XLA CPU ops (hlo_op names) are among the top host ops, and no GPU is claimed
+    top = {op["name"] for op in rank["top_cpu_ops"]}
+    assert "dot.1" in top
+    assert "ThunkExecutor::Execute" in top
+    assert rank["has_gpu"] is False
+
+
+def test_a_gpu_xspace_gives_kernels_copies_launch_delays_and_busy_time_from_its_stream_lines() -> None:
+    source = xp.as_kineto(BytesTraceSource(_gpu_space(), name="host.xplane.pb"))
+    # (XLA launches with the driver API, cuLaunchKernel, outside HTA's runtime-call set: --launch-calls all)
+    summary: dict[str, Any] = dict(analyze([source], AnalysisOptions(launch_calls="all")).summary)
+    (rank,) = summary["ranks"]
+    # THEN the stream line's work is the GPU's: 3 kernels and 3 copies (the XLA Ops line, which repeats the
+    # kernels' time, is not counted again)
+    assert rank["has_gpu"] is True
+    assert rank["counts"]["gpu_kernels"] == 3
+    assert rank["counts"]["gpu_memcpy"] == 3
+    assert [k["name"] for k in rank["top_kernels_by_time"]] == ["fusion_gemm", "Memcpy DtoH"]
+    # AND XLA's MemcpyD2H is a device-to-host copy (Kineto's name, so the direction split reads it)
+    assert [m["direction"] for m in rank["memory_ops"]["memcpy"]] == ["DtoH"]
+    # AND the host calls joined their GPU ops by correlation id: launch delays of 185 µs (kernel at 200, launch
+    # ended at 15) and 625 µs (copy at 650, its call ended at 25), in each of the two steps
+    assert rank["launch_delay"]["count"] == 4
+    assert rank["launch_delay"]["max_us"] == pytest.approx(625.0)
+    assert rank["launch_delay"]["mean_us"] == pytest.approx((185.0 + 625.0) / 2)
+    # AND the two measured steps hold 400 µs of kernel and 100 µs of copy each
+    assert rank["steps"]["count"] == 2
+    assert rank["gpu_activity"]["kernel_time_us"] == pytest.approx(800.0)
+    assert rank["gpu_activity"]["memcpy_time_us"] == pytest.approx(200.0)
+    assert 0 < rank["temporal_breakdown"]["idle_pct"] < 100
+
+
+def test_without_stream_lines_a_device_planes_xla_ops_are_its_activity() -> None:
+    # GIVEN a TPU-like plane: no stream lines, only XProf's XLA Ops line
+    space = _xspace(
+        [
+            {
+                "name": "/host:CPU",
+                "lines": [{"name": "main", "ts_ns": 0, "events": [("s", 0, 900 * US, {"step_num": 1})]}],
+            },
+            {
+                "name": "/device:TPU:0",
+                "lines": [{"name": "XLA Ops", "ts_ns": 0, "events": [("fusion.3", 100 * US, 300 * US, {})]}],
+            },
+        ]
+    )
+    events = json.loads(b"".join(xp.xspace_to_kineto(space)))["traceEvents"]
+    kernels = [e for e in events if e["cat"] == "kernel"]
+    assert [(k["name"], k["ts"], k["dur"], k["args"]["device"]) for k in kernels] == [("fusion.3", 100.0, 300.0, 0)]
+
+
+def test_a_file_that_is_not_an_xspace_is_one_failed_input_with_a_clear_error() -> None:
+    bad = xp.as_kineto(BytesTraceSource(b"\xff\xfe not a protobuf \x00" * 10, name="x.xplane.pb"))
+    good = BytesTraceSource(json.dumps({"traceEvents": []}).encode(), name="empty.pt.trace.json")
+    result = analyze([bad, good], AnalysisOptions())
+    failed = [i for i in result.summary["inputs"] if i["name"] == "x.xplane.pb"]
+    assert failed
+    assert failed[0]["status"] == "failed"
+    assert "XSpace" in str(failed[0]["error"])
+
+
+def test_an_xspace_beyond_the_size_the_reader_parses_whole_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(xp, "MAX_XPLANE_BYTES", 100)
+    src = xp.as_kineto(BytesTraceSource(_gpu_space(), name="big.xplane.pb"))
+    with pytest.raises(TraceSourceError, match="XProf"):
+        src.open()
+
+
+def test_aggregated_events_are_skipped_and_the_event_cap_is_stated() -> None:
+    space = xp.parse_xspace(_gpu_space())
+    event = space.planes[0].lines[0].events.add(metadata_id=1)
+    event.num_occurrences = 5
+    doc = json.loads(b"".join(xp.xspace_to_kineto(space.SerializeToString())))
+    assert doc["xplaneSkippedAggregated"] == 1
+    assert "xplaneCutAtEvents" not in doc
+    cut = json.loads(b"".join(xp.xspace_to_kineto(space.SerializeToString(), max_events=4)))
+    assert cut["xplaneCutAtEvents"] == 4
+    assert len(cut["traceEvents"]) == 4
+
+
+def test_the_pipeline_takes_xplane_files_under_a_jobs_tensorboard_folder() -> None:
+    assert layout.is_trace_key("tensorboard/alice/job-1/plugins/profile/2026_12_04/algo-1.xplane.pb")
+    assert not layout.is_trace_key("tensorboard/alice/job-1/plugins/profile/2026_12_04/algo-1.xplane.pb.tmp")
+
+
+_stat_value = st.one_of(st.integers(-(2**63), 2**63 - 1), st.text(max_size=8))
+_event = st.tuples(
+    st.sampled_from(["cuLaunchKernel", "k", "MemcpyD2H", "Memset", "train", ""]),
+    st.integers(0, 2**40),
+    st.integers(0, 2**40),
+    st.dictionaries(st.sampled_from(["correlation_id", "step_num", "bytes_transferred", "x"]), _stat_value, max_size=3),
+)
+_line = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["Stream #1", "Stream #x", "XLA Ops", "python", ""]),
+        "id": st.integers(-5, 2**31),
+        "ts_ns": st.integers(0, 2**40),
+        "events": st.lists(_event, max_size=6),
+    }
+)
+_plane = st.fixed_dictionaries(
+    {
+        "name": st.sampled_from(["/host:CPU", "/device:GPU:0", "/device:GPU:3", "/device:TPU:1", "/host:metadata", ""]),
+        "lines": st.lists(_line, max_size=3),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_plane, max_size=4))
+def test_any_xspace_converts_to_json_the_engine_reads_without_an_internal_error(planes: list[dict[str, Any]]) -> None:
+    data = _xspace(planes)
+    doc = json.loads(b"".join(xp.xspace_to_kineto(data)))
+    assert isinstance(doc["traceEvents"], list)
+    result = analyze([xp.as_kineto(BytesTraceSource(data, name="fuzz.xplane.pb"))], AnalysisOptions())
+    (item,) = result.summary["inputs"]
+    assert item["status"] in {"ok", "partial", "failed"}
+    if item["status"] == "failed":  # a trace with no events is named, not crashed on
+        assert item["error"]
+
+
+def test_the_sample_is_the_one_the_recording_script_describes() -> None:
+    (pb,) = Path(JAX_SAMPLE).rglob("*.xplane.pb")
+    names = {p.name for p in xp.parse_xspace(pb.read_bytes()).planes}
+    assert {"/host:CPU", "/host:metadata"} <= names
