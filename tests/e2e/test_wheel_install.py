@@ -151,12 +151,16 @@ def test_the_manylinux_wheels_carry_a_module_for_their_platform_within_its_symbo
             elf = whl.read(module)
             wheel_meta = whl.read("profstack-0.1.0.dist-info/WHEEL").decode()
         # AND the module is an ELF for that machine, and the metadata says the wheel is not pure
-        assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == machine[arch]
-        assert "Root-Is-Purelib: false" in wheel_meta and f"Tag: cp311-cp311-manylinux2014_{arch}" in wheel_meta
+        assert elf[:4] == b"\x7fELF"
+        assert int.from_bytes(elf[18:20], "little") == machine[arch]
+        assert "Root-Is-Purelib: false" in wheel_meta
+        assert f"Tag: cp311-cp311-manylinux2014_{arch}" in wheel_meta
     # AND the x86_64 wheel installs into a fresh virtualenv without a compiler and runs the C engine there
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     (x86,) = [n for n in natives if n.endswith("x86_64.whl")]
-    pip = _run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(out / x86)], extra_env={"CC": "false"})
+    pip = _run(
+        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(out / x86)], extra_env={"CC": "false"}
+    )
     assert pip.returncode == 0, pip.stderr[-2000:]
     assert _backend(env_dir, tmp_path) == "c"
