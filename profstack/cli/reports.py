@@ -107,8 +107,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 class Place:
     """The caller's reports/<user>/ in the trace bucket, and an S3 client."""
 
-    def __init__(self, s3: Any, bucket: str, user: str) -> None:
-        self.s3, self.bucket, self.user = s3, bucket, user
+    def __init__(self, s3: Any, bucket: str, user: str, region: str | None = None) -> None:
+        self.s3, self.bucket, self.user, self.region = s3, bucket, user, region
         self.prefix = layout.user_reports_prefix(user)
 
     def job_prefix(self, job: str) -> str:
@@ -150,7 +150,7 @@ def place(args: argparse.Namespace) -> Place:
         config = load(args)
         region = region_of(args, config)
         bucket = _stack_bucket(config.prefix, region)
-    return Place(_aws.make_client("s3", region), str(bucket), user)
+    return Place(_aws.make_client("s3", region), str(bucket), user, region)
 
 
 def _missing(exc: Exception) -> bool:
@@ -302,6 +302,19 @@ def _no_report(where: Place, job: str) -> CliError:
     )
 
 
+def presigner(region: str | None) -> Any:
+    """An S3 client that presigns with SigV4: S3 refuses SigV2 URLs to SSE-KMS objects (every report is one)."""
+    from botocore.config import Config
+
+    try:
+        import boto3
+    except ModuleNotFoundError:  # pragma: no cover - the aws extra is there whenever make_client worked
+        raise CliError("this command talks to AWS and needs boto3: pip install 'profstack[aws]'") from None
+    with aws_errors("s3 client"):
+        session = boto3.session.Session(region_name=_aws.resolve_region(region))
+        return session.client("s3", config=Config(signature_version="s3v4"))
+
+
 def run_open(args: argparse.Namespace) -> int:
     if not 1 <= args.expires <= MAX_URL_EXPIRES_SECONDS:
         raise CliError(f"--expires must be 1 to {MAX_URL_EXPIRES_SECONDS} seconds")
@@ -311,7 +324,7 @@ def run_open(args: argparse.Namespace) -> int:
         raise _no_report(where, args.job)
     with aws_errors("presigning the report URL"):
         url = str(
-            where.s3.generate_presigned_url(
+            presigner(where.region).generate_presigned_url(
                 "get_object",
                 Params={"Bucket": where.bucket, "Key": key, "ResponseContentType": "text/html; charset=utf-8"},
                 ExpiresIn=args.expires,
