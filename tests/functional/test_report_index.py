@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from moto import mock_aws
@@ -49,7 +49,7 @@ def plane(aws_credentials: None) -> Iterator[DataPlane]:
             runtime.reset()
 
 
-def _run_job(plane: DataPlane, traces_dir: Path, name: str, trace: str, end: datetime, user: str = "alice") -> None:
+def _run_job(plane: DataPlane, traces_dir: Path, name: str, trace: str, end: datetime, *, user: str = "alice") -> None:
     register_training_job(plane, name, user=user)
     emulate_run(name, start=end - timedelta(hours=1), end=end)
     upload(plane, traces_dir, trace, f"{layout.job_tensorboard_prefix(user, name)}algo-1_7.1.pt.trace.json.gz")
@@ -89,7 +89,8 @@ def test_each_report_rewrites_its_owners_index_with_every_job_newest_first(plane
     assert [r["job"] for r in _index(plane, "bob")] == ["bob-job-1"]
     # AND the page links each report and charts the family's trend (inline SVG, no script)
     page = _get(plane, "reports/alice/index.html").decode()
-    assert f'href="{first}/report.html"' in page and f'href="{second}/report.html"' in page
+    assert f'href="{first}/report.html"' in page
+    assert f'href="{second}/report.html"' in page
     assert "bob-job-1" not in page
     assert page.count('<svg class="trend"') == 2  # step time and GPU idle of family resnet
     assert "<script" not in page
@@ -148,7 +149,9 @@ def test_two_concurrent_writers_lose_no_row(plane: DataPlane) -> None:
 
     a_client = _Interleaved(plane.s3, "reports/alice/index.json", writer_b)
     # WHEN A writes
-    rows, _ = report_index.commit_row(a_client, TRACE_BUCKET, "alice", _row("job-a", 2), sleep=lambda _: None)
+    rows, _ = report_index.commit_row(
+        cast(Any, a_client), TRACE_BUCKET, "alice", _row("job-a", 2), sleep=lambda _: None
+    )
     # THEN A's first (conditional) write was refused, it read B's index again, and no row is lost
     assert a_client.puts == 2
     assert [r["job"] for r in rows] == ["job-b", "job-a", "job-old"]
@@ -169,7 +172,10 @@ def test_an_unconditional_writer_would_have_lost_the_row(plane: DataPlane) -> No
             return super().put_object(**kwargs)
 
     report_index.commit_row(
-        _Unconditional(plane.s3, "reports/alice/index.json", writer_b), TRACE_BUCKET, "alice", _row("job-a", 2)
+        cast(Any, _Unconditional(plane.s3, "reports/alice/index.json", writer_b)),
+        TRACE_BUCKET,
+        "alice",
+        _row("job-a", 2),
     )
     # THEN B's row is gone: the condition is what keeps it
     assert [r["job"] for r in _index(plane, "alice")] == ["job-a", "job-old"]
@@ -185,11 +191,12 @@ def test_the_last_page_written_shows_the_last_index_committed(plane: DataPlane) 
 
     a_client = _Interleaved(plane.s3, "reports/alice/index.html", writer_b)
     # WHEN A writes its page from the rows it committed
-    report_index.write_page(a_client, TRACE_BUCKET, "alice", rows_a, etag_a)
+    report_index.write_page(cast(Any, a_client), TRACE_BUCKET, "alice", rows_a, etag_a)
     # THEN A saw index.json change after its page went out and rendered B's rows: both jobs are on the page
     page = _get(plane, "reports/alice/index.html").decode()
     assert a_client.puts == 2
-    assert 'href="job-a/report.html"' in page and 'href="job-b/report.html"' in page
+    assert 'href="job-a/report.html"' in page
+    assert 'href="job-b/report.html"' in page
 
 
 def test_a_writer_that_keeps_losing_fails_the_record_for_a_retry(plane: DataPlane) -> None:
@@ -211,5 +218,7 @@ def test_a_writer_that_keeps_losing_fails_the_record_for_a_retry(plane: DataPlan
 
     # WHEN it tries THEN after MAX_ATTEMPTS it raises (the record is retried), and the others' rows are all there
     with pytest.raises(report_index.IndexConflictError):
-        report_index.commit_row(_AlwaysRaced(plane.s3), TRACE_BUCKET, "alice", _row("job-a", 2), sleep=lambda _: None)
+        report_index.commit_row(
+            cast(Any, _AlwaysRaced(plane.s3)), TRACE_BUCKET, "alice", _row("job-a", 2), sleep=lambda _: None
+        )
     assert len(_index(plane, "alice")) == 1 + report_index.MAX_ATTEMPTS

@@ -26,7 +26,7 @@ NOW = datetime.now(UTC).replace(microsecond=0)
 
 
 def _summary(step_p50_us: float) -> dict[str, Any]:
-    summary = copy.deepcopy(json.loads(FIXTURE.read_text()))
+    summary: dict[str, Any] = copy.deepcopy(json.loads(FIXTURE.read_text()))
     for rank in summary["ranks"]:
         rank["steps"]["p50_us"] = step_p50_us
     summary["cost"] = {"total_usd": 12.5, "duration_s": 5400.0}
@@ -70,7 +70,10 @@ def test_list_shows_the_users_jobs_newest_first_with_their_columns(s3: Any, caps
     # THEN a header, then her three jobs newest first, with status, duration, step p50, GPU idle, cost, top finding
     assert out[0].split()[:3] == ["job", "status", "ended"]
     assert [line.split()[0] for line in out[1:]] == ["bert-2", "gpt-1", "bert-1"]
-    assert "180.0 ms" in out[1] and "1 h 30 min" in out[1] and "$12.50" in out[1] and "Completed" in out[1]
+    assert "180.0 ms" in out[1]
+    assert "1 h 30 min" in out[1]
+    assert "$12.50" in out[1]
+    assert "Completed" in out[1]
     top = json.loads(FIXTURE.read_text())["findings"][0]
     assert f"[{top['severity']}] {top['rule_id']}" in out[1]
     # AND nothing of bob's
@@ -113,7 +116,8 @@ def test_open_prints_a_presigned_url_of_the_report(s3: Any, capsys: pytest.Captu
     parsed = urlparse(url)
     assert parsed.path.endswith("/reports/alice/gpt-1/report.html")
     query = parse_qs(parsed.query)
-    assert query["X-Amz-Expires"] == ["600"] and "X-Amz-Signature" in query
+    assert query["X-Amz-Expires"] == ["600"]
+    assert "X-Amz-Signature" in query
 
 
 @pytest.mark.parametrize(
@@ -131,7 +135,9 @@ def test_open_and_get_refuse_what_is_not_one_of_the_users_reports(
     for argv in (["reports", "open", job, "--print"], ["reports", "get", job, str(tmp_path / "x")]):
         assert main(argv) == 2
         err = capsys.readouterr().err
-        assert err.startswith("profstack: error: ") and message in err and err.count("\n") == 1
+        assert err.startswith("profstack: error: ")
+        assert message in err
+        assert err.count("\n") == 1
     assert not (tmp_path / "x").exists()
 
 
@@ -154,8 +160,12 @@ def test_diff_compares_two_jobs_by_name(s3: Any, tmp_path: Path, capsys: pytest.
     assert main(["reports", "diff", "bert-1", "bert-2", "--html", str(html)]) == 0
     out = capsys.readouterr().out
     # THEN the step time change of the two summaries, labelled by job name, text and HTML
-    assert "step p50" in out and "120.000 ms" in out and "180.000 ms" in out and "+50.0%" in out
-    assert "bert-1" in out and "bert-2" in out
+    assert "step p50" in out
+    assert "120.000 ms" in out
+    assert "180.000 ms" in out
+    assert "+50.0%" in out
+    assert "bert-1" in out
+    assert "bert-2" in out
     assert "+50.0%" in html.read_text()
 
 

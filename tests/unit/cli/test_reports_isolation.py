@@ -107,7 +107,8 @@ def test_a_user_lists_and_opens_their_own_reports(judged: Judge, capsys: pytest.
     assert main(["reports", "open", "alice-job-1", "--user", "alice", "--print"]) == 0
     # THEN she sees her job, every request was allowed, and every request stayed under reports/alice/
     assert [r["job"] for r in listed] == ["alice-job-1"]
-    assert judged.seen and all(allowed for _, _, allowed in judged.seen)
+    assert judged.seen
+    assert all(allowed for _, _, allowed in judged.seen)
     assert all("/reports/alice/" in where or "prefix=reports/alice/" in where for _, where, _ in judged.seen)
 
 
@@ -126,7 +127,9 @@ def test_another_users_jobs_are_neither_listed_nor_opened(
         # THEN each command fails with the bucket's AccessDenied as one line, and prints none of the other's jobs
         assert main(argv) == 2, argv
         captured = capsys.readouterr()
-        assert "AccessDenied" in captured.err and captured.err.count("\n") == 1
+        assert "AccessDenied" in captured.err
+        assert captured.err.count("\n") == 1
         assert f"{other}-job-1" not in captured.out
     # AND not one request for the other user's keys or listing was allowed
-    assert judged.seen and not [s for s in judged.seen if s[2]]
+    assert judged.seen
+    assert not [s for s in judged.seen if s[2]]
