@@ -298,7 +298,7 @@ def _segments(points: Sequence[tuple[float, float] | None]) -> list[list[tuple[f
 def trend_svg(values: Sequence[float | None], labels: Sequence[str], *, fmt: str, color: str) -> str:
     """A small line chart, oldest job left: one dot per job (its job name as the tooltip), the scale's top
     and bottom written at the left. Jobs without the number leave a gap, never a zero."""
-    width, height, left, top, bottom = 320.0, 90.0, 58.0, 8.0, 14.0
+    width, height, left, top, bottom = 260.0, 90.0, 52.0, 8.0, 14.0
     clean = [v if v is not None and math.isfinite(v) else None for v in values]
     known = [v for v in clean if v is not None]
     if not known:
@@ -366,19 +366,15 @@ def _trend_cards(rows: Sequence[Mapping[str, Any]]) -> str:
         )
     if not cards:
         return ""
-    return f'<h2>Trends per job family</h2><div class="trends">{"".join(cards)}</div>'
+    return f'<h2>Trends per job family</h2><div class="grid wide">{"".join(cards)}</div>'
 
 
-_SEVERITY_CLASS = {"critical": "crit", "warning": "warn"}
 INDEX_CSS = """
-.trends { display: flex; flex-wrap: wrap; gap: 12px; }
-.trendcard { flex: 0 1 auto; }
-.trendcard h3 { margin: 0 0 6px 0; font-size: 14px; }
+.trendcard h3 { margin: 0 0 6px 0; }
 .trendpair { display: flex; gap: 16px; flex-wrap: wrap; }
 svg.trend text.axis { font-size: 9px; fill: #5b6678; }
 table.jobs td, table.jobs th { white-space: nowrap; }
-table.jobs td.finding { white-space: normal; max-width: 520px; }
-td.crit { color: var(--crit); } td.warn { color: var(--warn); }
+table.jobs td.topfinding { white-space: normal; max-width: 560px; }
 """
 
 
@@ -390,12 +386,20 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
         cells = text_cells(row)
         job = esc(row["job"])
         top = row.get("top_finding")
-        cls = _SEVERITY_CLASS.get(str(top.get("severity")), "") if isinstance(top, Mapping) else ""
+        if isinstance(top, Mapping):
+            severity = str(top.get("severity") or "")
+            badge = severity if severity in {"critical", "warning", "info"} else "muted"
+            finding = (
+                f'<span class="badge {badge}">{esc(severity)}</span> <b>{esc(top.get("rule_id"))}</b>: '
+                f"{esc(top.get('message'))}"
+            )
+        else:
+            finding = esc(cells[7])
         body.append(
             f'<tr><td><a href="{job}/report.html">{job}</a></td>'
             + "".join(f"<td>{esc(c)}</td>" for c in cells[1:3])
             + "".join(f"<td class=num>{esc(c)}</td>" for c in cells[3:7])
-            + f'<td class="finding {cls}">{esc(cells[7])}</td>'
+            + f'<td class="topfinding">{finding}</td>'
             + f'<td><a href="{job}/summary.json">summary</a></td></tr>'
         )
     head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
