@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 MAX_ATTEMPTS = 8
 #: page re-renders when other writers keep committing (each of them renders the page again after it)
 MAX_PAGE_PASSES = 4
+#: parallel GetObject calls when index.json is rebuilt from the row files (1,000 jobs: ~1 s instead of ~15 s)
+REBUILD_READERS = 16
 _CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict", "412", "409"})
 _MISSING_CODES = frozenset({"NoSuchKey", "404", "NotFound"})
 
@@ -125,23 +128,31 @@ def _etag(s3: S3Client, location: S3Location) -> str | None:
 
 
 def rebuild_rows(s3: S3Client, bucket: str, user: str) -> list[dict[str, Any]]:
-    """Every job folder's row file under reports/<user>/ (a folder without one is a job reported before the
-    index existed, or still being written: skipped)."""
+    """Every job folder's row file under reports/<user>/, read REBUILD_READERS at a time (a folder without one
+    is a job reported before the index existed, or still being written: skipped)."""
     prefix = layout.user_reports_prefix(user)
-    rows: list[Mapping[str, Any] | None] = []
+    jobs: list[str] = []
     paginator = s3.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
         for folder in page.get("CommonPrefixes", []):
             job = str(folder.get("Prefix", ""))[len(prefix) :].rstrip("/")
-            if not layout.is_segment(job):
-                continue
-            found = _get(s3, row_location(bucket, user, job))
-            if found is None:
-                continue
-            try:
-                rows.extend(idx.parse_row_file(found[0]))
-            except idx.IndexFormatError:
-                logger.warning("report index: unreadable row file skipped", extra={"job": job})
+            if layout.is_segment(job):
+                jobs.append(job)
+
+    def read(job: str) -> list[dict[str, Any]]:
+        found = _get(s3, row_location(bucket, user, job))
+        if found is None:
+            return []
+        try:
+            return idx.parse_row_file(found[0])
+        except idx.IndexFormatError:
+            logger.warning("report index: unreadable row file skipped", extra={"job": job})
+            return []
+
+    rows: list[Mapping[str, Any] | None] = []
+    with ThreadPoolExecutor(max_workers=REBUILD_READERS) as pool:
+        for found in pool.map(read, jobs):
+            rows.extend(found)
     return idx.merge_rows(rows)
 
 
