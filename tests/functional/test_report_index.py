@@ -222,3 +222,72 @@ def test_a_writer_that_keeps_losing_fails_the_record_for_a_retry(plane: DataPlan
             cast(Any, _AlwaysRaced(plane.s3)), TRACE_BUCKET, "alice", _row("job-a", 2), sleep=lambda _: None
         )
     assert len(_index(plane, "alice")) == 1 + report_index.MAX_ATTEMPTS
+
+
+# ------------------------------------------------------------------------------------------ the hook's faults
+
+
+class _Failing:
+    """An S3 client whose GetObject of index.json fails with `exc` (everything else is moto's)."""
+
+    def __init__(self, s3: Any, exc: Exception) -> None:
+        self._s3, self._exc = s3, exc
+
+    def get_object(self, **kwargs: Any) -> Any:
+        if kwargs["Key"].endswith("/index.json"):
+            raise self._exc
+        return self._s3.get_object(**kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._s3, name)
+
+
+def _ctx(job: str = "job-a") -> Any:
+    from lambdas.trace_processor.job import JobContext
+
+    return JobContext(job, "Completed", "alice", TRACE_BUCKET, 1_796_000_000.0, None)
+
+
+def _client_error(code: str) -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": code}}, "GetObject")
+
+
+@pytest.mark.parametrize("code", ["SlowDown", "ServiceUnavailable", "InternalError"])
+def test_a_transient_fault_of_the_index_fails_the_record_for_a_retry(plane: DataPlane, code: str) -> None:
+    from botocore.exceptions import ClientError
+
+    from profstack.history.family import FamilyRules
+
+    # GIVEN S3 throttling or failing the index read WHEN the hook runs THEN it raises: the record is retried
+    with pytest.raises(ClientError):
+        report_index.update_index(
+            cast(Any, _Failing(plane.s3, _client_error(code))), _ctx(), {}, describe=None, rules=FamilyRules()
+        )
+
+
+@pytest.mark.parametrize("exc", [_client_error("AccessDenied"), ValueError("a defect")], ids=["denied", "defect"])
+def test_any_other_fault_of_the_index_is_logged_and_the_job_goes_on(plane: DataPlane, exc: Exception) -> None:
+    from profstack.history.family import FamilyRules
+
+    # GIVEN an index read that is refused, or a defect WHEN the hook runs THEN it returns None (the report is out)
+    assert (
+        report_index.update_index(cast(Any, _Failing(plane.s3, exc)), _ctx(), {}, describe=None, rules=FamilyRules())
+        is None
+    )
+    # AND the job's own row file was still written, so a later rebuild finds it
+    assert "reports/alice/job-a/index-row.json" in plane.list_keys("reports/alice/")
+
+
+def test_the_hook_writes_row_index_and_page_and_names_the_page(plane: DataPlane) -> None:
+    from profstack.history.family import FamilyRules
+
+    describe = {"TrainingStartTime": datetime(2026, 12, 1, 8, tzinfo=UTC), "TrainingEndTime": "2026-12-01T09:30:00Z"}
+    uri = report_index.update_index(
+        plane.s3, _ctx("bert-2026-12-01-08-00-00-000"), {}, describe=describe, rules=FamilyRules()
+    )
+    assert uri == f"s3://{TRACE_BUCKET}/reports/alice/index.html"
+    (row,) = _index(plane, "alice")
+    assert row["duration_s"] == 5400.0
+    assert row["family"] == "bert"
