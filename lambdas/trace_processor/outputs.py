@@ -25,7 +25,7 @@ from lambdas.trace_processor.aws import (
 )
 from lambdas.trace_processor.engine import Engine, raise_read_failures
 from lambdas.trace_processor.env import ProcessorEnv
-from lambdas.trace_processor.history import HistoryEnv, export_mlflow, record_history
+from lambdas.trace_processor.history import HistoryEnv, export_mlflow, job_tags, record_history
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.notification import notify_once
 from lambdas.trace_processor.report_index import update_index
@@ -248,7 +248,9 @@ def publish_report(
     put_json(clients.s3, reports.child("summary.json"), summary)
     # issue 36 item 2: the owner's report index (reports/<user>/index.json and index.html), before the e-mail
     # that links it; conditional writes, so concurrent reports lose no row (report_index.py)
-    update_index(clients.s3, ctx, summary, describe=describe, rules=HistoryEnv.from_environ().rules())
+    henv = HistoryEnv.from_environ()
+    tags = (lambda arn: job_tags(clients.sagemaker, arn)) if henv.enabled else None  # the family as history's
+    update_index(clients.s3, ctx, summary, describe=describe, rules=henv.rules(), tags=tags)
     write_tensorboard(clients.s3, ctx, metrics, summary)
     report_uri = reports.child("report.html").uri
     notified = notify_once(

@@ -81,22 +81,34 @@ def job_duration_s(describe: Mapping[str, Any] | None) -> float | None:
     return end - start
 
 
-def job_family(ctx: JobContext, rules: FamilyRules) -> str | None:
-    """The family by the configured job-name rules (FAMILY_NAME_PATTERNS, as the history step's fallback); the
-    `profstack:family` tag is not looked up here (docs/reports.md says so)."""
-    found = resolve_family(ctx.job, {}, rules)
+#: the job's tags from SageMaker, by ARN (history.job_tags); None where the role may not call ListTags
+TagReader = Callable[[str], Mapping[str, str]]
+
+
+def job_family(
+    ctx: JobContext, rules: FamilyRules, *, describe: Mapping[str, Any] | None, tags: TagReader | None
+) -> str | None:
+    """The job's family as the history step resolves it: its `profstack:family` tag (from SageMaker, when `tags` is
+    given: with history on, the functions that publish reports may call ListTags), else the job-name rules."""
+    arn = describe.get("TrainingJobArn") if describe else None
+    found = resolve_family(ctx.job, tags(str(arn)) if tags is not None and arn else {}, rules)
     return found[0] if found else None
 
 
 def build_row(
-    ctx: JobContext, summary: Mapping[str, Any], *, describe: Mapping[str, Any] | None, rules: FamilyRules
+    ctx: JobContext,
+    summary: Mapping[str, Any],
+    *,
+    describe: Mapping[str, Any] | None,
+    rules: FamilyRules,
+    tags: TagReader | None = None,
 ) -> dict[str, Any]:
     return idx.index_row(
         summary,
         job=ctx.job,
         status=ctx.status,
         ended_at=datetime.fromtimestamp(ctx.end_time_s, UTC),
-        family=job_family(ctx, rules),
+        family=job_family(ctx, rules, describe=describe, tags=tags),
         duration_s=job_duration_s(describe),
     )
 
@@ -238,11 +250,12 @@ def update_index(
     *,
     describe: Mapping[str, Any] | None,
     rules: FamilyRules,
+    tags: TagReader | None = None,
 ) -> str | None:
     """The job's row file, index.json and index.html; the page's URI, or None when the index step failed
     for a reason a retry would not fix (logged; the report itself is already written)."""
     try:
-        row = build_row(ctx, summary, describe=describe, rules=rules)
+        row = build_row(ctx, summary, describe=describe, rules=rules, tags=tags)
         put_bytes(
             s3,
             row_location(ctx.trace_bucket, ctx.user, ctx.job),

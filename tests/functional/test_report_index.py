@@ -26,6 +26,7 @@ from tests.functional.processing_support import (
     job_event,
     processor_environ,
     register_training_job,
+    user_role_arn,
 )
 from tests.functional.test_trace_processor import _CurrentStdout, drain, put_event, upload
 
@@ -291,3 +292,30 @@ def test_the_hook_writes_row_index_and_page_and_names_the_page(plane: DataPlane)
     (row,) = _index(plane, "alice")
     assert row["duration_s"] == 5400.0
     assert row["family"] == "bert"
+
+
+def test_with_history_on_the_family_is_the_jobs_family_tag_as_in_the_history_rows(
+    plane: DataPlane, traces_dir: Path
+) -> None:
+    # GIVEN a job whose name matches no job-name rule, tagged profstack:family=resnet50 (history is on here)
+    end = datetime.now(UTC).replace(microsecond=0)
+    plane.sagemaker.create_training_job(
+        TrainingJobName="my-run",
+        AlgorithmSpecification={"TrainingImage": "pytorch-training:2.5-gpu-py311", "TrainingInputMode": "File"},
+        RoleArn=user_role_arn("alice"),
+        OutputDataConfig={"S3OutputPath": f"s3://{TRACE_BUCKET}/output"},
+        ResourceConfig={"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1, "VolumeSizeInGB": 100},
+        StoppingCondition={"MaxRuntimeInSeconds": 86400},
+        TensorBoardOutputConfig={"S3OutputPath": f"s3://{TRACE_BUCKET}/tensorboard/alice/"},
+        Tags=[{"Key": "profstack:user", "Value": "alice"}, {"Key": "profstack:family", "Value": "resnet50"}],
+    )
+    emulate_run("my-run", start=end - timedelta(hours=1), end=end)
+    upload(plane, traces_dir, W4, f"{layout.job_tensorboard_prefix('alice', 'my-run')}algo-1_7.1.pt.trace.json.gz")
+    # WHEN its report is written
+    put_event(plane, job_event("my-run"))
+    assert drain(plane) == [{"batchItemFailures": []}]
+    # THEN its index row carries the tag's family, as its history row does
+    (row,) = _index(plane, "alice")
+    assert row["family"] == "resnet50"
+    history = [k for k in plane.list_keys("history/jobs/") if k.endswith("/my-run.jsonl")]
+    assert json.loads(_get(plane, history[0]).splitlines()[0])["family"] == "resnet50"
