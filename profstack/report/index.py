@@ -360,7 +360,8 @@ def _trend_cards(rows: Sequence[Mapping[str, Any]]) -> str:
         step = trend_svg([num(j.get("step_p50_us")) for j in jobs], labels, fmt="us", color="#3b6fd8")
         idle = trend_svg([num(j.get("gpu_idle_pct")) for j in jobs], labels, fmt="pct", color="#f59e0b")
         cards.append(
-            f'<div class="card trendcard"><h3>{esc(family)} <span class="muted">({len(jobs)} jobs)</span></h3>'
+            f'<div class="card trendcard"><h3>{esc(family)} <span class="muted">({len(jobs)} '
+            f"{'job' if len(jobs) == 1 else 'jobs'})</span></h3>"
             f'<div class="trendpair"><div><div class="muted">step time p50</div>{step}</div>'
             f'<div><div class="muted">GPU idle</div>{idle}</div></div></div>'
         )
@@ -374,7 +375,7 @@ INDEX_CSS = """
 .trendpair { display: flex; gap: 16px; flex-wrap: wrap; }
 svg.trend text.axis { font-size: 9px; fill: #5b6678; }
 table.jobs td, table.jobs th { white-space: nowrap; }
-table.jobs td.topfinding { white-space: normal; max-width: 560px; }
+table.jobs td.topfinding { white-space: normal; min-width: 320px; max-width: 560px; }
 """
 
 
