@@ -11,7 +11,9 @@ characters). Measured, best of --repeat:
 * rebuild: the same when index.json is missing (first report after an upgrade, or a lost index): every job
   folder's row file is read;
 * `profstack reports list --limit 0` (the whole table) with the index, and without it (row files, 16 readers);
-* the pure parts without S3: parse_rows + render_index_html of N rows.
+* the pure parts without S3: parse_rows + render_index_html of N rows;
+* `python -m profstack reports list --limit 0` as a new process (interpreter start and imports included) against
+  moto's HTTP server on localhost, next to `reports list --help` (the start-up alone).
 
 moto answers in microseconds where S3 takes ~10-30 ms a request, so the S3 request count is printed next
 to each time: the rewrite is a constant handful of requests whatever N is; a rebuild and an index-less
@@ -193,12 +195,44 @@ def measure(jobs: int, repeat: int) -> dict[str, Any]:
     return out
 
 
+def measure_command(jobs: int, repeat: int) -> dict[str, Any]:
+    """`profstack reports list --limit 0` as a user runs it: a new process (interpreter start and imports
+    included) against moto's HTTP server on localhost (real HTTP round-trips, no network latency)."""
+    import subprocess
+    import sys
+
+    import boto3
+
+    from demo.run import emulator
+
+    out: dict[str, Any] = {}
+    with emulator() as endpoint:
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        _seed(s3, _rows(jobs))
+        env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "PROFSTACK_BUCKET": BUCKET, "PROFSTACK_USER": USER}
+        env["PYTHONPATH"] = str(REPO_ROOT)
+
+        def run(*args: str) -> int:
+            done = subprocess.run(
+                [sys.executable, "-m", "profstack", *args], env=env, capture_output=True, text=True, check=True
+            )
+            return done.stdout.count("\n")
+
+        out["command_help_s"], _ = _best(repeat, lambda: None, lambda: run("reports", "list", "--help"))
+        out["command_list_s"], out["command_list_lines"] = _best(
+            repeat, lambda: None, lambda: run("reports", "list", "--limit", "0")
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.reports_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
     result = measure(args.jobs, args.repeat)
+    result.update(measure_command(args.jobs, args.repeat))
     result["measured_at"] = datetime.now(UTC).isoformat(timespec="seconds")
     result["load_average"] = os.getloadavg()[0]
     print(json.dumps(result, indent=2))
