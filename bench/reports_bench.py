@@ -177,7 +177,7 @@ def measure(jobs: int, repeat: int) -> dict[str, Any]:
             clients.append(client)
             return client
 
-        _aws.make_client = make_client  # type: ignore[assignment]
+        _aws.make_client = make_client
         try:
 
             def list_all() -> int:
@@ -191,7 +191,7 @@ def measure(jobs: int, repeat: int) -> dict[str, Any]:
             out["list_without_index_s"], lines = _best(repeat, drop_index, list_all)
             out["list_without_index_lines"] = lines
         finally:
-            _aws.make_client = real  # type: ignore[assignment]
+            _aws.make_client = real
     return out
 
 
