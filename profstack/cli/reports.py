@@ -60,7 +60,7 @@ def register(subparsers: Any) -> None:
     listing.add_argument("--json", action="store_true", help="print the rows as JSON")
     listing.add_argument("--limit", type=int, default=50, metavar="N", help="rows printed (default 50; 0: all)")
     _common(listing)
-    listing.set_defaults(handler=run_list)
+    listing.set_defaults(handler=_with_hint(run_list))
 
     opening = commands.add_parser("open", help="open a job's report.html in the browser (presigned URL)")
     opening.add_argument("job", metavar="JOB", help="training job name")
@@ -73,13 +73,13 @@ def register(subparsers: Any) -> None:
         help=f"seconds the URL stays valid (default {URL_EXPIRES_SECONDS})",
     )
     _common(opening)
-    opening.set_defaults(handler=run_open)
+    opening.set_defaults(handler=_with_hint(run_open))
 
     get = commands.add_parser("get", help="download a job's summary, report and Perfetto timelines")
     get.add_argument("job", metavar="JOB", help="training job name")
     get.add_argument("dir", metavar="DIR", nargs="?", type=Path, help="where to (default ./JOB)")
     _common(get)
-    get.set_defaults(handler=run_get)
+    get.set_defaults(handler=_with_hint(run_get))
 
     diff = commands.add_parser("diff", help="compare two of your jobs by name (as `profstack diff`)")
     diff.add_argument("a", metavar="A", help="the baseline job")
@@ -87,7 +87,7 @@ def register(subparsers: Any) -> None:
     diff.add_argument("--html", type=Path, metavar="FILE", help="also write the comparison as an HTML page")
     diff.add_argument("--limit", type=int, default=25, metavar="N", help="kernels and operators listed (default 25)")
     _common(diff)
-    diff.set_defaults(handler=run_diff)
+    diff.set_defaults(handler=_with_hint(run_diff))
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -180,6 +180,28 @@ def _read(where: Place, key: str, limit: int) -> bytes | None:
     if len(data) > limit:
         raise CliError(f"{where.uri(key)} is larger than {limit} bytes")
     return data
+
+
+DENIED_HINT = (
+    "only {user}'s ProfStack execution role (IAM path /<prefix>/users/{user}/, tag profstack:user={user}) may read "
+    "reports/{user}/: run this where you work as it (your SageMaker Studio space), see docs/reports.md"
+)
+
+
+def _with_hint(handler: Any) -> Any:
+    """An AccessDenied on the user's own prefix says which credentials the bucket admits (one line still)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            result: int = handler(args)
+        except CliError as exc:
+            if "AccessDenied" not in str(exc):
+                raise
+            user = args.user or os.environ.get("PROFSTACK_USER") or "<you>"
+            raise CliError(f"{exc} ({DENIED_HINT.format(user=user)})") from None
+        return result
+
+    return run
 
 
 # ------------------------------------------------------------------------------------------ list

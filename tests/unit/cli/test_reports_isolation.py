@@ -133,3 +133,15 @@ def test_another_users_jobs_are_neither_listed_nor_opened(
     # AND not one request for the other user's keys or listing was allowed
     assert judged.seen
     assert not [s for s in judged.seen if s[2]]
+
+
+@pytest.mark.parametrize("judged", [False], indirect=True, ids=["as-deployed"])
+def test_access_denied_says_which_credentials_the_bucket_admits(
+    judged: Judge, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN alice's role claiming bob WHEN it lists THEN the one error line names the role that may read bob's reports
+    assert main(["reports", "list", "--user", "bob"]) == 2
+    err = capsys.readouterr().err
+    assert "AccessDenied" in err
+    assert "only bob's ProfStack execution role (IAM path /<prefix>/users/bob/" in err
+    assert err.count("\n") == 1
