@@ -175,3 +175,21 @@ def test_a_missing_user_is_a_one_line_error(
     monkeypatch.delenv("PROFSTACK_USER")
     assert main(["reports", "list"]) == 2
     assert "pass --user U or set PROFSTACK_USER" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("since", "expected"),
+    [("2w", timedelta(weeks=2)), ("36h", timedelta(hours=36)), ("7d", timedelta(days=7))],
+)
+def test_since_takes_weeks_hours_and_days(since: str, expected: timedelta) -> None:
+    from profstack.cli.reports import parse_since
+
+    assert parse_since(since, NOW) == NOW - expected
+    assert parse_since("2026-11-30", NOW) == datetime(2026, 11, 30, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("since", ["yesterday", "7", "-1d", "1y"])
+def test_a_since_it_cannot_read_is_a_one_line_error(s3: Any, capsys: pytest.CaptureFixture[str], since: str) -> None:
+    assert main(["reports", "list", f"--since={since}"]) == 2
+    err = capsys.readouterr().err
+    assert f"--since {since!r}: use 7d, 12h, 2w, or a date like 2026-11-30" in err
