@@ -114,3 +114,21 @@ def test_an_oversized_index_is_refused_before_it_is_parsed(monkeypatch: pytest.M
     monkeypatch.setattr(idx, "MAX_INDEX_BYTES", 100)
     with pytest.raises(idx.IndexFormatError, match="more than 100"):
         idx.parse_rows(b"{" + b" " * 200 + b"}")
+
+
+def test_every_kind_of_job_page_links_the_index_once() -> None:
+    # GIVEN the three pages a job can get: a full report, a no-traces page, a system-metrics-only page
+    from profstack.report import render_html, render_no_traces_html
+    from profstack.report.system import system_report
+    from tests.unit.cli.test_reports_cli import FIXTURE
+
+    pages = [
+        render_html(json.loads(FIXTURE.read_text())),
+        render_no_traces_html({"message": "none", "searched": ["s3://b/traces/alice/j/"], "hint": "enable it"}),
+        system_report(None, findings=[], links={}, title="No traces: j", message="m", preface="", unavailable="x"),
+    ]
+    for page in pages:
+        # WHEN the processor adds the index link THEN it is there once, pointing one folder up, inside the body
+        linked = idx.with_index_link(page)
+        assert linked.count('href="../index.html"') == 1
+        assert linked.index("<body>") < linked.index('href="../index.html"') < linked.index("</body>")
