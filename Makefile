@@ -108,9 +108,10 @@ BENCH_ARGS ?=
 bench: $(STAMPS)/venv $(STAMPS)/native  ## speed and memory benchmarks against HTA 0.5.0 / 0.6.1 and a bare msgspec decode (BENCH_ARGS=--quick)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
-screenshot: demo  ## render the demo's whole HTML report in headless Chromium to demo-output/report.png
+screenshot: demo  ## render the demo's HTML report and report index in headless Chromium to demo-output/report.png, index.png
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	$(BIN)/python -m scripts.screenshot_report "$$(ls -t demo-output/*/report.html | head -1)" demo-output/report.png
+	$(BIN)/python -m scripts.screenshot_report demo-output/index.html demo-output/index.png
 
 clean:  ## remove build outputs (keeps .venv, .venv-mlflow and node_modules)
 	rm -rf cdk.out build demo-output .pytest_cache .mypy_cache .ruff_cache

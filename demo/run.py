@@ -425,6 +425,39 @@ def _restore_history(s3: Any, bucket: str, out_dir: Path) -> int:
     return len(files)
 
 
+def _restore_index_rows(s3: Any, bucket: str, out_dir: Path, user: str) -> int:
+    """The index rows of earlier demo jobs (<out>/<job>/index-row.json) back into the fresh emulated bucket: the
+    processor rebuilds the user's report index from them (lambdas/trace_processor/report_index.py)."""
+    from profstack.report.index import ROW_FILE
+
+    rows = sorted(p for p in out_dir.glob(f"*/{ROW_FILE}") if layout.is_segment(p.parent.name))
+    for path in rows:
+        s3.upload_file(str(path), bucket, f"{layout.job_reports_prefix(user, path.parent.name)}{ROW_FILE}")
+    return len(rows)
+
+
+def _restore_earlier_runs(s3: Any, bucket: str, out_dir: Path, user: str) -> None:
+    restored = _restore_history(s3, bucket, out_dir)
+    if restored:
+        _say(f"history: {restored} row file(s) of earlier demo runs restored from {out_dir / 'history'}")
+    indexed = _restore_index_rows(s3, bucket, out_dir, user)
+    if indexed:
+        _say(f"report index: {indexed} job row(s) of earlier demo runs restored from {out_dir}/*/")
+
+
+def _download_index(s3: Any, bucket: str, out_dir: Path, user: str) -> Path | None:
+    """reports/<user>/index.html and index.json into <out>/, beside the job folders its links point to."""
+    from profstack.report.index import INDEX_HTML, INDEX_JSON
+
+    keys = set(_list(s3, bucket, layout.user_reports_prefix(user)))
+    for name in (INDEX_JSON, INDEX_HTML):
+        key = f"{layout.user_reports_prefix(user)}{name}"
+        if key not in keys:
+            return None
+        s3.download_file(bucket, key, str(out_dir / name))
+    return out_dir / INDEX_HTML
+
+
 def run(
     traces_dir: Path,
     out_dir: Path,
@@ -463,9 +496,7 @@ def run(
         sns.subscribe(TopicArn=plane.topic_arn, Protocol="sqs", Endpoint=inbox_arn)
 
         env = processor_environment(templates, plane)
-        restored = _restore_history(s3, plane.bucket, out_dir)
-        if restored:
-            _say(f"history: {restored} row file(s) of earlier demo runs restored from {out_dir / 'history'}")
+        _restore_earlier_runs(s3, plane.bucket, out_dir, user)
         keys = register_job(
             boto3.client("sagemaker"),
             s3,
@@ -490,6 +521,7 @@ def run(
         points = publish_emf(logs, boto3.client("cloudwatch"))
         report_dir = _download(s3, plane.bucket, layout.job_reports_prefix(user, job), out_dir / job)
         history_files = _download_history(s3, plane.bucket, out_dir)
+        index_page = _download_index(s3, plane.bucket, out_dir, user)
         summary = json.loads((report_dir / "summary.json").read_text())
         _print_findings(summary)
         system = summary.get("system") or {}
@@ -514,6 +546,8 @@ def run(
     _say(f"\nhistory: {history_files} row file(s) under {(out_dir / 'history').resolve()}")
     _print_queries(out_dir)
     _say(f"\nHTML report: {(report_dir / 'report.html').resolve()}")
+    if index_page is not None:
+        _say(f"report index: {index_page.resolve()}  (reports/{user}/index.html: every job of {user}, newest first)")
     _say(f"summary:     {(report_dir / 'summary.json').resolve()}")
     perfetto = sorted((report_dir / "perfetto").glob("*.gz")) if (report_dir / "perfetto").is_dir() else []
     for path in perfetto:

@@ -7,6 +7,8 @@
     reports/<user>/<job>/report.html                          self-contained HTML report
     reports/<user>/<job>/perfetto/rank-<r>[.<i>].trace.json.gz trimmed traces for Perfetto (perfetto_plan)
     reports/<user>/<job>/partials/...                         fan-out partial results
+    reports/<user>/<job>/index-row.json                       the job's row of the user's report index
+    reports/<user>/index.json, index.html                     the user's report index (profstack/report/index.py)
     history/<table>/dt=<date>/user=<user>/<job>.jsonl         history rows for Athena (profstack/history/rows.py)
     athena-results/                                           Athena query results of the history workgroup
 

@@ -18,7 +18,7 @@ from lambdas.trace_processor.aws import Clients, put_bytes
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.summary_tools import findings
-from profstack import job_links
+from profstack import job_links, layout
 from profstack.escape import one_line
 from profstack.history.text import summary_lines
 
@@ -93,6 +93,8 @@ def notification_text(
     if isinstance(system, Mapping) and system.get("status") not in (None, "ok"):
         lines += ["", f"System metrics: {system.get('status')}: {str(system.get('reason') or '')[:500]}"]
     tail = [f"Report: {report}", f"Summary: {ctx.reports.child('summary.json').uri}"]
+    # issue 36: every e-mail links the owner's report index (report_index.py writes it before the e-mail)
+    tail.append(f"All your reports: s3://{ctx.trace_bucket}/{layout.user_reports_prefix(ctx.user)}index.html")
     if ctx.region:
         tail.append(
             f"Console: https://{ctx.region}.console.aws.amazon.com/s3/object/{ctx.trace_bucket}"

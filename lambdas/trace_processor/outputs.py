@@ -25,9 +25,10 @@ from lambdas.trace_processor.aws import (
 )
 from lambdas.trace_processor.engine import Engine, raise_read_failures
 from lambdas.trace_processor.env import ProcessorEnv
-from lambdas.trace_processor.history import export_mlflow, record_history
+from lambdas.trace_processor.history import HistoryEnv, export_mlflow, job_tags, record_history
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.notification import notify_once
+from lambdas.trace_processor.report_index import update_index
 from lambdas.trace_processor.scope import as_folder
 from lambdas.trace_processor.summary_tools import job_metrics
 from lambdas.trace_processor.system_view import (
@@ -47,6 +48,7 @@ from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS, perfetto_plan
 from profstack.analysis.summary import add_findings
 from profstack.analysis.xplane import as_kineto
+from profstack.report.index import with_index_link
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -240,11 +242,16 @@ def publish_report(
         }
     )
     reports = ctx.reports
-    page = _page(summary, ctx.job, render_html, system)
+    page = with_index_link(_page(summary, ctx.job, render_html, system))  # issue 36: link to the owner's index
     put_bytes(clients.s3, reports.child("report.html"), page.encode(), content_type="text/html; charset=utf-8")
     # summary.json last: it is the delivery's commit marker. A reader (an index, a listing, a user) that finds it
     # finds the report of the same delivery beside it; a report.html without it is a delivery still under way.
     put_json(clients.s3, reports.child("summary.json"), summary)
+    # issue 36 item 2: the owner's report index (reports/<user>/index.json and index.html), before the e-mail
+    # that links it; conditional writes, so concurrent reports lose no row (report_index.py)
+    henv = HistoryEnv.from_environ()
+    tags = (lambda arn: job_tags(clients.sagemaker, arn)) if henv.enabled else None  # the family as history's
+    update_index(clients.s3, ctx, summary, describe=describe, rules=henv.rules(), tags=tags)
     write_tensorboard(clients.s3, ctx, metrics, summary)
     report_uri = reports.child("report.html").uri
     notified = notify_once(

@@ -105,6 +105,21 @@ class TraceAccess:
         # S3 and for this bucket only
         self.grant_key_via_s3(role, "kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey")
 
+    def grant_report_index_read(self, role: iam.IRole) -> None:
+        """GetObject (and so HeadObject) on the per-user report index and the per-job index rows only: the
+        processor rewrites reports/<user>/index.json by conditional write after each report (issue 36,
+        lambdas/trace_processor/report_index.py). It reads no report, summary or trace of reports/."""
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ReadReportIndex",
+                actions=["s3:GetObject"],
+                resources=[
+                    self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/index.json"),
+                    self.bucket.arn_for_objects(f"{layout.REPORTS_PREFIX}*/index-row.json"),
+                ],
+            )
+        )
+
     def grant_key_via_s3(self, role: iam.IRole, *actions: str) -> None:
         """The data key, used only by S3 for the trace bucket's objects (kms:ViaService + encryption context)."""
         role.add_to_principal_policy(

@@ -43,6 +43,9 @@ WILDCARD_REASONS = {
     "job under this layout prefix (profstack/layout.py); the prefix is the tightest static scope.",
     r"AwsSolutions-IAM5\[Resource::.*/reports/\*/\.notified-\*\]": "Only the per-job e-mail marker objects "
     "(reports/<user>/<job>/.notified-<status>) may be deleted, to retry a failed notification.",
+    r"AwsSolutions-IAM5\[Resource::.*/reports/\*/index(-row)?\.json\]": "Only the per-user report index "
+    "(reports/<user>/index.json) and the per-job index rows (reports/<user>/<job>/index-row.json) are read, to "
+    "rewrite the index by conditional write after each report; the user and job are not known in advance.",
     r"AwsSolutions-IAM5\[Resource::.*/reports/\*/partials/execution-input\.json\]": "Only the stored fan-out "
     "execution inputs (reports/<user>/<job>/partials/execution-input.json, written by the processor), which the "
     "analyze-file step checks its input against; the user and job are not known in advance.",
@@ -267,6 +270,7 @@ class TraceProcessorFunctions(Construct):
         # processor: everything a single-Lambda job needs (trace reads through the reader), plus starting
         # the fan-out.
         access.grant_report_write(role, tensorboard=True)
+        access.grant_report_index_read(role)  # the owner's report index (issue 36, report_index.py)
         access.grant_rule_output_tagging(role)
         grant_describe_training_jobs(role, self)
         grant_put_metric_data(role)

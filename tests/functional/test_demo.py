@@ -14,7 +14,7 @@ from lambdas.trace_processor.tfevents import read_event_file
 @pytest.mark.slow
 def _job_dirs(out: Path) -> list[Path]:
     """The per-job report folders (history/ next to them holds the history rows kept across runs)."""
-    return [p for p in out.iterdir() if p.name != "history"]
+    return [p for p in out.iterdir() if p.is_dir() and p.name != "history"]
 
 
 def test_demo_runs_the_pipeline_and_copies_the_report(
@@ -52,6 +52,10 @@ def test_demo_runs_the_pipeline_and_copies_the_report(
     assert event_file.name.startswith("events.out.tfevents.")
     assert f"-> {event_file.resolve()}" in out
     assert any(e.scalars for e in read_event_file(event_file.read_bytes()))
+    # AND (issue 36) the user's report index is copied out beside the job folder its links point to
+    index = (tmp_path / "out" / "index.html").read_text()
+    assert f'href="{job_dir.name}/report.html"' in index
+    assert f"report index: {(tmp_path / 'out' / 'index.html').resolve()}" in out
 
 
 @pytest.mark.slow
@@ -73,3 +77,12 @@ def test_demo_reuses_one_folder_per_job_across_runs(
     assert len(list((tmp_path / "out" / "history" / "jobs").rglob("*.jsonl"))) == 1
     assert not (first / "stale-file-from-an-older-run").exists()
     assert (first / "summary.json").is_file()
+    # AND the report index lists the job once
+    index = json.loads((tmp_path / "out" / "index.json").read_text())
+    assert [r["job"] for r in index["jobs"]] == [first.name]
+    # AND (issue 36) a run of another job adds its row: the earlier job's row, kept in its folder, is restored
+    # into the fresh emulator, where the processor rebuilds the index from the row files
+    assert demo.main([*args, "--job", "second-demo-job"]) == 0
+    assert "report index: 1 job row(s) of earlier demo runs restored" in capsys.readouterr().out
+    index = json.loads((tmp_path / "out" / "index.json").read_text())
+    assert [r["job"] for r in index["jobs"]] == ["second-demo-job", first.name]

@@ -139,8 +139,14 @@ def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
     assert sorted(r.rsplit("/", 1)[-1] for r in by_action["s3:PutObject"]) == ["*", "*", "*"]
     assert {r.split(">", 1)[-1] for r in by_action["s3:PutObject"]} == {"/reports/*", "/tensorboard/*", "/history/*"}
     # AND reads no trace itself (that is the trace reader's, under a per-job session policy), only its
-    # e-mail markers under reports/ and history/ (its family's baseline rows)
-    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {"/reports/*/.notified-*", "/history/*"}
+    # e-mail markers under reports/, the owner's report index and job index rows (issue 36: the conditional
+    # rewrite of reports/<user>/index.json) and history/ (its family's baseline rows)
+    assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {
+        "/reports/*/.notified-*",
+        "/reports/*/index.json",
+        "/reports/*/index-row.json",
+        "/history/*",
+    }
     # AND may assume the trace-reader role and no other
     (reader_id,) = [k for k in _of_type(template, "AWS::IAM::Role") if k.startswith("TraceProcessorTraceReaderRole")]
     assert by_action["sts:AssumeRole"] == [f"<{json.dumps({'Fn::GetAtt': [reader_id, 'Arn']})}>"]

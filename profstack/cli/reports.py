@@ -1,0 +1,440 @@
+"""`profstack reports`: find, open, download and compare your own reports, with your own AWS credentials.
+
+    profstack reports list [--since 7d|DATE] [--family F] [--json] [--limit N]
+    profstack reports open JOB [--print] [--expires SECONDS]
+    profstack reports get JOB [DIR]
+    profstack reports diff A B [--html FILE] [--limit N]
+
+Common options: --user U (default $PROFSTACK_USER), --bucket B (default $PROFSTACK_BUCKET, else the storage
+stack's TraceBucketName output), --config PATH, --region R. Every key read is under reports/<U>/ (profstack/layout.py),
+and the trace bucket's policy lets a user's execution role read and list only its own reports/<U>/ (docs/security.md):
+another user's jobs are neither listed nor opened, whatever is typed.
+
+`list` reads reports/<U>/index.json (one request, however many jobs), which the processor rewrites after each
+report; without it (no report since the index existed) it lists the job folders and reads each job's row file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import webbrowser
+from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from profstack import layout
+from profstack.cli import CliError, _aws
+from profstack.cli._aws import add_config_argument, aws_errors, load, region_of
+from profstack.report import index as idx
+
+BUCKET_OUTPUT = "TraceBucketName"
+#: `open`: seconds the presigned URL stays valid (SigV4 allows up to 7 days; role sessions end sooner)
+URL_EXPIRES_SECONDS = 3600
+MAX_URL_EXPIRES_SECONDS = 7 * 24 * 3600
+#: what `get` downloads of a job's folder (partials/ and markers are the pipeline's own)
+GET_FILES = ("summary.json", "report.html", "system.json", idx.ROW_FILE)
+GET_FOLDERS = ("perfetto/",)
+MAX_SUMMARY_BYTES = 256 << 20
+#: parallel GetObject calls when the index is rebuilt from row files
+READERS = 16
+_SINCE_RE = re.compile(r"(\d+)([dhw])\Z")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "reports",
+        help="list, open, download and compare your own job reports (your AWS credentials)",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    commands = parser.add_subparsers(dest="reports_command", metavar="ACTION", required=True)
+
+    listing = commands.add_parser("list", help="your jobs, newest first: status, duration, step time, GPU idle, cost")
+    listing.add_argument("--since", metavar="WHEN", help="only jobs that ended since: 7d, 12h, 2w or a date (UTC)")
+    listing.add_argument("--family", metavar="F", help="only jobs of this family")
+    listing.add_argument("--json", action="store_true", help="print the rows as JSON")
+    listing.add_argument("--limit", type=int, default=50, metavar="N", help="rows printed (default 50; 0: all)")
+    _common(listing)
+    listing.set_defaults(handler=_with_hint(run_list))
+
+    opening = commands.add_parser("open", help="open a job's report.html in the browser (presigned URL)")
+    opening.add_argument("job", metavar="JOB", help="training job name")
+    opening.add_argument("--print", action="store_true", help="print the URL only, do not open a browser")
+    opening.add_argument(
+        "--expires",
+        type=int,
+        default=URL_EXPIRES_SECONDS,
+        metavar="SECONDS",
+        help=f"seconds the URL stays valid (default {URL_EXPIRES_SECONDS})",
+    )
+    _common(opening)
+    opening.set_defaults(handler=_with_hint(run_open))
+
+    get = commands.add_parser("get", help="download a job's summary, report and Perfetto timelines")
+    get.add_argument("job", metavar="JOB", help="training job name")
+    get.add_argument("dir", metavar="DIR", nargs="?", type=Path, help="where to (default ./JOB)")
+    _common(get)
+    get.set_defaults(handler=_with_hint(run_get))
+
+    diff = commands.add_parser("diff", help="compare two of your jobs by name (as `profstack diff`)")
+    diff.add_argument("a", metavar="A", help="the baseline job")
+    diff.add_argument("b", metavar="B", help="the job to compare with A")
+    diff.add_argument("--html", type=Path, metavar="FILE", help="also write the comparison as an HTML page")
+    diff.add_argument("--limit", type=int, default=25, metavar="N", help="kernels and operators listed (default 25)")
+    _common(diff)
+    diff.set_defaults(handler=_with_hint(run_diff))
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--user", metavar="U", help="your ProfStack user name (default $PROFSTACK_USER)")
+    parser.add_argument(
+        "--bucket",
+        metavar="B",
+        help="the trace bucket (default $PROFSTACK_BUCKET, else the storage stack's TraceBucketName output)",
+    )
+    add_config_argument(parser)
+    parser.add_argument("--region", metavar="REGION", help="AWS region (default: config, then your AWS setup)")
+
+
+# ------------------------------------------------------------------------------------------ where
+
+
+class Place:
+    """The caller's reports/<user>/ in the trace bucket, and an S3 client."""
+
+    def __init__(self, s3: Any, bucket: str, user: str, region: str | None = None) -> None:
+        self.s3, self.bucket, self.user, self.region = s3, bucket, user, region
+        self.prefix = layout.user_reports_prefix(user)
+
+    def job_prefix(self, job: str) -> str:
+        try:
+            return layout.job_reports_prefix(self.user, job)
+        except layout.LayoutError:
+            raise CliError(f"'{job}' is not a training job name") from None
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+
+def _user(args: argparse.Namespace) -> str:
+    user = args.user or os.environ.get("PROFSTACK_USER")
+    if not user:
+        raise CliError("which user? pass --user U or set PROFSTACK_USER (your ProfStack user name)")
+    if not layout.is_segment(user):
+        raise CliError(f"'{user}' is not a ProfStack user name")
+    return str(user)
+
+
+def _stack_bucket(prefix: str, region: str | None) -> str:
+    stack = f"{prefix}-storage"
+    cloudformation = _aws.make_client("cloudformation", region)
+    with aws_errors(f"looking up the trace bucket in stack {stack} (or pass --bucket)"):
+        stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+    for output in stacks[0].get("Outputs", []) if stacks else []:
+        if output.get("OutputKey") == BUCKET_OUTPUT:
+            return str(output["OutputValue"])
+    raise CliError(f"stack {stack} has no {BUCKET_OUTPUT} output; pass --bucket")
+
+
+def place(args: argparse.Namespace) -> Place:
+    """--bucket (or $PROFSTACK_BUCKET) needs no config; otherwise the config names the stacks and region."""
+    user = _user(args)
+    bucket = args.bucket or os.environ.get("PROFSTACK_BUCKET")
+    region = args.region
+    if not bucket:
+        config = load(args)
+        region = region_of(args, config)
+        bucket = _stack_bucket(config.prefix, region)
+    return Place(_aws.make_client("s3", region), str(bucket), user, region)
+
+
+def _missing(exc: Exception) -> bool:
+    from botocore.exceptions import ClientError
+
+    return isinstance(exc, ClientError) and str(exc.response.get("Error", {}).get("Code")) in {
+        "NoSuchKey",
+        "404",
+        "NotFound",
+    }
+
+
+def _read(where: Place, key: str, limit: int) -> bytes | None:
+    """An object's bytes (at most `limit`), None when it does not exist."""
+    with aws_errors(f"reading {where.uri(key)}"):
+        try:
+            response = where.s3.get_object(Bucket=where.bucket, Key=key)
+        except Exception as exc:
+            if _missing(exc):
+                return None
+            raise
+        body = response["Body"]
+        try:
+            data: bytes = body.read(limit + 1)
+        finally:
+            body.close()
+    if len(data) > limit:
+        raise CliError(f"{where.uri(key)} is larger than {limit} bytes")
+    return data
+
+
+DENIED_HINT = (
+    "only {user}'s ProfStack execution role (IAM path /<prefix>/users/{user}/, tag profstack:user={user}) may read "
+    "reports/{user}/: run this where you work as it (your SageMaker Studio space), see docs/reports.md"
+)
+
+
+def _with_hint(handler: Any) -> Any:
+    """An AccessDenied on the user's own prefix says which credentials the bucket admits (one line still)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            result: int = handler(args)
+        except CliError as exc:
+            if "AccessDenied" not in str(exc):
+                raise
+            user = args.user or os.environ.get("PROFSTACK_USER") or "<you>"
+            raise CliError(f"{exc} ({DENIED_HINT.format(user=user)})") from None
+        return result
+
+    return run
+
+
+# ------------------------------------------------------------------------------------------ list
+
+
+def parse_since(text: str, now: datetime) -> datetime:
+    """`7d`, `12h`, `2w`, or an ISO date or date-time (UTC unless it says otherwise)."""
+    match = _SINCE_RE.fullmatch(text.strip())
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        return now - timedelta(**{{"d": "days", "h": "hours", "w": "weeks"}[unit]: amount})
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"--since {text!r}: use 7d, 12h, 2w, or a date like 2026-11-30") from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def _folders(where: Place) -> Iterator[str]:
+    paginator = where.s3.get_paginator("list_objects_v2")
+    with aws_errors(f"listing {where.uri(where.prefix)}"):
+        for page in paginator.paginate(Bucket=where.bucket, Prefix=where.prefix, Delimiter="/"):
+            for folder in page.get("CommonPrefixes", []):
+                job = str(folder.get("Prefix", ""))[len(where.prefix) :].rstrip("/")
+                if layout.is_segment(job):
+                    yield job
+
+
+def rows_from_folders(where: Place) -> tuple[list[dict[str, Any]], int]:
+    """Each job folder's row file (read in parallel): (rows, job folders without one)."""
+    jobs = list(_folders(where))
+
+    def read(job: str) -> bytes | None:
+        return _read(where, where.job_prefix(job) + idx.ROW_FILE, idx.MAX_ROW_BYTES)
+
+    rows: list[dict[str, Any]] = []
+    without = 0
+    with ThreadPoolExecutor(max_workers=READERS) as pool:
+        for data in pool.map(read, jobs):
+            if data is None:
+                without += 1
+                continue
+            try:
+                rows.extend(idx.parse_row_file(data))
+            except idx.IndexFormatError:
+                without += 1
+    return idx.merge_rows(rows), without
+
+
+def load_rows(where: Place) -> tuple[list[dict[str, Any]], str]:
+    """(rows newest first, a note for stderr or ""): the index, else the row files."""
+    data = _read(where, where.prefix + idx.INDEX_JSON, idx.MAX_INDEX_BYTES)
+    if data is not None:
+        try:
+            return idx.parse_rows(data), ""
+        except idx.IndexFormatError as exc:
+            note = f"{where.uri(where.prefix + idx.INDEX_JSON)} unreadable ({exc}); listed from the job folders"
+    else:
+        note = ""
+    rows, without = rows_from_folders(where)
+    if without:
+        note = (note + "; " if note else "") + (
+            f"{without} job folder(s) have no index row (reported before the index existed, or being written): "
+            "`profstack reports get JOB` still fetches them"
+        )
+    return rows, note
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    cells = [idx.HEADERS, *(idx.text_cells(r) for r in rows)]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(idx.HEADERS) - 1)]
+    lines = []
+    for row in cells:
+        head = "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=False)))
+        lines.append(f"{head}  {row[-1][:120]}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    if args.limit < 0:
+        raise CliError("--limit must be 0 (all) or more")
+    now = datetime.now(UTC)
+    since = parse_since(args.since, now) if args.since else None
+    where = place(args)
+    rows, note = load_rows(where)
+    rows = idx.filter_rows(rows, since=since, family=args.family)
+    shown = rows[: args.limit] if args.limit else rows
+    if note:
+        print(f"profstack: note: {note}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(shown, indent=2, ensure_ascii=False))
+        return 0
+    if not rows:
+        print(f"no reports under {where.uri(where.prefix)}" + (" matching the filters" if since or args.family else ""))
+        return 0
+    print(format_table(shown), end="")
+    if len(shown) < len(rows):
+        print(f"... {len(rows) - len(shown)} more (--limit 0 lists all)")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ open, get
+
+
+def _exists(where: Place, key: str) -> bool:
+    with aws_errors(f"looking for {where.uri(key)}"):
+        try:
+            where.s3.head_object(Bucket=where.bucket, Key=key)
+        except Exception as exc:
+            if _missing(exc):
+                return False
+            raise
+    return True
+
+
+def _no_report(where: Place, job: str) -> CliError:
+    return CliError(
+        f"no report for job '{job}' under {where.uri(where.prefix)} (your reports only; "
+        "`profstack reports list` shows them)"
+    )
+
+
+def presigner(region: str | None) -> Any:
+    """An S3 client that presigns with SigV4: S3 refuses SigV2 URLs to SSE-KMS objects (every report is one)."""
+    from botocore.config import Config
+
+    try:
+        import boto3
+    except ModuleNotFoundError:  # pragma: no cover - the aws extra is there whenever make_client worked
+        raise CliError("this command talks to AWS and needs boto3: pip install 'profstack[aws]'") from None
+    with aws_errors("s3 client"):
+        session = boto3.session.Session(region_name=_aws.resolve_region(region))
+        return session.client("s3", config=Config(signature_version="s3v4"))
+
+
+def run_open(args: argparse.Namespace) -> int:
+    if not 1 <= args.expires <= MAX_URL_EXPIRES_SECONDS:
+        raise CliError(f"--expires must be 1 to {MAX_URL_EXPIRES_SECONDS} seconds")
+    where = place(args)
+    key = where.job_prefix(args.job) + "report.html"
+    if not _exists(where, key):
+        raise _no_report(where, args.job)
+    with aws_errors("presigning the report URL"):
+        url = str(
+            presigner(where.region).generate_presigned_url(
+                "get_object",
+                Params={"Bucket": where.bucket, "Key": key, "ResponseContentType": "text/html; charset=utf-8"},
+                ExpiresIn=args.expires,
+            )
+        )
+    print(url)
+    if not args.print and not webbrowser.open(url):
+        print("profstack: no browser could be opened; open the URL above", file=sys.stderr)
+    return 0
+
+
+def _local(base: Path, relative: str) -> Path:
+    """`relative` (a key below the job's folder) as a path under `base`; never outside it."""
+    parts = PurePosixPath(relative).parts
+    if not parts or any(p in {"", ".", ".."} or "\\" in p for p in parts):
+        raise CliError(f"refusing to write {relative!r} outside {base}")
+    return base.joinpath(*parts)
+
+
+def job_keys(where: Place, job: str) -> list[tuple[str, int]]:
+    """(key, size) of what `get` downloads: the fixed files and the Perfetto timelines."""
+    prefix = where.job_prefix(job)
+    found: list[tuple[str, int]] = []
+    paginator = where.s3.get_paginator("list_objects_v2")
+    with aws_errors(f"listing {where.uri(prefix)}"):
+        for page in paginator.paginate(Bucket=where.bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                name = str(item["Key"])[len(prefix) :]
+                if name in GET_FILES or (name.startswith(GET_FOLDERS) and name.endswith(".trace.json.gz")):
+                    found.append((str(item["Key"]), int(item.get("Size", 0))))
+    return found
+
+
+def run_get(args: argparse.Namespace) -> int:
+    where = place(args)
+    prefix = where.job_prefix(args.job)
+    keys = job_keys(where, args.job)
+    if not any(k.endswith("/summary.json") for k, _ in keys):
+        raise _no_report(where, args.job)
+    target: Path = args.dir or Path(args.job)
+    total = 0
+    for key, size in keys:
+        path = _local(target, key[len(prefix) :])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with aws_errors(f"downloading {where.uri(key)}"):
+            where.s3.download_file(where.bucket, key, str(path))
+        total += size
+    print(f"{len(keys)} file(s), {total:,} bytes -> {target}/")
+    print(f"  report:  {target / 'report.html'}")
+    print(f"  summary: {target / 'summary.json'}")
+    timelines = sorted(k for k, _ in keys if "/perfetto/" in k)
+    for key in timelines:
+        print(f"  timeline: {target / key[len(prefix) :]}  (drag into https://ui.perfetto.dev)")
+    if not timelines:
+        print("  no trimmed timelines for this job (its summary says why, if it has traces)")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ diff
+
+
+def fetch_summary(where: Place, job: str) -> dict[str, Any]:
+    key = where.job_prefix(job) + "summary.json"
+    data = _read(where, key, MAX_SUMMARY_BYTES)
+    if data is None:
+        raise _no_report(where, job)
+    try:
+        summary = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CliError(f"{where.uri(key)}: not a readable summary ({exc})") from None
+    if not isinstance(summary, Mapping) or "schema_version" not in summary or "ranks" not in summary:
+        raise CliError(f"{where.uri(key)}: not a ProfStack summary")
+    return dict(summary)
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    if args.limit < 1:
+        raise CliError("--limit must be at least 1")
+    from profstack.analysis.diff import diff_summaries, format_text
+
+    where = place(args)
+    a, b = fetch_summary(where, args.a), fetch_summary(where, args.b)
+    diff = diff_summaries(a, b, a_label=args.a, b_label=args.b, limit=args.limit)
+    print(format_text(diff), end="")
+    if args.html:
+        from profstack.report.diff import render_diff_html
+
+        args.html.parent.mkdir(parents=True, exist_ok=True)
+        args.html.write_text(render_diff_html(diff), encoding="utf-8")
+        print(f"HTML: {args.html}")
+    return 0
