@@ -87,6 +87,10 @@ def iter_chunks(
 
     ``progress`` receives the number of newly consumed *input* bytes after each read.
     """
+    converted = getattr(fh, "converted_from_bytes", None)  # an XSpace, read whole when opened (xplane.py)
+    if isinstance(converted, int) and progress is not None:
+        progress(converted)
+        progress = None
     try:
         head = fh.read(READ_SIZE)
     except OSError as exc:

@@ -343,6 +343,13 @@ class _ChunkReader(io.RawIOBase):
         return n
 
 
+class _Converted(io.BufferedReader):
+    """The Kineto JSON of an XSpace; ``converted_from_bytes``: the XSpace's size, read whole at open() (what a
+    progress bar counts: input bytes, not the JSON made of them; profstack/analysis/reader.py)."""
+
+    converted_from_bytes: int = 0
+
+
 class XPlaneSource:
     """A TraceSource over another one that holds an ``.xplane.pb``: opened, it reads the Kineto JSON of it."""
 
@@ -352,6 +359,8 @@ class XPlaneSource:
         self.size_hint: int | None = inner.size_hint
 
     def __getattr__(self, attr: str) -> Any:  # path, obj, failure: what callers read off the wrapped source
+        if attr.startswith("__") or attr == "inner":  # pickling (worker processes) looks these up before __init__
+            raise AttributeError(attr)
         return getattr(self.inner, attr)
 
     def open(self) -> BinaryIO:
@@ -364,7 +373,9 @@ class XPlaneSource:
             data = fh.read(MAX_XPLANE_BYTES + 1)
         if len(data) > MAX_XPLANE_BYTES:
             raise TraceSourceError(f"XSpace profile larger than {MAX_XPLANE_BYTES} bytes; open it in XProf instead")
-        return cast(BinaryIO, io.BufferedReader(_ChunkReader(xspace_to_kineto(data)), buffer_size=1 << 20))
+        reader = _Converted(_ChunkReader(xspace_to_kineto(data)), buffer_size=1 << 20)
+        reader.converted_from_bytes = len(data)
+        return cast(BinaryIO, reader)
 
 
 S = TypeVar("S")

@@ -27,7 +27,13 @@ def test_bundle_holds_dependencies_for_the_lambda_platform_and_our_code(wheels: 
     assert {"aws_lambda_powertools", "isal", "msgspec", "pydantic", "lambdas", "profstack"} <= names
     extensions = [p.name for p in tmp_path.rglob("*.so")]
     assert extensions
-    assert all("cpython-311-x86_64-linux-gnu" in name or name.startswith("lib") for name in extensions), extensions
+    # CPython 3.11 x86_64 modules, or stable-ABI ones (protobuf's upb: *.abi3.so) built for x86_64
+    assert all(
+        "cpython-311-x86_64-linux-gnu" in name or name.startswith("lib") or name.endswith(".abi3.so")
+        for name in extensions
+    ), extensions
+    for so in tmp_path.rglob("*.abi3.so"):
+        assert int.from_bytes(so.read_bytes()[18:20], "little") == 62, so  # ELF e_machine: x86_64
     # AND every module comes with the runtime's bytecode (Lambda cannot write __pycache__: without it each cold
     # start compiles everything again), checked against its source's hash and naming the path Lambda runs it from
     sources = [p for p in tmp_path.rglob("*.py") if "__pycache__" not in p.parts]
