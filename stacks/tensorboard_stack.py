@@ -68,6 +68,7 @@ class TensorBoardStack(cdk.Stack):
                 data_key=data_key,
                 user_tag_key=tensorboard.user_tag_key,
                 role_path=user_role_path(name_prefix, user.name),
+                name_prefix=name_prefix,
                 security_group_ids=self.domain.security_group_ids,
             )
             self.workspaces[user.name] = workspace

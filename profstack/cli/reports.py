@@ -10,6 +10,11 @@ stack's TraceBucketName output), --config PATH, --region R. Every key read is un
 and the trace bucket's policy lets a user's execution role read and list only its own reports/<U>/ (docs/security.md):
 another user's jobs are neither listed nor opened, whatever is typed.
 
+From your own machine (outside SageMaker), `--reader` assumes your report reader role: the role the access
+policy attached to your IAM identity lets you assume, and no one else's; it lists and reads reports/<U>/ only.
+It is found by the TensorBoard stack's export `<prefix>-report-reader-<U>` (or give it: `--role ARN`,
+$PROFSTACK_REPORTS_ROLE).
+
 `list` reads reports/<U>/index.json (one request, however many jobs), which the processor rewrites after each
 report; without it (no report since the index existed) it lists the job folders and reads each job's row file.
 """
@@ -97,6 +102,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="B",
         help="the trace bucket (default $PROFSTACK_BUCKET, else the storage stack's TraceBucketName output)",
     )
+    parser.add_argument(
+        "--reader",
+        action="store_true",
+        help="assume your report reader role (from your own machine; found by the stack export "
+        "<prefix>-report-reader-<U>)",
+    )
+    parser.add_argument("--role", metavar="ARN", help="the reader role to assume (default $PROFSTACK_REPORTS_ROLE)")
     add_config_argument(parser)
     parser.add_argument("--region", metavar="REGION", help="AWS region (default: config, then your AWS setup)")
 
@@ -105,10 +117,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 class Place:
-    """The caller's reports/<user>/ in the trace bucket, and an S3 client."""
+    """The caller's reports/<user>/ in the trace bucket, and an S3 client (``session``: an assumed reader role's)."""
 
-    def __init__(self, s3: Any, bucket: str, user: str, region: str | None = None) -> None:
-        self.s3, self.bucket, self.user, self.region = s3, bucket, user, region
+    def __init__(self, s3: Any, bucket: str, user: str, region: str | None = None, session: Any = None) -> None:
+        self.s3, self.bucket, self.user, self.region, self.session = s3, bucket, user, region, session
         self.prefix = layout.user_reports_prefix(user)
 
     def job_prefix(self, job: str) -> str:
@@ -141,15 +153,55 @@ def _stack_bucket(prefix: str, region: str | None) -> str:
     raise CliError(f"stack {stack} has no {BUCKET_OUTPUT} output; pass --bucket")
 
 
+def reader_export(prefix: str, user: str) -> str:
+    """The TensorBoard stack's export naming `user`'s report reader role (stacks/components/user_workspace.py)."""
+    return f"{prefix}-report-reader-{user}"
+
+
+def _reader_arn(args: argparse.Namespace, user: str, region: str | None) -> str:
+    name = reader_export(load(args).prefix, user)
+    cloudformation = _aws.make_client("cloudformation", region)
+    with aws_errors(f"looking up export {name} (or pass --role ARN)"):
+        for page in cloudformation.get_paginator("list_exports").paginate():
+            for export in page.get("Exports", []):
+                if export.get("Name") == name:
+                    return str(export["Value"])
+    raise CliError(f"no export {name}: is {user} a ProfStack user of this deployment? (or pass --role ARN)")
+
+
+def reader_session(role_arn: str, user: str, region: str | None) -> Any:
+    """A boto3 session as ``role_arn`` (the user's report reader role), assumed with the caller's credentials."""
+    import boto3
+
+    sts = _aws.make_client("sts", region)
+    with aws_errors(f"assuming {role_arn} (your access policy allows only your own reader role)"):
+        creds = sts.assume_role(RoleArn=role_arn, RoleSessionName=f"profstack-reports-{user}"[:64])["Credentials"]
+        return boto3.session.Session(
+            aws_access_key_id=creds["AccessKeyId"],
+            aws_secret_access_key=creds["SecretAccessKey"],
+            aws_session_token=creds["SessionToken"],
+            region_name=_aws.resolve_region(region),
+        )
+
+
 def place(args: argparse.Namespace) -> Place:
-    """--bucket (or $PROFSTACK_BUCKET) needs no config; otherwise the config names the stacks and region."""
+    """--bucket (or $PROFSTACK_BUCKET) needs no config; otherwise the config names the stacks and region.
+    With --reader / --role, S3 is read as the user's report reader role."""
     user = _user(args)
     bucket = args.bucket or os.environ.get("PROFSTACK_BUCKET")
     region = args.region
-    if not bucket:
+    if not bucket or getattr(args, "reader", False):
         config = load(args)
         region = region_of(args, config)
-        bucket = _stack_bucket(config.prefix, region)
+    if not bucket:
+        bucket = _stack_bucket(load(args).prefix, region)
+    role = getattr(args, "role", None) or os.environ.get("PROFSTACK_REPORTS_ROLE")
+    if getattr(args, "reader", False) and not role:
+        role = _reader_arn(args, user, region)
+    if role:
+        session = reader_session(str(role), user, region)
+        with aws_errors("s3 client"):
+            return Place(session.client("s3"), str(bucket), user, region, session)
     return Place(_aws.make_client("s3", region), str(bucket), user, region)
 
 
@@ -324,10 +376,14 @@ def _no_report(where: Place, job: str) -> CliError:
     )
 
 
-def presigner(region: str | None) -> Any:
-    """An S3 client that presigns with SigV4: S3 refuses SigV2 URLs to SSE-KMS objects (every report is one)."""
+def presigner(region: str | None, session: Any = None) -> Any:
+    """An S3 client that presigns with SigV4: S3 refuses SigV2 URLs to SSE-KMS objects (every report is one).
+    ``session``: the reader role's, when the reports are read as it."""
     from botocore.config import Config
 
+    if session is not None:
+        with aws_errors("s3 client"):
+            return session.client("s3", config=Config(signature_version="s3v4"))
     try:
         import boto3
     except ModuleNotFoundError:  # pragma: no cover - the aws extra is there whenever make_client worked
@@ -346,7 +402,7 @@ def run_open(args: argparse.Namespace) -> int:
         raise _no_report(where, args.job)
     with aws_errors("presigning the report URL"):
         url = str(
-            presigner(where.region).generate_presigned_url(
+            presigner(where.region, where.session).generate_presigned_url(
                 "get_object",
                 Params={"Bucket": where.bucket, "Key": key, "ResponseContentType": "text/html; charset=utf-8"},
                 ExpiresIn=args.expires,

@@ -10,9 +10,15 @@ The role sits on the IAM path `/<prefix>/users/<user>/` and carries the tag `<us
 the trace bucket's policy lets such a role touch only the prefixes of the user its path names
 (stacks/components/trace_store.py, BucketBoundary), whatever its identity policy says.
 
+`reader_role` is the person's way to their reports from their own machine (`profstack reports --reader`): on the
+same path and with the same tag as the execution role, so the bucket policy holds it to the same user's prefixes;
+it may list and read `reports/<user>/` only, and only principals of this account whose own policy allows
+`sts:AssumeRole` on it (the access policy does, for that user's role alone) can assume it.
+
 `access_policy` is a customer-managed policy for the *person*: attach it to their IAM identity
 (or SSO permission set) so that `profstack tensorboard url|start|stop --user <them>` works for
-their own profile and app and for no one else's. No AWS managed policy is used.
+their own profile and app and for no one else's, and `profstack reports --reader` reads their own reports.
+No AWS managed policy is used.
 """
 
 from __future__ import annotations
@@ -36,8 +42,13 @@ def user_read_prefixes(user: str) -> tuple[str, ...]:
     return (user_traces_prefix(user), user_tensorboard_prefix(user), user_reports_prefix(user))
 
 
+def reader_export_name(prefix: str, user: str) -> str:
+    """The CloudFormation export that names `user`'s report reader role (`profstack reports --reader` reads it)."""
+    return f"{prefix}-report-reader-{user}"
+
+
 class UserWorkspace(Construct):
-    """Exposes `profile`, `profile_name`, `profile_arn`, `role` (execution) and `access_policy`."""
+    """Exposes `profile`, `profile_name`, `profile_arn`, `role` (execution), `reader_role` and `access_policy`."""
 
     def __init__(
         self,
@@ -50,6 +61,7 @@ class UserWorkspace(Construct):
         data_key: kms.IKey,
         user_tag_key: str,
         role_path: str,
+        name_prefix: str,
         security_group_ids: list[str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -129,6 +141,21 @@ class UserWorkspace(Construct):
             service="sagemaker", resource="user-profile", resource_name=f"{domain_id}/{self.profile_name}"
         )
 
+        self.reader_role = self._reader_role(
+            user_name=user.name,
+            bucket_arn=bucket_arn,
+            data_key=data_key,
+            user_tag_key=user_tag_key,
+            role_path=role_path,
+        )
+        cdk.CfnOutput(
+            self,
+            "ReportReaderRoleArn",
+            value=self.reader_role.role_arn,
+            description=f"{user.name}'s report reader role (profstack reports --reader)",
+            export_name=reader_export_name(name_prefix, user.name),
+        )
+
         app_arns = app_arn_patterns(stack.partition, stack.region, stack.account, domain_id, user.name)
         self.access_policy = iam.ManagedPolicy(
             self,
@@ -147,6 +174,11 @@ class UserWorkspace(Construct):
                 ),
                 # sagemaker:ListApps supports no resource type (docs/platform-facts.md A4); it shows app status only.
                 no_resource_type_statement(["sagemaker:ListApps"]),
+                iam.PolicyStatement(
+                    sid="OwnReportReader",
+                    actions=["sts:AssumeRole"],
+                    resources=[self.reader_role.role_arn],
+                ),
             ],
         )
         acknowledge(
@@ -155,3 +187,42 @@ class UserWorkspace(Construct):
             "Resource '*' only for sagemaker:ListApps, which supports no resource type (docs/platform-facts.md A4); "
             "every other action names this user's own profile or app ARN.",
         )
+
+    def _reader_role(
+        self, *, user_name: str, bucket_arn: str, data_key: kms.IKey, user_tag_key: str, role_path: str
+    ) -> iam.Role:
+        """List and read reports/<user>/ only, for the person (assumed from this account's principals)."""
+        reports = user_reports_prefix(user_name)
+        role = iam.Role(
+            self,
+            "ReportReaderRole",
+            # The account as principal: only identities whose own policy allows sts:AssumeRole on this role can
+            # assume it (the access policy grants it for this user's role alone).
+            assumed_by=iam.AccountRootPrincipal(),
+            description=f"ProfStack report reader of user {user_name}: lists and reads reports/{user_name}/ only",
+            path=role_path,
+            max_session_duration=cdk.Duration.hours(1),
+        )
+        cdk.Tags.of(role).add(user_tag_key, user_name)
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ListOwnReports",
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{reports}*"]}},
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(sid="ReadOwnReports", actions=["s3:GetObject"], resources=[f"{bucket_arn}/{reports}*"])
+        )
+        role.add_to_principal_policy(
+            key_use_statement(
+                data_key, ["kms:Decrypt"], via="s3", context={"aws:s3:arn": [bucket_arn, f"{bucket_arn}/*"]}
+            )
+        )
+        acknowledge(
+            role,
+            iam5_resource(self, f"{bucket_arn}/{reports}*"),
+            f"Read (s3:GetObject) of {user_name}'s own reports only (reports/{user_name}/ from profstack.layout).",
+        )
+        return role

@@ -45,6 +45,7 @@ def policies(synth: Synth) -> dict[str, dict[str, list[dict[str, Any]]]]:
         workspace = synth.stack.workspaces[user]
         found[user] = {
             "role": by_principal[synth.logical_id(workspace.role)],
+            "reader": by_principal[synth.logical_id(workspace.reader_role)],
             "person": by_principal[synth.logical_id(workspace.access_policy)],
         }
     return found
@@ -155,3 +156,44 @@ def test_evaluator_explicit_deny_wins_and_conditions_must_hold() -> None:
     unknown = {**allow, "Condition": {"DateGreaterThan": {"aws:CurrentTime": "2030-01-01T00:00:00Z"}}}
     with pytest.raises(UnsupportedPolicyError):
         is_allowed([unknown], Request("s3:GetObject", "arn:aws:s3:::b/x"))
+
+
+@pytest.mark.parametrize("owner", USERS)
+def test_the_report_reader_role_lists_and_reads_only_its_users_reports(policies: Any, owner: str) -> None:
+    # GIVEN each user's report reader role (profstack reports --reader, from the person's own machine)
+    reader = policies[owner]["reader"]
+    for other in USERS:
+        # THEN it reads and lists reports/<owner>/ only: not another user's (al is a prefix of alice)
+        assert is_allowed(reader, _get(owner, f"reports/{other}/job-1/report.html")) is (other == owner)
+        assert is_allowed(reader, _list(f"reports/{other}/")) is (other == owner)
+        # AND none of the traces or TensorBoard data, its owner's included
+        for data in ("traces", "tensorboard"):
+            assert not is_allowed(reader, _get(owner, f"{data}/{other}/job-1/worker0.1.pt.trace.json"))
+            assert not is_allowed(reader, _list(f"{data}/{other}/"))
+    # AND it writes nothing and lists nothing outside its prefix
+    assert not is_allowed(reader, Request("s3:PutObject", f"{BUCKET_ARN}/reports/{owner}/job-1/report.html"))
+    assert not is_allowed(reader, _list(None))
+    assert not is_allowed(reader, _list("reports/"))
+
+
+@pytest.mark.parametrize("person", USERS)
+def test_a_person_may_assume_only_their_own_report_reader(synth: Synth, person: str) -> None:
+    resources = synth.template.to_json()["Resources"]
+    workspace = synth.stack.workspaces[person]
+    policy = resources[synth.logical_id(workspace.access_policy)]["Properties"]["PolicyDocument"]["Statement"]
+    (assume,) = [st for st in policy if "sts:AssumeRole" in str(st.get("Action"))]
+    readers = {u: synth.logical_id(synth.stack.workspaces[u].reader_role) for u in USERS}
+    # THEN the person's access policy lets them assume their own reader role and no other role
+    assert assume["Effect"] == "Allow"
+    assert assume["Resource"] == {"Fn::GetAtt": [readers[person], "Arn"]}
+    role = resources[readers[person]]["Properties"]
+    # AND the role trusts this account only (an identity still needs sts:AssumeRole on it), on the user's path
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRole"
+    assert ":root" in str(trust["Principal"]["AWS"])
+    assert role["Path"] == f"/profstack/users/{person}/"
+    assert role["MaxSessionDuration"] == 3600
+    # AND the CLI finds it by a stable export name
+    outputs = synth.template.to_json()["Outputs"]
+    exports = [o["Export"]["Name"] for o in outputs.values() if "Export" in o]
+    assert f"profstack-report-reader-{person}" in exports

@@ -193,3 +193,55 @@ def test_a_since_it_cannot_read_is_a_one_line_error(s3: Any, capsys: pytest.Capt
     assert main(["reports", "list", f"--since={since}"]) == 2
     err = capsys.readouterr().err
     assert f"--since {since!r}: use 7d, 12h, 2w, or a date like 2026-11-30" in err
+
+
+def _reader_role(name: str) -> str:
+    iam = boto3.client("iam", region_name="us-east-1")
+    trust = {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"AWS": "*"}, "Action": "sts:AssumeRole"}],
+    }
+    return str(
+        iam.create_role(RoleName=name, Path="/profstack/users/alice/", AssumeRolePolicyDocument=json.dumps(trust))[
+            "Role"
+        ]["Arn"]
+    )
+
+
+def test_from_a_laptop_the_reader_role_is_assumed_and_used_for_listing_and_presigning(
+    s3: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN alice's report reader role, given by ARN (outside SageMaker: the role her access policy may assume)
+    arn = _reader_role("alice-report-reader")
+    # WHEN she lists and opens her reports as that role
+    assert main(["reports", "list", "--role", arn, "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["job"] for r in rows] == ["bert-2", "gpt-1", "bert-1"]
+    assert main(["reports", "open", "gpt-1", "--print", "--role", arn]) == 0
+    query = parse_qs(urlparse(capsys.readouterr().out.strip()).query)
+    # THEN the URL is signed with the assumed role's temporary credentials, not the caller's own
+    assert not query["X-Amz-Credential"][0].startswith("testing")  # the fixture's own key id
+    assert "X-Amz-Security-Token" in query
+
+
+def test_reader_finds_the_role_by_its_stack_export(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the TensorBoard stack's export naming alice's reader role (stacks/components/user_workspace.py)
+    from tests.conftest import EXAMPLE_CONFIG
+
+    arn = _reader_role("alice-report-reader")
+    template = {
+        "Resources": {"Placeholder": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {"Reader": {"Value": arn, "Export": {"Name": "profstack-report-reader-alice"}}},
+    }
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    cloudformation.create_stack(StackName="profstack-tensorboard", TemplateBody=json.dumps(template))
+    # WHEN alice asks with --reader
+    code = main(["reports", "list", "--reader", "--config", str(EXAMPLE_CONFIG), "--region", "us-east-1", "--json"])
+    # THEN her reports are listed as that role; bob asking for his finds no export of his own
+    assert code == 0
+    assert {r["job"] for r in json.loads(capsys.readouterr().out)} == {"bert-1", "bert-2", "gpt-1"}
+    assert (
+        main(["reports", "list", "--reader", "--user", "bob", "--config", str(EXAMPLE_CONFIG), "--region", "us-east-1"])
+        == 2
+    )
+    assert "no export profstack-report-reader-bob" in capsys.readouterr().err
