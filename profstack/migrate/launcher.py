@@ -33,16 +33,20 @@ from profstack.migrate._cst import (
     PlannedTransformer,
     StatementPlan,
     dotted,
-    import_module_name,
     parse_statements,
 )
 from profstack.migrate.provenance import (
+    BOTO_KEYWORDS,
+    PROFILER_METHODS,
+    SDK_KEYWORDS,
+    TRAINING_JOB_CALLS,
     UNKNOWN,
     DictFlow,
     DictValue,
     Entry,
     Provenance,
     all_of,
+    imported_path,
     is_estimator_class,
     is_estimator_instance,
     is_model_trainer,
@@ -50,14 +54,11 @@ from profstack.migrate.provenance import (
     is_profiler_value,
     is_sagemaker_client,
     is_training_job_create,
-    imported_path,
 )
 from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR
-from profstack.migrate.scan import PROFILER_METHODS, TRAINING_JOB_CALLS
 
 USER_TAG = "profstack:user"
-LOWER_KEYWORDS = frozenset({"profiler_config", "profiler_rule_configurations"})
-BOTO_KEYWORDS = frozenset({"ProfilerConfig", "ProfilerRuleConfigurations"})
+LOWER_KEYWORDS = SDK_KEYWORDS
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,7 @@ class _Analysis:
         present = {a.keyword.value for a in call.args if a.keyword is not None and id(a) not in self.drop_args}
         for _, dv in spreads:
             assert dv is not None
-            present |= {k for k in dv.keys() if k not in keywords}
+            present |= {k for k in dv.key_names() if k not in keywords}
         self.calls[id(call)] = flavour
         self.present[id(call)] = present
         for _, dv in spreads:
@@ -438,8 +439,8 @@ class _Analysis:
         if self.blocking:
             return
         if self.edits or self.calls:  # a launcher being rewritten: an import its removals leave unused goes
-            for node, alias, local in self.rule_configs:
-                if all(id(ref) in self.handled for ref in self._references(node, local)):
+            for importer, alias, local in self.rule_configs:
+                if all(id(ref) in self.handled for ref in self._references(importer, local)):
                     self.drop_aliases.add(id(alias))
         self._plan_imports()
         for node in self.nodes:

@@ -19,6 +19,7 @@ its keys are unknown.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,9 +36,32 @@ from libcst.metadata import (
 )
 
 from profstack.migrate._cst import dotted
-from profstack.migrate.scan import PROFILER_CLASSES
 
 UNKNOWN = "?"
+
+#: SageMaker SDK names that configure the Profiler (v2 sagemaker.debugger, v3 sagemaker.core.shapes)
+PROFILER_CLASSES = frozenset(
+    {
+        "ProfilerConfig",
+        "Profiler",
+        "FrameworkProfile",
+        "ProfilerRule",
+        "ProfilerRuleConfiguration",
+        "DetailedProfilingConfig",
+        "DataloaderProfilingConfig",
+        "PythonProfilingConfig",
+        "HorovodProfilingConfig",
+        "SMDataParallelProfilingConfig",
+        "PythonProfiler",
+        "cProfileTimer",
+        "get_default_profiler_rule",
+    }
+)
+BOTO_KEYWORDS = frozenset({"ProfilerConfig", "ProfilerRuleConfigurations"})
+SDK_KEYWORDS = frozenset({"profiler_config", "profiler_rule_configurations"})
+PROFILER_KEYWORDS = SDK_KEYWORDS | BOTO_KEYWORDS
+TRAINING_JOB_CALLS = frozenset({"create_training_job", "update_training_job"})
+PROFILER_METHODS = frozenset({"update_profiler", "enable_default_profiling", "disable_profiling"})
 _MAX_DEPTH = 16
 
 #: rule_configs functions that build a Profiler rule (the others are Debugger rules, which stay)
@@ -105,7 +129,7 @@ def is_profiler_value(origin: str) -> bool:
     parts = _parts(origin)
     if any(p in PROFILER_CLASSES for p in parts):
         return True
-    return any(a == "rule_configs" and b in PROFILER_RULE_CONFIGS for a, b in zip(parts, parts[1:], strict=False))
+    return any(a == "rule_configs" and b in PROFILER_RULE_CONFIGS for a, b in itertools.pairwise(parts))
 
 
 def is_estimator_class(origin: str) -> bool:
@@ -116,7 +140,7 @@ def is_estimator_class(origin: str) -> bool:
 
 
 def is_model_trainer(origin: str) -> bool:
-    return _is_sagemaker(origin) and "(" not in origin and origin.split(".")[-1] == "ModelTrainer"
+    return _is_sagemaker(origin) and "(" not in origin and origin.rsplit(".", maxsplit=1)[-1] == "ModelTrainer"
 
 
 def is_training_job_create(origin: str) -> bool:
@@ -263,7 +287,7 @@ class Provenance:
 
 def _service(origin: str, call: cst.Call) -> str:
     """The service a `client("sagemaker")` call makes; empty for any other call."""
-    if origin.split(".")[-1] not in _CLIENT_FACTORIES:
+    if origin.rsplit(".", maxsplit=1)[-1] not in _CLIENT_FACTORIES:
         return ""
     args = [a for a in call.args if a.keyword is None or a.keyword.value == "service_name"]
     if args and isinstance(args[0].value, cst.SimpleString) and args[0].star == "":
@@ -346,7 +370,7 @@ class DictValue:
             stack.extend(current.sources)
         return out
 
-    def keys(self) -> set[str]:
+    def key_names(self) -> set[str]:
         return {entry.key for _, entry in self.all_entries() if not (entry.removes or entry.read)}
 
 
@@ -477,7 +501,11 @@ class DictFlow:
             for element in expr.elements:
                 if isinstance(element, cst.StarredDictElement):
                     self._spread(value, element.value, element)
-                elif isinstance(element.key, cst.SimpleString) and isinstance(element.key.evaluated_value, str):
+                elif (
+                    isinstance(element, cst.DictElement)
+                    and isinstance(element.key, cst.SimpleString)
+                    and isinstance(element.key.evaluated_value, str)
+                ):
                     value.entries.append(Entry(element.key.evaluated_value, element, element.value))
                 else:
                     value.unknown.append((element, "a key that is not a string literal"))
@@ -509,33 +537,39 @@ class DictFlow:
         for access in assignment.references:
             node = access.node
             parent = self.prov.parent(node)
-            if isinstance(parent, cst.Arg) and parent.star == "**" and parent.value is node:
-                call = self.prov.parent(parent)
-                if isinstance(call, cst.Call) and not _is_dict_call(call, self.prov):
-                    if not any(c is call for c in value.spread_into):
-                        value.spread_into.append(call)
-                elif isinstance(call, cst.Call):
-                    self._container(call, value)  # dict(**d, ...): a dict of its own
+            if node is assignment.node or isinstance(parent, cst.AssignTarget | cst.AnnAssign):
                 continue
-            if isinstance(parent, cst.StarredDictElement):
-                enclosing = self.prov.parent(parent)
-                if isinstance(enclosing, cst.Dict):
-                    self._container(enclosing, value)
-                    continue
-            if isinstance(parent, cst.Arg) and parent.star == "" and parent.keyword is None:
-                call = self.prov.parent(parent)
-                if isinstance(call, cst.Call) and _is_dict_call(call, self.prov) and call.args[0] is parent:
-                    self._container(call, value)  # dict(d): a copy
-                    continue
-            if isinstance(parent, cst.Attribute) and parent.value is node:
-                if self._method_use(value, parent):
-                    continue
-            elif isinstance(parent, cst.Subscript) and parent.value is node:
-                if self._subscript_use(value, parent):
-                    continue
-            if isinstance(parent, cst.AssignTarget | cst.AnnAssign) or node is assignment.node:
-                continue
-            value.escapes.append((node, _use_description(parent)))
+            if not self._use(value, node, parent):
+                value.escapes.append((node, _use_description(parent)))
+
+    def _use(self, value: DictValue, node: cst.CSTNode, parent: cst.CSTNode | None) -> bool:
+        """One use of the dict's name; False when it escapes."""
+        if isinstance(parent, cst.Arg) and parent.star == "**" and parent.value is node:
+            call = self.prov.parent(parent)
+            if not isinstance(call, cst.Call):
+                return False
+            if _is_dict_call(call, self.prov):
+                self._container(call, value)  # dict(**d, ...): a dict of its own
+            elif not any(c is call for c in value.spread_into):
+                value.spread_into.append(call)
+            return True
+        if isinstance(parent, cst.StarredDictElement):
+            enclosing = self.prov.parent(parent)
+            if isinstance(enclosing, cst.Dict):
+                self._container(enclosing, value)
+                return True
+            return False
+        if isinstance(parent, cst.Arg) and parent.star == "" and parent.keyword is None:
+            call = self.prov.parent(parent)
+            if isinstance(call, cst.Call) and _is_dict_call(call, self.prov) and call.args[0] is parent:
+                self._container(call, value)  # dict(d): a copy
+                return True
+            return False
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return self._method_use(value, parent)
+        if isinstance(parent, cst.Subscript) and parent.value is node:
+            return self._subscript_use(value, parent)
+        return False
 
     def _method_use(self, value: DictValue, attr: cst.Attribute) -> bool:
         call = self.prov.parent(attr)
@@ -634,6 +668,46 @@ def _use_description(parent: cst.CSTNode | None) -> str:
     if isinstance(parent, cst.Return):
         return "it is returned"
     return "it is used in a way profstack cannot follow"
+
+
+def _foreign(origins: frozenset[str]) -> bool:
+    """Proven to be another library's (or the user's own): every origin known, none SageMaker's or boto's."""
+    return (
+        bool(origins)
+        and UNKNOWN not in origins
+        and not any(_is_sagemaker(o) or o.startswith(_BOTO_ROOTS) or o == "builtins.dict" for o in origins)
+    )
+
+
+def foreign_profiler_lines(source: str) -> set[int]:
+    """Lines where a Profiler-looking keyword (`profiler_config=`) is passed to, or a Profiler-looking
+    method (`.disable_profiling()`) is called on, something proven not to be SageMaker's: the
+    --check gate does not count them. Text LibCST cannot parse gives the empty set."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return set()
+    from libcst.metadata import PositionProvider
+
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    prov = Provenance(wrapper)
+    positions = wrapper.resolve(PositionProvider)
+    lines: set[int] = set()
+    for node in walk(module):
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        if (
+            isinstance(func, cst.Attribute)
+            and func.attr.value in PROFILER_METHODS
+            and _foreign(prov.origins(func.value))
+        ):
+            lines.add(positions[func].start.line)
+            lines.add(positions[func.attr].start.line)
+        keyword_args = [a for a in node.args if a.keyword is not None and a.keyword.value in PROFILER_KEYWORDS]
+        if keyword_args and _foreign(prov.origins(func)):
+            lines.update(positions[a.keyword].start.line for a in keyword_args if a.keyword is not None)
+    return lines
 
 
 def walk(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
