@@ -39,7 +39,6 @@ from profstack.migrate.provenance import (
     BOTO_KEYWORDS,
     PROFILER_METHODS,
     SDK_KEYWORDS,
-    TRAINING_JOB_CALLS,
     UNKNOWN,
     DictFlow,
     DictValue,
@@ -47,13 +46,12 @@ from profstack.migrate.provenance import (
     Provenance,
     all_of,
     imported_path,
-    is_estimator_class,
     is_estimator_instance,
-    is_model_trainer,
     is_profiler_class,
     is_profiler_value,
-    is_sagemaker_client,
-    is_training_job_create,
+    launcher_flavour,
+    literal_entries,
+    sagemaker_dict,
 )
 from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR
 
@@ -101,6 +99,13 @@ class _Analysis:
         except KeyError:
             return 0
 
+    def indent_of(self, node: cst.CSTNode) -> str:
+        """The indentation of the line a node starts on."""
+        lines = self.module.code.splitlines()
+        number = self.line(node)
+        text = lines[number - 1] if 0 < number <= len(lines) else ""
+        return text[: len(text) - len(text.lstrip())]
+
     def code(self, node: cst.CSTNode) -> str:
         text = self.module.code_for_node(node).strip()
         return text if len(text) <= 60 else text[:57] + "..."
@@ -119,21 +124,7 @@ class _Analysis:
         return self.is_profiler(expr)
 
     def flavour(self, call: cst.Call) -> str | None:
-        origins = self.prov.origins(call.func)
-        if all_of(origins, is_estimator_class):
-            return "estimator"
-        if all_of(origins, is_model_trainer):
-            return "trainer"
-        if all_of(origins, is_training_job_create):
-            return "core"
-        func = call.func
-        if (
-            isinstance(func, cst.Attribute)
-            and func.attr.value in TRAINING_JOB_CALLS
-            and all_of(self.prov.origins(func.value), is_sagemaker_client)
-        ):
-            return "boto3"
-        return None
+        return launcher_flavour(self.prov, call)
 
     def run(self) -> None:
         for node in self.nodes:
@@ -291,7 +282,7 @@ class _Analysis:
             if entry.removes or entry.read:
                 continue
             if entry.key in {"tags", "Tags"} and self.options_tensorboard:
-                if isinstance(entry.value, cst.List) and isinstance(entry.node, cst.DictElement | cst.Arg):
+                if isinstance(entry.value, cst.List):
                     previous = self.dict_tags.get(id(entry.value))
                     if previous is not None and previous[0] != flavour:
                         self.blocking.append(
@@ -343,13 +334,25 @@ class _Analysis:
 
     # --- keyword dicts that hold profiler settings
     def _dicts(self) -> None:
-        for node in self.nodes:  # every dict bound to a name, also those no launcher spreads
-            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
-                self.flow.of_target(node.target)
+        self.flow.build_all(self.nodes)  # every dict bound to a name, also those no launcher spreads
+        built = {id(dv.expr) for dv in self.flow.values()}
+        for node in self.nodes:  # a dict holding a SageMaker ProfilerConfig that could not be followed
+            if id(node) in built or not (isinstance(node, cst.Dict) or _is_builtin_dict_node(node, self.prov)):
+                continue
+            for key, value, where in literal_entries(node):
+                if key in LOWER_KEYWORDS | BOTO_KEYWORDS and self.is_profiler(value):
+                    self.blocking.append(
+                        Finding(
+                            self.line(where),
+                            f"{key} in a dict profstack cannot follow (bound to a name more than once, or used "
+                            "other than as `**` into a SageMaker launcher): bind it once and spread it into the "
+                            "launcher, or remove the setting by hand",
+                        )
+                    )
         for dv in self.flow.values():
             direct = [e for e in dv.entries if self._profiler_entry(e)]
-            if not direct:
-                continue
+            if not direct or not sagemaker_dict(self.prov, self.flow, dv):
+                continue  # not SageMaker's: a `profiler_config` key of another library's settings
             blocked = self._check_flow(dv, direct[0])
             if blocked:
                 continue
@@ -377,37 +380,28 @@ class _Analysis:
         what = f"`{dv.name}`" if dv.name else "a dict"
         line = self.line(entry.node)
         start = len(self.blocking)
-        seen: set[int] = set()
-        stack = [dv]
-        while stack:
-            current = stack.pop()
-            if id(current) in seen:
-                continue
-            seen.add(id(current))
-            for node, why in current.escapes:
+        calls, escapes = self.flow.consumers(dv)
+        for node, why in escapes:
+            self.blocking.append(
+                Finding(
+                    self.line(node),
+                    f"{what} holds {entry.key} (line {line}) and {why} here: profstack cannot follow it; "
+                    "pass the dict only as `**` to SageMaker launchers in this module, or remove the setting "
+                    "by hand",
+                )
+            )
+        for target in calls:
+            flavour = self.flavour(target)
+            keys = BOTO_KEYWORDS if flavour == "boto3" else LOWER_KEYWORDS
+            if flavour is None or (entry.key != "rules" and entry.key not in keys):
                 self.blocking.append(
                     Finding(
-                        self.line(node),
-                        f"{what} holds {entry.key} (line {line}) and {why} here: profstack cannot follow it; "
-                        "pass the dict only as `**` to SageMaker launchers in this module, or remove the setting "
-                        "by hand",
+                        self.line(target),
+                        f"{what} holds {entry.key} (line {line}) and is spread into "
+                        f"`{self.code(target.func)}(...)`, which profstack cannot prove is a SageMaker "
+                        "launcher taking it: remove the setting by hand",
                     )
                 )
-            for target in current.spread_into:
-                if not isinstance(target, cst.Call) or _is_builtin_dict(target, self.prov):
-                    continue  # a dict of its own, reached through its sources below
-                flavour = self.flavour(target)
-                keys = BOTO_KEYWORDS if flavour == "boto3" else LOWER_KEYWORDS
-                if flavour is None or (entry.key != "rules" and entry.key not in keys):
-                    self.blocking.append(
-                        Finding(
-                            self.line(target),
-                            f"{what} holds {entry.key} (line {line}) and is spread into "
-                            f"`{self.code(target.func)}(...)`, which profstack cannot prove is a SageMaker "
-                            "launcher taking it: remove the setting by hand",
-                        )
-                    )
-            stack.extend(other for other in self.flow.values() if any(s is current for s in other.sources))
         return len(self.blocking) > start
 
     def _remove_entry(self, entry: Entry) -> None:
@@ -506,7 +500,7 @@ class _Rewrite(PlannedTransformer):
         if tagged is not None:
             flavour, line = tagged
             if USER_TAG not in self.a.module.code_for_node(original_node):
-                indent = _indent_of(self.a.module, original_node)
+                indent = self.a.indent_of(original_node)
                 updated_node = _append_element(updated_node, _tag_element(flavour), indent)
                 self.edits.append(Finding(line, f"added the {USER_TAG} tag (to the tags of its keyword dict)"))
                 self._imports_for(flavour)
@@ -828,13 +822,12 @@ def _local_name(alias: cst.ImportAlias) -> str:
     return (dotted(alias.name) or "").split(".")[0] if alias.asname is None else ""
 
 
+def _is_builtin_dict_node(node: cst.CSTNode, prov: Provenance) -> bool:
+    return isinstance(node, cst.Call) and _is_builtin_dict(node, prov)
+
+
 def _is_builtin_dict(call: cst.Call, prov: Provenance) -> bool:
     return prov.origins(call.func) == frozenset({"builtins.dict"})
-
-
-def _indent_of(module: cst.Module, node: cst.CSTNode) -> str:
-    del module, node
-    return "    "
 
 
 def _append_element(value: cst.List, code: str, indent: str) -> cst.List:
@@ -849,9 +842,15 @@ def _append_element(value: cst.List, code: str, indent: str) -> cst.List:
         closing = last.comma if isinstance(last.comma, cst.Comma) else cst.MaybeSentinel.DEFAULT
         elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=sep))
         return value.with_changes(elements=[*elements, new.with_changes(comma=closing)])
-    del indent
-    elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    return value.with_changes(elements=[*elements, new])
+    # a one-line list becomes one element a line, so that it stays short
+    inner = _newline(indent + "    ")
+    elements = [e.with_changes(comma=cst.Comma(whitespace_after=inner)) for e in elements]
+    new = new.with_changes(comma=cst.Comma(whitespace_after=_newline(indent)))
+    return value.with_changes(
+        lbracket=cst.LeftSquareBracket(whitespace_after=inner),
+        elements=[*elements, new],
+        rbracket=cst.RightSquareBracket(),
+    )
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -219,7 +219,7 @@ class Provenance:
         scope = self.scope(name)
         if scope is None:
             return frozenset({UNKNOWN})
-        referents = [r for access in scope.accesses[name] for r in access.referents]
+        referents = [r for access in scope.accesses[name] if access.node is name for r in access.referents]
         if not referents:
             return frozenset({UNKNOWN})  # undefined here (a star import, a name made at run time)
         out: set[str] = set()
@@ -276,7 +276,7 @@ class Provenance:
         scope = self.scope(name)
         if scope is None:
             return None
-        referents = [r for access in scope.accesses[name] for r in access.referents]
+        referents = [r for access in scope.accesses[name] if access.node is name for r in access.referents]
         if len(referents) != 1 or not isinstance(referents[0], Assignment):
             return None
         ref = referents[0]
@@ -419,6 +419,34 @@ class DictFlow:
 
     def values(self) -> list[DictValue]:
         return list(self._by_expr.values())
+
+    def value_of(self, expr: cst.CSTNode) -> DictValue | None:
+        """The dict a Dict literal or dict() call builds, once followed (build_all)."""
+        return self._by_expr.get(id(expr))
+
+    def build_all(self, nodes: Iterable[cst.CSTNode]) -> None:
+        """Follow every dict bound to a name, and every dict spread inline into a call."""
+        for node in nodes:
+            if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Name):
+                self.of_target(node.target)
+            elif isinstance(node, cst.Call):
+                self.note_inline_spreads(node)
+
+    def consumers(self, value: DictValue) -> tuple[list[cst.Call], list[tuple[cst.CSTNode, str]]]:
+        """The calls a dict, or a dict built from it, is spread into, and where any of them escapes."""
+        calls: list[cst.Call] = []
+        escapes: list[tuple[cst.CSTNode, str]] = []
+        seen: set[int] = set()
+        stack = [value]
+        while stack:
+            current = stack.pop()
+            if id(current) in seen:
+                continue
+            seen.add(id(current))
+            escapes.extend(current.escapes)
+            calls.extend(t for t in current.spread_into if isinstance(t, cst.Call) and not _is_dict_call(t, self.prov))
+            stack.extend(other for other in self._by_expr.values() if any(s is current for s in other.sources))
+        return calls, escapes
 
     def _value(self, expr: cst.BaseExpression) -> DictValue | None:
         if isinstance(expr, cst.Dict) or _is_dict_call(expr, self.prov):
@@ -670,6 +698,38 @@ def _use_description(parent: cst.CSTNode | None) -> str:
     return "it is used in a way profstack cannot follow"
 
 
+def launcher_flavour(prov: Provenance, call: cst.Call) -> str | None:
+    """Which SageMaker launcher a call is, proven by provenance: "estimator" (SDK v2), "trainer"
+    (ModelTrainer), "core" (v3 TrainingJob.create), "boto3" (create/update_training_job), or None."""
+    origins = prov.origins(call.func)
+    if all_of(origins, is_estimator_class):
+        return "estimator"
+    if all_of(origins, is_model_trainer):
+        return "trainer"
+    if all_of(origins, is_training_job_create):
+        return "core"
+    func = call.func
+    if (
+        isinstance(func, cst.Attribute)
+        and func.attr.value in TRAINING_JOB_CALLS
+        and all_of(prov.origins(func.value), is_sagemaker_client)
+    ):
+        return "boto3"
+    return None
+
+
+def sagemaker_dict(prov: Provenance, flow: DictFlow, value: DictValue) -> bool:
+    """A dict's Profiler-named keys are SageMaker's: a value is a proven SageMaker Profiler object,
+    or the dict reaches a proven SageMaker launcher."""
+    if any(
+        e.key in PROFILER_KEYWORDS and e.value is not None and all_of(prov.origins(e.value), is_profiler_value)
+        for e in value.entries
+    ):
+        return True
+    calls, _ = flow.consumers(value)
+    return any(launcher_flavour(prov, c) is not None for c in calls)
+
+
 def _foreign(origins: frozenset[str]) -> bool:
     """Proven to be another library's (or the user's own): every origin known, none SageMaker's or boto's."""
     return (
@@ -707,7 +767,56 @@ def foreign_profiler_lines(source: str) -> set[int]:
         keyword_args = [a for a in node.args if a.keyword is not None and a.keyword.value in PROFILER_KEYWORDS]
         if keyword_args and _foreign(prov.origins(func)):
             lines.update(positions[a.keyword].start.line for a in keyword_args if a.keyword is not None)
+    flow = DictFlow(prov)
+    flow.build_all(walk(module))
+    for node in walk(module):
+        if not (isinstance(node, cst.Dict) or (isinstance(node, cst.Call) and _is_dict_call(node, prov))):
+            continue
+        keys = [(k, v, n) for k, v, n in literal_entries(node) if k in PROFILER_KEYWORDS]
+        if keys and not _dict_counts(prov, flow, node, keys):
+            lines.update(positions[n].start.line for _, _, n in keys)
     return lines
+
+
+def _dict_counts(
+    prov: Provenance,
+    flow: DictFlow,
+    node: cst.CSTNode,
+    keys: list[tuple[str, cst.BaseExpression, cst.CSTNode]],
+) -> bool:
+    """Whether the --check gate counts a dict's Profiler-named keys: SageMaker's (sagemaker_dict),
+    spread into a callee that is not known, or a boto3-style key (`"ProfilerConfig"`) in a dict not
+    proven to go only into other libraries' calls."""
+    if any(all_of(prov.origins(v), is_profiler_value) for _, v, _ in keys):
+        return True
+    value = flow.value_of(node)
+    if value is None:
+        return any(k in BOTO_KEYWORDS for k, _, _ in keys)
+    if sagemaker_dict(prov, flow, value):
+        return True
+    calls, escapes = flow.consumers(value)
+    if any(UNKNOWN in prov.origins(c.func) for c in calls):
+        return True
+    # `"ProfilerConfig"` is the SageMaker API's spelling: it counts unless the dict provably goes
+    # only into other libraries' calls
+    only_foreign = bool(calls) and not escapes and all(_foreign(prov.origins(c.func)) for c in calls)
+    return any(k in BOTO_KEYWORDS for k, _, _ in keys) and not only_foreign
+
+
+def literal_entries(node: cst.CSTNode) -> list[tuple[str, cst.BaseExpression, cst.CSTNode]]:
+    """(key, value, node) of a dict literal's string keys or a dict() call's keywords."""
+    out: list[tuple[str, cst.BaseExpression, cst.CSTNode]] = []
+    if isinstance(node, cst.Dict):
+        for element in node.elements:
+            if (
+                isinstance(element, cst.DictElement)
+                and isinstance(element.key, cst.SimpleString)
+                and isinstance(element.key.evaluated_value, str)
+            ):
+                out.append((element.key.evaluated_value, element.value, element))
+    elif isinstance(node, cst.Call):
+        out.extend((a.keyword.value, a.value, a) for a in node.args if a.keyword is not None)
+    return out
 
 
 def walk(node: cst.CSTNode) -> Iterable[cst.CSTNode]:

@@ -131,7 +131,7 @@ def remaining_uses(source: str) -> list[Finding]:
                     found.append(Finding(keyword.lineno, "disable_profiler=False keeps SDK v2's default Profiler on"))
         elif isinstance(node, ast.Dict) and (bound.sagemaker or bound.boto):
             for key in node.keys:  # `params = {"ProfilerConfig": {...}}; sm.create_training_job(**params)`
-                if isinstance(key, ast.Constant) and key.value in PROFILER_KEYWORDS:
+                if isinstance(key, ast.Constant) and key.value in PROFILER_KEYWORDS and key.lineno not in foreign:
                     found.append(Finding(key.lineno, f"sets {key.value!r}"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SMPROF_MODULES:
             found.append(Finding(node.lineno, f'names the module "{node.value}"'))
