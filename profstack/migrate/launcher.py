@@ -89,7 +89,9 @@ class _Analysis:
         self.manual: list[Finding] = []
         self.bound: set[str] = set()
         self.nodes = list(_walk(module))
-        self.rule_configs: list[tuple[cst.ImportFrom, cst.ImportAlias, str]] = []
+        self.entry_nodes: set[int] = set()
+        # sagemaker imports that go when every use of them was removed (`rule_configs`, `dbg`)
+        self.rule_configs: list[tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]] = []
         self.removed_vars: list[cst.Name] = []
         self.options_tensorboard = True
 
@@ -137,8 +139,8 @@ class _Analysis:
                 self.drop_elements.add(id(node))
                 self.mark(node)
                 self.edits.append(Finding(self.line(node), "removed a profiler rule"))
-            elif isinstance(node, cst.Call):
-                self.flow.note_inline_spreads(node)
+        self.flow.build_all(self.nodes)
+        self.entry_nodes = {id(e.node) for dv in self.flow.values() for e in dv.entries}
         for node in self.nodes:
             if isinstance(node, cst.Call) and not _is_builtin_dict(node, self.prov):
                 self._call(node)
@@ -153,13 +155,15 @@ class _Analysis:
             local = _local_name(alias)
             self.bound.add(local)
             if isinstance(node, cst.Import):
+                if alias.asname is not None and (dotted(alias.name) or "").startswith("sagemaker."):
+                    self.rule_configs.append((node, alias, local))  # `import sagemaker.debugger as dbg`
                 continue
             path = imported_path(node, _local_name(alias))
             if is_profiler_class(path):
                 self.drop_aliases.add(id(alias))
                 self.mark(alias)
-            elif path.endswith(".rule_configs") and path.startswith("sagemaker."):
-                self.rule_configs.append((node, alias, local))
+            elif path.startswith("sagemaker.") and isinstance(node, cst.ImportFrom):
+                self.rule_configs.append((node, alias, local))  # goes if the removals leave it unused
 
     # --- statements: `pc = ProfilerConfig(...)`, `estimator.disable_profiling()`
     def _statement(self, node: cst.SimpleStatementLine) -> None:
@@ -219,7 +223,10 @@ class _Analysis:
             for _, dv in spreads
             if dv is not None
             for d, e in dv.all_entries()
-            if not e.removes and (e.key in keywords or e.key == "rules") and self._profiler_entry(e)
+            if not e.removes
+            and (e.key in keywords or e.key == "rules")
+            and self._profiler_entry(e)
+            and not self._removed_before(dv, e.key, call)
         ]
         if not explicit and not from_dicts:
             return
@@ -265,6 +272,45 @@ class _Analysis:
         for _, dv in spreads:
             assert dv is not None
             self._dict_additions(dv, flavour, line)
+
+    def _removed_before(self, dv: DictValue, key: str, call: cst.Call) -> bool:
+        """The key was popped or deleted earlier in the same block as the call (and not set again
+        in between): the call does not get it. `kw.pop("profiler_config")` before the second job."""
+        here = self._statement_in_block(call)
+        if here is None:
+            return False
+        block, index = here
+        removed_at = -1
+        for _, entry in dv.all_entries():
+            if entry.key != key or entry.statement is None:
+                continue
+            where = self._statement_in_block(entry.statement)
+            if where is None or where[0] is not block or where[1] >= index:
+                continue
+            if entry.removes:
+                removed_at = max(removed_at, where[1])
+        if removed_at < 0:
+            return False
+        return not any(
+            e.key == key
+            and not e.removes
+            and e.statement is not None
+            and (w := self._statement_in_block(e.statement)) is not None
+            and w[0] is block
+            and removed_at < w[1] < index
+            for _, e in dv.all_entries()
+        )
+
+    def _statement_in_block(self, node: cst.CSTNode) -> tuple[cst.CSTNode, int] | None:
+        """The block (Module or IndentedBlock) holding the statement that contains node, and its index."""
+        current: cst.CSTNode | None = node
+        while current is not None:
+            parent = self.prov.parent(current)
+            if isinstance(parent, cst.Module | cst.IndentedBlock):
+                index = next((i for i, s in enumerate(parent.body) if s is current), None)
+                return (parent, index) if index is not None else None
+            current = parent
+        return None
 
     def _why_unknown(self, expr: cst.BaseExpression) -> str:
         described = self.flow.describe(expr)
@@ -313,6 +359,8 @@ class _Analysis:
         for arg in call.args:
             if arg.keyword is None or arg.keyword.value not in LOWER_KEYWORDS | BOTO_KEYWORDS:
                 continue
+            if id(arg) in self.entry_nodes:
+                continue  # `d.update(profiler_config=...)` of a followed dict: decided with the dict
             callee = self.prov.origins(call.func)
             if self.is_profiler(arg.value):
                 self.blocking.append(
@@ -434,7 +482,8 @@ class _Analysis:
             return
         if self.edits or self.calls:  # a launcher being rewritten: an import its removals leave unused goes
             for importer, alias, local in self.rule_configs:
-                if all(id(ref) in self.handled for ref in self._references(importer, local)):
+                refs = self._references(importer, local)
+                if refs and all(id(ref) in self.handled for ref in refs):
                     self.drop_aliases.add(id(alias))
         self._plan_imports()
         for node in self.nodes:
@@ -466,7 +515,7 @@ class _Analysis:
             if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1):
                 continue
             small = node.body[0]
-            if not isinstance(small, cst.ImportFrom) or isinstance(small.names, cst.ImportStar) or not small.names:
+            if not isinstance(small, cst.Import | cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
                 continue
             if all(id(a) in self.drop_aliases for a in small.names):
                 self.plan.remove[id(node)] = None
@@ -485,6 +534,10 @@ class _Rewrite(PlannedTransformer):
         self.edits = edits
         self.manual = manual
         self.needed_imports: set[tuple[str, str]] = set()
+
+    def leave_Import(self, original_node: cst.Import, updated_node: cst.Import) -> cst.Import:
+        kept = _filter(original_node.names, updated_node.names, self.a.drop_aliases)
+        return updated_node.with_changes(names=kept) if kept else updated_node
 
     def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom) -> cst.ImportFrom:
         if isinstance(original_node.names, cst.ImportStar):
