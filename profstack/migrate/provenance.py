@@ -221,6 +221,10 @@ class Provenance:
             return frozenset({UNKNOWN})
         referents = [r for access in scope.accesses[name] if access.node is name for r in access.referents]
         if not referents:
+            # `import sagemaker.estimator` then `sagemaker.estimator.X`: LibCST records that access
+            # under the dotted name; every binding of the name visible here stands in (all must agree)
+            referents = list(scope[name.value])
+        if not referents:
             return frozenset({UNKNOWN})  # undefined here (a star import, a name made at run time)
         out: set[str] = set()
         for ref in referents:
@@ -237,12 +241,12 @@ class Provenance:
         node = ref.node
         if isinstance(node, cst.ClassDef):
             return self._class_origins(node, seen)
-        if not isinstance(node, cst.Name):
+        param = node if isinstance(node, cst.Param) else self.parent(node)
+        if not isinstance(node, cst.Name | cst.Param):
             return frozenset({UNKNOWN})  # def, a comprehension target, ...
-        value = self.assigned_value(node)
+        value = self.assigned_value(node) if isinstance(node, cst.Name) else None
         if value is not None:
             return self._origins(value, seen)
-        param = self.parent(node)
         if isinstance(param, cst.Param) and param.annotation is not None:
             annotated = self._origins(param.annotation.annotation, seen)
             if all_of(annotated, lambda o: o.startswith("mypy_boto3_sagemaker") and o.endswith("SageMakerClient")):
