@@ -5,7 +5,7 @@ What it removes:
     from sagemaker.debugger import ProfilerConfig, Profiler, ProfilerRule, ...   (v2; also `from
     from sagemaker.core.debugger import ...` / `sagemaker.core.shapes` (v3)       sagemaker import ...`)
     pc = ProfilerConfig(...) / rules = [ProfilerRule.sagemaker(rule_configs.ProfilerReport()), ...]
-    profiler_config=..., profiler_rule_configurations=... (v3 TrainingJob.create),
+    profiler_config=..., profiler_rule_configurations=... (v3 TrainingJob.create, ModelTrainer),
     ProfilerConfig=..., ProfilerRuleConfigurations=... (boto3 create_training_job)
     estimator.update_profiler(...) / enable_default_profiling() / disable_profiling()
 
@@ -14,8 +14,13 @@ TensorBoard output ProfStack reads (`s3://<trace bucket>/tensorboard/<user>/`, p
 and the owner tag, when missing. A v2 estimator also gets `disable_profiler=True`: without a
 ProfilerConfig, SDK v2 turns default Profiler monitoring (and its report rule) back on.
 
-Anything that still refers to a removed name afterwards blocks the launcher part of the rewrite
-(nothing changes there) and is reported.
+Every edit is proven first (profstack.migrate.provenance): the call is a SageMaker estimator,
+ModelTrainer, TrainingJob.create or a boto3 SageMaker client's create_training_job, and a removed
+class comes from `sagemaker`, by where the names were imported from. Keyword dicts spread into a
+launcher (`PyTorch(**kw)`) are followed within the module; the Profiler keys leave the dict, and the
+added keywords go where they cannot reach a call twice. Anything unproven is left as it is; anything
+unsafe blocks the launcher part of the rewrite (nothing changes there) and is reported with what to
+change.
 """
 
 from __future__ import annotations

@@ -284,3 +284,13 @@ def test_a_copy_spread_into_a_foreign_call_is_refused() -> None:
     result = rewrite_source(source)
     assert not result.changed
     assert any(f.line == 8 and "`LocalRunner(...)`" in f.message for f in result.manual), result.manual
+
+
+def test_published_corpus_numbers_match_the_corpus() -> None:
+    # GIVEN the numbers docs/migration.md publishes for the launcher corpus
+    from bench.launcher_corpus import measure, table
+
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "migration.md").read_text()
+    published = docs.split("<!-- launcher-corpus-table -->\n", 1)[1].split("\n\n", 1)[0]
+    # WHEN measured THEN they are what the corpus gives now (the docs stay in sync)
+    assert published == table(measure(CORPUS))
