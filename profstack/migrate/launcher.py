@@ -25,6 +25,7 @@ change.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -42,7 +43,9 @@ from profstack.migrate._cst import (
 )
 from profstack.migrate.provenance import (
     BOTO_KEYWORDS,
+    PROFILER_CLASSES,
     PROFILER_METHODS,
+    PROFILER_RULE_CONFIGS,
     SDK_KEYWORDS,
     UNKNOWN,
     DictFlow,
@@ -62,6 +65,12 @@ from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR
 
 USER_TAG = "profstack:user"
 LOWER_KEYWORDS = SDK_KEYWORDS
+#: a word every launcher edit needs: a Profiler keyword, class, rule or method
+_MENTIONS = re.compile(
+    r"\b(?:"
+    + "|".join(sorted(SDK_KEYWORDS | BOTO_KEYWORDS | PROFILER_CLASSES | PROFILER_METHODS | PROFILER_RULE_CONFIGS))
+    + r")\b"
+)
 
 
 @dataclass(frozen=True)
@@ -322,6 +331,8 @@ class _Analysis:
         if described is not None and described.all_unknown():
             node, why = described.all_unknown()[0]
             return f"line {self.line(node)}: {why}"
+        if self.flow.too_deep:
+            return "it comes through a chain of dicts too long to follow"
         if isinstance(expr, cst.Name):
             return f"`{expr.value}` is not bound once to a dict literal or dict(...) in this module"
         return "it is not a dict profstack can follow"
@@ -817,6 +828,8 @@ def _constants(options: LauncherOptions, *, needs_os: bool) -> list[str]:
 
 
 def rewrite_launcher(module: cst.Module, options: LauncherOptions) -> tuple[cst.Module, list[Finding], list[Finding]]:
+    if not _MENTIONS.search(module.code):
+        return module, [], []  # nothing Profiler-looking: no scope analysis needed
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = _Analysis(module, wrapper)
     analysis.options_tensorboard = options.tensorboard

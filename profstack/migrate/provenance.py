@@ -62,7 +62,8 @@ SDK_KEYWORDS = frozenset({"profiler_config", "profiler_rule_configurations"})
 PROFILER_KEYWORDS = SDK_KEYWORDS | BOTO_KEYWORDS
 TRAINING_JOB_CALLS = frozenset({"create_training_job", "update_training_job"})
 PROFILER_METHODS = frozenset({"update_profiler", "enable_default_profiling", "disable_profiling"})
-_MAX_DEPTH = 16
+_MAX_DEPTH = 16  # assignments followed for one name
+_MAX_FLOW_DEPTH = 24  # dicts followed through spreads and copies
 
 #: rule_configs functions that build a Profiler rule (the others are Debugger rules, which stay)
 PROFILER_RULE_CONFIGS = frozenset(
@@ -136,7 +137,12 @@ def is_estimator_class(origin: str) -> bool:
     if not _is_sagemaker(origin) or "(" in origin:
         return False
     parts = origin.split(".")
-    return parts[-1] in ESTIMATOR_CLASSES or ("estimator" in parts[1:-1] and parts[-1][:1].isupper())
+    last = parts[-1]
+    if last in ESTIMATOR_CLASSES or last.endswith("Estimator"):
+        return True
+    # a framework's estimator module (`sagemaker.pytorch.estimator.PyTorch`), not the names the
+    # generic `sagemaker.estimator` module re-exports (ProfilerConfig, TensorBoardOutputConfig, ...)
+    return len(parts) > 3 and parts[-2] == "estimator" and last[:1].isupper() and last not in PROFILER_CLASSES
 
 
 def is_model_trainer(origin: str) -> bool:
@@ -386,6 +392,10 @@ class DictFlow:
         self._by_expr: dict[int, DictValue] = {}
         self._building: set[int] = set()
         self._uses_done: set[int] = set()
+        self._depth = 0
+        self.too_deep = False  # some chain of dicts was cut at _MAX_FLOW_DEPTH
+        self._container_index: dict[int, list[DictValue]] | None = None
+        self._indexed = 0
 
     def of_spread(self, expr: cst.BaseExpression) -> DictValue | None:
         """The dict a `**expr` spreads, or None when its keys cannot be known."""
@@ -449,10 +459,31 @@ class DictFlow:
             seen.add(id(current))
             escapes.extend(current.escapes)
             calls.extend(t for t in current.spread_into if isinstance(t, cst.Call) and not _is_dict_call(t, self.prov))
-            stack.extend(other for other in self._by_expr.values() if any(s is current for s in other.sources))
+            stack.extend(self._containers().get(id(current), []))
         return calls, escapes
 
+    def _containers(self) -> dict[int, list[DictValue]]:
+        """id(dict) -> the dicts built from it (spread or copied), indexed once per flow."""
+        if self._container_index is None or self._indexed != len(self._by_expr):
+            index: dict[int, list[DictValue]] = {}
+            for value in self._by_expr.values():
+                for source in value.sources:
+                    index.setdefault(id(source), []).append(value)
+            self._container_index = index
+            self._indexed = len(self._by_expr)
+        return self._container_index
+
     def _value(self, expr: cst.BaseExpression) -> DictValue | None:
+        if self._depth >= _MAX_FLOW_DEPTH:
+            self.too_deep = True
+            return None  # a chain of dicts longer than any launcher writes: its keys count as unknown
+        self._depth += 1
+        try:
+            return self._value_at(expr)
+        finally:
+            self._depth -= 1
+
+    def _value_at(self, expr: cst.BaseExpression) -> DictValue | None:
         if isinstance(expr, cst.Dict) or _is_dict_call(expr, self.prov):
             return self._build(None, expr)
         if isinstance(expr, cst.Call) and _is_copy(expr):
@@ -492,6 +523,16 @@ class DictFlow:
     def _container(self, expr: cst.BaseExpression, source: DictValue) -> None:
         """`source` is copied or spread into `expr` (`{**d}`, `dict(**d)`, `dict(d)`, `d.copy()`):
         follow `expr` to where it goes, or record that `source` escapes."""
+        if self._depth >= _MAX_FLOW_DEPTH:
+            source.escapes.append((expr, "it goes through a chain of dicts too long to follow"))
+            return
+        self._depth += 1
+        try:
+            self._container_at(expr, source)
+        finally:
+            self._depth -= 1
+
+    def _container_at(self, expr: cst.BaseExpression, source: DictValue) -> None:
         parent = self.prov.parent(expr)
         if (
             isinstance(parent, cst.Assign)

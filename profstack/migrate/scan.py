@@ -89,7 +89,7 @@ def remaining_uses(source: str) -> list[Finding]:
     except SyntaxError as exc:
         return [Finding(exc.lineno or 0, f"cannot parse: {exc.msg}")]
     bound = _bindings(tree)
-    foreign = foreign_profiler_lines(source) if bound.sagemaker or bound.boto else set()
+    foreign = _LazyLines(source if bound.sagemaker or bound.boto else "")
     found: list[Finding] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -140,6 +140,19 @@ def remaining_uses(source: str) -> list[Finding]:
         elif isinstance(node, ast.Name) and (node.id in bound.classes or (bound.star and node.id in PROFILER_CLASSES)):
             found.append(Finding(node.lineno, f"uses {node.id}"))
     return sorted(set(found))
+
+
+class _LazyLines:
+    """foreign_profiler_lines, computed on the first lookup only (it needs LibCST's scope analysis)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.lines: set[int] | None = None
+
+    def __contains__(self, line: object) -> bool:
+        if self.lines is None:
+            self.lines = foreign_profiler_lines(self.source) if self.source else set()
+        return line in self.lines
 
 
 def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:

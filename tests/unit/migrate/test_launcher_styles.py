@@ -294,3 +294,17 @@ def test_published_corpus_numbers_match_the_corpus() -> None:
     published = docs.split("<!-- launcher-corpus-table -->\n", 1)[1].split("\n\n", 1)[0]
     # WHEN measured THEN they are what the corpus gives now (the docs stay in sync)
     assert published == table(measure(CORPUS))
+
+
+def test_a_hostile_chain_of_dicts_is_refused_in_bounded_time() -> None:
+    # GIVEN 300 dicts each spreading the one before, each spread into an estimator
+    lines = ["from sagemaker.debugger import ProfilerConfig", "from sagemaker.pytorch import PyTorch", "d0 = {}"]
+    for i in range(1, 300):
+        lines.append(f'd{i} = {{**d{i - 1}, "profiler_config": ProfilerConfig()}}')
+        lines.append(f'PyTorch(entry_point="t.py", **d{i})')
+    source = "\n".join(lines) + "\n"
+    # WHEN rewritten (before: RecursionError from following the chain, the whole run failed)
+    result = rewrite_source(source)
+    # THEN it is refused, unchanged, with the reason
+    assert not result.changed
+    assert any("too long to follow" in f.message for f in result.manual)
