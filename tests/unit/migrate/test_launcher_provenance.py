@@ -232,6 +232,15 @@ _STYLES = {
         'kw = {{"profiler_config": PC(){dtags}}}\njob = Runner(entry_point="a.py", **kw)\n'
         'kw.pop("profiler_config")\nother = Runner(entry_point="b.py", **kw)'
     ),
+    "update": 'kw = dict(role="r"{ktags})\nkw.update(profiler_config=PC())\njob = Runner(**kw)',
+    "subscript": 'kw = {{"role": "r"{dtags}}}\nkw["profiler_config"] = PC()\njob = Runner(**kw)',
+    "copy": 'base = dict(profiler_config=PC(){ktags})\nkw = base.copy()\njob = Runner(entry_point="a.py", **kw)',
+    "dict-copy": 'base = {{"profiler_config": PC(){dtags}}}\njob = Runner(**dict(base, entry_point="a.py"))',
+    "in-function": (
+        'def launch():\n    kw = {{"profiler_config": PC(){dtags}}}\n    return Runner(entry_point="a.py", **kw)\n\n\n'
+        "job = launch()"
+    ),
+    "setdefault": 'kw = {{"role": "r"{dtags}}}\nkw.setdefault("profiler_config", PC())\njob = Runner(**kw)',
 }
 
 
@@ -257,7 +266,7 @@ def test_generated_launchers_are_converted_when_proven_and_untouched_otherwise(
         ktags=f", tags={tag}" if tags else "",
     )
     source = f"{config_import}\n{runner_import}\n\n{body}\n"
-    if disable:
+    if disable and style != "in-function":  # `job = launch()` proves nothing (tested above)
         source += "job.disable_profiling()\n"
     before = run_launcher(source).launches("Runner", "PyTorch", "Estimator", "HuggingFace", "LocalRunner")
     # WHEN rewritten
