@@ -171,9 +171,12 @@ def is_estimator_instance(origin: str) -> bool:
 
 
 def all_of(origins: frozenset[str], predicate: object) -> bool:
-    """Proven: at least one origin, none unknown, every one satisfying the predicate."""
+    """Proven: at least one origin, none unknown, every one satisfying the predicate. A `None`
+    binding does not count against it: `try: from sagemaker.pytorch import PyTorch` / `except
+    ImportError: PyTorch = None` calls SageMaker's PyTorch whenever the call runs at all."""
     assert callable(predicate)
-    return bool(origins) and UNKNOWN not in origins and all(predicate(o) for o in origins)
+    real = origins - {"builtins.None"}
+    return bool(real) and UNKNOWN not in real and all(predicate(o) for o in real)
 
 
 def any_of(origins: frozenset[str], predicate: object) -> bool:
@@ -216,12 +219,16 @@ class Provenance:
             out = frozenset(
                 UNKNOWN if o == UNKNOWN else f"{o}({_service(o, expr)})" for o in self._origins(expr.func, seen)
             )
+        elif isinstance(expr, cst.IfExp):  # `PyTorch if gpu else TensorFlow`: either
+            out = self._origins(expr.body, seen) | self._origins(expr.orelse, seen)
         else:
             out = frozenset({UNKNOWN})
         self._cache[key] = out
         return out
 
     def _name_origins(self, name: cst.Name, seen: frozenset[int]) -> frozenset[str]:
+        if name.value in {"None", "True", "False"}:
+            return frozenset({f"builtins.{name.value}"})
         scope = self.scope(name)
         if scope is None:
             return frozenset({UNKNOWN})

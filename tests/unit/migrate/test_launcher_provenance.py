@@ -294,3 +294,46 @@ def test_generated_launchers_are_converted_when_proven_and_untouched_otherwise(
         assert "profiler_config" not in kwargs
         assert str(kwargs["disable_profiler"]) == "True"
         assert str(kwargs["tags"]).count("profstack:user") == 1
+
+
+def test_an_optional_import_and_a_choice_of_estimators_are_proven() -> None:
+    # GIVEN the estimator imported optionally (None when the SDK is missing), and chosen between two
+    source = _src(
+        """
+        import sys
+
+        from sagemaker.debugger import ProfilerConfig
+
+        try:
+            from sagemaker.pytorch import PyTorch
+            from sagemaker.tensorflow import TensorFlow
+        except ImportError:
+            PyTorch = TensorFlow = None
+
+        Est = PyTorch if "torch" in sys.argv else TensorFlow
+        est = Est(entry_point="t.py", profiler_config=ProfilerConfig())
+        """
+    )
+    # WHEN rewritten THEN both bindings that can be called are SageMaker estimators: converted
+    result = rewrite_source(source)
+    assert result.changed
+    assert [f for f in result.manual if f.line] == []
+    assert "disable_profiler=True" in result.source
+
+
+def test_a_choice_between_sagemaker_and_another_library_is_refused() -> None:
+    source = _src(
+        """
+        import sys
+
+        from sagemaker.debugger import ProfilerConfig
+        from sagemaker.pytorch import PyTorch
+        from trainkit import LocalRunner
+
+        Est = PyTorch if "cloud" in sys.argv else LocalRunner
+        est = Est(entry_point="t.py", profiler_config=ProfilerConfig())
+        """
+    )
+    result = rewrite_source(source)
+    assert not result.changed
+    assert any(f.line == 8 and "cannot prove" in f.message for f in result.manual), result.manual
