@@ -82,6 +82,18 @@ def _bindings(tree: ast.AST) -> _Bindings:
     return out
 
 
+def _turns_profiler_off(value: ast.expr | None) -> bool:
+    """`{"DisableProfiler": True}`: the one ProfilerConfig that is not a use of the Profiler."""
+    return (
+        isinstance(value, ast.Dict)
+        and len(value.keys) == 1
+        and isinstance(value.keys[0], ast.Constant)
+        and value.keys[0].value == "DisableProfiler"
+        and isinstance(value.values[0], ast.Constant)
+        and value.values[0].value is True
+    )
+
+
 def remaining_uses(source: str) -> list[Finding]:
     """Every line that still uses the Profiler. Unparsable text gives one finding at its error line."""
     try:
@@ -130,8 +142,13 @@ def remaining_uses(source: str) -> list[Finding]:
                 ):
                     found.append(Finding(keyword.lineno, "disable_profiler=False keeps SDK v2's default Profiler on"))
         elif isinstance(node, ast.Dict) and (bound.sagemaker or bound.boto):
-            for key in node.keys:  # `params = {"ProfilerConfig": {...}}; sm.create_training_job(**params)`
-                if isinstance(key, ast.Constant) and key.value in PROFILER_KEYWORDS and key.lineno not in foreign:
+            for key, value in zip(node.keys, node.values, strict=True):  # `sm.create_training_job(**params)`
+                if (
+                    isinstance(key, ast.Constant)
+                    and key.value in PROFILER_KEYWORDS
+                    and not _turns_profiler_off(value)
+                    and key.lineno not in foreign
+                ):
                     found.append(Finding(key.lineno, f"sets {key.value!r}"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SMPROF_MODULES:
             found.append(Finding(node.lineno, f'names the module "{node.value}"'))

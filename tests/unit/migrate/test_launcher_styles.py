@@ -308,3 +308,22 @@ def test_a_hostile_chain_of_dicts_is_refused_in_bounded_time() -> None:
     # THEN it is refused, unchanged, with the reason
     assert not result.changed
     assert any("too long to follow" in f.message for f in result.manual)
+
+
+def test_a_request_dict_that_turns_the_profiler_off_is_kept_and_passes_check() -> None:
+    # GIVEN a boto3 request dict whose ProfilerConfig only turns the Profiler off
+    source = _src(
+        """
+        import boto3
+
+        sm = boto3.client("sagemaker")
+        request = {"TrainingJobName": "j", "ProfilerConfig": {"DisableProfiler": True}}
+        sm.create_training_job(**request)
+        """
+    )
+    # WHEN rewritten THEN it stays, and the --check gate does not count it (before: "sets
+    # 'ProfilerConfig'", a --check failure on the setting that turns the Profiler off)
+    result = rewrite_source(source)
+    assert not result.changed
+    assert result.manual == []
+    assert remaining_uses(source) == []
