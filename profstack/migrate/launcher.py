@@ -105,9 +105,10 @@ class _Analysis:
         self.nodes = list(_walk(module))
         self.entry_nodes: set[int] = set()
         # sagemaker imports that go when every use of them was removed (`rule_configs`, `dbg`)
-        self.rule_configs: list[tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]] = []
+        self.droppable_imports: list[tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]] = []
         self.removed_vars: list[cst.Name] = []
         self.options_tensorboard = True
+        self._lines: list[str] | None = None
 
     def line(self, node: cst.CSTNode) -> int:
         try:
@@ -117,7 +118,9 @@ class _Analysis:
 
     def indent_of(self, node: cst.CSTNode) -> str:
         """The indentation of the line a node starts on."""
-        lines = self.module.code.splitlines()
+        if self._lines is None:
+            self._lines = self.module.code.splitlines()
+        lines = self._lines
         number = self.line(node)
         text = lines[number - 1] if 0 < number <= len(lines) else ""
         return text[: len(text) - len(text.lstrip())]
@@ -170,14 +173,14 @@ class _Analysis:
             self.bound.add(local)
             if isinstance(node, cst.Import):
                 if alias.asname is not None and (dotted(alias.name) or "").startswith("sagemaker."):
-                    self.rule_configs.append((node, alias, local))  # `import sagemaker.debugger as dbg`
+                    self.droppable_imports.append((node, alias, local))  # `import sagemaker.debugger as dbg`
                 continue
             path = imported_path(node, _local_name(alias))
             if is_profiler_class(path):
                 self.drop_aliases.add(id(alias))
                 self.mark(alias)
             elif path.startswith("sagemaker.") and isinstance(node, cst.ImportFrom):
-                self.rule_configs.append((node, alias, local))  # goes if the removals leave it unused
+                self.droppable_imports.append((node, alias, local))  # goes if the removals leave it unused
 
     # --- statements: `pc = ProfilerConfig(...)`, `estimator.disable_profiling()`
     def _statement(self, node: cst.SimpleStatementLine) -> None:
@@ -497,7 +500,7 @@ class _Analysis:
         if self.blocking:
             return
         if self.edits or self.calls:  # a launcher being rewritten: an import its removals leave unused goes
-            for importer, alias, local in self.rule_configs:
+            for importer, alias, local in self.droppable_imports:
                 refs = self._references(importer, local)
                 if refs and all(id(ref) in self.handled for ref in refs):
                     self.drop_aliases.add(id(alias))
