@@ -107,8 +107,9 @@ def _stubbed(log: CallLog) -> Iterator[None]:
         yield
     finally:
         sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _StdlibFirst)]
-        sys.modules.clear()
-        sys.modules.update(saved)
+        for name in [n for n in sys.modules if n not in saved]:
+            del sys.modules[name]  # the stubs
+        sys.modules.update(saved)  # the real third-party modules, as they were
 
 
 class _StdlibFirst(importlib.abc.MetaPathFinder):

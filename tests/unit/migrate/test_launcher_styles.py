@@ -327,3 +327,27 @@ def test_a_request_dict_that_turns_the_profiler_off_is_kept_and_passes_check() -
     assert not result.changed
     assert result.manual == []
     assert remaining_uses(source) == []
+
+
+def test_cli_write_then_check_over_the_corpus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from profstack.cli import main
+
+    # GIVEN a copy of the launcher corpus
+    tree = tmp_path / "corpus"
+    shutil.copytree(CORPUS, tree)
+    before = {p: p.read_text() for p in tree.rglob("*.py")}
+    # WHEN `migrate smprof --write --user --trace-bucket` runs over it
+    code = main(["migrate", "smprof", "--write", "--user", "alice", "--trace-bucket", "traces-1", str(tree)])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    # THEN every converted launcher was written, no refused or decoy file was touched
+    for path, text in before.items():
+        assert (path.read_text() != text) == (path.parent.name == "converted"), path
+    # AND --check passes on the converted launchers and the decoys, and fails on each refused one
+    assert main(["migrate", "smprof", "--check", str(tree / "converted"), str(tree / "decoys")]) == 0
+    for path in sorted((tree / "refused").glob("*.py")):
+        assert main(["migrate", "smprof", "--check", str(path)]) == 1, path
+    assert (
+        'PROFSTACK_TENSORBOARD_URI = "s3://traces-1/tensorboard/alice/"'
+        in (tree / "converted" / "c02_dict_call_several_estimators.py").read_text()
+    )
