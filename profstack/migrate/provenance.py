@@ -795,15 +795,15 @@ def foreign_profiler_lines(source: str) -> set[int]:
     """Lines where a Profiler-looking keyword (`profiler_config=`) is passed to, or a Profiler-looking
     method (`.disable_profiling()`) is called on, something proven not to be SageMaker's: the
     --check gate does not count them. Text LibCST cannot parse gives the empty set."""
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError:
-        return set()
     from libcst.metadata import PositionProvider
 
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    prov = Provenance(wrapper)
-    positions = wrapper.resolve(PositionProvider)
+    try:
+        module = cst.parse_module(source)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        prov = Provenance(wrapper)
+        positions = wrapper.resolve(PositionProvider)
+    except (cst.ParserSyntaxError, RecursionError):
+        return set()  # nothing is proven foreign: the gate counts everything, as before
     lines: set[int] = set()
     for node in walk(module):
         if not isinstance(node, cst.Call):
