@@ -5,7 +5,7 @@ What it removes:
     from sagemaker.debugger import ProfilerConfig, Profiler, ProfilerRule, ...   (v2; also `from
     from sagemaker.core.debugger import ...` / `sagemaker.core.shapes` (v3)       sagemaker import ...`)
     pc = ProfilerConfig(...) / rules = [ProfilerRule.sagemaker(rule_configs.ProfilerReport()), ...]
-    profiler_config=..., profiler_rule_configurations=... (v3 TrainingJob.create),
+    profiler_config=..., profiler_rule_configurations=... (v3 TrainingJob.create, ModelTrainer),
     ProfilerConfig=..., ProfilerRuleConfigurations=... (boto3 create_training_job)
     estimator.update_profiler(...) / enable_default_profiling() / disable_profiling()
 
@@ -14,18 +14,24 @@ TensorBoard output ProfStack reads (`s3://<trace bucket>/tensorboard/<user>/`, p
 and the owner tag, when missing. A v2 estimator also gets `disable_profiler=True`: without a
 ProfilerConfig, SDK v2 turns default Profiler monitoring (and its report rule) back on.
 
-Anything that still refers to a removed name afterwards blocks the launcher part of the rewrite
-(nothing changes there) and is reported.
+Every edit is proven first (profstack.migrate.provenance): the call is a SageMaker estimator,
+ModelTrainer, TrainingJob.create or a boto3 SageMaker client's create_training_job, and a removed
+class comes from `sagemaker`, by where the names were imported from. Keyword dicts spread into a
+launcher (`PyTorch(**kw)`) are followed within the module; the Profiler keys leave the dict, and the
+added keywords go where they cannot reach a call twice. Anything unproven is left as it is; anything
+unsafe blocks the launcher part of the rewrite (nothing changes there) and is reported with what to
+change.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import MetadataWrapper, PositionProvider
 
 from profstack.layout import user_tensorboard_prefix
 from profstack.migrate._cst import (
@@ -33,32 +39,38 @@ from profstack.migrate._cst import (
     PlannedTransformer,
     StatementPlan,
     dotted,
-    import_module_name,
     parse_statements,
 )
+from profstack.migrate.provenance import (
+    BOTO_KEYWORDS,
+    PROFILER_CLASSES,
+    PROFILER_METHODS,
+    PROFILER_RULE_CONFIGS,
+    SDK_KEYWORDS,
+    UNKNOWN,
+    DictFlow,
+    DictValue,
+    Entry,
+    Provenance,
+    all_of,
+    imported_path,
+    is_estimator_instance,
+    is_profiler_class,
+    is_profiler_value,
+    launcher_flavour,
+    literal_entries,
+    sagemaker_dict,
+)
 from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR
-from profstack.migrate.scan import PROFILER_CLASSES, PROFILER_METHODS, TRAINING_JOB_CALLS
 
 USER_TAG = "profstack:user"
-PROFILER_RULE_CONFIGS = frozenset(
-    {
-        "ProfilerReport",
-        "BatchSize",
-        "CPUBottleneck",
-        "GPUMemoryIncrease",
-        "IOBottleneck",
-        "LoadBalancing",
-        "LowGPUUtilization",
-        "MaxInitializationTime",
-        "OverallSystemUsage",
-        "StepOutlier",
-        "Dataloader",
-        "OverallFrameworkMetrics",
-        "DetailedProfilerProcessing",
-    }
+LOWER_KEYWORDS = SDK_KEYWORDS
+#: a word every launcher edit needs: a Profiler keyword, class, rule or method
+_MENTIONS = re.compile(
+    r"\b(?:"
+    + "|".join(sorted(SDK_KEYWORDS | BOTO_KEYWORDS | PROFILER_CLASSES | PROFILER_METHODS | PROFILER_RULE_CONFIGS))
+    + r")\b"
 )
-LOWER_KEYWORDS = frozenset({"profiler_config", "profiler_rule_configurations"})
-BOTO_KEYWORDS = frozenset({"ProfilerConfig", "ProfilerRuleConfigurations"})
 
 
 @dataclass(frozen=True)
@@ -68,118 +80,110 @@ class LauncherOptions:
     tensorboard: bool = True  # add TensorBoardOutputConfig and the owner tag
 
 
-class _Analysis(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+class _Analysis:
+    """Decides every launcher edit, each proven by provenance (see profstack.migrate.provenance)."""
 
-    def __init__(self, module: cst.Module) -> None:
-        super().__init__()
+    def __init__(self, module: cst.Module, wrapper: MetadataWrapper) -> None:
         self.module = module
-        self.names: set[str] = set()  # local names of profiler classes
-        self.sagemaker_modules: set[str] = set()  # local names bound to sagemaker modules
-        self.rule_configs: set[str] = set()
-        self.rule_config_aliases: list[tuple[str, cst.ImportAlias]] = []
-        self.import_froms: list[cst.SimpleStatementLine] = []  # sagemaker from-imports, decided in finish()
-        self.vars: set[str] = set()  # variables holding profiler configuration
+        self.prov = Provenance(wrapper)
+        self.positions = wrapper.resolve(PositionProvider)
+        self.flow = DictFlow(self.prov)
         self.plan = StatementPlan()
         self.drop_aliases: set[int] = set()  # ImportAlias ids to drop
         self.drop_args: set[int] = set()
-        self.drop_elements: set[int] = set()
+        self.drop_elements: set[int] = set()  # Element / DictElement ids
         self.calls: dict[int, str] = {}  # id(call) -> flavour, for the calls we took profiler settings from
+        self.present: dict[int, set[str]] = {}  # id(call) -> keywords it gets from explicit args and dicts
+        self.dict_tags: dict[int, tuple[str, int]] = {}  # id(List) of a dict's tags -> (flavour, line)
+        self.dict_true: set[int] = set()  # id(Name False) of a dict's disable_profiler -> True
         self.handled: set[int] = set()
         self.edits: list[Finding] = []
         self.blocking: list[Finding] = []
-        self.v3 = False
-        self.last_import: cst.CSTNode | None = None
+        self.unproven: list[Finding] = []  # reported only when the file is a launcher being rewritten
+        self.manual: list[Finding] = []
         self.bound: set[str] = set()
-        # what the file imports (before the walk): only a file that imports sagemaker (or boto3, for
-        # create_training_job's ProfilerConfig=) is a launcher; another library's `profiler_config=`
-        # or `disable_profiling()` is not SageMaker's
-        roots = _imported_roots(module)
-        self.uses_sagemaker = "sagemaker" in roots
-        self.uses_boto = bool(roots & {"boto3", "botocore", "aiobotocore", "aioboto3"})
+        self.nodes = list(_walk(module))
+        self.entry_nodes: set[int] = set()
+        # sagemaker imports that go when every use of them was removed (`rule_configs`, `dbg`)
+        self.droppable_imports: list[tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]] = []
+        self.removed_vars: list[cst.Name] = []
+        self.options_tensorboard = True
+        self._lines: list[str] | None = None
 
     def line(self, node: cst.CSTNode) -> int:
-        return int(self.get_metadata(PositionProvider, node).start.line)
-
-    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         try:
-            return self.get_metadata(ParentNodeProvider, node)
+            return int(self.positions[node].start.line)
         except KeyError:
-            return None
+            return 0
+
+    def indent_of(self, node: cst.CSTNode) -> str:
+        """The indentation of the line a node starts on."""
+        if self._lines is None:
+            self._lines = self.module.code.splitlines()
+        lines = self._lines
+        number = self.line(node)
+        text = lines[number - 1] if 0 < number <= len(lines) else ""
+        return text[: len(text) - len(text.lstrip())]
+
+    def code(self, node: cst.CSTNode) -> str:
+        text = self.module.code_for_node(node).strip()
+        return text if len(text) <= 60 else text[:57] + "..."
 
     def mark(self, node: cst.CSTNode) -> None:
         for n in _walk(node):
             self.handled.add(id(n))
 
+    def is_profiler(self, expr: cst.BaseExpression) -> bool:
+        return all_of(self.prov.origins(expr), is_profiler_value)
+
+    def profiler_rules(self, expr: cst.BaseExpression) -> bool:
+        """`rules=` holding only profiler rules (a proven rule, or a list of them)."""
+        if isinstance(expr, cst.List | cst.Tuple):
+            return bool(expr.elements) and all(self.is_profiler(e.value) for e in expr.elements)
+        return self.is_profiler(expr)
+
+    def flavour(self, call: cst.Call) -> str | None:
+        return launcher_flavour(self.prov, call)
+
+    def run(self) -> None:
+        for node in self.nodes:
+            if isinstance(node, cst.Import | cst.ImportFrom):
+                self._import(node)
+        for node in self.nodes:
+            if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
+                self._statement(node)
+            elif isinstance(node, cst.Element) and self.is_profiler(node.value):
+                self.drop_elements.add(id(node))
+                self.mark(node)
+                self.edits.append(Finding(self.line(node), "removed a profiler rule"))
+        self.flow.build_all(self.nodes)
+        self.entry_nodes = {id(e.node) for dv in self.flow.values() for e in dv.entries}
+        for node in self.nodes:
+            if isinstance(node, cst.Call) and not _is_builtin_dict(node, self.prov):
+                self._call(node)
+        self._dicts()
+        self._finish()
+
     # --- imports
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        module = import_module_name(node)
-        if not (module == "sagemaker" or module.startswith("sagemaker.")):
-            return
-        if module.startswith(("sagemaker.core", "sagemaker.train")):
-            self.v3 = True
+    def _import(self, node: cst.Import | cst.ImportFrom) -> None:
         if isinstance(node.names, cst.ImportStar):
             return
         for alias in node.names:
-            name = dotted(alias.name) or ""
-            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            local = _local_name(alias)
             self.bound.add(local)
-            if name in PROFILER_CLASSES:
-                self.names.add(local)
+            if isinstance(node, cst.Import):
+                if alias.asname is not None and (dotted(alias.name) or "").startswith("sagemaker."):
+                    self.droppable_imports.append((node, alias, local))  # `import sagemaker.debugger as dbg`
+                continue
+            path = imported_path(node, _local_name(alias))
+            if is_profiler_class(path):
                 self.drop_aliases.add(id(alias))
                 self.mark(alias)
-            elif name == "rule_configs":
-                self.rule_configs.add(local)
-                self.rule_config_aliases.append((local, alias))
-            elif name in {"debugger", "shapes"}:
-                self.sagemaker_modules.add(local)
+            elif path.startswith("sagemaker.") and isinstance(node, cst.ImportFrom):
+                self.droppable_imports.append((node, alias, local))  # goes if the removals leave it unused
 
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            name = dotted(alias.name) or ""
-            if name == "sagemaker" or name.startswith("sagemaker."):
-                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
-                self.sagemaker_modules.add(local.split(".")[0] if not alias.asname else local)
-                if name.startswith(("sagemaker.core", "sagemaker.train")):
-                    self.v3 = True
-            self.bound.add((dotted(alias.asname.name) if alias.asname else name.split(".")[0]) or "")
-
-    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
-        node = original_node
-        if len(node.body) == 1 and isinstance(node.body[0], cst.ImportFrom):
-            self.import_froms.append(node)  # what goes is known once every use has been seen: finish()
-
-    def _drop_unused_rule_configs(self) -> None:
-        """`rule_configs` used only inside removed profiler rules goes too (an unused import, F401)."""
-        for local, alias in self.rule_config_aliases:
-            own = {id(n) for n in _walk(alias)}
-            live = [
-                n
-                for n in _walk(self.module)
-                if isinstance(n, cst.Name) and n.value == local and id(n) not in own and id(n) not in self.handled
-            ]
-            if not live:
-                self.drop_aliases.add(id(alias))
-
-    def _plan_imports(self) -> None:
-        for node in self.import_froms:
-            small = node.body[0]
-            assert isinstance(small, cst.ImportFrom)
-            if isinstance(small.names, cst.ImportStar) or not small.names:
-                continue
-            if all(id(a) in self.drop_aliases for a in small.names):
-                self.plan.remove[id(node)] = None
-                self.edits.append(Finding(self.line(node), "removed the SageMaker Profiler import"))
-            elif any(id(a) in self.drop_aliases for a in small.names):
-                self.edits.append(Finding(self.line(node), "dropped SageMaker Profiler names from the import"))
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if isinstance(self.parent(node), cst.Module) and any(
-            isinstance(s, cst.Import | cst.ImportFrom) for s in node.body
-        ):
-            self.last_import = node
-        if len(node.body) != 1:
-            return
+    # --- statements: `pc = ProfilerConfig(...)`, `estimator.disable_profiling()`
+    def _statement(self, node: cst.SimpleStatementLine) -> None:
         small = node.body[0]
         if (
             isinstance(small, cst.Assign)
@@ -187,117 +191,356 @@ class _Analysis(cst.CSTVisitor):
             and isinstance(small.targets[0].target, cst.Name)
             and self.is_profiler(small.value)
         ):
-            self.vars.add(small.targets[0].target.value)
             self.mark(node)
             self.plan.remove[id(node)] = None
+            self.removed_vars.append(small.targets[0].target)
             self.edits.append(Finding(self.line(node), f"removed {small.targets[0].target.value} (Profiler settings)"))
-        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
-            func = small.value.func
-            if isinstance(func, cst.Attribute) and func.attr.value in PROFILER_METHODS and self.uses_sagemaker:
-                self.mark(node)
-                self.plan.remove[id(node)] = None
-                self.edits.append(Finding(self.line(node), f"removed .{func.attr.value}(...)"))
-
-    def is_profiler(self, expr: cst.BaseExpression) -> bool:
-        if isinstance(expr, cst.Name):
-            return expr.value in self.vars or expr.value in self.names
-        if isinstance(expr, cst.Attribute):
-            root = dotted(expr.value)
-            if (
-                expr.attr.value in PROFILER_CLASSES
-                and root is not None
-                and root.split(".")[0] in self.sagemaker_modules
-            ):
-                return True
-            if expr.attr.value in PROFILER_RULE_CONFIGS and root in self.rule_configs:
-                return True
-            return isinstance(expr.value, cst.Name) and expr.value.value in self.names  # ProfilerRule.sagemaker
-        if isinstance(expr, cst.Call):
-            return self.is_profiler(expr.func)
-        return False
-
-    def visit_Element(self, node: cst.Element) -> None:
-        if self.is_profiler(node.value):
-            self.drop_elements.add(id(node))
+            return
+        if not (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)):
+            return
+        func = small.value.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in PROFILER_METHODS):
+            return
+        receiver = self.prov.origins(func.value)
+        if all_of(receiver, is_estimator_instance):
             self.mark(node)
-            self.edits.append(Finding(self.line(node), "removed a profiler rule"))
-
-    def visit_Call(self, node: cst.Call) -> None:
-        method = node.func.attr.value if isinstance(node.func, cst.Attribute) else ""
-        for arg in node.args:
-            keyword = arg.keyword.value if arg.keyword else None
-            drop = (keyword in LOWER_KEYWORDS and self.uses_sagemaker) or (
-                keyword in BOTO_KEYWORDS and (self.uses_boto or self.uses_sagemaker or method in TRAINING_JOB_CALLS)
+            self.plan.remove[id(node)] = None
+            self.edits.append(Finding(self.line(node), f"removed .{func.attr.value}(...)"))
+        elif UNKNOWN in receiver:
+            self.unproven.append(
+                Finding(
+                    self.line(node),
+                    f".{func.attr.value}() on `{self.code(func.value)}`, which profstack cannot prove is a "
+                    "SageMaker estimator: if it is one, remove the call by hand",
+                )
             )
-            if drop and keyword == "ProfilerConfig" and _disables_profiler(arg.value):
-                continue  # `ProfilerConfig={"DisableProfiler": True}` turns the Profiler off: keep it
-            if drop and method == "update_training_job":
-                # UpdateTrainingJob takes no TensorBoardOutputConfig or Tags: nothing to swap it for
-                self.blocking.append(
-                    Finding(
-                        self.line(arg),
-                        f"update_training_job({keyword}=...) changes a running job's Profiler: remove it by hand "
-                        '(ProfilerConfig={"DisableProfiler": True} turns it off)',
-                    )
-                )
-                continue
-            if drop and dotted(node.func) == "dict":
-                # keywords gathered for `**kw`: the tags/TensorBoard ones added here could clash with the
-                # call's own (`tags` twice is a TypeError at launch), so a person moves them
-                self.blocking.append(
-                    Finding(
-                        self.line(arg),
-                        f"{keyword}= in dict(...) spread into a call: move it into the launcher call, then rerun",
-                    )
-                )
-                continue
-            if keyword == "rules" and (
-                self.is_profiler(arg.value)
-                or (
-                    isinstance(arg.value, cst.List)
-                    and arg.value.elements
-                    and all(self.is_profiler(e.value) for e in arg.value.elements)
-                )
-            ):
-                drop = True
-            if drop and any(a.star == "**" for a in node.args):
-                # `f(**kw, profiler_config=...)`: the keywords this adds (tags, disable_profiler,
-                # TensorBoard output) may be in kw already, a TypeError at launch; a person decides
-                self.blocking.append(
-                    Finding(
-                        self.line(arg),
-                        f"{keyword}= in a call that also spreads **: profstack cannot see whether the spread "
-                        "sets tags/disable_profiler/TensorBoard output; pass those explicitly, then rerun",
-                    )
-                )
-                continue
-            if drop:
-                self.drop_args.add(id(arg))
-                self.mark(arg)
-                self.calls[id(node)] = self._flavour(node, boto=keyword in BOTO_KEYWORDS)
-                self.edits.append(Finding(self.line(arg), f"removed {keyword}="))
 
-    def _flavour(self, call: cst.Call, *, boto: bool) -> str:
-        if boto:
-            return "boto3"
-        name = dotted(call.func) or ""
-        if name.split(".")[-1] == "ModelTrainer":
-            return "trainer"
-        if name.endswith(".create") and self.v3:
-            return "core"
-        return "estimator"
+    # --- calls
+    def _call(self, call: cst.Call) -> None:
+        flavour = self.flavour(call)
+        keywords = BOTO_KEYWORDS if flavour == "boto3" else LOWER_KEYWORDS
+        line = self.line(call)
+        if flavour is None:
+            self._foreign_call(call)
+            return
+        explicit = [
+            a
+            for a in call.args
+            if a.keyword is not None
+            and (
+                (a.keyword.value in keywords and not _disables_profiler(a.value))
+                or (a.keyword.value == "rules" and flavour == "estimator" and self.profiler_rules(a.value))
+            )
+        ]
+        spreads: list[tuple[cst.Arg, DictValue | None]] = [
+            (a, self.flow.of_spread(a.value)) for a in call.args if a.star == "**"
+        ]
+        from_dicts = [
+            (d, e)
+            for _, dv in spreads
+            if dv is not None
+            for d, e in dv.all_entries()
+            if not e.removes
+            and (e.key in keywords or e.key == "rules")
+            and self._profiler_entry(e)
+            and not self._removed_before(dv, e.key, call)
+        ]
+        if not explicit and not from_dicts:
+            return
+        method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+        if method == "update_training_job":
+            # UpdateTrainingJob takes no TensorBoardOutputConfig or Tags: nothing to swap it for
+            for arg in explicit:
+                assert arg.keyword is not None
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"update_training_job({arg.keyword.value}=...) changes a running job's Profiler: remove it "
+                        'by hand (ProfilerConfig={"DisableProfiler": True} turns it off)',
+                    )
+                )
+            if from_dicts:
+                self.blocking.append(Finding(line, "update_training_job(**...) sets the Profiler: remove it by hand"))
+            return
+        unknown = [(a, dv) for a, dv in spreads if dv is None]
+        if unknown:
+            for arg, _ in unknown:
+                why = self._why_unknown(arg.value)
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"`**{self.code(arg.value)}` in a launcher call that sets the Profiler: {why}, so profstack "
+                        "cannot see whether it sets tags/disable_profiler/TensorBoard output; build it as a dict "
+                        "literal or dict(...) in this module, or pass those keywords explicitly, then rerun",
+                    )
+                )
+            return
+        for arg in explicit:
+            assert arg.keyword is not None
+            self.drop_args.add(id(arg))
+            self.mark(arg)
+            self.edits.append(Finding(self.line(arg), f"removed {arg.keyword.value}="))
+        present = {a.keyword.value for a in call.args if a.keyword is not None and id(a) not in self.drop_args}
+        for _, dv in spreads:
+            assert dv is not None
+            present |= {k for k in dv.key_names() if k not in keywords}
+        self.calls[id(call)] = flavour
+        self.present[id(call)] = present
+        for _, dv in spreads:
+            assert dv is not None
+            self._dict_additions(dv, flavour, line)
 
-    def finish(self) -> None:
+    def _removed_before(self, dv: DictValue, key: str, call: cst.Call) -> bool:
+        """The key was popped or deleted earlier in the same block as the call (and not set again
+        in between): the call does not get it. `kw.pop("profiler_config")` before the second job."""
+        here = self._statement_in_block(call)
+        if here is None:
+            return False
+        block, index = here
+        removed_at = -1
+        for _, entry in dv.all_entries():
+            if entry.key != key or entry.statement is None:
+                continue
+            where = self._statement_in_block(entry.statement)
+            if where is None or where[0] is not block or where[1] >= index:
+                continue
+            if entry.removes:
+                removed_at = max(removed_at, where[1])
+        if removed_at < 0:
+            return False
+        return not any(
+            e.key == key
+            and not e.removes
+            and e.statement is not None
+            and (w := self._statement_in_block(e.statement)) is not None
+            and w[0] is block
+            and removed_at < w[1] < index
+            for _, e in dv.all_entries()
+        )
+
+    def _statement_in_block(self, node: cst.CSTNode) -> tuple[cst.CSTNode, int] | None:
+        """The block (Module or IndentedBlock) holding the statement that contains node, and its index."""
+        current: cst.CSTNode | None = node
+        while current is not None:
+            parent = self.prov.parent(current)
+            if isinstance(parent, cst.Module | cst.IndentedBlock):
+                index = next((i for i, s in enumerate(parent.body) if s is current), None)
+                return (parent, index) if index is not None else None
+            current = parent
+        return None
+
+    def _why_unknown(self, expr: cst.BaseExpression) -> str:
+        described = self.flow.describe(expr)
+        if described is not None and described.all_unknown():
+            node, why = described.all_unknown()[0]
+            return f"line {self.line(node)}: {why}"
+        if self.flow.too_deep:
+            return "it comes through a chain of dicts too long to follow"
+        if isinstance(expr, cst.Name):
+            return f"`{expr.value}` is not bound once to a dict literal or dict(...) in this module"
+        return "it is not a dict profstack can follow"
+
+    def _dict_additions(self, dv: DictValue, flavour: str, line: int) -> None:
+        """Keys the launcher call takes from a dict: its tags list gets the owner tag, its
+        disable_profiler=False becomes True."""
+        for _, entry in dv.all_entries():
+            if entry.removes or entry.read:
+                continue
+            if entry.key in {"tags", "Tags"} and self.options_tensorboard:
+                if isinstance(entry.value, cst.List):
+                    previous = self.dict_tags.get(id(entry.value))
+                    if previous is not None and previous[0] != flavour:
+                        self.blocking.append(
+                            Finding(
+                                self.line(entry.node),
+                                "one tags list feeds launchers of different SDKs (dict tags and Tag objects): "
+                                "give each its own tags, then rerun",
+                            )
+                        )
+                    self.dict_tags[id(entry.value)] = (flavour, line)
+                else:
+                    self.manual.append(
+                        Finding(self.line(entry.node), f"tags are not a list literal: add the {USER_TAG} tag by hand")
+                    )
+            elif entry.key == "disable_profiler" and flavour == "estimator":
+                if isinstance(entry.value, cst.Name) and entry.value.value == "False":
+                    self.dict_true.add(id(entry.value))
+                elif not (isinstance(entry.value, cst.Name) and entry.value.value == "True"):
+                    self.manual.append(
+                        Finding(
+                            self.line(entry.node),
+                            "disable_profiler is an expression: it must be True, or SDK v2 turns its Profiler on",
+                        )
+                    )
+
+    def _foreign_call(self, call: cst.Call) -> None:
+        """A call profstack cannot prove is a SageMaker launcher: its profiler keywords stay."""
+        for arg in call.args:
+            if arg.keyword is None or arg.keyword.value not in LOWER_KEYWORDS | BOTO_KEYWORDS:
+                continue
+            if id(arg) in self.entry_nodes:
+                continue  # `d.update(profiler_config=...)` of a followed dict: decided with the dict
+            callee = self.prov.origins(call.func)
+            if self.is_profiler(arg.value):
+                self.blocking.append(
+                    Finding(
+                        self.line(arg),
+                        f"a SageMaker {arg.keyword.value} goes to `{self.code(call.func)}(...)`, which profstack "
+                        "cannot prove is a SageMaker estimator, ModelTrainer or create_training_job: call the "
+                        "launcher directly with it, or remove it by hand",
+                    )
+                )
+            elif UNKNOWN in callee and arg.keyword.value in LOWER_KEYWORDS:
+                self.unproven.append(
+                    Finding(
+                        self.line(arg),
+                        f"{arg.keyword.value}= on `{self.code(call.func)}(...)`, which profstack cannot prove is a "
+                        "SageMaker launcher: left as it is",
+                    )
+                )
+
+    # --- keyword dicts that hold profiler settings
+    def _dicts(self) -> None:
+        self.flow.build_all(self.nodes)  # every dict bound to a name, also those no launcher spreads
+        built = {id(dv.expr) for dv in self.flow.values()}
+        for node in self.nodes:  # a dict holding a SageMaker ProfilerConfig that could not be followed
+            if id(node) in built or not (isinstance(node, cst.Dict) or _is_builtin_dict_node(node, self.prov)):
+                continue
+            for key, value, where in literal_entries(node):
+                if key in LOWER_KEYWORDS | BOTO_KEYWORDS and self.is_profiler(value):
+                    self.blocking.append(
+                        Finding(
+                            self.line(where),
+                            f"{key} in a dict profstack cannot follow (bound to a name more than once, or used "
+                            "other than as `**` into a SageMaker launcher): bind it once and spread it into the "
+                            "launcher, or remove the setting by hand",
+                        )
+                    )
+        for dv in self.flow.values():
+            direct = [e for e in dv.entries if self._profiler_entry(e)]
+            if not direct or not sagemaker_dict(self.prov, self.flow, dv):
+                continue  # not SageMaker's: a `profiler_config` key of another library's settings
+            blocked = self._check_flow(dv, direct[0])
+            if blocked:
+                continue
+            for entry in direct:
+                self._remove_entry(entry)
+            for entry in dv.entries:
+                if entry.read and entry.key in LOWER_KEYWORDS | BOTO_KEYWORDS:
+                    self.blocking.append(
+                        Finding(
+                            self.line(entry.node),
+                            f"`{dv.name}`'s {entry.key} is read here: the codemod removes it; change this line "
+                            "so it does not need the Profiler setting, then rerun",
+                        )
+                    )
+
+    def _profiler_entry(self, entry: Entry) -> bool:
+        if entry.read:
+            return False
+        if entry.key in LOWER_KEYWORDS | BOTO_KEYWORDS:
+            return entry.value is None or not _disables_profiler(entry.value)
+        return entry.key == "rules" and entry.value is not None and self.profiler_rules(entry.value)
+
+    def _check_flow(self, dv: DictValue, entry: Entry) -> bool:
+        """Every place a dict holding profiler settings flows to must be a proven launcher."""
+        what = f"`{dv.name}`" if dv.name else "a dict"
+        line = self.line(entry.node)
+        start = len(self.blocking)
+        calls, escapes = self.flow.consumers(dv)
+        for node, why in escapes:
+            self.blocking.append(
+                Finding(
+                    self.line(node),
+                    f"{what} holds {entry.key} (line {line}) and {why} here: profstack cannot follow it; "
+                    "pass the dict only as `**` to SageMaker launchers in this module, or remove the setting "
+                    "by hand",
+                )
+            )
+        for target in calls:
+            flavour = self.flavour(target)
+            keys = BOTO_KEYWORDS if flavour == "boto3" else LOWER_KEYWORDS
+            if flavour is None or (entry.key != "rules" and entry.key not in keys):
+                self.blocking.append(
+                    Finding(
+                        self.line(target),
+                        f"{what} holds {entry.key} (line {line}) and is spread into "
+                        f"`{self.code(target.func)}(...)`, which profstack cannot prove is a SageMaker "
+                        "launcher taking it: remove the setting by hand",
+                    )
+                )
+        return len(self.blocking) > start
+
+    def _remove_entry(self, entry: Entry) -> None:
+        line = self.line(entry.node)
+        if entry.statement is not None and not isinstance(entry.node, cst.Arg):
+            self.plan.remove[id(entry.statement)] = None
+            self.mark(entry.statement)
+        elif isinstance(entry.node, cst.DictElement):
+            self.drop_elements.add(id(entry.node))
+            self.mark(entry.node)
+        elif isinstance(entry.node, cst.Arg):
+            call = self.prov.parent(entry.node)
+            statement = entry.statement
+            if statement is not None and isinstance(call, cst.Call) and all(self._profiler_arg(a) for a in call.args):
+                self.plan.remove[id(statement)] = None  # `d.update(profiler_config=pc)` alone
+                self.mark(statement)
+            else:
+                self.drop_args.add(id(entry.node))
+                self.mark(entry.node)
+        else:
+            return
+        self.edits.append(Finding(line, f"removed {entry.key} from a launcher's keyword dict"))
+
+    def _profiler_arg(self, arg: cst.Arg) -> bool:
+        return arg.keyword is not None and arg.keyword.value in LOWER_KEYWORDS | BOTO_KEYWORDS
+
+    # --- what a removal leaves behind
+    def _finish(self) -> None:
+        if self.blocking:
+            return
         if self.edits or self.calls:  # a launcher being rewritten: an import its removals leave unused goes
-            self._drop_unused_rule_configs()
+            for importer, alias, local in self.droppable_imports:
+                refs = self._references(importer, local)
+                if refs and all(id(ref) in self.handled for ref in refs):
+                    self.drop_aliases.add(id(alias))
         self._plan_imports()
-        watched = self.names | self.vars
-        for node in _walk(self.module):
-            if isinstance(node, cst.Name) and node.value in watched and id(node) not in self.handled:
-                parent = self.parent(node)
-                if isinstance(parent, cst.Attribute) and parent.attr is node:
-                    continue
-                self.blocking.append(Finding(self.line(node), f"`{node.value}` is still used after its removal"))
+        for node in self.nodes:
+            if isinstance(node, cst.Import | cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    if id(alias) in self.drop_aliases:
+                        self._still_used(node, _local_name(alias))
+        for target in self.removed_vars:
+            self._still_used(target, target.value)
+
+    def _references(self, binder: cst.CSTNode, local: str) -> list[cst.CSTNode]:
+        scope = self.prov.scope(binder)
+        if scope is None:
+            return []
+        out: list[cst.CSTNode] = []
+        for assignment in scope.assignments[local]:
+            node = getattr(assignment, "node", None)
+            if node is binder:
+                out.extend(access.node for access in assignment.references)
+        return out
+
+    def _still_used(self, binder: cst.CSTNode, local: str) -> None:
+        for ref in self._references(binder, local):
+            if id(ref) not in self.handled:
+                self.blocking.append(Finding(self.line(ref), f"`{local}` is still used after its removal"))
+
+    def _plan_imports(self) -> None:
+        for node in self.nodes:
+            if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1):
+                continue
+            small = node.body[0]
+            if not isinstance(small, cst.Import | cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
+                continue
+            if all(id(a) in self.drop_aliases for a in small.names):
+                self.plan.remove[id(node)] = None
+                self.edits.append(Finding(self.line(node), "removed the SageMaker Profiler import"))
+            elif any(id(a) in self.drop_aliases for a in small.names):
+                self.edits.append(Finding(self.line(node), "dropped SageMaker Profiler names from the import"))
 
 
 class _Rewrite(PlannedTransformer):
@@ -311,6 +554,10 @@ class _Rewrite(PlannedTransformer):
         self.manual = manual
         self.needed_imports: set[tuple[str, str]] = set()
 
+    def leave_Import(self, original_node: cst.Import, updated_node: cst.Import) -> cst.Import:
+        kept = _filter(original_node.names, updated_node.names, self.a.drop_aliases)
+        return updated_node.with_changes(names=kept) if kept else updated_node
+
     def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom) -> cst.ImportFrom:
         if isinstance(original_node.names, cst.ImportStar):
             return updated_node
@@ -318,9 +565,36 @@ class _Rewrite(PlannedTransformer):
         return updated_node.with_changes(names=kept) if kept else updated_node
 
     def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.List:
+        updated_node = updated_node.with_changes(
+            elements=_filter(original_node.elements, updated_node.elements, self.a.drop_elements)
+        )
+        tagged = self.a.dict_tags.get(id(original_node))
+        if tagged is not None:
+            flavour, line = tagged
+            if USER_TAG not in self.a.module.code_for_node(original_node):
+                indent = self.a.indent_of(original_node)
+                updated_node = _append_element(updated_node, _tag_element(flavour), indent)
+                self.edits.append(Finding(line, f"added the {USER_TAG} tag (to the tags of its keyword dict)"))
+                self._imports_for(flavour)
+        return updated_node
+
+    def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.Tuple:
         return updated_node.with_changes(
             elements=_filter(original_node.elements, updated_node.elements, self.a.drop_elements)
         )
+
+    def leave_Dict(self, original_node: cst.Dict, updated_node: cst.Dict) -> cst.Dict:
+        return updated_node.with_changes(
+            elements=_filter(original_node.elements, updated_node.elements, self.a.drop_elements)
+        )
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
+        if id(original_node) in self.a.dict_true:
+            self.edits.append(
+                Finding(self.a.line(original_node), "disable_profiler=False -> True (SDK v2 profiles by default)")
+            )
+            return updated_node.with_changes(value="True")
+        return updated_node
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         args = _filter(original_node.args, updated_node.args, self.a.drop_args)
@@ -329,12 +603,16 @@ class _Rewrite(PlannedTransformer):
         if flavour is None:
             return updated_node
         line = self.a.line(original_node)
-        keywords = {a.keyword.value for a in updated_node.args if a.keyword}
+        keywords = {a.keyword.value for a in updated_node.args if a.keyword} | self.a.present.get(
+            id(original_node), set()
+        )
         new: list[str] = []
         if flavour == "estimator" and "disable_profiler" not in keywords:
             new.append("disable_profiler=True")
             self.edits.append(Finding(line, "added disable_profiler=True (SDK v2 profiles by default)"))
-        elif flavour == "estimator":
+        elif flavour == "estimator" and any(
+            a.keyword and a.keyword.value == "disable_profiler" for a in updated_node.args
+        ):
             updated_node = self._disable_profiler(updated_node, line)
         wrap = False
         if self.options.tensorboard:
@@ -350,12 +628,15 @@ class _Rewrite(PlannedTransformer):
             tags_keyword = "Tags" if flavour == "boto3" else "tags"
             tag = _tag_element(flavour)
             existing = next((a for a in updated_node.args if a.keyword and a.keyword.value == tags_keyword), None)
-            if existing is None:
+            if existing is None and tags_keyword in keywords:
+                pass  # the tags come from a keyword dict: its list gets the tag (leave_List)
+            elif existing is None:
                 new.append(f"{tags_keyword}=[{tag}]")
                 self.edits.append(Finding(line, f"added the {USER_TAG} tag"))
             elif isinstance(existing.value, cst.List):
                 if USER_TAG not in cst.Module(body=[]).code_for_node(existing.value):
-                    updated_node = _append_tag(updated_node, existing, tag, _separator(updated_node)[1])
+                    indent = _separator(updated_node)[1] if _multi_line(updated_node) else "    "
+                    updated_node = _append_tag(updated_node, existing, tag, indent)
                     self.edits.append(Finding(line, f"added the {USER_TAG} tag"))
             else:
                 self.manual.append(Finding(line, f"tags are not a list literal: add the {USER_TAG} tag by hand"))
@@ -460,15 +741,18 @@ def _parse_arg(code: str, indent: str) -> cst.Arg:
     return call.args[0]
 
 
+def _multi_line(call: cst.Call) -> bool:
+    return isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace) or any(
+        isinstance(a.comma, cst.Comma) and isinstance(a.comma.whitespace_after, cst.ParenthesizedWhitespace)
+        for a in call.args
+    )
+
+
 def _append_args(call: cst.Call, codes: list[str]) -> cst.Call:
     if not codes:
         return call
     sep, indent = _separator(call)
-    multi_line = isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace) or any(
-        isinstance(a.comma, cst.Comma) and isinstance(a.comma.whitespace_after, cst.ParenthesizedWhitespace)
-        for a in call.args
-    )
-    if not multi_line:  # one argument a line from now on, so that the new ones fit
+    if not _multi_line(call):  # one argument a line from now on, so that the new ones fit
         indent = "    "
         sep = _newline(indent)
         call = call.with_changes(
@@ -547,19 +831,20 @@ def _constants(options: LauncherOptions, *, needs_os: bool) -> list[str]:
 
 
 def rewrite_launcher(module: cst.Module, options: LauncherOptions) -> tuple[cst.Module, list[Finding], list[Finding]]:
+    if not _MENTIONS.search(module.code):
+        return module, [], []  # nothing Profiler-looking: no scope analysis needed
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    analysis = _Analysis(module)
-    with analysis.resolve(wrapper):
-        module.visit(analysis)
-        analysis.finish()
-        if analysis.blocking:
-            return module, [], sorted(set(analysis.blocking))
-        if not (analysis.edits or analysis.calls):
-            return module, [], []
-        edits = list(analysis.edits)
-        manual: list[Finding] = []
-        rewrite = _Rewrite(analysis, options, edits, manual)
-        new = module.visit(rewrite)
+    analysis = _Analysis(module, wrapper)
+    analysis.options_tensorboard = options.tensorboard
+    analysis.run()
+    if analysis.blocking:
+        return module, [], sorted(set(analysis.blocking + analysis.unproven))
+    if not (analysis.edits or analysis.calls):
+        return module, [], []
+    edits = list(analysis.edits)
+    manual: list[Finding] = list(analysis.manual) + analysis.unproven
+    rewrite = _Rewrite(analysis, options, edits, manual)
+    new = module.visit(rewrite)
     if options.tensorboard and analysis.calls:
         imports = [
             f"from {mod} import {name}\n" for mod, name in sorted(rewrite.needed_imports) if name not in analysis.bound
@@ -605,15 +890,41 @@ def _disables_profiler(value: cst.BaseExpression) -> bool:
     )
 
 
-def _imported_roots(module: cst.Module) -> set[str]:
-    """The top-level packages the module imports anywhere (`sagemaker`, `boto3`, ...)."""
-    roots: set[str] = set()
-    for node in _walk(module):
-        if isinstance(node, cst.Import):
-            roots.update((dotted(a.name) or "").split(".")[0] for a in node.names)
-        elif isinstance(node, cst.ImportFrom) and not node.relative:
-            roots.add(import_module_name(node).split(".")[0])
-    return roots
+def _local_name(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return (dotted(alias.name) or "").split(".")[0] if alias.asname is None else ""
+
+
+def _is_builtin_dict_node(node: cst.CSTNode, prov: Provenance) -> bool:
+    return isinstance(node, cst.Call) and _is_builtin_dict(node, prov)
+
+
+def _is_builtin_dict(call: cst.Call, prov: Provenance) -> bool:
+    return prov.origins(call.func) == frozenset({"builtins.dict"})
+
+
+def _append_element(value: cst.List, code: str, indent: str) -> cst.List:
+    """Add one element to a list literal, in its style (one line, or one element a line)."""
+    new = cst.Element(value=cst.parse_expression(code))
+    elements = list(value.elements)
+    if not elements:
+        return value.with_changes(elements=[new])
+    last = elements[-1]
+    if isinstance(value.lbracket.whitespace_after, cst.ParenthesizedWhitespace):
+        sep = value.lbracket.whitespace_after
+        closing = last.comma if isinstance(last.comma, cst.Comma) else cst.MaybeSentinel.DEFAULT
+        elements[-1] = last.with_changes(comma=cst.Comma(whitespace_after=sep))
+        return value.with_changes(elements=[*elements, new.with_changes(comma=closing)])
+    # a one-line list becomes one element a line, so that it stays short
+    inner = _newline(indent + "    ")
+    elements = [e.with_changes(comma=cst.Comma(whitespace_after=inner)) for e in elements]
+    new = new.with_changes(comma=cst.Comma(whitespace_after=_newline(indent)))
+    return value.with_changes(
+        lbracket=cst.LeftSquareBracket(whitespace_after=inner),
+        elements=[*elements, new],
+        rbracket=cst.RightSquareBracket(),
+    )
 
 
 def _walk(node: cst.CSTNode) -> list[cst.CSTNode]:

@@ -6,7 +6,8 @@ that configure the Profiler, and `importlib.import_module("smprof")`-style strin
 with its line. Class names, methods and keywords count only where they are SageMaker's: a name bound
 by a `sagemaker` import (or an attribute of a `sagemaker` module), a method or `profiler_config=` in a
 file that imports sagemaker, `ProfilerConfig=` there, in a boto3 file or on create_training_job.
-Lightning's `Profiler` or another library's `ProfilerConfig` is not the Profiler.
+Lightning's `Profiler` or another library's `ProfilerConfig` is not the Profiler, and neither is a
+keyword or method of a callee proven to be another library's (`provenance.foreign_profiler_lines`).
 """
 
 from __future__ import annotations
@@ -18,29 +19,16 @@ from dataclasses import dataclass, field
 
 from profstack.migrate._cst import Finding
 from profstack.migrate.dependencies import is_requirement
+from profstack.migrate.provenance import (
+    BOTO_KEYWORDS,
+    PROFILER_CLASSES,
+    PROFILER_KEYWORDS,
+    PROFILER_METHODS,
+    TRAINING_JOB_CALLS,
+    foreign_profiler_lines,
+)
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
-PROFILER_CLASSES = frozenset(
-    {
-        "ProfilerConfig",
-        "Profiler",
-        "FrameworkProfile",
-        "ProfilerRule",
-        "ProfilerRuleConfiguration",
-        "DetailedProfilingConfig",
-        "DataloaderProfilingConfig",
-        "PythonProfilingConfig",
-        "HorovodProfilingConfig",
-        "SMDataParallelProfilingConfig",
-        "PythonProfiler",
-        "cProfileTimer",
-        "get_default_profiler_rule",
-    }
-)
-BOTO_KEYWORDS = frozenset({"ProfilerConfig", "ProfilerRuleConfigurations"})
-PROFILER_KEYWORDS = frozenset({"profiler_config", "profiler_rule_configurations"}) | BOTO_KEYWORDS
-TRAINING_JOB_CALLS = frozenset({"create_training_job", "update_training_job"})
-PROFILER_METHODS = frozenset({"update_profiler", "enable_default_profiling", "disable_profiling"})
 
 
 def _sagemaker_module(module: str | None) -> bool:
@@ -94,6 +82,18 @@ def _bindings(tree: ast.AST) -> _Bindings:
     return out
 
 
+def _turns_profiler_off(value: ast.expr | None) -> bool:
+    """`{"DisableProfiler": True}`: the one ProfilerConfig that is not a use of the Profiler."""
+    return (
+        isinstance(value, ast.Dict)
+        and len(value.keys) == 1
+        and isinstance(value.keys[0], ast.Constant)
+        and value.keys[0].value == "DisableProfiler"
+        and isinstance(value.values[0], ast.Constant)
+        and value.values[0].value is True
+    )
+
+
 def remaining_uses(source: str) -> list[Finding]:
     """Every line that still uses the Profiler. Unparsable text gives one finding at its error line."""
     try:
@@ -101,6 +101,7 @@ def remaining_uses(source: str) -> list[Finding]:
     except SyntaxError as exc:
         return [Finding(exc.lineno or 0, f"cannot parse: {exc.msg}")]
     bound = _bindings(tree)
+    foreign = _LazyLines(source if bound.sagemaker or bound.boto else "")
     found: list[Finding] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -118,11 +119,20 @@ def remaining_uses(source: str) -> list[Finding]:
                         found.append(Finding(node.lineno, f"imports {alias.name} from {node.module}"))
         elif isinstance(node, ast.Attribute) and node.attr in PROFILER_CLASSES and _root(node) in bound.modules:
             found.append(Finding(node.lineno, f"uses {ast.unparse(node)}"))
-        elif isinstance(node, ast.Attribute) and node.attr in PROFILER_METHODS and bound.sagemaker:
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in PROFILER_METHODS
+            and bound.sagemaker
+            and node.end_lineno not in foreign
+        ):
             found.append(Finding(node.lineno, f"calls {node.attr}()"))
         elif isinstance(node, ast.Call):
             for keyword in node.keywords:
-                if keyword.arg in PROFILER_KEYWORDS and _launcher_keyword(keyword.arg, node, bound):
+                if (
+                    keyword.arg in PROFILER_KEYWORDS
+                    and _launcher_keyword(keyword.arg, node, bound)
+                    and keyword.lineno not in foreign
+                ):
                     found.append(Finding(keyword.lineno, f"passes {keyword.arg}="))
                 elif (
                     keyword.arg == "disable_profiler"
@@ -132,8 +142,13 @@ def remaining_uses(source: str) -> list[Finding]:
                 ):
                     found.append(Finding(keyword.lineno, "disable_profiler=False keeps SDK v2's default Profiler on"))
         elif isinstance(node, ast.Dict) and (bound.sagemaker or bound.boto):
-            for key in node.keys:  # `params = {"ProfilerConfig": {...}}; sm.create_training_job(**params)`
-                if isinstance(key, ast.Constant) and key.value in PROFILER_KEYWORDS:
+            for key, value in zip(node.keys, node.values, strict=True):  # `sm.create_training_job(**params)`
+                if (
+                    isinstance(key, ast.Constant)
+                    and key.value in PROFILER_KEYWORDS
+                    and not _turns_profiler_off(value)
+                    and key.lineno not in foreign
+                ):
                     found.append(Finding(key.lineno, f"sets {key.value!r}"))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in SMPROF_MODULES:
             found.append(Finding(node.lineno, f'names the module "{node.value}"'))
@@ -142,6 +157,19 @@ def remaining_uses(source: str) -> list[Finding]:
         elif isinstance(node, ast.Name) and (node.id in bound.classes or (bound.star and node.id in PROFILER_CLASSES)):
             found.append(Finding(node.lineno, f"uses {node.id}"))
     return sorted(set(found))
+
+
+class _LazyLines:
+    """foreign_profiler_lines, computed on the first lookup only (it needs LibCST's scope analysis)."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.lines: set[int] | None = None
+
+    def __contains__(self, line: object) -> bool:
+        if self.lines is None:
+            self.lines = foreign_profiler_lines(self.source) if self.source else set()
+        return line in self.lines
 
 
 def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:
