@@ -256,7 +256,7 @@ def _notify(clients: Clients, env: LiveEnv, ctx: JobContext, taken: Sequence[Map
     marker per rule), a stop always. A failed publish removes the markers, so the next run sends it."""
     new: list[tuple[Mapping[str, Any], S3Location]] = []
     for entry in taken:
-        marker = ctx.reports.child(f".live-notified-{entry['action']}-{entry['rule_id']}")
+        marker = ctx.reports.child(f".notified-live-{entry['action']}-{entry['rule_id']}")
         if put_bytes(clients.s3, marker, b"", content_type="text/plain", only_if_absent=True):
             new.append((entry, marker))
     if not new:
