@@ -150,11 +150,12 @@ class LiveAnalysis(Construct):
         )
         read_actions.attach_to_role(processor.processor.role)
         read_actions.attach_to_role(processor.aggregate.role)
-        acknowledge(
+        acknowledge_wildcards(
             read_actions,
-            "AwsSolutions-IAM5[Resource::<TraceBucket*>/reports/*/actions.json]",
-            "Only the per-job actions.json (reports/<user>/<job>/actions.json) the live analysis writes; the user "
-            "and job are known only at run time.",
+            {
+                r"AwsSolutions-IAM5\[Resource::.*/reports/\*/actions\.json\]": "Only the per-job actions.json "
+                "(reports/<user>/<job>/actions.json) the live analysis writes; user and job are known only at run time."
+            },
         )
 
         dispatch_env = {"ANALYSER_FUNCTION": self.analyser.function.function_name}
@@ -207,6 +208,11 @@ class LiveAnalysis(Construct):
             f"Each run is superseded by the next, {live.interval_minutes} min later, which reads SageMaker and S3 "
             "afresh; failures count in the functions' Errors metric, which has an alarm. A DLQ would hold only "
             "requests the next run supersedes."
+        )
+        acknowledge(
+            self.analyser.function,
+            "Serverless-LambdaAsyncFailureDestination",
+            superseded,
         )
         for fn in (self.analyser, self.dispatcher):
             acknowledge_function_baseline(fn, async_reason=superseded)
