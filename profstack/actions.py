@@ -8,8 +8,8 @@ A job is stopped only when all of these hold, so that no single party can stop s
 1. the deployment opts in (`processing.actions.stop_enabled`);
 2. the rule is configured `stop` (`processing.actions.rules`);
 3. the job opts in with the tag `profstack:actions=stop` (its creator's choice);
-4. the finding is at least `stop_min_severity` (default critical) and rests on trace data the engine read in full
-   (a summary without a fully read input decides nothing: it only notifies);
+4. the finding is at least `stop_min_severity` (default critical) and every trace file behind it (its ranks'
+   inputs) was read in full: a file cut short, still being written, can make a rank look idle;
 5. at run time, IAM lets the function stop only jobs whose owner tag names a configured user
    (stacks/components/live_analysis.py).
 
@@ -94,10 +94,15 @@ def job_allows_stop(tags: Mapping[str, str]) -> bool:
     return tags.get(ACTIONS_TAG, "").strip().lower() == STOP_TAG_VALUE
 
 
-def fully_read_inputs(summary: Mapping[str, Any]) -> int:
-    """How many of the summary's inputs the engine read in full (status ok)."""
-    inputs = summary.get("inputs") or []
-    return sum(1 for i in inputs if isinstance(i, Mapping) and i.get("status") == "ok")
+def read_in_full(finding: Mapping[str, Any], summary: Mapping[str, Any]) -> bool:
+    """Whether every trace file behind the finding was read in full: the inputs of its ranks (of every rank when
+    it names none) all have status ok, and there is at least one. A file cut short (still being written, or
+    corrupt) can make a rank look idle: that never stops a job."""
+    inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
+    ranks = finding.get("ranks")
+    named = {r for r in ranks if isinstance(r, int)} if isinstance(ranks, list) else set()
+    behind = [i for i in inputs if not named or i.get("rank") in named]
+    return bool(behind) and all(i.get("status") == "ok" for i in behind)
 
 
 def _rank(severity: object) -> int:
@@ -119,8 +124,9 @@ def _strongest(findings: Iterable[object]) -> dict[str, Mapping[str, Any]]:
 
 
 def _why_not_stop(
-    rule: str, severity: str, policy: ActionPolicy, tags: Mapping[str, str], summary: Mapping[str, Any]
+    finding: Mapping[str, Any], policy: ActionPolicy, tags: Mapping[str, str], summary: Mapping[str, Any]
 ) -> str | None:
+    rule, severity = str(finding.get("rule_id")), str(finding.get("severity") or "")
     if rule in NEVER_STOP:
         return f"{rule} describes the trace files, not the training"
     if not policy.stop_enabled:
@@ -129,8 +135,8 @@ def _why_not_stop(
         return f"the job does not carry the tag {ACTIONS_TAG}={STOP_TAG_VALUE}"
     if _rank(severity) < _rank(policy.stop_min_severity):
         return f"the finding is {severity}, below processing.actions.stop_min_severity ({policy.stop_min_severity})"
-    if fully_read_inputs(summary) == 0:
-        return "no trace file was read in full yet"
+    if not read_in_full(finding, summary):
+        return "a trace file behind the finding was not read in full yet"
     return None
 
 
@@ -146,7 +152,7 @@ def decide(summary: Mapping[str, Any], policy: ActionPolicy, tags: Mapping[str, 
         if policy.rules.get(rule) != "stop":
             decisions.append(Decision(rule, "notify", severity, message))
             continue
-        why = _why_not_stop(rule, severity, policy, tags, summary)
+        why = _why_not_stop(finding, policy, tags, summary)
         decisions.append(Decision(rule, "notify" if why else "stop", severity, message, why))
     return decisions
 
