@@ -284,8 +284,8 @@ class Actions(_Model):
     stop_enabled: bool = False
     #: rule id -> notify | stop (rules not listed: notify)
     rules: dict[Annotated[str, Field(pattern=_RULE_ID_RE)], Literal["notify", "stop"]] = {}
-    #: the lowest severity of a finding that acts (info findings never stop a job)
-    min_severity: Literal["warning", "critical"] = "critical"
+    #: the lowest severity of a finding that stops a job (warning findings and above always notify)
+    stop_min_severity: Literal["warning", "critical"] = "critical"
 
 
 class Processing(_Model):

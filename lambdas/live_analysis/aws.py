@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -100,29 +100,3 @@ def stop_training_job(sagemaker: SageMakerClient, job: str) -> str:
             return "not_running"
         raise
     return "stopped"
-
-
-class TrainingJobs:
-    """ListTrainingJobs / DescribeTrainingJob / ListTags: which jobs run now, as SageMaker says."""
-
-    def __init__(self, client: SageMakerClient) -> None:
-        self._sm = client
-
-    def in_progress(self) -> Iterator[str]:
-        for page in self._sm.get_paginator("list_training_jobs").paginate(StatusEquals="InProgress"):
-            for summary in page.get("TrainingJobSummaries", []):
-                yield str(summary["TrainingJobName"])
-
-    def describe(self, job: str) -> dict[str, Any] | None:
-        try:
-            return dict(self._sm.describe_training_job(TrainingJobName=job))
-        except ClientError as exc:
-            if error_code(exc) in {"ValidationException", "ResourceNotFound"}:
-                return None
-            raise
-
-    def tags(self, arn: str) -> dict[str, str]:
-        tags: dict[str, str] = {}
-        for page in self._sm.get_paginator("list_tags").paginate(ResourceArn=arn):
-            tags.update({str(t["Key"]): str(t["Value"]) for t in page.get("Tags", [])})
-        return tags

@@ -13,9 +13,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from lambdas.live_analysis.aws import TrainingJobs
-from lambdas.live_analysis.env import DispatchEnv
-from lambdas.live_analysis.logic import due_jobs
+from lambdas.live_analysis.dispatch_env import DispatchEnv
+from lambdas.live_analysis.jobs import TrainingJobs, due_jobs
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient

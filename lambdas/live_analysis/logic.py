@@ -21,10 +21,10 @@ from __future__ import annotations
 import html
 import json
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from lambdas.live_analysis.aws import (
     Existing,
@@ -35,6 +35,7 @@ from lambdas.live_analysis.aws import (
     stop_training_job,
 )
 from lambdas.live_analysis.env import LiveEnv
+from lambdas.live_analysis.jobs import RUNNING
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location, put_bytes, put_json
 from lambdas.trace_processor.discovery import trace_prefixes
@@ -50,18 +51,11 @@ from profstack.sagemaker_events import DETAIL_TYPE, SOURCE
 
 logger = logging.getLogger(__name__)
 
-RUNNING = "InProgress"
 # metric names (namespace ProfStack), published by the handler
 LIVE_ANALYSES = "LiveAnalyses"
 LIVE_JOBS_STOPPED = "LiveJobsStopped"
 LIVE_TRACE_FILES = "LiveTraceFiles"
 SUBJECT_MAX = 99
-
-
-class JobSource(Protocol):
-    def in_progress(self) -> Iterable[str]: ...
-    def describe(self, job: str) -> Mapping[str, Any] | None: ...
-    def tags(self, arn: str) -> dict[str, str]: ...
 
 
 @dataclass
@@ -93,34 +87,6 @@ class LiveOutcome:
             "notified": self.notified,
             "warnings": self.warnings[:20],
         }
-
-
-# ----------------------------------------------------------------------------------------------- dispatcher
-
-
-def eligible(describe: Mapping[str, Any] | None, tags: Mapping[str, str], tag_filter: tuple[str, str] | None) -> bool:
-    """Worth an analyser invocation: running now, a TensorBoard output, live not turned off, the deployment's tag
-    filter passed. Ownership is the analyser's to verify (it has the users and the ownership mode)."""
-    if describe is None or describe.get("TrainingJobStatus") != RUNNING:
-        return False
-    if s3_path(describe, "TensorBoardOutputConfig", "S3OutputPath") is None:
-        return False
-    if not live_enabled(tags):
-        return False
-    return tag_filter is None or tags.get(tag_filter[0]) == tag_filter[1]
-
-
-def due_jobs(jobs: JobSource, tag_filter: tuple[str, str] | None) -> list[str]:
-    """The running jobs to analyse now, as SageMaker sees them at this moment (never from an event)."""
-    due: list[str] = []
-    for name in sorted(set(jobs.in_progress())):
-        describe = jobs.describe(name)
-        if describe is None or describe.get("TrainingJobStatus") != RUNNING:
-            continue
-        arn = str(describe.get("TrainingJobArn") or "")
-        if arn and eligible(describe, jobs.tags(arn), tag_filter):
-            due.append(name)
-    return due
 
 
 # ------------------------------------------------------------------------------------------------- analyser
@@ -334,23 +300,24 @@ def analyse_job(
     if isinstance(running, LiveOutcome):
         return running
     ctx, tags = running
+    prefixes = trace_prefixes(ctx, env)
+    reader = trace_reader(clients, env, ctx, prefixes)
+    listed, more = list_traces(reader, prefixes, limit=env.max_files_per_job)
+    if not listed:
+        return LiveOutcome(job, "no_traces")  # a job without traces costs this listing, nothing more
+    settled = [t for t in listed if (now - t.modified).total_seconds() >= env.settle_seconds]
+    unsettled = len(listed) - len(settled)
+    if not settled:
+        return LiveOutcome(job, "not_settled", unsettled=unsettled)
     summary_loc, html_loc = ctx.reports.child("summary.json"), ctx.reports.child("report.html")
     before_summary = existing(clients.s3, summary_loc, summary=True)
     if before_summary.etag is not None and not before_summary.in_progress:
         return LiveOutcome(job, "final_report_exists")
     before_html: Existing = existing(clients.s3, html_loc)
+    # read after the ETags: a job still running now had no final report written before they were read
     again = _describe(clients, job)
     if again is None or again.get("TrainingJobStatus") != RUNNING:
         return LiveOutcome(job, "not_running")
-    prefixes = trace_prefixes(ctx, env)
-    reader = trace_reader(clients, env, ctx, prefixes)
-    listed, more = list_traces(reader, prefixes, limit=env.max_files_per_job)
-    if not listed:
-        return LiveOutcome(job, "no_traces")
-    settled = [t for t in listed if (now - t.modified).total_seconds() >= env.settle_seconds]
-    unsettled = len(listed) - len(settled)
-    if not settled:
-        return LiveOutcome(job, "not_settled", unsettled=unsettled)
     chosen, extra = _choose(settled, env)
     if more:
         extra.append(

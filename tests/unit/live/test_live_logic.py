@@ -12,8 +12,10 @@ from typing import Any
 import jsonschema
 import pytest
 
-from lambdas.live_analysis.env import DispatchEnv, EnvError, LiveEnv
-from lambdas.live_analysis.logic import due_jobs, live_section, mark_in_progress
+from lambdas.live_analysis.dispatch_env import DispatchEnv
+from lambdas.live_analysis.env import EnvError, LiveEnv
+from lambdas.live_analysis.jobs import due_jobs
+from lambdas.live_analysis.logic import live_section, mark_in_progress
 from profstack.analysis import summary_schema
 from tests.functional.processing_support import processor_environ
 
