@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.exceptions import ClientError
@@ -23,6 +24,7 @@ from moto import mock_aws
 
 from demo.lambda_harness import ACCOUNT, REGION, LambdaContext, patched_environ
 from profstack import layout
+from profstack.analysis import summary_schema
 from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
@@ -182,6 +184,8 @@ def test_whole_path_the_job_that_idles_its_gpus_is_stopped_and_the_busy_one_is_l
     assert plane.sagemaker.describe_training_job(TrainingJobName="busy-job")["TrainingJobStatus"] == "InProgress"
     # AND both got an in-progress report at the job's report keys, marked in_progress
     idle, busy = report_of(plane, "idle-job"), report_of(plane, "busy-job")
+    for summary in (idle, busy):
+        jsonschema.Draft202012Validator(summary_schema()).validate(summary)  # schema 1.5
     assert idle["in_progress"] is True
     assert busy["in_progress"] is True
     assert idle["complete"] is False
@@ -213,6 +217,7 @@ def test_whole_path_the_job_that_idles_its_gpus_is_stopped_and_the_busy_one_is_l
     drain(plane)
     # THEN the final report replaced the in-progress one, and it and its e-mail state the stop
     final = report_of(plane, "idle-job")
+    jsonschema.Draft202012Validator(summary_schema()).validate(final)
     assert "in_progress" not in final
     assert [a["result"] for a in final["actions"] if a["action"] == "stop"] == ["stopped"]
     (final_mail,) = [m for m in plane.notifications() if "Stopped" in m["Subject"]]
