@@ -269,7 +269,7 @@ class LiveAnalysis(_Model):
     interval_minutes: Annotated[int, Field(ge=5, le=1440)] = 15
     #: a trace object younger than this is taken to be still written, and skipped until the next run
     settle_seconds: Annotated[int, Field(ge=0, le=3600)] = 120
-    #: at most this many trace files per run (the newest by key are left out, and the report says so)
+    #: at most this many trace files per run: the newest (what the job does now); the report says what was left out
     max_files: Annotated[int, Field(ge=1, le=1000)] = 64
 
 

@@ -12,9 +12,10 @@ import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from botocore.config import Config
 
 from lambdas.live_analysis.dispatch_env import DispatchEnv
-from lambdas.live_analysis.jobs import TrainingJobs, due_jobs
+from lambdas.live_analysis.jobs import DispatchError, TrainingJobs, due_jobs
 
 if TYPE_CHECKING:
     from mypy_boto3_lambda import LambdaClient
@@ -27,14 +28,23 @@ ENV = DispatchEnv.from_environ()
 
 @lru_cache(maxsize=1)
 def _clients() -> tuple[SageMakerClient, LambdaClient]:
-    return boto3.client("sagemaker"), boto3.client("lambda")
+    config = Config(retries={"mode": "standard", "max_attempts": 5})  # throttled Describe calls back off
+    return boto3.client("sagemaker", config=config), boto3.client("lambda", config=config)
 
 
 def dispatch(*, sagemaker: SageMakerClient, lambda_client: LambdaClient, env: DispatchEnv) -> list[str]:
-    due = due_jobs(TrainingJobs(sagemaker), env.tag_filter)
+    """Invoke the analyser for every due job; then, if some job could not be judged, raise (DispatchError): the
+    function's Errors alarm fires, and the next run tries that job again."""
+    failures: list[str] = []
+    due = due_jobs(TrainingJobs(sagemaker), env.tag_filter, failures=failures)
     for job in due:
         lambda_client.invoke(
             FunctionName=env.analyser_function, InvocationType="Event", Payload=json.dumps({"job": job}).encode()
+        )
+    if failures:
+        raise DispatchError(
+            f"{len(failures)} running job(s) could not be judged (the others were dispatched): "
+            + "; ".join(failures[:10])
         )
     return due
 

@@ -67,14 +67,24 @@ def eligible(describe: Mapping[str, Any] | None, tags: Mapping[str, str], tag_fi
     return tag_filter is None or tags.get(tag_filter[0]) == tag_filter[1]
 
 
-def due_jobs(jobs: JobSource, tag_filter: tuple[str, str] | None) -> list[str]:
-    """The running jobs to analyse now."""
+class DispatchError(RuntimeError):
+    """Some jobs could not be judged (their DescribeTrainingJob or ListTags failed); every other job was."""
+
+
+def due_jobs(jobs: JobSource, tag_filter: tuple[str, str] | None, *, failures: list[str] | None = None) -> list[str]:
+    """The running jobs to analyse now. A job whose description or tags cannot be read (denied, throttled past the
+    retries) is named in `failures` and skipped; it never keeps the other jobs from being judged."""
     due: list[str] = []
     for name in sorted(set(jobs.in_progress())):
-        describe = jobs.describe(name)
-        if describe is None or describe.get("TrainingJobStatus") != RUNNING:
-            continue
-        arn = str(describe.get("TrainingJobArn") or "")
-        if arn and eligible(describe, jobs.tags(arn), tag_filter):
-            due.append(name)
+        try:
+            describe = jobs.describe(name)
+            if describe is None or describe.get("TrainingJobStatus") != RUNNING:
+                continue
+            arn = str(describe.get("TrainingJobArn") or "")
+            if arn and eligible(describe, jobs.tags(arn), tag_filter):
+                due.append(name)
+        except ClientError as exc:
+            if failures is None:
+                raise
+            failures.append(f"{name}: {exc.response.get('Error', {}).get('Code')!s}")
     return due

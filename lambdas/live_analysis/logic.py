@@ -108,23 +108,25 @@ def _context(job: str, describe: Mapping[str, Any], tags: Mapping[str, str], env
 
 
 def _choose(settled: Sequence[ListedTrace], env: LiveEnv) -> tuple[list[ListedTrace], list[dict[str, Any]]]:
-    """At most env.max_files files (first by key) and, in all, at most the single-Lambda byte budget."""
+    """The newest files (what the job does now), at most env.max_files and, in all, at most the single-Lambda byte
+    budget; in key order (the engine's order for the final report)."""
     chosen: list[ListedTrace] = []
     total = 0
-    for item in settled[: env.max_files]:
+    for item in sorted(settled, key=lambda t: (t.modified, t.obj.key), reverse=True)[: env.max_files]:
         if total + item.obj.size > env.fanout_bytes_threshold:
-            break
+            continue
         chosen.append(item)
         total += item.obj.size
+    chosen.sort(key=lambda t: (t.obj.bucket, t.obj.key))
     warnings: list[dict[str, Any]] = []
     if len(chosen) < len(settled):
         warnings.append(
             {
                 "source": "profstack",
                 "error_type": "LiveFilesLeftOut",
-                "message": f"{len(settled) - len(chosen)} of {len(settled)} trace files were left out of this "
-                f"in-progress analysis (at most {env.max_files} files, processing.live.max_files, and "
-                f"{env.fanout_bytes_threshold:,} bytes per run); the final report reads every file",
+                "message": f"{len(settled) - len(chosen)} of {len(settled)} trace files (the oldest) were left out "
+                f"of this in-progress analysis (at most the newest {env.max_files} files, processing.live.max_files, "
+                f"and {env.fanout_bytes_threshold:,} bytes per run); the final report reads every file",
                 "fatal": False,
             }
         )

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+from botocore.exceptions import ClientError
 
+from lambdas.live_analysis.aws import ListedTrace
 from lambdas.live_analysis.dispatch_env import DispatchEnv
 from lambdas.live_analysis.env import EnvError, LiveEnv
-from lambdas.live_analysis.jobs import due_jobs
-from lambdas.live_analysis.logic import live_section, mark_in_progress
+from lambdas.live_analysis.jobs import DispatchError, due_jobs
+from lambdas.live_analysis.logic import _choose, live_section, mark_in_progress
+from lambdas.trace_processor.aws import S3Object
 from profstack.analysis import summary_schema
 from tests.functional.processing_support import processor_environ
 
@@ -105,3 +108,56 @@ def test_environments_fail_in_one_line_at_cold_start() -> None:
     assert LiveEnv.from_environ(base).policy().stop_enabled is False  # no ACTIONS: nothing stops
     with pytest.raises(EnvError, match="TAG_FILTER"):
         DispatchEnv.from_environ({"ANALYSER_FUNCTION": "f", "TAG_FILTER_KEY": "team"})
+
+
+class DeniedFor(FakeJobs):
+    def __init__(self, denied: str, *args: Any) -> None:
+        super().__init__(*args)
+        self.denied = denied
+
+    def describe(self, job: str) -> Mapping[str, Any] | None:
+        if job == self.denied:
+            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "no"}}, "DescribeTrainingJob")
+        return super().describe(job)
+
+
+def test_a_job_that_cannot_be_judged_never_keeps_the_others_from_being_dispatched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ANALYSER_FUNCTION", "live-analyser")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    from lambdas.live_analysis import dispatch
+
+    jobs = DeniedFor("b", ["a", "b", "c"], {"a": _job("a"), "c": _job("c")}, {})
+    failures: list[str] = []
+    assert due_jobs(jobs, None, failures=failures) == ["a", "c"]
+    assert failures == ["b: AccessDeniedException"]
+
+    invoked: list[str] = []
+
+    class Lambda:
+        def invoke(self, **kwargs: Any) -> dict[str, Any]:
+            invoked.append(json.loads(kwargs["Payload"])["job"])
+            return {"StatusCode": 202}
+
+    monkeypatch.setattr(dispatch, "TrainingJobs", lambda _client: jobs)
+    # WHEN the dispatcher runs THEN a and c are invoked, and then the run fails naming b (the Errors alarm fires)
+    with pytest.raises(DispatchError, match="b: AccessDeniedException"):
+        dispatch.dispatch(sagemaker=None, lambda_client=Lambda(), env=DispatchEnv(ANALYSER_FUNCTION="f"))  # type: ignore[arg-type, call-arg]
+    assert invoked == ["a", "c"]
+
+
+def test_a_run_analyses_the_newest_files_within_its_caps() -> None:
+    env = LiveEnv.from_environ(
+        processor_environ("arn:aws:sns:us-east-1:123456789012:t", LIVE_MAX_FILES="2", FANOUT_BYTES_THRESHOLD="250")
+    )
+    t0 = datetime(2026, 12, 4, 5, 0, tzinfo=UTC)
+    files = [
+        ListedTrace(S3Object("b", f"k{i}", size), t0 + timedelta(minutes=i))
+        for i, size in enumerate([100, 100, 200, 100])
+    ]
+    chosen, warnings = _choose(files, env)
+    # the newest two are k3 (100) and k2 (200): both would exceed the 250-byte budget, so k2 is left out too
+    assert [c.obj.key for c in chosen] == ["k3"]
+    assert warnings[0]["error_type"] == "LiveFilesLeftOut"
+    assert "3 of 4" in warnings[0]["message"]
