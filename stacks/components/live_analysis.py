@@ -174,6 +174,10 @@ class LiveAnalysis(Construct):
             memory_size=DISPATCHER_MEMORY_MB,
             reserved_concurrency=1,
         )
+        # a failed run is not retried (it would invoke the analyser twice for the jobs it did dispatch)
+        self.dispatcher.function.configure_async_invoke(
+            retry_attempts=0, max_event_age=cdk.Duration.minutes(max(live.interval_minutes, 1))
+        )
         dispatcher_role = self.dispatcher.role
         dispatcher_role.add_to_principal_policy(no_resource_type_statement(["sagemaker:ListTrainingJobs"]))
         grant_describe_training_jobs(dispatcher_role, self)
@@ -209,12 +213,8 @@ class LiveAnalysis(Construct):
             "afresh; failures count in the functions' Errors metric, which has an alarm. A DLQ would hold only "
             "requests the next run supersedes."
         )
-        acknowledge(
-            self.analyser.function,
-            "Serverless-LambdaAsyncFailureDestination",
-            superseded,
-        )
         for fn in (self.analyser, self.dispatcher):
+            acknowledge(fn.function, "Serverless-LambdaAsyncFailureDestination", superseded)
             acknowledge_function_baseline(fn, async_reason=superseded)
             acknowledge_wildcards(default_policy(fn.role), WILDCARD_REASONS)
         acknowledge(self.schedule, "Serverless-EventBusDLQ", superseded)

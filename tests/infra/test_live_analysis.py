@@ -84,14 +84,15 @@ def test_a_schedule_at_the_configured_interval_drives_the_dispatcher_and_nothing
     assert [r["ScheduleExpression"] for r in rules] == [
         f"rate({example_config.processing.live.interval_minutes} minutes)"
     ]
-    # AND the analyser is invoked without retries: the next run is the retry, never a stale request
+    # AND neither function retries an asynchronous invocation (a retried dispatch would analyse jobs twice)
     analyser, _ = _function(template, ANALYSER)
-    configs = [
-        c["Properties"]
-        for c in _of_type(template, "AWS::Lambda::EventInvokeConfig").values()
-        if c["Properties"]["FunctionName"] == {"Ref": analyser}
-    ]
-    assert [c["MaximumRetryAttempts"] for c in configs] == [0]
+    for function in (analyser, dispatcher):
+        configs = [
+            c["Properties"]
+            for c in _of_type(template, "AWS::Lambda::EventInvokeConfig").values()
+            if c["Properties"]["FunctionName"] == {"Ref": function}
+        ]
+        assert [c["MaximumRetryAttempts"] for c in configs] == [0]
     # AND the dispatcher may invoke the analyser, and no role may create schedules or rules at run time
     statements = principal_statements(template, RESOLVE)
     dispatcher_role = statements[_role_of(template, DISPATCHER)]
