@@ -580,6 +580,15 @@ class ProfStackConfig(_Model):
             )
         if not self.notifications.emails:
             found.append("notifications.emails: empty; findings and alarms will reach no one by e-mail")
+        actions = self.processing.actions
+        stop_rules = sorted(rule for rule, action in actions.rules.items() if action == "stop")
+        if stop_rules and not actions.stop_enabled:
+            found.append(
+                f"processing.actions.rules: {', '.join(stop_rules)} say stop, but stop_enabled is false: they only "
+                "notify"
+            )
+        if (stop_rules or actions.stop_enabled) and not self.processing.live.enabled:
+            found.append("processing.actions: rules act only while a job runs, and processing.live.enabled is false")
         return found
 
 

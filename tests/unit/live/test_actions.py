@@ -174,3 +174,13 @@ def test_policy_round_trips_through_the_functions_environment() -> None:
     assert ActionPolicy.from_json(POLICY.to_json()) == POLICY
     with pytest.raises(ValueError, match="notify or stop"):
         ActionPolicy.from_json({"rules": {"A": "reboot"}})
+
+
+def test_config_warns_when_a_stop_rule_cannot_stop() -> None:
+    data: dict[str, Any] = {"prefix": "profstack", "domain": {"mode": "import", "domain_id": "d-abcdef123456"}}
+    data["processing"] = {"actions": {"rules": {"LowGPUUtilization": "stop"}}}
+    assert any("LowGPUUtilization say stop, but stop_enabled is false" in w for w in parse_config(data).warnings())
+    data["processing"] = {"actions": {"stop_enabled": True}, "live": {"enabled": False}}
+    assert any("processing.live.enabled is false" in w for w in parse_config(data).warnings())
+    data["processing"] = {"actions": {"stop_enabled": True, "rules": {"LowGPUUtilization": "stop"}}}
+    assert not any("processing.actions" in w for w in parse_config(data).warnings())
