@@ -260,6 +260,34 @@ class OwnerTagGuard(_Model):
     role_names: list[Annotated[str, Field(pattern=r"^[\w+=,.@-]{1,64}$")]] = []
 
 
+class LiveAnalysis(_Model):
+    """Analysis while a training job runs (lambdas/live_analysis, docs/processing.md "While a job runs")."""
+
+    #: off: no live analysis at all (no function, no schedule is deployed)
+    enabled: bool = True
+    #: how often each running job's traces so far are analysed
+    interval_minutes: Annotated[int, Field(ge=5, le=1440)] = 15
+    #: a trace object younger than this is taken to be still written, and skipped until the next run
+    settle_seconds: Annotated[int, Field(ge=0, le=3600)] = 120
+    #: at most this many trace files per run: the newest (what the job does now); the report says what was left out
+    max_files: Annotated[int, Field(ge=1, le=1000)] = 64
+
+
+_RULE_ID_RE = r"^[A-Z][A-Za-z0-9]{1,63}$"
+
+
+class Actions(_Model):
+    """What a finding does, per rule, as Debugger's rule actions (profstack/actions.py). `notify` (default) e-mails;
+    `stop` stops the training job, only when `stop_enabled` and the job carries `profstack:actions=stop`."""
+
+    #: stopping jobs is opt-in for the deployment; without it a `stop` rule only notifies
+    stop_enabled: bool = False
+    #: rule id -> notify | stop (rules not listed: notify)
+    rules: dict[Annotated[str, Field(pattern=_RULE_ID_RE)], Literal["notify", "stop"]] = {}
+    #: the lowest severity of a finding that stops a job (warning findings and above always notify)
+    stop_min_severity: Literal["warning", "critical"] = "critical"
+
+
 class Processing(_Model):
     job_tag_filter: JobTagFilter | None = None
     #: templates, `{user}` and `{job}` as whole segments: s3://team-bucket/profiles/{user}/{job}/
@@ -267,6 +295,8 @@ class Processing(_Model):
         Annotated[str, Field(pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/.*\{user\}.*\{job\}.*$")]
     ] = []
     owner_tag_guard: OwnerTagGuard = OwnerTagGuard()
+    live: LiveAnalysis = LiveAnalysis()  # issue 36: analysis while a job runs
+    actions: Actions = Actions()  # issue 36: notify or stop on a finding
     #: whose a job is (docs/security.md, "Who owns a job"). "verified" (default): the owner tag counts only when
     #: something the job's creator cannot choose confirms it: the job runs as that user's ProfStack execution role
     #: (its IAM path), or the owner-tag guard is on and the job was created directly (not by Pipelines or
@@ -550,6 +580,15 @@ class ProfStackConfig(_Model):
             )
         if not self.notifications.emails:
             found.append("notifications.emails: empty; findings and alarms will reach no one by e-mail")
+        actions = self.processing.actions
+        stop_rules = sorted(rule for rule, action in actions.rules.items() if action == "stop")
+        if stop_rules and not actions.stop_enabled:
+            found.append(
+                f"processing.actions.rules: {', '.join(stop_rules)} say stop, but stop_enabled is false: they only "
+                "notify"
+            )
+        if (stop_rules or actions.stop_enabled) and not self.processing.live.enabled:
+            found.append("processing.actions: rules act only while a job runs, and processing.live.enabled is false")
         return found
 
 

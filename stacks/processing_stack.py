@@ -18,13 +18,18 @@ from stacks.components.fanout_workflow import FanoutWorkflow
 from stacks.components.job_alarm_manager import JobAlarmManager
 from stacks.components.job_events import JobEventQueue
 from stacks.components.job_history import JobHistory
+from stacks.components.live_analysis import LiveAnalysis
 from stacks.components.notification_topic import NotificationTopic
 from stacks.components.owner_tag_guard import OwnerTagGuard
 from stacks.components.processing_alarms import ProcessingAlarms
 from stacks.components.python_function import log_retention
 from stacks.components.role_paths import analyst_role_path, processing_role_path, role_arn_pattern
 from stacks.components.trace_access import TraceAccess
-from stacks.components.trace_processor import VISIBILITY_TIMEOUT_FACTOR, TraceProcessorFunctions
+from stacks.components.trace_processor import (
+    VISIBILITY_TIMEOUT_FACTOR,
+    TraceProcessorFunctions,
+    processor_environment,
+)
 from stacks.components.training_dashboard import TrainingJobsDashboard
 
 
@@ -148,6 +153,32 @@ class ProcessingStack(cdk.Stack):
             self.history.grant_processor(self.functions.aggregate, construct_id="AggregateAccess")
             cdk.CfnOutput(self, "HistoryWorkGroup", value=self.history.workgroup_name)
         # --- end across jobs ---
+        # --- issue 36: analysis while a job runs, and actions on findings (stacks/components/live_analysis.py) ---
+        self.live = None
+        if processing.live.enabled:
+            self.live = LiveAnalysis(
+                self,
+                "LiveAnalysis",
+                access=access,
+                processor=self.functions,
+                processor_env=processor_environment(
+                    access=access,
+                    table=idempotency_table,
+                    topic=self.notifications.topic,
+                    processing=processing,
+                    user_tag_key=user_tag_key,
+                    users=users,
+                    name_prefix=name_prefix,
+                ),
+                topic=self.notifications.topic,
+                processing=processing,
+                user_tag_key=user_tag_key,
+                users=users,
+                log_retention_days=log_retention_days,
+                name_prefix=name_prefix,
+                role_path=role_path,
+            )
+        # --- end issue 36 ---
         if processing.owner_tag_guard.enabled:
             self.owner_tag_guard = OwnerTagGuard(
                 self, "OwnerTagGuard", user_tag_key=user_tag_key, role_names=processing.owner_tag_guard.role_names

@@ -19,6 +19,7 @@ from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.summary_tools import findings
 from profstack import job_links, layout
+from profstack.actions import action_lines
 from profstack.escape import one_line
 from profstack.history.text import summary_lines
 
@@ -47,6 +48,11 @@ def _fit(body: Sequence[str], budget: int) -> list[str]:
         out.append(line)
         used += size
     return out
+
+
+def _stop_lines(summary: Mapping[str, Any]) -> list[str]:
+    stops = action_lines(summary)
+    return [*stops, ""] if stops else []
 
 
 def notification_text(
@@ -87,6 +93,7 @@ def notification_text(
         else:
             lines.append("No findings.")
         lines += summary_lines(summary)  # regression against the family, GPU cost (profstack.history)
+    lines = [*_stop_lines(summary), *lines]  # issue 36: a stop the live analysis took while the job ran
     if ctx.warnings:
         lines += ["", "Warnings:", *[f"  {w.get('message')}" for w in ctx.warnings]]
     system = summary.get("system")

@@ -14,11 +14,15 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, cast
 
+from botocore.exceptions import ClientError
+
 from lambdas.trace_processor.aws import (
     Clients,
     S3Location,
     S3Object,
     S3TraceSource,
+    error_code,
+    get_json,
     put_bytes,
     put_json,
     upload_fileobj,
@@ -44,6 +48,7 @@ from lambdas.trace_processor.tb_scalars import summary_scalars
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
 from profstack import metric_names as m
+from profstack.actions import ACTIONS_FILE
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS, perfetto_plan
 from profstack.analysis.summary import add_findings
@@ -209,6 +214,23 @@ def add_system_view(s3: S3Client, ctx: JobContext, summary: dict[str, Any], syst
     return target.uri
 
 
+def add_live_actions(s3: S3Client, ctx: JobContext, summary: dict[str, Any]) -> None:
+    """Issue 36: the stops the live analysis took while the job ran (reports/<user>/<job>/actions.json, written by
+    lambdas/live_analysis) go into the final summary's `actions` (schema 1.5), so the report and e-mail state them."""
+    try:
+        recorded = get_json(s3, ctx.reports.child(ACTIONS_FILE))
+    except ClientError as exc:
+        if error_code(exc) in {"NoSuchKey", "404", "NotFound"}:
+            return
+        if error_code(exc) == "AccessDenied":  # a deployment without live analysis: the report is never lost for it
+            _warn(summary, "LiveActionsUnreadable", f"{ACTIONS_FILE} of this job could not be read (access denied)")
+            return
+        raise
+    actions = recorded.get("actions") if isinstance(recorded, Mapping) else None
+    if isinstance(actions, list):
+        summary["actions"] = [a for a in actions if isinstance(a, Mapping)][:20]
+
+
 def publish_report(
     clients: Clients,
     env: ProcessorEnv,
@@ -231,6 +253,7 @@ def publish_report(
     if system is not None:
         add_system_view(clients.s3, ctx, summary, system)
     flagged = unreadable_files(summary)
+    add_live_actions(clients.s3, ctx, summary)  # issue 36 (live analysis): a stop taken while the job ran
     summary = record_history(clients, ctx, summary)  # cost, Regression finding, history/ rows (history.py)
     metrics = (
         job_metrics(summary, trace_bytes=trace_bytes)

@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, NotRequired, TypedDict
 
-SUMMARY_SCHEMA_VERSION = "1.4"
+SUMMARY_SCHEMA_VERSION = "1.5"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.

@@ -176,7 +176,7 @@ def test_a_report_shows_each_hosts_metrics_per_gpu_and_the_system_rules_judge_th
     # AND the summary validates against schema 1.4, with LowGPUUtilization fired for algo-1 only
     summary = _read(plane, job, "summary.json")
     jsonschema.validate(summary, summary_schema())
-    assert summary["schema_version"] == "1.4"
+    assert summary["schema_version"] == "1.5"
     assert summary["system"] == {
         "status": "ok", "reason": None, "file": "system.json", "hosts": 2, "period_s": 60,
         "start_s": START.timestamp(), "end_s": END.timestamp(), "complete": True, "downsampled": False,

@@ -142,8 +142,9 @@ def test_retagging_a_users_role_only_narrows_it(world: World) -> None:
 def test_processing_roles_read_every_users_traces_and_write_their_reports(world: World) -> None:
     roles = _processing_roles(world)
     # processor, analyze-file, aggregate, fan-out state machine, Processing job, and the trace reader the
-    # processor assumes per job (its path is the processing path, or the backstop would deny its reads)
-    assert len(roles) == 6
+    # processor assumes per job (its path is the processing path, or the backstop would deny its reads), and
+    # (issue 36) the live analyser, which writes in-progress reports
+    assert len(roles) == 7
     processor = next(r for k, r in roles.items() if k.startswith("TraceProcessorRole"))
     reader = next(r for k, r in roles.items() if k.startswith("TraceProcessorTraceReaderRole"))
     for user in USERS:

@@ -140,11 +140,13 @@ def test_processor_role_is_least_privilege(template: dict[str, Any]) -> None:
     assert {r.split(">", 1)[-1] for r in by_action["s3:PutObject"]} == {"/reports/*", "/tensorboard/*", "/history/*"}
     # AND reads no trace itself (that is the trace reader's, under a per-job session policy), only its
     # e-mail markers under reports/, the owner's report index and job index rows (issue 36: the conditional
-    # rewrite of reports/<user>/index.json) and history/ (its family's baseline rows)
+    # rewrite of reports/<user>/index.json), the stops the live analysis recorded (which the final report states)
+    # and history/ (its family's baseline rows)
     assert {r.split(">", 1)[-1] for r in by_action["s3:GetObject"]} == {
         "/reports/*/.notified-*",
         "/reports/*/index.json",
         "/reports/*/index-row.json",
+        "/reports/*/actions.json",
         "/history/*",
     }
     # AND may assume the trace-reader role and no other
@@ -174,14 +176,19 @@ def test_trace_reader_role_is_assumable_only_by_the_processor_and_only_reads_tra
     (reader_id,) = [k for k in roles if k.startswith("TraceProcessorTraceReaderRole")]
     _, fn = _function(template, "lambdas.trace_processor.handler.handler")
     processor_role = fn["Role"]["Fn::GetAtt"][0]
-    # GIVEN the reader role THEN its trust policy names exactly the processor's role
+    # (issue 36) the live analyser reads a running job's traces through it too, with the same session policy
+    _, live = _function(template, "lambdas.live_analysis.handler.handler")
+    analyser_role = live["Role"]["Fn::GetAtt"][0]
+    # GIVEN the reader role THEN its trust policy names exactly the processor's and the live analyser's roles
     (trust,) = roles[reader_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Action"] == "sts:AssumeRole"
-    assert trust["Principal"] == {"AWS": {"Fn::GetAtt": [processor_role, "Arn"]}}
+    assert trust["Principal"] == {
+        "AWS": [{"Fn::GetAtt": [analyser_role, "Arn"]}, {"Fn::GetAtt": [processor_role, "Arn"]}]
+    }
     assert "Condition" not in trust
     # AND no other role may assume it
     for role_id in roles:
-        if role_id != processor_role:
+        if role_id not in {processor_role, analyser_role}:
             assert reader_id not in json.dumps(_policy_statements(template, role_id))
     # AND it can only read traces/ and tensorboard/ (plus the extra prefixes) and decrypt with the data key
     statements = _policy_statements(template, reader_id)
@@ -200,8 +207,10 @@ def test_trace_reader_role_is_assumable_only_by_the_processor_and_only_reads_tra
 
 def test_each_function_has_its_own_role(template: dict[str, Any]) -> None:
     roles = [fn["Properties"]["Role"]["Fn::GetAtt"][0] for fn in _of_type(template, "AWS::Lambda::Function").values()]
-    assert len(roles) == 4  # processor, analyze-file, aggregate and (issue 15) the per-job alarm manager
-    assert len(set(roles)) == 4
+    # processor, analyze-file, aggregate, (issue 15) the per-job alarm manager, (issue 36) the live analyser and
+    # its dispatcher
+    assert len(roles) == 6
+    assert len(set(roles)) == 6
 
 
 def test_topic_is_encrypted_and_subscribes_configured_emails(template: dict[str, Any], example_config: Any) -> None:

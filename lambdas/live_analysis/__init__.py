@@ -1,0 +1,1 @@
+"""Analysis while a training job runs, and the actions its findings take (issue 36)."""

@@ -1,0 +1,386 @@
+"""Live analysis and rule actions end to end through moto (issue 36): the dispatcher's view of which jobs run, the
+analyser on real sample traces (the real engine), StopTrainingJob, the in-progress report, the e-mails, and the
+final report of the trace processor that replaces it.
+
+moto has no StopTrainingJob: `emulate_stop` answers it the way SageMaker does (a running job becomes Stopped, any
+other is a ValidationException), through botocore's before-call hook on the real client. moto's Lambda needs
+Docker, so the dispatcher's asynchronous invocations are recorded and delivered to the analyser's handler
+in-process, as Lambda would.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from botocore.awsrequest import AWSResponse, HTTPHeaders
+from botocore.exceptions import ClientError
+from moto import mock_aws
+
+from demo.lambda_harness import ACCOUNT, REGION, LambdaContext, patched_environ
+from profstack import layout
+from profstack.analysis import summary_schema
+from tests.functional.processing_support import (
+    TRACE_BUCKET,
+    USER,
+    DataPlane,
+    create_data_plane,
+    emulate_run,
+    job_event,
+    processor_environ,
+    register_training_job,
+)
+from tests.functional.test_trace_processor import drain, put_event
+
+IDLE = "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"  # LowGPUUtilization critical
+BUSY = "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"  # no GPU-idle finding
+STOP_POLICY = {"stop_enabled": True, "rules": {"LowGPUUtilization": "stop"}, "stop_min_severity": "critical"}
+
+
+def live_environ(topic_arn: str, **overrides: str) -> dict[str, str]:
+    live = {
+        "LIVE_SETTLE_SECONDS": "0",
+        "LIVE_INTERVAL_MINUTES": "15",
+        "ACTIONS": json.dumps(STOP_POLICY),
+        "ANALYSER_FUNCTION": "profstack-live-analyser",
+        "POWERTOOLS_SERVICE_NAME": "profstack-live-analysis",
+    }
+    return processor_environ(topic_arn, **{**live, **overrides})
+
+
+def _backend_job(name: str) -> Any:
+    from moto.sagemaker.models import sagemaker_backends
+
+    return sagemaker_backends[ACCOUNT][REGION].training_jobs.get(name)
+
+
+def emulate_stop(client: Any, stopped: list[str]) -> None:
+    """SageMaker's StopTrainingJob on a moto client: InProgress -> Stopped; otherwise ValidationException."""
+
+    def stop(params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        name = json.loads(params["body"])["TrainingJobName"]  # the serialized request, as SageMaker receives it
+        job = _backend_job(name)
+        if job is None or job.training_job_status != "InProgress":
+            raise ClientError(
+                {"Error": {"Code": "ValidationException", "Message": f"The job {name} is not in progress"}},
+                "StopTrainingJob",
+            )
+        job.training_job_status = "Stopped"
+        stopped.append(name)
+        return AWSResponse("", 200, HTTPHeaders(), None), {"ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    client.meta.events.register("before-call.sagemaker.StopTrainingJob", stop)
+
+
+class RecordingLambda:
+    """The dispatcher's Lambda client: asynchronous invocations, recorded for delivery."""
+
+    def __init__(self) -> None:
+        self.payloads: list[dict[str, Any]] = []
+
+    def invoke(self, **kwargs: Any) -> dict[str, Any]:
+        assert kwargs["InvocationType"] == "Event"
+        self.payloads.append(json.loads(kwargs["Payload"]))
+        return {"StatusCode": 202}
+
+
+@pytest.fixture
+def plane(aws_credentials: None) -> Iterator[DataPlane]:
+    with mock_aws():
+        data_plane = create_data_plane()
+        with patched_environ(live_environ(data_plane.topic_arn)):
+            from lambdas.live_analysis import handler
+            from lambdas.trace_processor import runtime
+
+            handler._clients.cache_clear()
+            runtime.reset()
+            yield data_plane
+            handler._clients.cache_clear()
+            runtime.reset()
+
+
+@pytest.fixture
+def stopped() -> list[str]:
+    from lambdas.live_analysis import handler
+
+    calls: list[str] = []
+    emulate_stop(handler._clients().sagemaker, calls)
+    return calls
+
+
+def start_job(
+    plane: DataPlane,
+    name: str,
+    *,
+    tags: dict[str, str] | None = None,
+    tensorboard: bool = True,
+    role_arn: str | None = None,
+) -> None:
+    """A training job that SageMaker reports as InProgress (moto creates jobs Completed)."""
+    register_training_job(plane, name, tensorboard=tensorboard)
+    job = _backend_job(name)
+    job.training_job_status = "InProgress"
+    job.secondary_status = "Training"
+    if role_arn is not None:
+        job.role_arn = role_arn
+    if tags:
+        arn = f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:training-job/{name}"
+        plane.sagemaker.add_tags(ResourceArn=arn, Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+
+
+def upload_trace(plane: DataPlane, traces_dir: Path, rel: str, job: str, name: str = "worker0.pt.trace.json.gz") -> str:
+    key = f"{layout.job_tensorboard_prefix(USER, job)}{name}"
+    plane.s3.upload_file(str(traces_dir / rel), TRACE_BUCKET, key)
+    return key
+
+
+def run_dispatch_and_deliver(plane: DataPlane) -> tuple[list[str], list[dict[str, Any]]]:
+    """One scheduled run: the dispatcher, then each asynchronous invocation delivered to the analyser."""
+    from lambdas.live_analysis import dispatch, handler
+
+    recorder = RecordingLambda()
+    due = dispatch.dispatch(sagemaker=plane.sagemaker, lambda_client=recorder, env=dispatch.ENV)  # type: ignore[arg-type]
+    outcomes = [handler.handler(payload, LambdaContext()) for payload in recorder.payloads]
+    return due, outcomes
+
+
+def report_of(plane: DataPlane, job: str, name: str = "summary.json") -> Any:
+    body = plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{layout.job_reports_prefix(USER, job)}{name}")["Body"].read()
+    return json.loads(body) if name.endswith(".json") else body.decode()
+
+
+def keys(plane: DataPlane, prefix: str) -> list[str]:
+    return plane.list_keys(prefix)
+
+
+def test_whole_path_the_job_that_idles_its_gpus_is_stopped_and_the_busy_one_is_left_alone(
+    plane: DataPlane,
+    traces_dir: Path,
+    stopped: list[str],
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # GIVEN a deployment that stops on LowGPUUtilization, and two running jobs that both opted in to stopping:
+    # one idles its GPUs (alexnet sample, GPU busy ~7%), the other keeps them busy
+    start_job(plane, "idle-job", tags={"profstack:actions": "stop"})
+    start_job(plane, "busy-job", tags={"profstack:actions": "stop"})
+    upload_trace(plane, traces_dir, IDLE, "idle-job")
+    upload_trace(plane, traces_dir, BUSY, "busy-job")
+    # WHEN the scheduled run dispatches and the analyser handles each job
+    due, outcomes = run_dispatch_and_deliver(plane)
+    assert due == ["busy-job", "idle-job"]
+    by_job = {o["job"]: o for o in outcomes}
+    # THEN the idle job is stopped by its rule, and only it
+    assert stopped == ["idle-job"]
+    assert by_job["idle-job"]["action"] == "analysed"
+    assert by_job["idle-job"]["stopped"] == ["LowGPUUtilization"]
+    assert by_job["busy-job"]["action"] == "analysed"
+    assert by_job["busy-job"]["stopped"] == []
+    assert plane.sagemaker.describe_training_job(TrainingJobName="busy-job")["TrainingJobStatus"] == "InProgress"
+    # AND both got an in-progress report at the job's report keys, marked in_progress
+    idle, busy = report_of(plane, "idle-job"), report_of(plane, "busy-job")
+    for summary in (idle, busy):
+        jsonschema.Draft202012Validator(summary_schema()).validate(summary)  # schema 1.5
+    assert idle["in_progress"] is True
+    assert busy["in_progress"] is True
+    assert idle["complete"] is False
+    assert idle["live"]["trace_files"] == 1
+    (stop,) = [a for a in idle["actions"] if a["action"] == "stop"]
+    assert stop["rule_id"] == "LowGPUUtilization"
+    assert stop["result"] == "stopped"
+    assert not [a for a in busy["actions"] if a["action"] == "stop"]
+    assert "ProfStack stopped this training job: LowGPUUtilization" in report_of(plane, "idle-job", "report.html")
+    assert "In progress" in report_of(plane, "busy-job", "report.html")
+    # AND the stop is logged and published as a metric
+    assert any(
+        r.getMessage() == "training job stopped by a rule action" and getattr(r, "rules", None) == ["LowGPUUtilization"]
+        for r in caplog.records
+    )
+    out = capsys.readouterr().out
+    emf = [json.loads(line) for line in out.splitlines() if line.startswith("{") and '"_aws"' in line]
+    assert any(doc.get("LiveJobsStopped") == [1.0] or doc.get("LiveJobsStopped") == 1.0 for doc in emf)
+    # AND e-mailed: the stop for the idle job
+    mails = plane.notifications()
+    subjects = sorted(m["Subject"] for m in mails)
+    assert "ProfStack stopped idle-job (LowGPUUtilization)" in subjects
+    assert not any("stopped busy-job" in s for s in subjects)
+
+    # WHEN SageMaker reports the stopped job's end and the trace processor writes the final report
+    now = datetime.now(UTC)
+    emulate_run("idle-job", start=now - timedelta(hours=1), end=now, status="Stopped")
+    put_event(plane, job_event("idle-job", "Stopped"))
+    drain(plane)
+    # THEN the final report replaced the in-progress one, and it and its e-mail state the stop
+    final = report_of(plane, "idle-job")
+    jsonschema.Draft202012Validator(summary_schema()).validate(final)
+    assert "in_progress" not in final
+    assert [a["result"] for a in final["actions"] if a["action"] == "stop"] == ["stopped"]
+    (final_mail,) = [m for m in plane.notifications() if "Stopped" in m["Subject"]]
+    assert "ProfStack stopped this training job: LowGPUUtilization" in final_mail["Message"]
+
+
+def test_a_stop_rule_without_the_jobs_own_opt_in_only_notifies_and_says_why(
+    plane: DataPlane, traces_dir: Path, stopped: list[str]
+) -> None:
+    # GIVEN an idle job that does not carry profstack:actions=stop
+    start_job(plane, "idle-untagged")
+    upload_trace(plane, traces_dir, IDLE, "idle-untagged")
+    # WHEN analysed twice (two scheduled runs)
+    run_dispatch_and_deliver(plane)
+    run_dispatch_and_deliver(plane)
+    # THEN it runs on; the report says the rule would have stopped it and why not
+    assert stopped == []
+    assert plane.sagemaker.describe_training_job(TrainingJobName="idle-untagged")["TrainingJobStatus"] == "InProgress"
+    summary = report_of(plane, "idle-untagged")
+    (low,) = [a for a in summary["actions"] if a["rule_id"] == "LowGPUUtilization"]
+    assert low["action"] == "notify"
+    assert "profstack:actions=stop" in low["reason"]
+    assert "would stop this job" in report_of(plane, "idle-untagged", "report.html")
+    # AND the findings were e-mailed once, not once per run
+    mails = plane.notifications()
+    assert len(mails) == 1
+    assert "idle-untagged is running" in mails[0]["Subject"]
+
+
+def test_only_jobs_sagemaker_reports_running_are_analysed_whatever_the_events_said(
+    plane: DataPlane, traces_dir: Path, stopped: list[str]
+) -> None:
+    from lambdas.live_analysis import handler
+
+    # GIVEN a running job whose InProgress event was lost (nothing ever told ProfStack it started) ...
+    start_job(plane, "lost-event")
+    # ... a finished job whose InProgress event arrives after its Completed one (reordered) ...
+    register_training_job(plane, "finished")
+    # ... a running job that turned live analysis off, and one without a TensorBoard output
+    start_job(plane, "opted-out", tags={"profstack:live": "OFF "})
+    start_job(plane, "no-tb", tensorboard=False)
+    for job in ("lost-event", "finished", "opted-out", "no-tb"):
+        upload_trace(plane, traces_dir, IDLE, job)
+    # WHEN the scheduled run dispatches
+    due, outcomes = run_dispatch_and_deliver(plane)
+    # THEN only the running, eligible job is analysed: the lost event changes nothing
+    assert due == ["lost-event"]
+    assert [o["action"] for o in outcomes] == ["analysed"]
+    # AND the late InProgress of the finished job (delivered to the analyser as if due) is refused from SageMaker's
+    # view, before anything is read or written; so are the opted-out and TensorBoard-less jobs
+    env, clients, engine = handler.ENV, handler._clients(), handler._engine()
+    from lambdas.live_analysis.logic import analyse_job
+
+    assert analyse_job("finished", env=env, clients=clients, engine=engine).action == "not_running"
+    assert analyse_job("opted-out", env=env, clients=clients, engine=engine).action == "live_off"
+    assert analyse_job("no-tb", env=env, clients=clients, engine=engine).action == "no_tensorboard"
+    assert analyse_job("never-existed", env=env, clients=clients, engine=engine).action == "not_running"
+    for job in ("finished", "opted-out", "no-tb"):
+        assert keys(plane, layout.job_reports_prefix(USER, job)) == []
+    # AND an input that is not a job name is refused in one line
+    with pytest.raises(handler.BadInputError, match="training job name"):
+        handler.handler({"job": "../bob"}, LambdaContext())
+
+
+def test_a_running_job_without_trace_objects_costs_a_listing_and_writes_nothing(
+    plane: DataPlane, stopped: list[str]
+) -> None:
+    start_job(plane, "no-traces-yet")
+    _, outcomes = run_dispatch_and_deliver(plane)
+    assert [o["action"] for o in outcomes] == ["no_traces"]
+    assert keys(plane, "reports/") == []
+    assert plane.notifications() == []
+
+
+def test_files_still_being_written_are_skipped_not_reported_as_corrupt(
+    plane: DataPlane, traces_dir: Path, stopped: list[str], tmp_path: Path
+) -> None:
+    from lambdas.live_analysis import handler
+    from lambdas.live_analysis.env import LiveEnv
+    from lambdas.live_analysis.logic import analyse_job
+
+    start_job(plane, "writing", tags={"profstack:actions": "stop"})
+    env = LiveEnv.from_environ(live_environ(plane.topic_arn, LIVE_SETTLE_SECONDS="120"))
+    clients, engine = handler._clients(), handler._engine()
+    # GIVEN only a file uploaded just now (younger than the settle time)
+    upload_trace(plane, traces_dir, BUSY, "writing", "worker0.pt.trace.json.gz")
+    now = datetime.now(UTC)
+    # THEN nothing is analysed yet
+    outcome = analyse_job("writing", env=env, clients=clients, engine=engine, now=now)
+    assert (outcome.action, outcome.unsettled) == ("not_settled", 1)
+    assert keys(plane, layout.job_reports_prefix(USER, "writing")) == []
+    # GIVEN later, a second rank whose gzip has not been finished (cut mid-stream)
+    whole = (traces_dir / IDLE).read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(whole[: len(whole) // 2])
+    plane.s3.upload_file(
+        str(cut), TRACE_BUCKET, f"{layout.job_tensorboard_prefix(USER, 'writing')}worker1.pt.trace.json.gz"
+    )
+    later = now + timedelta(minutes=5)
+    outcome = analyse_job("writing", env=env, clients=clients, engine=engine, now=later)
+    # THEN the settled files are analysed; the cut one is stated as still being written, not as corrupt
+    assert outcome.action == "analysed"
+    summary = report_of(plane, "writing")
+    assert not [f for f in summary["findings"] if f["rule_id"] == "UnreadableTraceFiles"]
+    (warning,) = [w for w in summary["warnings"] if w.get("error_type") == "LiveInputIncomplete"]
+    assert "worker1.pt.trace.json.gz" in warning["message"]
+    assert summary["live"]["incomplete_files"] == 1
+    # AND a stop never rests on a file that was not read in full: the cut idle rank looks idle, yet the job runs on
+    assert stopped == []
+    low = [a for a in summary["actions"] if a["rule_id"] == "LowGPUUtilization"]
+    assert low
+    assert all(a["action"] == "notify" and "not read in full" in a["reason"] for a in low)
+
+
+def test_the_final_report_is_never_overwritten_by_an_in_progress_one(
+    plane: DataPlane, traces_dir: Path, stopped: list[str]
+) -> None:
+    from lambdas.live_analysis import handler
+    from lambdas.live_analysis.logic import analyse_job
+
+    env, clients = handler.ENV, handler._clients()
+    start_job(plane, "racing")
+    upload_trace(plane, traces_dir, BUSY, "racing")
+    final_key = f"{layout.job_reports_prefix(USER, 'racing')}summary.json"
+
+    class FinishingEngine:
+        """The real engine; while it analyses, the job ends and the processor writes the final report."""
+
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def analyze(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            result: dict[str, Any] = self._inner.analyze(*args, **kwargs)
+            plane.s3.put_object(Bucket=TRACE_BUCKET, Key=final_key, Body=b'{"final": true}')
+            return result
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+    # WHEN the final report lands while an in-progress analysis runs
+    outcome = analyse_job("racing", env=env, clients=clients, engine=FinishingEngine(handler._engine()))
+    # THEN the in-progress report gives way
+    assert outcome.action == "superseded"
+    assert report_of(plane, "racing") == {"final": True}
+    # AND a later run sees the final report and writes nothing
+    assert analyse_job("racing", env=env, clients=clients, engine=handler._engine()).action == "final_report_exists"
+    assert report_of(plane, "racing") == {"final": True}
+
+
+def test_a_job_whose_owner_nothing_confirms_gets_no_live_report_and_no_action(
+    plane: DataPlane, traces_dir: Path, stopped: list[str]
+) -> None:
+    # GIVEN an idle job that claims alice by tag and opts in to stopping, but runs as a role that is not hers
+    start_job(
+        plane,
+        "claimed",
+        tags={"profstack:actions": "stop"},
+        role_arn=f"arn:aws:iam::{ACCOUNT}:role/SomeTeamRole",
+    )
+    upload_trace(plane, traces_dir, IDLE, "claimed")
+    _, outcomes = run_dispatch_and_deliver(plane)
+    # THEN nothing is analysed, written, e-mailed or stopped (the final report goes to _unowned, docs/security.md)
+    assert [o["action"] for o in outcomes] == ["unverified_owner"]
+    assert stopped == []
+    assert keys(plane, "reports/") == []
+    assert plane.notifications() == []
