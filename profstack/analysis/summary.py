@@ -18,7 +18,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, NotRequired, TypedDict
 
-SUMMARY_SCHEMA_VERSION = "1.4"
+SUMMARY_SCHEMA_VERSION = "1.5"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -166,7 +166,8 @@ class GpuActivity(TypedDict):
     kernel_pct: float
     memcpy_pct: float
     memset_pct: float
-    sync_pct: float
+    sync_pct: float  # GPU-side sync rows only (schema 1.5; before, host sync calls where no GPU row was recorded)
+    host_sync_time_us: float  # schema 1.5: host sync calls' CPU time, shown apart and in none of the shares
 
 
 class KernelTypeShare(TypedDict):
@@ -214,11 +215,20 @@ class LaunchDelay(TypedDict):
 
 
 class Sync(TypedDict):
+    """Host waits (``calls``, ``time_us``, ``by_name``: runtime sync calls, CPU time) and GPU-side sync rows
+    (``gpu_events``, ``gpu_time_us``), apart. Schema 1.5: what the GPU did while the host waited (null where no GPU
+    row was recorded: unknown, not idle)."""
+
     calls: int
     time_us: float
     gpu_events: int
     gpu_time_us: float
     by_name: list[NameStat]
+    host_wait_union_us: float | None
+    host_wait_gpu_busy_us: float | None
+    host_wait_gpu_idle_us: float | None
+    host_wait_gpu_busy_pct: float | None
+    gpu_timeline_resolution_us: float | None
 
 
 class MemcpyDirection(TypedDict):

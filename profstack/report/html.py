@@ -478,11 +478,17 @@ def _panel_activity(rank: Mapping[str, Any]) -> str:
     ga = get(rank, "gpu_activity")
     body = ""
     if isinstance(ga, Mapping):
-        kinds = [("kernel", "kernels"), ("memcpy", "memcpy"), ("memset", "memset"), ("sync", "sync")]
+        kinds = [("kernel", "kernels"), ("memcpy", "memcpy"), ("memset", "memset"), ("sync", "GPU-side sync")]
         slices = [Slice(lab, num(get(ga, f"{k}_time_us")) or 0, COLORS[k]) for k, lab in kinds]
         body += stacked_bar(slices) + _legend(
             [(COLORS[k], lab, f"{pct(get(ga, f'{k}_pct'))} · {dur(get(ga, f'{k}_time_us'))}") for k, lab in kinds]
         )
+        host = num(get(ga, "host_sync_time_us"))
+        if host:  # schema 1.5: host waits are CPU time, never a share of the GPU's activity
+            body += (
+                f'<p class="muted" style="font-size:12px">Host synchronisation calls: {dur(host)} of CPU time '
+                "waiting, not GPU activity (see Synchronisation).</p>"
+            )
     types = [t for t in (get(rank, "kernel_types") or []) if isinstance(t, Mapping)]
     if types:
         # per type, the time during which it runs (overlaps included): the summary's definition of
@@ -810,6 +816,19 @@ def _panel_sync(rank: Mapping[str, Any]) -> str:
             ("GPU sync time", dur(get(sy, "gpu_time_us"))),
         ]
     )
+    busy = num(get(sy, "host_wait_gpu_busy_pct"))
+    if busy is not None:  # schema 1.5: what the GPU did while the host waited
+        stats += (
+            f'<p class="muted" style="font-size:12px">While the host waited, the GPU was busy {pct(busy)} of the '
+            f"time and idle {dur(get(sy, 'host_wait_gpu_idle_us'))} (time bins of "
+            f"{dur(get(sy, 'gpu_timeline_resolution_us'))}). A wait on a busy GPU costs nothing: the host is ahead."
+            "</p>"
+        )
+    elif num(get(sy, "calls")):
+        stats += (
+            '<p class="muted" style="font-size:12px">What the GPU did while the host waited is unknown: no GPU '
+            "activity was recorded.</p>"
+        )
     rows = "".join(
         f'<tr><td class="name"><span class="k" title="{esc(get(b, "name"))}">{esc(get(b, "name"))}</span></td>'
         f"<td class='n'>{count(get(b, 'count'))}</td><td class='n'>{dur(get(b, 'total_us'))}</td></tr>"
