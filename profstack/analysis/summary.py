@@ -78,6 +78,8 @@ class KernelStat(TypedDict):
     max_us: float
     std_us: float
     pct_of_gpu_op_time: float
+    #: schema 1.5: where ``precision`` was read: the kernel's argument types, its name only (a fallback), neither
+    precision_source: NotRequired[Literal["types", "name", "none", "n/a"]]
 
 
 class ErrorEntry(TypedDict):
@@ -181,6 +183,11 @@ class PrecisionShare(TypedDict):
     count: int
     time_us: float
     pct: float
+
+
+class MathPrecisionShare(PrecisionShare):
+    #: schema 1.5: of ``time_us``, the time whose class was read from kernel names only (no argument types)
+    from_name_time_us: NotRequired[float]
 
 
 class ConversionKernels(TypedDict):
@@ -418,7 +425,7 @@ class RankSummary(TypedDict):
     top_kernels_by_time: list[KernelStat]
     top_kernels_by_count: list[KernelStat]
     distinct_kernels: int
-    precision: list[PrecisionShare]
+    precision: list[MathPrecisionShare]
     conversion_kernels: NotRequired[ConversionKernels]
     launch_delay: LaunchDelay
     sync: Sync

@@ -533,7 +533,8 @@ def _panel_top_kernels(rank: Mapping[str, Any], key: str, title: str) -> str:
             f'<tr><td class="name"><span class="k" title="{esc(name)}">{esc(short_kernel_name(name))}</span>'
             f'<div class="bar" style="width:{val / scale * 100:.1f}%;background:{COLORS.get(ktype, COLORS["bar"])}">'
             f"</div></td>"
-            f"<td>{esc(ktype.lower())}</td><td>{esc(get(k, 'precision') or '')}</td>"
+            f"<td>{esc(ktype.lower())}</td><td>{esc(get(k, 'precision') or '')}"
+            f"{'*' if get(k, 'precision_source') == 'name' else ''}</td>"
             f'<td class="n">{count(get(k, "count"))}</td><td class="n">{dur(get(k, "total_us"))}</td>'
             f'<td class="n">{dur(get(k, "mean_us"))}</td><td class="n">{dur(get(k, "max_us"))}</td>'
             f'<td class="n">{pct(get(k, "pct_of_gpu_op_time"))}</td></tr>'
@@ -541,10 +542,16 @@ def _panel_top_kernels(rank: Mapping[str, Any], key: str, title: str) -> str:
     hint = f"{count(get(rank, 'distinct_kernels'))} distinct kernels" if get(rank, "distinct_kernels") else ""
     table = (
         '<table><thead><tr><th>Kernel <span class="muted" style="text-transform:none">(hover for full name)'
-        '</span></th><th>Type</th><th>Precision</th><th class="n">Launches</th><th class="n">Total</th>'
+        '</span></th><th>Type</th><th title="* read from the kernel name only (no argument types in it)">Precision'
+        '</th><th class="n">Launches</th><th class="n">Total</th>'
         '<th class="n">Mean</th><th class="n">Max</th><th class="n">% GPU time</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
+    if any(get(k, "precision_source") == "name" for k in kernels):
+        table += (
+            '<p class="muted" style="font-size:12px">* precision read from the kernel name only (its naming '
+            "scheme); the others from the kernel's argument types.</p>"
+        )
     return _card(title, table, full=True, hint=hint)
 
 
@@ -574,9 +581,17 @@ def _panel_precision(rank: Mapping[str, Any]) -> str:
             for p in rows
         ]
     )
+    total = sum(num(get(p, "time_us")) or 0 for p in rows)
+    by_name = sum(num(get(p, "from_name_time_us")) or 0 for p in rows)
+    how = "precision is read from each kernel's argument types (its demangled template arguments and parameters); " + (
+        f"{pct(100.0 * by_name / total)} of the time only from kernel names (cuBLAS / CUTLASS / Tensile naming: "
+        'a fallback), and "other" where neither says.'
+        if total and any(get(p, "from_name_time_us") is not None for p in rows)
+        else "kernel names (cuBLAS / CUTLASS / Tensile naming) are a fallback."
+    )
     note = (
         '<p class="muted" style="font-size:12px">Share of computation-kernel time (NCCL and memory kernels '
-        'excluded). "Reduced" = tf32, fp16, bf16, fp8 and int8; precision is inferred from kernel names.</p>'
+        f'excluded). "Reduced" = tf32, fp16, bf16, fp8 and int8; {esc(how)}</p>'
     )
     conv = get(rank, "conversion_kernels")
     if num(get(conv, "count")):
