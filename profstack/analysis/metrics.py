@@ -103,6 +103,8 @@ def merge_files(
             "n_kernels",
             "n_memcpy",
             "n_memset",
+            "flow_starts",
+            "flow_finishes",
         ):
             setattr(out, attr, getattr(out, attr) + getattr(f, attr))
         if out.first_gpu_ts is None and f.first_gpu_ts is not None:

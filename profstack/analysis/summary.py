@@ -18,6 +18,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, NotRequired, TypedDict
 
+from profstack.analysis.errors import NOT_RECORDED
+
 SUMMARY_SCHEMA_VERSION = "1.5"
 
 Severity = Literal["critical", "warning", "info"]
@@ -219,6 +221,8 @@ class LaunchDelay(TypedDict):
     negative_raw_count: NotRequired[int]  # raw delays below zero (clipped when clipped_at_zero)
     clipped_at_zero: NotRequired[bool]
     launch_calls: NotRequired[Literal["hta", "all"]]
+    #: schema 1.5: why no delay was computed although GPU ops were analysed (absent otherwise)
+    unavailable_reason: NotRequired[str]
 
 
 class Sync(TypedDict):
@@ -397,6 +401,8 @@ class MemorySection(TypedDict):
     attributed: bool
     devices: list[MemoryDevice]
     top_operators: list[MemoryOperator]
+    #: schema 1.5: the trace header says profile_memory was on (events 0 then means none was written, not "off")
+    header_profile_memory: NotRequired[bool]
 
 
 class GpuAnalysis(TypedDict):
@@ -707,6 +713,17 @@ def unreadable_finding(inputs: Sequence[Mapping[str, Any]]) -> Finding | None:
     if not bad:
         return None
     reasons = {str(i.get("name")): str((i.get("error") or {}).get("message", i.get("status"))) for i in bad}
+    if all(i.get("status") == "partial" and (i.get("error") or {}).get("error_type") in NOT_RECORDED for i in bad):
+        # read whole, but the profiler did not record everything (schema 1.5: errors.NOT_RECORDED)
+        return {
+            "rule_id": UNREADABLE_RULE_ID,
+            "severity": "warning",
+            "message": f"{len(bad)} of {len(inputs)} trace files did not record everything the results need; "
+            "the report covers what they hold",
+            "evidence": {"files": reasons},
+            "recommendation": "Record what each warning names (it says how), then re-run `profstack analyze`.",
+            "ranks": [],
+        }
     return {
         "rule_id": UNREADABLE_RULE_ID,
         "severity": "warning",

@@ -332,6 +332,13 @@ def panel_memory(rank: Mapping[str, Any]) -> str:
         return ""
     devices = [d for d in (get(mem, "devices") or []) if isinstance(d, Mapping)]
     if not num(get(mem, "events")) or not devices:
+        if get(mem, "header_profile_memory"):  # schema 1.5: it was on, and nothing was written
+            return _card(
+                "Memory",
+                '<p class="empty">The trace header says profile_memory was on, but no memory event was recorded '
+                "in the analysed window (see the warnings: the profile may have ended before an active step).</p>",
+                cls="p-memory",
+            )
         return _card(
             "Memory",
             '<p class="empty">This trace has no memory events. Profile with '

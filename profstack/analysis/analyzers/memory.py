@@ -40,6 +40,8 @@ def memory(v: RankView) -> MemorySection:
         "devices": [],
         "top_operators": [],
     }
+    if d.meta.get("profile_memory") in (1, True):
+        section["header_profile_memory"] = True
     if not idx:
         return section
     t0, t1 = min(map(ts.__getitem__, idx)), max(map(ts.__getitem__, idx))
