@@ -1491,6 +1491,7 @@ def _parse(
         )
     if fd.error is None:
         fd.warnings.extend(unrecorded.file_warnings(fd, src.name))
+        fd.notices.extend(unrecorded.file_notices(fd, src.name))
     if fd.args_unknown:
         named = ", ".join(f"{k} ({n:,})" for k, n in sorted(fd.args_unknown.items()))
         fd.warnings.append(

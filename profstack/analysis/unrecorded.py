@@ -3,8 +3,10 @@ leaves unknown, and how to record it. A file with such a warning is not complete
 
 Checked per file from what the parse counted (``parse.FileData``), and per rank from the launch join:
 
-* GPU rows without their CPU side (no ``cpu_op`` at all, or no runtime/driver call): CPU ops, launch delays and
-  the host-wait share of idle time are unknown;
+* GPU rows without the CPU activity under them: no runtime/driver call (the launches) makes launch delays, the
+  host-wait share of idle time and step selection by launch unknown (a warning); no ``cpu_op`` with the launches
+  there (nor any record_function / ProfilerStep range: no CPU activity at all) leaves only the CPU-op table and
+  memory attribution empty, not wrong (a notice: the file stays complete);
 * neither CPU operators nor GPU activity: an empty profile (the trace ended before an active step), never called
   CPU-only, and where its header says ``profile_memory`` was on and no ``[memory]`` event was written, said so;
 * GPUs listed in ``deviceProperties`` and no GPU activity at all (no GPU row, no launch call): a CPU workload or a
@@ -51,19 +53,34 @@ def _devices(meta: dict[str, Any]) -> int:
     return len(devices) if isinstance(devices, list) else 0
 
 
+def file_notices(fd: FileData, source: str) -> list[TraceError]:
+    """Gaps that leave a table empty (said, with how to record it) but no result wrong: the file stays complete."""
+    gpu_rows = fd.n_kernels + fd.n_memcpy + fd.n_memset
+    # ProfilerActivity.CPU records operators, record_function ranges and the ProfilerStep#N ranges: none of them
+    cpu_activity = fd.cpu_ops or len(fd.st_num) or any(g == 0 for g in fd.a_gpu)
+    if gpu_rows and fd.runtime_calls and not cpu_activity:
+        return [
+            CpuActivityNotRecordedError(
+                f"{gpu_rows:,} GPU row(s) and their launches, but no CPU activity (operators, record_function or "
+                f"ProfilerStep ranges) was recorded: the CPU-op table and memory attribution are empty; "
+                f"record {RECORD}",
+                source=source,
+            )
+        ]
+    return []
+
+
 def file_warnings(fd: FileData, source: str) -> list[TraceError]:
     """The file's not-recorded warnings (empty for a file that holds what it should)."""
     out: list[TraceError] = []
     gpu_rows = fd.n_kernels + fd.n_memcpy + fd.n_memset
     launches = fd.n_launch_records
-    if gpu_rows and (not fd.cpu_ops or not fd.runtime_calls):
-        missing = [
-            *(["no CPU operator (cpu_op): CPU ops unknown"] if not fd.cpu_ops else []),
-            *(["no launch call: launch delays and host waits unknown"] if not fd.runtime_calls else []),
-        ]
+    if gpu_rows and not fd.runtime_calls:
+        no_ops = "; no CPU operator either" if not fd.cpu_ops else ""
         out.append(
             CpuActivityNotRecordedError(
-                f"{gpu_rows:,} GPU row(s) but the CPU side was not recorded ({'; '.join(missing)}); record {RECORD}",
+                f"{gpu_rows:,} GPU row(s) but no launch call (runtime/driver) was recorded{no_ops}: launch delays, "
+                f"the host-wait share of GPU idle time and step selection by launch are unknown; record {RECORD}",
                 source=source,
             )
         )

@@ -296,10 +296,22 @@ def printable(text: str) -> str:
     return text.translate(_UNPRINTABLE)
 
 
+def _only_not_recorded(summary: Summary | Mapping[str, Any]) -> bool:
+    """Every error says something was not recorded (the inputs were read whole)."""
+    errors = [e for e in summary.get("errors") or [] if isinstance(e, Mapping)]
+    return bool(errors) and all(e.get("error_type") in NOT_RECORDED for e in errors)
+
+
 def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, total_bytes: int) -> str:
     ranks = [r for r in summary.get("ranks") or [] if isinstance(r, Mapping)]
     gpu = [r for r in ranks if r.get("has_gpu")]
-    status = "complete" if summary.get("complete") else "PARTIAL (some input could not be read)"
+    status = (
+        "complete"
+        if summary.get("complete")
+        else "PARTIAL (not everything was recorded)"
+        if _only_not_recorded(summary)
+        else "PARTIAL (some input could not be read)"
+    )
     runs = [r for r in summary.get("runs") or [] if isinstance(r, Mapping)]
     generator: Mapping[str, Any] = summary["generator"]
     engine = str(generator.get("engine") or "?") + (
@@ -504,7 +516,9 @@ def run(args: argparse.Namespace) -> int:
     for w in summary.get("warnings") or []:
         print(printable(f"profstack: warning: {w.get('message')}"), file=sys.stderr)
     problems = []
-    if not result.complete:
+    if not result.complete and _only_not_recorded(summary):
+        problems.append("partial results; the traces did not record everything (see Not recorded above)")
+    elif not result.complete:
         problems.append("partial results; some input could not be fully read (see summary.json errors)")
     if skipped:
         problems.append(f"no Perfetto trace for {len(skipped)} file(s): {skipped[0]}")

@@ -59,7 +59,8 @@ def test_kineto_tb_plugin_folder_is_two_runs_not_one_rank() -> None:
     [warning] = summary["warnings"]
     assert warning["error_type"] == "SeparateRunsError"
     assert "19.4 h apart" in warning["message"]
-    assert result.complete
+    # AND the only gap is what the 2021 traces did not record: allocator totals in their [memory] events (#34)
+    assert {e.error_type for e in result.errors} == {"MemoryAllocatorUnknownError"}
 
 
 def test_successive_cycles_of_one_process_merge_with_the_gap_removed() -> None:

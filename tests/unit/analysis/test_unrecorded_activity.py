@@ -153,18 +153,33 @@ def test_memory_events_without_the_allocators_totals_are_said() -> None:
 
 
 def test_gpu_rows_without_the_cpu_side_are_said() -> None:
+    # GIVEN kernels without their launch calls or any CPU operator (only GPU rows were kept)
+    tb = TraceBuilder(deviceProperties=A100S)
+    for i in range(5):
+        tb.events.append({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10.0 * i, "dur": 4.0,
+                          "args": {"stream": 7, "correlation": i + 1, "device": 0}})  # fmt: skip
+    summary = _analyse(tb.to_bytes())
+    # THEN the launches' absence is a warning (launch delays and host waits unknown) and the run is not complete
+    assert summary["complete"] is False
+    (err,) = _errors(summary, "CpuActivityNotRecordedError")
+    assert "5 GPU row(s) but no launch call (runtime/driver) was recorded; no CPU operator either" in err["message"]
+    assert "ProfilerActivity.CPU" in err["message"]
+    assert summary["ranks"][0]["launch_delay"]["unavailable_reason"].startswith("no launch call was recorded")
+    # AND the report lists it on the rank
+    assert "Not recorded." in render_html(summary)
+
+
+def test_launches_without_cpu_operators_are_a_notice() -> None:
     # GIVEN kernels and their launches, and no CPU operator (ProfilerActivity.CPU left out)
     tb = TraceBuilder(deviceProperties=A100S)
     for i in range(5):
         tb.gpu("k", 10.0 * i, 10.0 * i + 3, 4.0)
     summary = _analyse(tb.to_bytes())
-    # THEN the warning says the CPU side is missing and what that leaves unknown
-    assert summary["complete"] is False
-    (err,) = _errors(summary, "CpuActivityNotRecordedError")
-    assert "5 GPU row(s) but the CPU side was not recorded (no CPU operator (cpu_op)" in err["message"]
-    assert "ProfilerActivity.CPU" in err["message"]
-    # AND the report shows it on the rank
-    assert "Not recorded." in render_html(summary)
+    # THEN the GPU results stand (complete) and a notice says the CPU-op table is empty and how to record it
+    assert summary["complete"] is True
+    (note,) = _errors(summary, "CpuActivityNotRecordedError")
+    assert "but no CPU activity (operators, record_function or ProfilerStep ranges) was recorded" in note["message"]
+    assert note in summary["warnings"]
 
 
 def test_an_empty_profile_with_profile_memory_on_is_not_cpu_only(tmp_path: Path) -> None:
