@@ -240,3 +240,18 @@ def test_rocm_launch_delays_say_why_they_are_not_computed() -> None:
     every = _analyse(_rocm(), launch_calls="all")["ranks"][0]["launch_delay"]
     assert every["count"] == 4
     assert "unavailable_reason" not in every
+
+
+def test_the_job_email_says_not_recorded_rather_than_unreadable() -> None:
+    from lambdas.trace_processor.job import JobContext
+    from lambdas.trace_processor.notification import notification_text
+
+    # GIVEN the summary of a ROCm job whose trace read whole but recorded no GPU row (the A100 x8 case of #34)
+    tb = TraceBuilder(deviceProperties=A100S)
+    tb.cpu("aten::mm", 0.0, 50.0).runtime("cudaLaunchKernel", 5.0, 3.0, corr=1)
+    summary = _analyse(tb.to_bytes())
+    ctx = JobContext(job="job-1", status="Completed", user="alice", trace_bucket="b", end_time_s=0.0, tensorboard=None)
+    _subject, body = notification_text(ctx, summary, "s3://b/reports/alice/job-1/report.html")
+    # THEN the e-mail says the trace did not record everything, not that it could not be read
+    assert "Incomplete: 1 trace file(s) did not record everything (each line says how to record it):" in body
+    assert "could not be read completely" not in body
