@@ -244,12 +244,12 @@ def excessive_sync(r: RankSummary, internal: RankInternal, th: RuleThresholds) -
     }
     idle = sy.get("host_wait_gpu_idle_us")
     if idle is None:
-        evidence["gpu_during_waits"] = "unknown: no GPU row recorded"
+        evidence["gpu_during_waits"] = "unknown: no GPU row in the window"
         return _f(
             "ExcessiveSync",
             "info",
             f"rank {label}: {sy['calls']} host synchronisation call(s) take {share:.1f}% of the window; whether "
-            "the GPU was busy meanwhile is unknown (no GPU activity recorded)",
+            "the GPU was busy meanwhile is unknown (no GPU activity recorded in the window)",
             evidence,
             "Record GPU activity (ProfilerActivity.CUDA) to tell whether the waits cost GPU time. "
             + SYNC_RECOMMENDATION,

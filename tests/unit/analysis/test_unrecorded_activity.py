@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from profstack.analysis import AnalysisOptions, analyze, native
 from profstack.analysis.sources import BytesTraceSource
@@ -255,3 +257,23 @@ def test_the_job_email_says_not_recorded_rather_than_unreadable() -> None:
     # THEN the e-mail says the trace did not record everything, not that it could not be read
     assert "Incomplete: 1 trace file(s) did not record everything (each line says how to record it):" in body
     assert "could not be read completely" not in body
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["s", "f", "t", "i", ""]), max_size=40), st.sampled_from(["ac2g", "fwdbwd", "async"]))
+def test_flow_counts_are_the_same_in_both_engines_and_warn_only_on_launch_flows(phs: list[str], cat: str) -> None:
+    # GIVEN a trace with a few kernels and launches, and flow events of any phase in one category
+    tb = TraceBuilder().cpu("aten::mm", 0.0, 100.0)
+    for i in range(3):
+        tb.gpu("k", 10.0 * i, 10.0 * i + 3, 4.0)
+    for k, ph in enumerate(phs):
+        tb.events.append({"ph": ph, "id": k, "pid": 1, "tid": 1, "ts": float(k), "cat": cat, "name": cat})
+    data = tb.to_bytes()
+    with _engine("python"):
+        py = _analyse(data)
+    if native.ACCEL is not None:
+        with _engine("c"):
+            assert engine_neutral(_analyse(data)) == engine_neutral(py)
+    # THEN only launch flows (ac2g) with more starts than finishes are a warning
+    starts, finishes = phs.count("s"), phs.count("f")
+    assert bool(_errors(py, "FlowsToNowhereError")) is (cat == "ac2g" and starts > finishes)
