@@ -7,7 +7,8 @@ Checked per file from what the parse counted (``parse.FileData``), and per rank 
   host-wait share of idle time and step selection by launch unknown (a warning); no ``cpu_op`` with the launches
   there (nor any record_function / ProfilerStep range: no CPU activity at all) leaves only the CPU-op table and
   memory attribution empty, not wrong (a notice: the file stays complete);
-* neither CPU operators nor GPU activity: an empty profile (the trace ended before an active step), never called
+* neither CPU operators nor GPU activity, where the trace shows it meant to record them (runtime calls such as
+  syncs, GPUs listed, ``profile_memory`` on): an empty profile (written before an active step), never called
   CPU-only, and where its header says ``profile_memory`` was on and no ``[memory]`` event was written, said so;
 * GPUs listed in ``deviceProperties`` and no GPU activity at all (no GPU row, no launch call): a CPU workload or a
   profile without ``ProfilerActivity.CUDA`` (which records the launches too), which the trace cannot tell apart.
@@ -84,7 +85,10 @@ def file_warnings(fd: FileData, source: str) -> list[TraceError]:
                 source=source,
             )
         )
-    if not gpu_rows and not launches and not fd.cpu_ops:
+    # an empty profile: no op, no GPU row, no launch, where the trace shows it meant to record more (host runtime
+    # calls such as syncs, GPUs listed, profile_memory on); a trace of annotations alone shows nothing either way
+    meant = fd.runtime_calls or _devices(fd.meta) or _header_profile_memory(fd.meta)
+    if not gpu_rows and not launches and not fd.cpu_ops and meant:
         memory = (
             "; the header says profile_memory was on, yet no [memory] event was written"
             if _header_profile_memory(fd.meta) and not fd.memory.seen
