@@ -13,7 +13,9 @@ Checked per file from what the parse counted (``parse.FileData``), and per rank 
 * GPUs listed in ``deviceProperties`` and no GPU activity at all (no GPU row, no launch call): a CPU workload or a
   profile without ``ProfilerActivity.CUDA`` (which records the launches too), which the trace cannot tell apart.
   Devices listed beside active ones are not reported: every rank of a job lists every GPU it can see;
-* ``[memory]`` events without the allocator's totals (``Total Allocated``): peaks and memory over time unknown;
+* ``[memory]`` events without the allocator's totals (``Total Allocated``): peaks and memory over time unknown
+  (the section's ``-1``, which the report shows as unknown), allocations and bytes exact: a notice, so that such
+  a job stays complete (and a regression baseline: ``profstack.history``);
 * flows to nowhere: Kineto links a launch to its GPU row by an ``ac2g`` flow (a start ``"s"`` at the launch, a
   finish ``"f"`` at the GPU row, one id: the correlation). More starts than finishes means at least that many
   launches whose GPU row is missing (records dropped, or kernels still running when the profiler stopped). Counted,
@@ -54,8 +56,7 @@ def _devices(meta: dict[str, Any]) -> int:
     return len(devices) if isinstance(devices, list) else 0
 
 
-def file_notices(fd: FileData, source: str) -> list[TraceError]:
-    """Gaps that leave a table empty (said, with how to record it) but no result wrong: the file stays complete."""
+def _no_cpu_activity(fd: FileData, source: str) -> list[TraceError]:
     gpu_rows = fd.n_kernels + fd.n_memcpy + fd.n_memset
     # ProfilerActivity.CPU records operators, record_function ranges and the ProfilerStep#N ranges: none of them
     cpu_activity = fd.cpu_ops or len(fd.st_num) or any(g == 0 for g in fd.a_gpu)
@@ -120,10 +121,17 @@ def file_warnings(fd: FileData, source: str) -> list[TraceError]:
                 source=source,
             )
         )
+    return out
+
+
+def file_notices(fd: FileData, source: str) -> list[TraceError]:
+    """Gaps that leave a table empty or a value unknown (said where it shows, with how to record it) but no result
+    wrong: the file stays complete."""
+    out: list[TraceError] = []
     mem = fd.memory
     if len(mem):
         unknown = mem.alloc.count(-1)
-        if unknown:
+        if unknown:  # the section's peaks are null for them and the report says why; allocations and bytes stand
             out.append(
                 MemoryAllocatorUnknownError(
                     f"{unknown:,} of {len(mem):,} [memory] event(s) carry no allocator totals (Total Allocated / "
@@ -132,4 +140,4 @@ def file_warnings(fd: FileData, source: str) -> list[TraceError]:
                     source=source,
                 )
             )
-    return out
+    return [*_no_cpu_activity(fd, source), *out]

@@ -16,13 +16,8 @@ from .conftest import TRACES, all_trace_files
 TraceRunner = Callable[..., AnalysisResult]
 
 #: shared traces that do not record everything their results need (#34: each gap is a warning, and the run is not
-#: complete), and what: the 2021 tb_plugin traces' [memory] events carry no allocator totals; the Triton example has
-#: two launch flows and one GPU row
-NOT_RECORDED_IN = {
-    "kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz": {"MemoryAllocatorUnknownError"},
-    "kineto_tb_plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz": {"MemoryAllocatorUnknownError"},
-    "hta/triton_example/triton_example.json.gz": {"FlowsToNowhereError"},
-}
+#: complete), and what: the Triton example has two launch flows and one GPU row
+NOT_RECORDED_IN = {"hta/triton_example/triton_example.json.gz": {"FlowsToNowhereError"}}
 
 ALL_FILES = all_trace_files()
 
