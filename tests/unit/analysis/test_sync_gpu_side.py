@@ -147,3 +147,15 @@ def test_a_short_wait_reads_its_bins_average() -> None:
     # THEN the wait gets the bin's average (1024 of 2048 µs busy): half its length
     assert math.isclose(tl.integral(0, [1500.0], [1600.0]), 50.0)
     _ = json  # the module builds traces through TraceBuilder's JSON
+
+
+def test_the_report_shows_host_waits_apart_with_what_the_gpu_did() -> None:
+    from profstack.report import render_html
+
+    # GIVEN the busy A100 trace's summary
+    page = render_html(_summary(_busy_gpu_then_one_final_sync()))
+    # THEN the activity mix labels its sync share as GPU-side, the host's wait is shown apart as CPU time, and the
+    # synchronisation panel says the GPU was busy while the host waited
+    assert "GPU-side sync" in page
+    assert "Host synchronisation calls: 99.3 ms of CPU time waiting, not GPU activity" in page
+    assert "While the host waited, the GPU was busy 100.0% of the time" in page
