@@ -431,7 +431,7 @@ def _rank_section(rank: Mapping[str, Any], unrecorded: Sequence[Mapping[str, Any
         ]
     elif gpu_unknown:  # not a CPU-only run: what the GPU did is unknown, and the warning says how to record it
         head += (
-            '<div class="notice warn">This rank holds no GPU activity, and that is not a CPU-only run: '
+            '<div class="notice warn">This rank holds no GPU activity, and the trace does not show a CPU-only run: '
             + " ".join(esc(get(e, "message")) for e in gpu_unknown)
             + " The GPU panels are not shown.</div>"
         )
