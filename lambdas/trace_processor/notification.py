@@ -20,6 +20,7 @@ from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.summary_tools import findings
 from profstack import job_links, layout
 from profstack.actions import action_lines
+from profstack.analysis.errors import NOT_RECORDED
 from profstack.escape import one_line
 from profstack.history.text import summary_lines
 
@@ -77,7 +78,14 @@ def notification_text(
         subject = f"ProfStack: {ctx.job} {ctx.status}, {len(findings(summary))} findings{partial}"
         lines = [] if failed else [f"Training job {ctx.job} ended with status {ctx.status}.", ""]
         if unreadable:
-            lines.append(f"Incomplete: {len(unreadable)} trace file(s) could not be read completely:")
+            # read whole, but the profiler did not record everything (profstack.analysis.errors.NOT_RECORDED)
+            gaps = all((i.get("error") or {}).get("error_type") in NOT_RECORDED for i in unreadable)
+            how = (
+                "did not record everything (each line says how to record it)"
+                if gaps
+                else "could not be read completely"
+            )
+            lines.append(f"Incomplete: {len(unreadable)} trace file(s) {how}:")
             for item in unreadable[:TOP_UNREADABLE_IN_NOTIFICATION]:
                 reason = (item.get("error") or {}).get("message") or item.get("status")
                 lines.append(f"  {item.get('name')} ({item.get('status')}): {str(reason)[:200]}")

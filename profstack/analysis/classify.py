@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from profstack.analysis import precision
+
 COMPUTATION = "COMPUTATION"
 COMMUNICATION = "COMMUNICATION"
 MEMORY = "MEMORY"
@@ -39,16 +41,6 @@ def type_index(name: str) -> int:
 
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "int8", "other")
 
-# Checked in order; the first class whose marker occurs in the lower-cased name wins.
-_PRECISION_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("fp8", ("e4m3", "e5m2", "fp8", "f8f8", "float8")),
-    ("int8", ("int8", "i8816", "i8i8", "imma", "_s8", "s8s8", "u8s8", "igemm")),
-    ("bf16", ("bf16", "bfloat16", "__nv_bfloat16")),
-    ("fp16", ("h884", "h1688", "h16816", "f16", "fp16", "half", "hgemm", "hmma", "h884gemm", "s884gemm_fp16")),
-    ("tf32", ("tf32", "s1688", "s16816", "s884")),
-    ("fp32", ("float", "f32", "fp32", "sgemm", "scudnn", "_sgemm", "double", "dgemm", "fp64")),
-)
-
 _TENSOR_CORE_MARKERS = (
     "884",
     "1688",
@@ -70,12 +62,9 @@ _TENSOR_CORE_MARKERS = (
 
 
 def precision_of(name: str) -> str:
-    low = name.lower()
-    for label, markers in _PRECISION_MARKERS:
-        for marker in markers:
-            if marker in low:
-                return label
-    return "other"
+    """The precision class of a computation kernel: from its argument types, names only as a fallback
+    (``profstack.analysis.precision``; ``precision.read`` also says which)."""
+    return precision.read(name)[0]
 
 
 def uses_tensor_cores(name: str) -> bool:
@@ -105,7 +94,13 @@ _WORD_RE = re.compile(r"[a-z0-9]+")
 _CONVERSION_WORDS = ("quant", "dequant", "cast", "convert", "conversion")
 
 
+# `<precision>..._to_<precision>` (fbgemm's `_float_to_hfp8_gpu`, `_FP8rowwise_to_float_cuda_kernel`): a conversion
+_PREC_WORD = r"(?:h?fp8|fp16|bf16|bfloat16|half|float|fp32|int8|e4m3|e5m2|f8|f16|f32)"
+_TO_RE = re.compile(rf"{_PREC_WORD}[a-z0-9]*_to_{_PREC_WORD}", re.IGNORECASE)
+
+
 def is_conversion(name: str) -> bool:
     """Quantise / dequantise / cast / convert kernels (``cast_transpose_fp8``, ``scaled_fp8_quant``): a word
-    of the name starts with one of ``_CONVERSION_WORDS`` (so ``broadcast`` is not a cast)."""
-    return any(w.startswith(_CONVERSION_WORDS) for w in _WORD_RE.findall(name.lower()))
+    of the name starts with one of ``_CONVERSION_WORDS`` (so ``broadcast`` is not a cast), or the name says
+    ``<precision>_to_<precision>`` (``_FP8rowwise_to_float``)."""
+    return any(w.startswith(_CONVERSION_WORDS) for w in _WORD_RE.findall(name.lower())) or bool(_TO_RE.search(name))

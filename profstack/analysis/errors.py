@@ -164,3 +164,51 @@ class MultipleDevicesError(TraceError):
     """One file holds GPU ops of several devices: its GPU span, busy and idle time are their union (recorded)."""
 
     partial_ok = True
+
+
+class FlowsToNowhereError(TraceError):
+    """Launches whose flow starts (ac2g) reach no GPU row: GPU records were lost (CUPTI / roctracer buffers) or the
+    profiler stopped before they ran. Their GPU time is missing (recorded, incomplete beyond a few at the edge)."""
+
+    partial_ok = True
+
+
+class DevicesWithoutActivityError(TraceError):
+    """``deviceProperties`` lists GPUs, and no GPU activity (rows or launch calls) was recorded: a CPU workload, or
+    a profile without ProfilerActivity.CUDA; the trace cannot tell which (recorded, incomplete)."""
+
+    partial_ok = True
+
+
+class MemoryAllocatorUnknownError(TraceError):
+    """``[memory]`` events without the allocator's totals (``Total Allocated`` / ``Total Reserved``): peaks and memory
+    over time are unknown for them (a notice: shown as unknown, the rest of the results stand)."""
+
+    partial_ok = True
+
+
+class CpuActivityNotRecordedError(TraceError):
+    """GPU rows without the CPU side (operators, or the launch calls): CPU ops, launch delays and the host-wait
+    share of idle time are unknown (recorded, incomplete)."""
+
+    partial_ok = True
+
+
+class NothingRecordedError(TraceError):
+    """Neither CPU operators nor GPU activity were recorded: not a CPU-only run, an empty profile (recorded,
+    incomplete)."""
+
+    partial_ok = True
+
+
+#: warnings that say something was not recorded (rather than unreadable): the CLI and the report show them as such
+NOT_RECORDED = frozenset(
+    {
+        "GpuActivityNotRecordedError",
+        "FlowsToNowhereError",
+        "DevicesWithoutActivityError",
+        "MemoryAllocatorUnknownError",
+        "CpuActivityNotRecordedError",
+        "NothingRecordedError",
+    }
+)

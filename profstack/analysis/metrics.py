@@ -103,6 +103,8 @@ def merge_files(
             "n_kernels",
             "n_memcpy",
             "n_memset",
+            "flow_starts",
+            "flow_finishes",
         ):
             setattr(out, attr, getattr(out, attr) + getattr(f, attr))
         if out.first_gpu_ts is None and f.first_gpu_ts is not None:
@@ -169,7 +171,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "window": window(v),
         "temporal_breakdown": time_breakdown.temporal_breakdown(v),
         "idle_breakdown": time_breakdown.idle_breakdown(v, th),
-        "gpu_activity": time_breakdown.gpu_activity(v, sync_activity),
+        "gpu_activity": time_breakdown.gpu_activity(v, sync_activity, sync["time_us"]),
         "kernel_types": time_breakdown.kernel_types(v),
         "top_kernels_by_time": kernels.top_kernels_by_time(v, opts.top_k),
         "top_kernels_by_count": kernels.top_kernels_by_count(v, opts.top_k),

@@ -43,7 +43,7 @@ class RuleThresholds:
     tiny_kernel_us: float = 10.0
     tiny_kernel_share_pct: float = 50.0
     launch_overhead_min_idle_pct: float = 10.0
-    #: ExcessiveSync: host synchronisation time as a share of the analysed wall window above this
+    #: ExcessiveSync: host sync time, and the GPU idle time during it, as shares of the analysed window above this
     sync_time_pct: float = 5.0
     #: MemcpyHeavy: memcpy time as a share of GPU span above this
     memcpy_time_pct: float = 10.0

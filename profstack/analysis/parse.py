@@ -17,7 +17,7 @@ from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
-from profstack.analysis import classify, native
+from profstack.analysis import classify, native, unrecorded
 from profstack.analysis import memory as memory_columns
 from profstack.analysis.errors import (
     EmptyTraceError,
@@ -691,6 +691,8 @@ class FileData:
     no_ph: int = 0  # events with a known category and a duration but no "ph" (skipped)
     streams_folded: int = 0  # ops whose stream string was beyond MAX_STREAMS distinct ones (row OTHER_STREAM)
     begin_end: int = 0  # "B"/"E" events (a duration written as a begin/end pair) in an analysed category (skipped)
+    flow_starts: int = 0  # "ac2g" flow starts (at a launch) and finishes (at its GPU row)
+    flow_finishes: int = 0
     args_dropped: int = 0  # events kept without their args (an ill-typed field, e.g. an integer beyond int64)
     args_loose: int = 0  # events whose args needed the loose rule (numbers as strings) and were read whole
     args_unknown: dict[str, int] = field(default_factory=dict)  # arg key -> events where it stayed unreadable
@@ -1054,6 +1056,11 @@ class _Parser:
                         self._unknown(e.cat)
                 elif ph == "i" and e.name == MEMORY_EVENT:
                     self.memory_event(e)
+                elif e.cat == "ac2g":  # a launch's flow: starts at the launch, ends at its GPU row
+                    if ph == "s":
+                        fd.flow_starts += 1
+                    elif ph == "f":
+                        fd.flow_finishes += 1
                 continue
             ts = e.ts
             dur = e.dur
@@ -1482,6 +1489,9 @@ def _parse(
                 source=src.name,
             )
         )
+    if fd.error is None:
+        fd.warnings.extend(unrecorded.file_warnings(fd, src.name))
+        fd.notices.extend(unrecorded.file_notices(fd, src.name))
     if fd.args_unknown:
         named = ", ".join(f"{k} ({n:,})" for k, n in sorted(fd.args_unknown.items()))
         fd.warnings.append(

@@ -150,27 +150,9 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                     rank,
                 )
             )
-    window = r["window"]["duration_us"] or 0.0
-    wall = internal.step_total_us or window
-    sync_t = r["sync"]["time_us"]
-    if wall > 0 and sync_t and 100.0 * sync_t / wall > th.sync_time_pct:
-        share = 100.0 * sync_t / wall
-        out.append(
-            _f(
-                "ExcessiveSync",
-                "warning",
-                f"rank {label}: {r['sync']['calls']} host synchronisation call(s) take {share:.1f}% of the window",
-                {
-                    "sync_calls": r["sync"]["calls"],
-                    "sync_time_us": sync_t,
-                    "share_pct": round(share, 2),
-                    "threshold_pct": th.sync_time_pct,
-                },
-                "Remove implicit syncs (.item(), .cpu(), printing tensors, torch.cuda.synchronize in the loop); "
-                "log metrics asynchronously or every N steps.",
-                rank,
-            )
-        )
+    sync_finding = excessive_sync(r, internal, th)
+    if sync_finding is not None:
+        out.append(sync_finding)
     memcpy_t = r["gpu_activity"]["memcpy_time_us"]
     if has_gpu_time and 100.0 * memcpy_t / tb["gpu_span_us"] > th.memcpy_time_pct:
         share = 100.0 * memcpy_t / tb["gpu_span_us"]
@@ -232,6 +214,65 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
             )
         )
     return out
+
+
+SYNC_RECOMMENDATION = (
+    "Remove implicit syncs (.item(), .cpu(), printing tensors, torch.cuda.synchronize in the loop); "
+    "log metrics asynchronously or every N steps."
+)
+
+
+def excessive_sync(r: RankSummary, internal: RankInternal, th: RuleThresholds) -> Finding | None:
+    """ExcessiveSync: host synchronisation waits above ``sync_time_pct`` of the window, judged by what the GPU did
+    during them. A host that waits while the GPU is busy is only ahead of the GPU (a final cudaDeviceSynchronize
+    after a stream of kernels): that costs nothing. The rule fires on the GPU time the waits cost: the part of
+    the waits during which the GPU sat idle, above the same threshold. Where no GPU row was recorded, what the GPU
+    did is unknown: an info finding says so instead of a verdict."""
+    sy = r["sync"]
+    window = r["window"]["duration_us"] or 0.0
+    wall = internal.step_total_us or window
+    sync_t = sy["time_us"]
+    if not (wall > 0 and sync_t and 100.0 * sync_t / wall > th.sync_time_pct):
+        return None
+    share = 100.0 * sync_t / wall
+    label = r["label"]
+    evidence: dict[str, Any] = {
+        "sync_calls": sy["calls"],
+        "sync_time_us": sync_t,
+        "share_pct": round(share, 2),
+        "threshold_pct": th.sync_time_pct,
+    }
+    idle = sy.get("host_wait_gpu_idle_us")
+    if idle is None:
+        evidence["gpu_during_waits"] = "unknown: no GPU row in the window"
+        return _f(
+            "ExcessiveSync",
+            "info",
+            f"rank {label}: {sy['calls']} host synchronisation call(s) take {share:.1f}% of the window; whether "
+            "the GPU was busy meanwhile is unknown (no GPU activity recorded in the window)",
+            evidence,
+            "Record GPU activity (ProfilerActivity.CUDA) to tell whether the waits cost GPU time. "
+            + SYNC_RECOMMENDATION,
+            [int(r["rank"])],
+        )
+    lost = 100.0 * idle / wall
+    evidence |= {
+        "gpu_busy_during_waits_pct": sy.get("host_wait_gpu_busy_pct"),
+        "gpu_idle_during_waits_us": idle,
+        "gpu_idle_during_waits_pct_of_window": round(lost, 2),
+        "resolution_us": sy.get("gpu_timeline_resolution_us"),
+    }
+    if lost <= th.sync_time_pct:
+        return None  # the GPU was busy while the host waited: the host was only ahead of it
+    return _f(
+        "ExcessiveSync",
+        "warning",
+        f"rank {label}: {sy['calls']} host synchronisation call(s) take {share:.1f}% of the window, and the GPU "
+        f"sat idle during {lost:.1f}% of the window while the host waited",
+        evidence,
+        SYNC_RECOMMENDATION,
+        [int(r["rank"])],
+    )
 
 
 def gpu_memory_increase(r: RankSummary, th: RuleThresholds) -> list[Finding]:

@@ -18,7 +18,9 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal, NotRequired, TypedDict
 
-SUMMARY_SCHEMA_VERSION = "1.5"
+from profstack.analysis.errors import NOT_RECORDED
+
+SUMMARY_SCHEMA_VERSION = "1.6"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -78,6 +80,8 @@ class KernelStat(TypedDict):
     max_us: float
     std_us: float
     pct_of_gpu_op_time: float
+    #: schema 1.6: where ``precision`` was read: the kernel's argument types, its name only (a fallback), neither
+    precision_source: NotRequired[Literal["types", "name", "none", "n/a"]]
 
 
 class ErrorEntry(TypedDict):
@@ -166,7 +170,8 @@ class GpuActivity(TypedDict):
     kernel_pct: float
     memcpy_pct: float
     memset_pct: float
-    sync_pct: float
+    sync_pct: float  # GPU-side sync rows only (schema 1.6; before, host sync calls where no GPU row was recorded)
+    host_sync_time_us: float  # schema 1.6: host sync calls' CPU time, shown apart and in none of the shares
 
 
 class KernelTypeShare(TypedDict):
@@ -180,6 +185,11 @@ class PrecisionShare(TypedDict):
     count: int
     time_us: float
     pct: float
+
+
+class MathPrecisionShare(PrecisionShare):
+    #: schema 1.5: of ``time_us``, the time whose class was read from kernel names only (no argument types)
+    from_name_time_us: NotRequired[float]
 
 
 class ConversionKernels(TypedDict):
@@ -211,14 +221,25 @@ class LaunchDelay(TypedDict):
     negative_raw_count: NotRequired[int]  # raw delays below zero (clipped when clipped_at_zero)
     clipped_at_zero: NotRequired[bool]
     launch_calls: NotRequired[Literal["hta", "all"]]
+    #: schema 1.5: why no delay was computed although GPU ops were analysed (absent otherwise)
+    unavailable_reason: NotRequired[str]
 
 
 class Sync(TypedDict):
+    """Host waits (``calls``, ``time_us``, ``by_name``: runtime sync calls, CPU time) and GPU-side sync rows
+    (``gpu_events``, ``gpu_time_us``), apart. Schema 1.5: what the GPU did while the host waited (null where no GPU
+    row was recorded: unknown, not idle)."""
+
     calls: int
     time_us: float
     gpu_events: int
     gpu_time_us: float
     by_name: list[NameStat]
+    host_wait_union_us: float | None
+    host_wait_gpu_busy_us: float | None
+    host_wait_gpu_idle_us: float | None
+    host_wait_gpu_busy_pct: float | None
+    gpu_timeline_resolution_us: float | None
 
 
 class MemcpyDirection(TypedDict):
@@ -380,6 +401,8 @@ class MemorySection(TypedDict):
     attributed: bool
     devices: list[MemoryDevice]
     top_operators: list[MemoryOperator]
+    #: schema 1.5: the trace header says profile_memory was on (events 0 then means none was written, not "off")
+    header_profile_memory: NotRequired[bool]
 
 
 class GpuAnalysis(TypedDict):
@@ -408,7 +431,7 @@ class RankSummary(TypedDict):
     top_kernels_by_time: list[KernelStat]
     top_kernels_by_count: list[KernelStat]
     distinct_kernels: int
-    precision: list[PrecisionShare]
+    precision: list[MathPrecisionShare]
     conversion_kernels: NotRequired[ConversionKernels]
     launch_delay: LaunchDelay
     sync: Sync
@@ -690,6 +713,17 @@ def unreadable_finding(inputs: Sequence[Mapping[str, Any]]) -> Finding | None:
     if not bad:
         return None
     reasons = {str(i.get("name")): str((i.get("error") or {}).get("message", i.get("status"))) for i in bad}
+    if all(i.get("status") == "partial" and (i.get("error") or {}).get("error_type") in NOT_RECORDED for i in bad):
+        # read whole, but the profiler did not record everything (schema 1.5: errors.NOT_RECORDED)
+        return {
+            "rule_id": UNREADABLE_RULE_ID,
+            "severity": "warning",
+            "message": f"{len(bad)} of {len(inputs)} trace files did not record everything the results need; "
+            "the report covers what they hold",
+            "evidence": {"files": reasons},
+            "recommendation": "Record what each warning names (it says how), then re-run `profstack analyze`.",
+            "ranks": [],
+        }
     return {
         "rule_id": UNREADABLE_RULE_ID,
         "severity": "warning",

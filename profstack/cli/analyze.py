@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from profstack.analysis.errors import NOT_RECORDED
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
 from profstack.analysis.summary import SEVERITIES, Summary, severity_rank
 from profstack.cli import CliError
@@ -295,10 +296,22 @@ def printable(text: str) -> str:
     return text.translate(_UNPRINTABLE)
 
 
+def _only_not_recorded(summary: Summary | Mapping[str, Any]) -> bool:
+    """Every error says something was not recorded (the inputs were read whole)."""
+    errors = [e for e in summary.get("errors") or [] if isinstance(e, Mapping)]
+    return bool(errors) and all(e.get("error_type") in NOT_RECORDED for e in errors)
+
+
 def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, total_bytes: int) -> str:
     ranks = [r for r in summary.get("ranks") or [] if isinstance(r, Mapping)]
     gpu = [r for r in ranks if r.get("has_gpu")]
-    status = "complete" if summary.get("complete") else "PARTIAL (some input could not be read)"
+    status = (
+        "complete"
+        if summary.get("complete")
+        else "PARTIAL (not everything was recorded)"
+        if _only_not_recorded(summary)
+        else "PARTIAL (some input could not be read)"
+    )
     runs = [r for r in summary.get("runs") or [] if isinstance(r, Mapping)]
     generator: Mapping[str, Any] = summary["generator"]
     engine = str(generator.get("engine") or "?") + (
@@ -329,12 +342,18 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
             lines.append(f"  {run.get('id')}: {run.get('label')}: " + ", ".join(parts))
         if len(runs) > 20:
             lines.append(f"  ... and {len(runs) - 20} more (see summary.json runs[])")
-    unrecorded = [
+    not_recorded = [
         e for e in [*(summary.get("errors") or []), *(summary.get("warnings") or [])]
-        if isinstance(e, Mapping) and e.get("error_type") == "GpuActivityNotRecordedError"
+        if isinstance(e, Mapping) and e.get("error_type") in NOT_RECORDED
     ]  # fmt: skip
+    unrecorded = [e for e in not_recorded if e.get("error_type") == "GpuActivityNotRecordedError"]
+    gpu_unknown = [
+        e for e in not_recorded if e.get("error_type") in ("NothingRecordedError", "DevicesWithoutActivityError")
+    ]
     if not gpu and unrecorded:
         lines.append("GPU: used but not recorded (the trace launched GPU work and holds no GPU rows): see the warning")
+    elif not gpu and gpu_unknown:
+        lines.append("GPU: no GPU activity recorded, and the traces cannot tell a CPU-only run: see below")
     elif not gpu:
         lines.append("GPU: no GPU activity in these traces (CPU-only)")
     else:
@@ -371,6 +390,18 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
         lines.append(f"GPU ops held in memory (buffered) for rank {shown}: {reason}")
     findings = [f for f in summary.get("findings") or [] if isinstance(f, Mapping)]
     by_sev = {s: sum(1 for f in findings if f.get("severity") == s) for s in SEVERITIES}
+    # what the traces did not record, each with how to record it (analysis/unrecorded.py)
+    lines.extend(f"Not recorded: {e.get('message')}" for e in not_recorded[:8])
+    if len(not_recorded) > 8:
+        lines.append(f"  ... and {len(not_recorded) - 8} more (see summary.json errors)")
+    no_delay: dict[str, list[str]] = defaultdict(list)
+    for r in gpu:
+        why = r["launch_delay"].get("unavailable_reason")
+        if why:
+            no_delay[str(why)].append(str(r.get("label", r.get("rank"))))
+    for why, labels in sorted(no_delay.items()):
+        shown = ", ".join(labels[:8]) + (f" and {len(labels) - 8} more" if len(labels) > 8 else "")
+        lines.append(f"Launch delays of rank {shown}: not computed: {why}")
     lines.append("Findings: " + ", ".join(f"{n} {s}" for s, n in by_sev.items()))
     ranked = sorted(findings, key=lambda f: severity_rank(f.get("severity")))
     for f in ranked[:5]:
@@ -485,7 +516,9 @@ def run(args: argparse.Namespace) -> int:
     for w in summary.get("warnings") or []:
         print(printable(f"profstack: warning: {w.get('message')}"), file=sys.stderr)
     problems = []
-    if not result.complete:
+    if not result.complete and _only_not_recorded(summary):
+        problems.append("partial results; the traces did not record everything (see Not recorded above)")
+    elif not result.complete:
         problems.append("partial results; some input could not be fully read (see summary.json errors)")
     if skipped:
         problems.append(f"no Perfetto trace for {len(skipped)} file(s): {skipped[0]}")

@@ -326,27 +326,40 @@ def panel_cuda_graphs(rank: Mapping[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------ memory
 
 
+def _memory_empty(mem: Mapping[str, Any]) -> str:
+    if get(mem, "header_profile_memory"):  # schema 1.6: it was on, and nothing was written
+        return _card(
+            "Memory",
+            '<p class="empty">The trace header says profile_memory was on, but no memory event was recorded '
+            "in the analysed window (see the warnings: the profile may have ended before an active step).</p>",
+            cls="p-memory",
+        )
+    return _card(
+        "Memory",
+        '<p class="empty">This trace has no memory events. Profile with '
+        "<code>torch.profiler.profile(profile_memory=True)</code> to see allocations per device, peaks over "
+        "time and the operators that allocate most.</p>",
+        cls="p-memory",
+    )
+
+
 def panel_memory(rank: Mapping[str, Any]) -> str:
     mem = get(rank, "memory")
     if not isinstance(mem, Mapping):
         return ""
     devices = [d for d in (get(mem, "devices") or []) if isinstance(d, Mapping)]
     if not num(get(mem, "events")) or not devices:
-        return _card(
-            "Memory",
-            '<p class="empty">This trace has no memory events. Profile with '
-            "<code>torch.profiler.profile(profile_memory=True)</code> to see allocations per device, peaks over "
-            "time and the operators that allocate most.</p>",
-            cls="p-memory",
-        )
+        return _memory_empty(mem)
     total_mem = num(get(rank, "device", "total_global_mem_bytes"))
     blocks = []
     for d in sorted(devices, key=lambda d: (not is_accelerator(str(get(d, "device"))), str(get(d, "device")))):
         peak = num(get(d, "peak_allocated_bytes"))
+        if peak is not None and peak < 0:  # -1: no event carried the allocator's totals (MemoryAllocatorUnknown)
+            peak = None
         res = num(get(d, "peak_reserved_bytes"))
         is_gpu = is_accelerator(str(get(d, "device")))
         stats = [
-            ("peak allocated", nbytes(peak)),
+            ("peak allocated", nbytes(peak) if peak is not None else "unknown (no allocator totals)"),
             ("peak reserved", nbytes(res) if res else "—"),  # the CPU allocator reserves nothing
             ("allocations", count(get(d, "allocations"))),
             ("allocated in total", nbytes(get(d, "allocated_bytes"))),

@@ -26,7 +26,7 @@ from moto import mock_aws
 
 from demo.lambda_harness import LambdaContext, patched_environ, sqs_event, sqs_record
 from profstack import layout
-from profstack.analysis.summary import summary_schema
+from profstack.analysis.summary import SUMMARY_SCHEMA_VERSION, summary_schema
 from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
@@ -173,10 +173,10 @@ def test_a_report_shows_each_hosts_metrics_per_gpu_and_the_system_rules_judge_th
     assert "<td>20 / 20</td>" in html  # the per-host table: GPU p50 / p95 per GPU
     assert 'href="https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#metricsV2' in html
 
-    # AND the summary validates against schema 1.4, with LowGPUUtilization fired for algo-1 only
+    # AND the summary validates against the current schema, with LowGPUUtilization fired for algo-1 only
     summary = _read(plane, job, "summary.json")
     jsonschema.validate(summary, summary_schema())
-    assert summary["schema_version"] == "1.5"
+    assert summary["schema_version"] == SUMMARY_SCHEMA_VERSION
     assert summary["system"] == {
         "status": "ok", "reason": None, "file": "system.json", "hosts": 2, "period_s": 60,
         "start_s": START.timestamp(), "end_s": END.timestamp(), "complete": True, "downsampled": False,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from profstack.analysis import classify
 from profstack.analysis.analyzers.time_breakdown import COMP_IDX
 from profstack.analysis.analyzers.view import RankView
+from profstack.analysis.precision import named as named_precision
+from profstack.analysis.precision import read as read_precision
 from profstack.analysis.stats import pct, pct_or_none, r2
-from profstack.analysis.summary import ConversionKernels, KernelStat, Occupancy, PrecisionShare
+from profstack.analysis.summary import ConversionKernels, KernelStat, MathPrecisionShare, Occupancy
 
 
 def _kstat(v: RankView, nid: int, st: list[float]) -> KernelStat:
@@ -18,16 +21,18 @@ def _kstat(v: RankView, nid: int, st: list[float]) -> KernelStat:
     var = (st[2] - n * mean * mean) / (n - 1) if n > 1 else 0.0
     name = v.names[nid]
     ktype = classify.kernel_type(name)
+    # Precision describes math; a NCCL int8 reduction or a memcpy has none worth reporting, and a cast
+    # to fp8 is a conversion, not fp8 math.
+    label: str = "n/a"
+    source: Literal["types", "name", "none", "n/a"] = "n/a"
+    if ktype == classify.COMPUTATION:
+        cls, read_from = read_precision(name)
+        label, source = ("conversion" if classify.is_conversion(name) else cls), read_from
     return {
         "name": name,
         "kernel_type": ktype,
-        # Precision describes math; a NCCL int8 reduction or a memcpy has none worth reporting, and a cast
-        # to fp8 is a conversion, not fp8 math.
-        "precision": (
-            ("conversion" if classify.is_conversion(name) else classify.precision_of(name))
-            if ktype == classify.COMPUTATION
-            else "n/a"
-        ),
+        "precision": label,
+        "precision_source": source,
         "count": n,
         "total_us": r2(st[1]),
         "mean_us": r2(mean),
@@ -54,7 +59,7 @@ def top_kernels_by_count(v: RankView, top_k: int) -> list[KernelStat]:
 class ComputeKernels:
     """Precision and Tensor Core use of computation kernels (not NCCL or memory)."""
 
-    precision: list[PrecisionShare]
+    precision: list[MathPrecisionShare]
     tensor_core_time_us: float
     kernel_time_us: float
     conversions: ConversionKernels
@@ -63,7 +68,7 @@ class ComputeKernels:
 def compute_kernels(v: RankView) -> ComputeKernels:
     acc, names = v.acc, v.names
     kstats, type_cache, kernel_ids = acc.kstats, acc.type_cache, acc.kernel_ids
-    prec: dict[str, list[float]] = {p: [0, 0.0] for p in classify.PRECISIONS}
+    prec: dict[str, list[float]] = {p: [0, 0.0, 0.0] for p in classify.PRECISIONS}  # count, time, from names
     conv: dict[str, list[float]] = {}
     tc_time = 0.0
     comp_kernel_time = 0.0
@@ -75,20 +80,29 @@ def compute_kernels(v: RankView) -> ComputeKernels:
         name = names[nid]
         all_comp_time += st[1]
         if classify.is_conversion(name):
-            c = conv.setdefault(classify.precision_of(name), [0, 0.0])
+            c = conv.setdefault(named_precision(name), [0, 0.0])  # the precision it converts to or from
             c[0] += st[0]
             c[1] += st[1]
             if classify.uses_tensor_cores(name):
                 tc_time += st[1]
             continue
-        p = prec[classify.precision_of(name)]
+        cls, source = read_precision(name)
+        p = prec[cls]
         p[0] += st[0]
         p[1] += st[1]
+        if source == "name":
+            p[2] += st[1]
         comp_kernel_time += st[1]
         if classify.uses_tensor_cores(name):
             tc_time += st[1]
-    precision: list[PrecisionShare] = [
-        {"precision": p, "count": int(val[0]), "time_us": r2(val[1]), "pct": pct(val[1], comp_kernel_time)}
+    precision: list[MathPrecisionShare] = [
+        {
+            "precision": p,
+            "count": int(val[0]),
+            "time_us": r2(val[1]),
+            "pct": pct(val[1], comp_kernel_time),
+            "from_name_time_us": r2(val[2]),
+        }
         for p, val in prec.items()
         if val[0]
     ]

@@ -14,7 +14,7 @@ def launch_delay(v: RankView) -> LaunchDelay:
     sketch with a stated error bound above."""
     acc = v.acc
     ld = acc.delays.summary()
-    return {
+    out: LaunchDelay = {
         "count": ld.count,
         "mean_us": r2(ld.mean),
         "p50_us": r2(ld.p50),
@@ -32,3 +32,22 @@ def launch_delay(v: RankView) -> LaunchDelay:
         "clipped_at_zero": acc.clip_delays,
         "launch_calls": "all" if acc.all_launch_calls else "hta",
     }
+    why = _unavailable(v) if not ld.count and acc.kstats else None
+    if why is not None:
+        out["unavailable_reason"] = why
+    return out
+
+
+def _unavailable(v: RankView) -> str:
+    """Why GPU ops were analysed and no launch delay computed."""
+    others = sorted(name for name, (_sync, _nid, klass) in v.d.rt_agg.items() if klass == 1)
+    if others and not v.acc.all_launch_calls:
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        return (
+            f"these GPU ops were launched by {shown}, outside HTA's launch-call set (cudaLaunchKernel, "
+            "cudaLaunchKernelExC, cudaMemcpyAsync, cudaMemsetAsync; ROCm's hipLaunchKernel is not in it): "
+            "profstack analyze --launch-calls all (launch_calls='all') computes their delays"
+        )
+    if not v.d.n_launch_records:
+        return "no launch call was recorded with these GPU ops (the CPU side of the trace is missing)"
+    return "no GPU op could be joined to its launch call by correlation id"

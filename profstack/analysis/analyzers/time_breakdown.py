@@ -69,8 +69,10 @@ def idle_breakdown(v: RankView, th: RuleThresholds) -> IdleBreakdown:
     }
 
 
-def gpu_activity(v: RankView, sync_activity: float) -> GpuActivity:
-    """Kernel, memcpy, memset and synchronisation time as shares of their sum."""
+def gpu_activity(v: RankView, sync_activity: float, host_sync_us: float) -> GpuActivity:
+    """Kernel, memcpy, memset and GPU-side synchronisation time (``cuda_sync`` rows) as shares of their sum. Host
+    sync calls (``host_sync_us``) are CPU time: shown apart, in none of the shares (a final cudaDeviceSynchronize
+    after a busy GPU is not half of the GPU's activity)."""
     time_by_kind = v.acc.time_by_kind
     kernel_time = time_by_kind[OP_KERNEL]
     act_total = kernel_time + time_by_kind[OP_MEMCPY] + time_by_kind[OP_MEMSET] + sync_activity
@@ -83,4 +85,5 @@ def gpu_activity(v: RankView, sync_activity: float) -> GpuActivity:
         "memcpy_pct": pct(time_by_kind[OP_MEMCPY], act_total),
         "memset_pct": pct(time_by_kind[OP_MEMSET], act_total),
         "sync_pct": pct(sync_activity, act_total),
+        "host_sync_time_us": r2(host_sync_us),
     }

@@ -293,7 +293,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     ABuf buf[NBUF];
     memset(buf, 0, sizeof(buf));
     int loaded = 0;
-    long long no_ph = 0, begin_end = 0, n_kernels = 0, n_memcpy = 0, n_memset = 0;
+    long long no_ph = 0, begin_end = 0, n_kernels = 0, n_memcpy = 0, n_memset = 0, flow_s = 0, flow_f = 0;
     long long n_launch = 0, n_x = 0, n_rt = 0;
 
     /* ---- constants and containers, read as _consume_events reads them ---- */
@@ -517,6 +517,9 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
                     if (rv == NULL) goto error;
                     Py_DECREF(rv);
                 }
+            } else if (is_ascii_eq(cat, "ac2g", 4)) { /* a launch's flow: starts at the launch, ends at its GPU row */
+                if (is_ascii_eq(ph_o, "s", 1)) flow_s += 1;
+                else if (is_ascii_eq(ph_o, "f", 1)) flow_f += 1;
             }
             continue;
         }
@@ -810,7 +813,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     }
     if (add_attr_long(fd, "no_ph", no_ph) < 0 || add_attr_long(fd, "begin_end", begin_end) < 0 ||
         add_attr_long(fd, "n_kernels", n_kernels) < 0 || add_attr_long(fd, "n_memcpy", n_memcpy) < 0 ||
-        add_attr_long(fd, "n_memset", n_memset) < 0)
+        add_attr_long(fd, "n_memset", n_memset) < 0 || add_attr_long(fd, "flow_starts", flow_s) < 0 ||
+        add_attr_long(fd, "flow_finishes", flow_f) < 0)
         goto error_written;
     result = Py_BuildValue("(LLL)", n_launch, n_x, n_rt);
     goto done;
@@ -835,6 +839,8 @@ error:
             add_attr_long(fd, "n_kernels", n_kernels);
             add_attr_long(fd, "n_memcpy", n_memcpy);
             add_attr_long(fd, "n_memset", n_memset);
+            add_attr_long(fd, "flow_starts", flow_s);
+            add_attr_long(fd, "flow_finishes", flow_f);
             PyErr_Clear();
         }
         if (memory != NULL) {

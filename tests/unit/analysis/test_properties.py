@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, native
+from profstack.analysis.errors import NOT_RECORDED
 from profstack.analysis.intervals import intersection_length, merge, merge_columns, partition_by_set, total
 from profstack.analysis.jsonstream import EventStream
 from profstack.analysis.stats import histogram, sorted_histogram_counts
@@ -107,6 +108,8 @@ def traces(draw: st.DrawFn, max_steps: int = 3, max_launches: int = 6) -> list[d
         events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step}", "pid": 1, "tid": 1,
                        "ts": start, "dur": max(t - start, 1)})  # fmt: skip
         events.append({"ph": "s", "id": 1, "pid": 1, "tid": 1, "ts": start, "cat": "ac2g", "name": "ac2g"})
+        # its finish: a flow start without one is a launch whose GPU row is missing (FlowsToNowhereError, #34)
+        events.append({"ph": "f", "id": 1, "pid": 0, "tid": 7, "ts": start, "cat": "ac2g", "name": "ac2g", "bp": "e"})
         t += draw(st.integers(1, 50))
     return events
 
@@ -133,11 +136,17 @@ def pretty(events: list[dict[str, Any]]) -> bytes:
 
 def rank_summary(data: bytes, validate: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     result = analyze([BytesTraceSource(data, name="t.json")], AnalysisOptions(top_k=50))
-    assert result.complete, [e.message for e in result.errors]
+    # complete, or read whole and short only of what it did not record (#34: a trace without any launch lists GPUs
+    # it never used)
+    assert result.complete or all(e.error_type in NOT_RECORDED for e in result.errors), [
+        e.message for e in result.errors
+    ]
     if validate is not None:
         validate(result.summary)
     rank: dict[str, Any] = result.summary["ranks"][0]
-    return {k: v for k, v in rank.items() if k not in ("sources", "device", "distributed")}
+    # the libkineto layout's header lists GPUs (deviceProperties), which a trace without GPU activity is judged by
+    # (DevicesWithoutActivityError, #34): completeness may differ, the analysis may not
+    return {k: v for k, v in rank.items() if k not in ("sources", "device", "distributed", "complete")}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -15,6 +15,10 @@ from .conftest import TRACES, all_trace_files
 
 TraceRunner = Callable[..., AnalysisResult]
 
+#: shared traces that do not record everything their results need (#34: each gap is a warning, and the run is not
+#: complete), and what: the Triton example has two launch flows and one GPU row
+NOT_RECORDED_IN = {"hta/triton_example/triton_example.json.gz": {"FlowsToNowhereError"}}
+
 ALL_FILES = all_trace_files()
 
 
@@ -24,8 +28,10 @@ def test_every_shared_trace_is_analysed_and_valid(
 ) -> None:
     # GIVEN a real trace WHEN analysed
     result = analysis_cache((path,))
-    # THEN it is complete, has one rank and validates against the schema
-    assert result.complete, [e.message for e in result.errors]
+    # THEN it is complete (or lacks exactly what it did not record), has one rank and validates against the schema
+    missing = NOT_RECORDED_IN.get(str(path.relative_to(TRACES)).replace("\\", "/"), set())
+    assert {e.error_type for e in result.errors} == missing, [e.message for e in result.errors]
+    assert result.complete is (not missing)
     summary = result.summary
     summary_validator(summary)
     json.dumps(summary, allow_nan=False)  # strict JSON: no NaN or Infinity anywhere
