@@ -188,7 +188,7 @@ class PrecisionShare(TypedDict):
 
 
 class MathPrecisionShare(PrecisionShare):
-    #: schema 1.5: of ``time_us``, the time whose class was read from kernel names only (no argument types)
+    #: schema 1.6: of ``time_us``, the time whose class was read from kernel names only (no argument types)
     from_name_time_us: NotRequired[float]
 
 
@@ -221,13 +221,13 @@ class LaunchDelay(TypedDict):
     negative_raw_count: NotRequired[int]  # raw delays below zero (clipped when clipped_at_zero)
     clipped_at_zero: NotRequired[bool]
     launch_calls: NotRequired[Literal["hta", "all"]]
-    #: schema 1.5: why no delay was computed although GPU ops were analysed (absent otherwise)
+    #: schema 1.6: why no delay was computed although GPU ops were analysed (absent otherwise)
     unavailable_reason: NotRequired[str]
 
 
 class Sync(TypedDict):
     """Host waits (``calls``, ``time_us``, ``by_name``: runtime sync calls, CPU time) and GPU-side sync rows
-    (``gpu_events``, ``gpu_time_us``), apart. Schema 1.5: what the GPU did while the host waited (null where no GPU
+    (``gpu_events``, ``gpu_time_us``), apart. Schema 1.6: what the GPU did while the host waited (null where no GPU
     row was recorded: unknown, not idle)."""
 
     calls: int
@@ -401,7 +401,7 @@ class MemorySection(TypedDict):
     attributed: bool
     devices: list[MemoryDevice]
     top_operators: list[MemoryOperator]
-    #: schema 1.5: the trace header says profile_memory was on (events 0 then means none was written, not "off")
+    #: schema 1.6: the trace header says profile_memory was on (events 0 then means none was written, not "off")
     header_profile_memory: NotRequired[bool]
 
 
@@ -714,7 +714,7 @@ def unreadable_finding(inputs: Sequence[Mapping[str, Any]]) -> Finding | None:
         return None
     reasons = {str(i.get("name")): str((i.get("error") or {}).get("message", i.get("status"))) for i in bad}
     if all(i.get("status") == "partial" and (i.get("error") or {}).get("error_type") in NOT_RECORDED for i in bad):
-        # read whole, but the profiler did not record everything (schema 1.5: errors.NOT_RECORDED)
+        # read whole, but the profiler did not record everything (schema 1.6: errors.NOT_RECORDED)
         return {
             "rule_id": UNREADABLE_RULE_ID,
             "severity": "warning",
