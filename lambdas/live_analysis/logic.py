@@ -42,8 +42,10 @@ from lambdas.trace_processor.discovery import trace_prefixes
 from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.errors import CorruptTracesError, NotOwnedError
 from lambdas.trace_processor.events import TrainingJobStateChange
+from lambdas.trace_processor.history import HistoryEnv
 from lambdas.trace_processor.job import JobContext, job_context, s3_path
 from lambdas.trace_processor.pipeline import trace_reader
+from lambdas.trace_processor.report_index import update_index
 from profstack import layout
 from profstack.actions import ACTIONS_FILE, Decision, action_lines, decide, live_enabled
 from profstack.escape import one_line
@@ -358,5 +360,7 @@ def analyse_job(
     )
     if not written:
         outcome.action = "superseded"  # the final report arrived meanwhile: it stays
+    else:  # the owner's report index lists the running job (a finished job's row is never replaced by it)
+        update_index(clients.s3, ctx, summary, describe=again, rules=HistoryEnv.from_environ().rules(), row_file=False)
     outcome.notified = _notify(clients, env, ctx, taken)
     return outcome

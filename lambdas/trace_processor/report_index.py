@@ -251,17 +251,21 @@ def update_index(
     describe: Mapping[str, Any] | None,
     rules: FamilyRules,
     tags: TagReader | None = None,
+    row_file: bool = True,
 ) -> str | None:
     """The job's row file, index.json and index.html; the page's URI, or None when the index step failed
-    for a reason a retry would not fix (logged; the report itself is already written)."""
+    for a reason a retry would not fix (logged; the report itself is already written). ``row_file=False`` (a
+    running job's row, lambdas/live_analysis): index.json and the page only, so the row files a rebuild reads
+    hold finished jobs' rows, which no late in-progress row can overwrite."""
     try:
         row = build_row(ctx, summary, describe=describe, rules=rules, tags=tags)
-        put_bytes(
-            s3,
-            row_location(ctx.trace_bucket, ctx.user, ctx.job),
-            idx.dumps(row),
-            content_type="application/json",
-        )
+        if row_file:
+            put_bytes(
+                s3,
+                row_location(ctx.trace_bucket, ctx.user, ctx.job),
+                idx.dumps(row),
+                content_type="application/json",
+            )
         rows, etag = commit_row(s3, ctx.trace_bucket, ctx.user, row)
         write_page(s3, ctx.trace_bucket, ctx.user, rows, etag)
     except ClientError as exc:

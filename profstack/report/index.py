@@ -181,12 +181,21 @@ def _order(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+#: the status of a row written while the job runs (lambdas/live_analysis): it never replaces a finished job's row
+RUNNING = "InProgress"
+
+
 def upsert(rows: Iterable[Mapping[str, Any]], row: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """`rows` with `row` replacing any earlier row of its job (a re-delivered or re-run job), newest first."""
+    """`rows` with `row` replacing any earlier row of its job (a re-delivered or re-run job), newest first; except
+    that a running job's row (an in-progress report that lost a race with the final one) never replaces the row
+    of a finished job."""
     new = clean_row(row)
     if new is None:
         raise IndexFormatError(f"not an index row: {row!r:.200}")
-    return _order([new, *(r for r in rows if r.get("job") != new["job"])])
+    kept = list(rows)
+    if new.get("status") == RUNNING and any(r.get("job") == new["job"] and r.get("status") != RUNNING for r in kept):
+        return _order(kept)
+    return _order([new, *(r for r in kept if r.get("job") != new["job"])])
 
 
 def merge_rows(rows: Iterable[Mapping[str, Any] | None]) -> list[dict[str, Any]]:

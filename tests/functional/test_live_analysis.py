@@ -23,8 +23,10 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from demo.lambda_harness import ACCOUNT, REGION, LambdaContext, patched_environ
+from lambdas.trace_processor import report_index
 from profstack import layout
 from profstack.analysis import summary_schema
+from profstack.report import index as idx
 from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
@@ -154,6 +156,12 @@ def report_of(plane: DataPlane, job: str, name: str = "summary.json") -> Any:
     return json.loads(body) if name.endswith(".json") else body.decode()
 
 
+def index_rows(plane: DataPlane) -> dict[str, str]:
+    """job -> status in the owner's report index (reports/<user>/index.json, profstack reports list reads it)."""
+    body = plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{layout.user_reports_prefix(USER)}index.json")["Body"].read()
+    return {row["job"]: row["status"] for row in json.loads(body)["jobs"]}
+
+
 def keys(plane: DataPlane, prefix: str) -> list[str]:
     return plane.list_keys(prefix)
 
@@ -196,6 +204,8 @@ def test_whole_path_the_job_that_idles_its_gpus_is_stopped_and_the_busy_one_is_l
     assert not [a for a in busy["actions"] if a["action"] == "stop"]
     assert "ProfStack stopped this training job: LowGPUUtilization" in report_of(plane, "idle-job", "report.html")
     assert "In progress" in report_of(plane, "busy-job", "report.html")
+    # AND the owner's report index lists both as running (profstack reports list, index.html)
+    assert index_rows(plane) == {"idle-job": "InProgress", "busy-job": "InProgress"}
     # AND the stop is logged and published as a metric
     assert any(
         r.getMessage() == "training job stopped by a rule action" and getattr(r, "rules", None) == ["LowGPUUtilization"]
@@ -220,6 +230,11 @@ def test_whole_path_the_job_that_idles_its_gpus_is_stopped_and_the_busy_one_is_l
     jsonschema.Draft202012Validator(summary_schema()).validate(final)
     assert "in_progress" not in final
     assert [a["result"] for a in final["actions"] if a["action"] == "stop"] == ["stopped"]
+    # AND its index row is the final one, and a live run that lost the race afterwards cannot bring it back
+    assert index_rows(plane)["idle-job"] == "Stopped"
+    late = idx.index_row(final, job="idle-job", status=idx.RUNNING, ended_at=now)
+    report_index.commit_row(plane.s3, TRACE_BUCKET, USER, late)
+    assert index_rows(plane)["idle-job"] == "Stopped"
     (final_mail,) = [m for m in plane.notifications() if "Stopped" in m["Subject"]]
     assert "ProfStack stopped this training job: LowGPUUtilization" in final_mail["Message"]
 
