@@ -647,6 +647,12 @@ class Summary(TypedDict):
     timelines: NotRequired[list[TimelineFile]]
     #: schema 1.3: the job's CloudWatch instance metrics (the trace processor adds it)
     system: NotRequired[SystemSection]
+    #: schema 1.5 (lambdas/live_analysis): true for the report of a job that still ran, and when and from what it
+    #: was made; absent from the final report, which replaces it
+    in_progress: NotRequired[bool]
+    live: NotRequired[dict[str, Any]]
+    #: schema 1.5: the actions rules took on the job (profstack/actions.py: notify, or stop), live or final
+    actions: NotRequired[list[dict[str, Any]]]
 
 
 # ------------------------------------------------------------------------------------------ assembly helpers

@@ -29,7 +29,7 @@ Launches with no GPU row at all are ``GpuActivityNotRecordedError`` (``parse``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from profstack.analysis.errors import (
     CpuActivityNotRecordedError,
@@ -41,7 +41,27 @@ from profstack.analysis.errors import (
 )
 
 if TYPE_CHECKING:
-    from profstack.analysis.parse import FileData
+    from array import array
+
+    from profstack.analysis.memory import MemoryEvents
+
+
+class FileData(Protocol):
+    """What this module reads of a parsed file (parse.FileData: a Protocol, so parse and this module do not
+    import each other)."""
+
+    meta: dict[str, Any]
+    cpu_ops: int
+    runtime_calls: int
+    n_kernels: int
+    n_memcpy: int
+    n_memset: int
+    n_launch_records: int
+    a_gpu: array[int]
+    st_num: array[int]
+    flow_starts: int
+    flow_finishes: int
+    memory: MemoryEvents
 
 #: how to record both sides (messages are cut at 300 characters: errors._MAX_MESSAGE)
 RECORD = "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CUDA on ROCm too)"

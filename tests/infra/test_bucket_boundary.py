@@ -88,8 +88,9 @@ def _can(world: World, who: Principal, identity: list[dict[str, Any]], action: s
     return same_account_decision(identity, world.bucket_policy, who, Request(action, f"{BUCKET_ARN}/{key}", context))
 
 
-def _user_role(world: World, user: str) -> Role:
-    (role,) = [r for r in world.roles.values() if r.tags.get("profstack:user") == user]
+def _user_role(world: World, user: str, kind: str = "ExecutionRole") -> Role:
+    """A user's role by kind: their SageMaker execution role, or their report reader role (ReportReaderRole)."""
+    (role,) = [r for r in world.roles.values() if r.tags.get("profstack:user") == user and kind in r.arn]
     return role
 
 
@@ -380,3 +381,16 @@ def test_outsiders_list_no_profstack_keys_nor_in_progress_uploads(world: World, 
     # AND the bucket's other prefixes are left to identity policies (a job's own output)
     assert can("s3:ListBucket", "output/job-1/")
     assert can("s3:ListBucket", "x")
+
+
+@pytest.mark.parametrize("owner", USERS)
+def test_a_users_report_reader_role_with_s3_star_still_reaches_only_its_users_data(world: World, owner: str) -> None:
+    # GIVEN a user's report reader role (same path and tag as the execution role) with s3:* by identity policy
+    reader = _user_role(world, owner, "ReportReaderRole")
+    star = [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]
+    for other in USERS:
+        for prefix in ("traces", "tensorboard", "reports"):
+            # THEN the bucket policy holds it to its own user's prefixes, as it holds the execution role
+            assert _can(world, reader.principal(), star, "s3:GetObject", _key(prefix, other), **reader.tags) is (
+                other == owner
+            ), (owner, other, prefix)
