@@ -20,7 +20,7 @@ from profstack.analysis.options import RuleThresholds
 from profstack.history.family import DEFAULT_NAME_PATTERNS, DEFAULT_TAG_KEY, FamilyRuleError, check_pattern
 from profstack.history.mlflow import MlflowTarget, MlflowTargetError
 from profstack.history.regression import RegressionThresholdError, RegressionThresholds
-from profstack.system_rules import SYSTEM_RULE_DEFAULTS, SystemThresholdError, check_system_thresholds
+from profstack.jobs.instance_rules import SYSTEM_RULE_DEFAULTS, SystemThresholdError, check_system_thresholds
 from profstack.tensorboard.names import DOMAIN_ID_PATTERN
 
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
@@ -69,7 +69,7 @@ _RULE_THRESHOLDS_SCHEMA: dict[str, Any] = {
     "default": {},
 }
 
-#: JSON Schema of processing.system_rule_thresholds: Debugger's system rules (profstack/system_rules.py).
+#: JSON Schema of processing.system_rule_thresholds: Debugger's system rules (profstack/jobs/instance_rules.py).
 _SYSTEM_RULE_THRESHOLDS_SCHEMA: dict[str, Any] = {
     "type": "object",
     "description": "Overrides of the system rules' thresholds (CloudWatch instance metrics; finite numbers >= 0): "
@@ -356,7 +356,7 @@ class Processing(_Model):
                 raise ValueError(str(exc)) from None
         return value
 
-    #: overrides of the system rules' thresholds (profstack.system_rules.SYSTEM_RULE_DEFAULTS)
+    #: overrides of the system rules' thresholds (profstack.jobs.instance_rules.SYSTEM_RULE_DEFAULTS)
     system_rule_thresholds: Annotated[dict[str, float], WithJsonSchema(_SYSTEM_RULE_THRESHOLDS_SCHEMA)] = {}
 
     @field_validator("system_rule_thresholds", mode="before")
@@ -392,7 +392,7 @@ class Alarms(_Model):
             ge=1,
             le=64,
             description="deprecated and ignored: each host's GPU count now comes from its instance type "
-            "(profstack/instances.py)",
+            "(profstack/jobs/instances.py)",
         ),
     ] = None
     dlq_messages_threshold: Annotated[int, Field(ge=1)] = 1
@@ -576,7 +576,7 @@ class ProfStackConfig(_Model):
         if self.alarms.gpus_per_host is not None:
             found.append(
                 "alarms.gpus_per_host: deprecated and ignored; per-GPU thresholds now divide by each host's own "
-                "GPU count (profstack/instances.py)"
+                "GPU count (profstack/jobs/instances.py)"
             )
         if not self.notifications.emails:
             found.append("notifications.emails: empty; findings and alarms will reach no one by e-mail")

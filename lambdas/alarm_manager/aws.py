@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from profstack.job_alarms import MANAGED_BY_TAG, AlarmSpec, fingerprint_of
+from profstack.jobs.alarms import MANAGED_BY_TAG, AlarmSpec, fingerprint_of
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient

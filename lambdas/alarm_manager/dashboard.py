@@ -3,7 +3,7 @@
 Why a dashboard the manager writes, not one CloudFormation writes: SageMaker's instance metrics carry
 only the `Host` dimension (docs/platform-facts.md A8), so nothing in a static dashboard knows a host's
 instance type, and CloudWatch metric math cannot divide one SEARCH array by another. The manager knows
-each running host's GPU and vCPU count (profstack/instances.py), so it writes one `metric / N`
+each running host's GPU and vCPU count (profstack/jobs/instances.py), so it writes one `metric / N`
 expression per host. Pure: returns the JSON body; the manager calls PutDashboard.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from profstack.job_alarms import SAGEMAKER_NAMESPACE, RunningJob
+from profstack.jobs.alarms import SAGEMAKER_NAMESPACE, RunningJob
 
 # A graph holds at most 500 metrics and expressions (CloudWatch metric math docs); each host needs two.
 MAX_HOSTS_PER_GRAPH = 200
@@ -117,7 +117,7 @@ def dashboard_body(*, jobs: Sequence[RunningJob], region: str, generated_at: str
         "## Running training jobs, per GPU\n"
         f"{len(ordered)} job(s), {hosts} host(s); rewritten by ProfStack's alarm manager at {generated_at} "
         "(every reconcile). SageMaker sums GPU metrics over a host's GPUs and CPU over its vCPUs; each line "
-        "here divides by that host's count (profstack/instances.py)."
+        "here divides by that host's count (profstack/jobs/instances.py)."
     )
     if notes:
         header += "\n\n" + "\n".join(f"- {n}" for n in notes)

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import Field, field_validator, model_validator
 
 from lambdas.common.env import EnvError, FunctionEnv
-from profstack.job_alarms import Thresholds
+from profstack.jobs.alarms import Thresholds
 
 __all__ = ["EnvError", "ManagerEnv"]
 

@@ -18,8 +18,8 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 from lambdas.alarm_manager.aws import CloudWatchAlarms, SageMakerJobs
 from lambdas.alarm_manager.env import ManagerEnv
 from lambdas.alarm_manager.logic import Settings, SyncResult, reconcile, sync_job
-from profstack.job_alarm_events import SCHEDULE_DETAIL_TYPE, TRAINING_DETAIL_TYPE
-from profstack.job_alarms import MANAGED_BY_TAG
+from profstack.jobs.alarms import MANAGED_BY_TAG
+from profstack.jobs.events import SCHEDULE_DETAIL_TYPE, TRAINING_DETAIL_TYPE
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient

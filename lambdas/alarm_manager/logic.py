@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from lambdas.alarm_manager.dashboard import dashboard_body
-from profstack.instances import hosts_of
-from profstack.job_alarms import (
+from profstack.jobs.alarms import (
     AlarmSpec,
     RunningJob,
     Thresholds,
@@ -26,6 +25,7 @@ from profstack.job_alarms import (
     job_alarms,
     job_of_alarm,
 )
+from profstack.jobs.instances import hosts_of
 
 
 class AlarmStore(Protocol):

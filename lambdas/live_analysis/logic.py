@@ -49,7 +49,7 @@ from lambdas.trace_processor.report_index import update_index
 from profstack import layout
 from profstack.actions import ACTIONS_FILE, Decision, action_lines, decide, live_enabled
 from profstack.escape import one_line
-from profstack.sagemaker_events import DETAIL_TYPE, SOURCE
+from profstack.jobs.events import DETAIL_TYPE, SOURCE
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from lambdas.common.env import EnvError, FunctionEnv
 from profstack import layout
-from profstack.system_rules import check_system_thresholds
+from profstack.jobs.instance_rules import check_system_thresholds
 
 __all__ = ["EnvError", "ProcessorEnv"]
 

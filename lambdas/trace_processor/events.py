@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from profstack.sagemaker_events import TERMINAL_STATUSES
+from profstack.jobs.events import TERMINAL_STATUSES
 from profstack.tensorboard.names import TRAINING_JOB_NAME_RE
 
 

@@ -26,7 +26,7 @@ from lambdas.trace_processor.routing import input_location, manifest_location, p
 from lambdas.trace_processor.scope import owner_read_spaces
 from lambdas.trace_processor.system_view import SystemView, for_job
 from profstack.analysis.merge import PartialMerger, partial_problem
-from profstack.job_links import job_links
+from profstack.jobs.links import job_links
 
 
 class FanoutInputError(ValueError):

@@ -2,7 +2,7 @@
 
 A failed (or stopped) job's message starts with its FailureReason (from DescribeTrainingJob, at most 1,024
 characters); every message ends with console links to the job, its CloudWatch instance metrics, its ProfStack
-alarms and its logs (profstack.job_links). Size: SNS takes a Subject of fewer than 100 printable ASCII
+alarms and its logs (profstack.jobs.links). Size: SNS takes a Subject of fewer than 100 printable ASCII
 characters without line breaks, and a message of at most 262,144 bytes (256 KiB, attributes included);
 ProfStack sends a subject of at most SUBJECT_MAX characters and a body of at most MESSAGE_MAX_BYTES bytes,
 shortening the middle (findings, warnings) so the failure and the links always survive.
@@ -18,11 +18,12 @@ from lambdas.trace_processor.aws import Clients, put_bytes
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.summary_tools import findings
-from profstack import job_links, layout
+from profstack import layout
 from profstack.actions import action_lines
 from profstack.analysis.errors import NOT_RECORDED
 from profstack.escape import one_line
 from profstack.history.text import summary_lines
+from profstack.jobs import links as job_links
 
 TOP_FINDINGS_IN_NOTIFICATION = 5
 TOP_UNREADABLE_IN_NOTIFICATION = 10

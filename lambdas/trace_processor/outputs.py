@@ -47,12 +47,12 @@ from lambdas.trace_processor.system_view import (
 from lambdas.trace_processor.tb_scalars import summary_scalars
 from lambdas.trace_processor.tfevents import scalar_event_file
 from profstack import layout
-from profstack import metric_names as m
 from profstack.actions import ACTIONS_FILE
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS, perfetto_plan
 from profstack.analysis.summary import add_findings
 from profstack.analysis.xplane import as_kineto
+from profstack.jobs import metric_names as m
 from profstack.report.index import with_index_link
 
 if TYPE_CHECKING:

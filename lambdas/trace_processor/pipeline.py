@@ -31,7 +31,7 @@ from lambdas.trace_processor.outputs import no_traces_summary, publish_report, w
 from lambdas.trace_processor.routing import needs_fanout, sample_estimates, start_fanout
 from lambdas.trace_processor.scope import owner_read_spaces, session_name, session_policy
 from lambdas.trace_processor.system_view import SystemView, for_job
-from profstack import metric_names as m
+from profstack.jobs import metric_names as m
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client

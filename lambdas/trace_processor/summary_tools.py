@@ -11,12 +11,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from profstack import metric_names as m
 from profstack.analysis import merge
 from profstack.analysis.loose import at as _get
 from profstack.analysis.merge import CrossRank
 from profstack.analysis.summary import SEVERITY_ORDER, severity_rank
 from profstack.history.text import history_metrics
+from profstack.jobs import metric_names as m
 
 __all__ = ["SEVERITY_ORDER", "CrossRank", "findings", "job_metrics", "merge_partials", "step_durations_ms"]
 

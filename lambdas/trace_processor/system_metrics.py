@@ -1,4 +1,4 @@
-"""GetMetricData I/O for a job's instance metrics; the logic is in profstack/system_metrics.py.
+"""GetMetricData I/O for a job's instance metrics; the logic is in profstack/jobs/instance_metrics.py.
 
 The processor's and the aggregate step's roles have `cloudwatch:GetMetricData` (no resource type;
 stacks/components/trace_processor.py). Throttling and other transient errors are retried by the client
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from profstack.system_metrics import (
+from profstack.jobs.instance_metrics import (
     RawResults,
     SystemMetrics,
     batches,

@@ -1,6 +1,7 @@
-"""The job's system view in the processor: its CloudWatch instance metrics (system_metrics.py), Debugger's
-system rules on them (profstack.system_rules), the console links (profstack.job_links), and how they join the
-summary, the report, system.json and the e-mail (outputs.publish_report).
+"""The job's system view in the processor: its CloudWatch instance metrics (profstack/jobs/instance_metrics.py,
+fetched by system_metrics.py here), Debugger's system rules on them (profstack.jobs.instance_rules), the console
+links (profstack.jobs.links), and how they join the summary, the report, system.json and the e-mail
+(outputs.publish_report).
 
 Read once per job, after DescribeTrainingJob: in pipeline.process_job for a one-Lambda or no-traces job, in
 fanout.aggregate for a fanned-out job (from the job description routing.start_fanout put in the execution
@@ -32,9 +33,9 @@ from lambdas.trace_processor.aws import TRANSIENT_CODES, error_code
 from lambdas.trace_processor.errors import SystemMetricsTransientError
 from lambdas.trace_processor.system_metrics import fetch_system_metrics
 from profstack.analysis.summary import SystemSection, SystemStatus
-from profstack.job_links import MAX_FAILURE_REASON, job_links
-from profstack.system_metrics import MAX_POINTS_PER_SERIES, HostMetrics, Series, SystemMetrics
-from profstack.system_rules import system_findings
+from profstack.jobs.instance_metrics import MAX_POINTS_PER_SERIES, HostMetrics, Series, SystemMetrics
+from profstack.jobs.instance_rules import system_findings
+from profstack.jobs.links import MAX_FAILURE_REASON, job_links
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient

@@ -13,8 +13,8 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from lambdas.trace_processor.aws import TraceReadError, error_code
 from lambdas.trace_processor.errors import TraceIOError, failure_reason
 from lambdas.trace_processor.job import Outcome
-from profstack import metric_names as m
 from profstack.analysis import native
+from profstack.jobs import metric_names as m
 
 logger = Logger()
 metrics = Metrics(namespace=m.NAMESPACE)  # not only from the environment: an import before it is set must not lose it

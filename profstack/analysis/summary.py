@@ -702,7 +702,7 @@ def add_findings(
     """The one way findings join a finished summary (in place): the findings ``replace`` selects go (those of an
     earlier delivery of the same job), ``found`` is added, and the list is kept in the one severity order with an
     ``UnreadableTraceFiles`` warning first, as the engine and the fan-out merge put it. Used for the processor's
-    Regression finding (``profstack.history``) and its system findings (``profstack.system_rules``)."""
+    Regression finding (``profstack.history``) and its system findings (``profstack.jobs.instance_rules``)."""
     kept = [f for f in summary.get("findings") or [] if isinstance(f, Mapping) and not replace(f)]
     head = [f for f in kept if f.get("rule_id") == UNREADABLE_RULE_ID]
     rest = [f for f in kept if f.get("rule_id") != UNREADABLE_RULE_ID] + [dict(f) for f in found]

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from profstack import metric_names as m
 from profstack.history.cost import cost_lines
 from profstack.history.regression import RULE_ID
+from profstack.jobs import metric_names as m
 
 
 def regressions(summary: Mapping[str, Any]) -> list[Mapping[str, Any]]:

@@ -215,7 +215,7 @@ def _findings(summary: Mapping[str, Any]) -> str:
             if len(ranks) == 1
             else f"ranks {esc(', '.join(str(r) for r in ranks[:16]))}{' …' if len(ranks) > 16 else ''}"
             if ranks
-            # a system finding (profstack/system_rules.py) is per host, from CloudWatch, not per rank
+            # a system finding (profstack/jobs/instance_rules.py) is per host, from CloudWatch, not per rank
             else f"{esc(host)} · CloudWatch"
             if host
             else "CloudWatch, job-wide"

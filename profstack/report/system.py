@@ -1,6 +1,6 @@
 """The report's system-metrics panel: CPU, GPU, GPU memory, memory and disk per host over time.
 
-Input is profstack.system_metrics.SystemMetrics (CloudWatch's 1-minute instance metrics, per GPU and
+Input is profstack.jobs.instance_metrics.SystemMetrics (CloudWatch's 1-minute instance metrics, per GPU and
 per vCPU). `system_panel` returns an HTML fragment for the trace report; `system_report` a whole page,
 for jobs without traces. Same conventions as profstack/report/html.py: inline SVG, no script, every
 string escaped, bounded output (hosts and points are capped).
@@ -13,10 +13,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from profstack.analysis.summary import SEVERITY_ORDER
+from profstack.jobs.instance_metrics import HostMetrics, Metric, Series, SystemMetrics, percentile
 from profstack.report.format import esc
 from profstack.report.html import CSP
 from profstack.report.style import CSS
-from profstack.system_metrics import HostMetrics, Metric, Series, SystemMetrics, percentile
 
 MAX_HOSTS_DRAWN = 32
 MAX_POINTS_DRAWN = 400

@@ -24,8 +24,8 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from profstack.config import Alarms, JobTagFilter
-from profstack.job_alarm_events import SCHEDULE_DETAIL_TYPE, TRAINING_DETAIL_TYPE
-from profstack.job_alarms import MANAGED_BY_TAG, alarm_prefix
+from profstack.jobs.alarms import MANAGED_BY_TAG, alarm_prefix
+from profstack.jobs.events import SCHEDULE_DETAIL_TYPE, TRAINING_DETAIL_TYPE
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline

@@ -14,7 +14,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from profstack.config import JobTagFilter
-from profstack.sagemaker_events import DETAIL_TYPE, SOURCE, TERMINAL_STATUSES
+from profstack.jobs.events import DETAIL_TYPE, SOURCE, TERMINAL_STATUSES
 from stacks.components.nag import acknowledge
 
 #: what takes a message off the job queue (or hides it for a while)

@@ -29,7 +29,7 @@ from constructs import Construct
 from profstack import layout
 from profstack.actions import ACTIONS_FILE, ActionPolicy
 from profstack.config import Processing
-from profstack.metric_names import NAMESPACE
+from profstack.jobs.metric_names import NAMESPACE
 from stacks.components.iam import no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline

@@ -17,7 +17,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from profstack.config import Processing
-from profstack.metric_names import NAMESPACE
+from profstack.jobs.metric_names import NAMESPACE
 from stacks.components.iam import key_use_statement, no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline

@@ -16,8 +16,8 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from profstack import metric_names as m
 from profstack.config import Alarms
+from profstack.jobs import metric_names as m
 
 SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
 

@@ -17,8 +17,8 @@ from moto import mock_aws
 from demo.lambda_harness import patched_environ, set_emulated_training_times
 from demo.local_emf import publish_emf
 from profstack import layout
-from profstack import metric_names as m
 from profstack.history.rows import from_jsonl
+from profstack.jobs import metric_names as m
 from tests.functional.processing_support import (
     OUTPUT_BUCKET,
     TRACE_BUCKET,

@@ -276,7 +276,7 @@ def test_failure_reasons_are_a_metric_dimension(plane: DataPlane, capsys: pytest
     # WHEN handled
     handler.handler(sqs_event(bad, missing), LambdaContext())
     # THEN the failure count is published per reason (EMF, dimension FailureReason)
-    from profstack import metric_names as m
+    from profstack.jobs import metric_names as m
 
     docs = structured(log_lines(capsys))
     emf = [d for d in docs if "_aws" in d and m.PROCESSING_FAILURES in d]

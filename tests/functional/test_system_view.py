@@ -42,7 +42,7 @@ from tests.functional.processing_support import (
 
 RANK0 = "hta/trace_filter/sampled_rank-0.json.gz"
 RANK1 = "hta/trace_filter/sampled_rank-1.json.gz"
-INSTANCE = "ml.g5.12xlarge"  # the pinned table (profstack/instances.py): 4 GPUs, 48 vCPUs
+INSTANCE = "ml.g5.12xlarge"  # the pinned table (profstack/jobs/instances.py): 4 GPUs, 48 vCPUs
 GPUS, VCPUS = 4, 48
 MINUTES = 50
 NOW = datetime.now(UTC).replace(second=0, microsecond=0)

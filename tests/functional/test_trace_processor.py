@@ -26,7 +26,7 @@ from demo.local_emf import publish_emf
 from lambdas.trace_processor.tb_scalars import snake
 from lambdas.trace_processor.tfevents import read_event_file
 from profstack import layout
-from profstack import metric_names as m
+from profstack.jobs import metric_names as m
 from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,

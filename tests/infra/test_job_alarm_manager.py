@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from moto.events.models import EventPattern
 
-from profstack.job_alarms import MANAGED_BY_TAG, alarm_prefix
+from profstack.jobs.alarms import MANAGED_BY_TAG, alarm_prefix
 from stacks.components.job_alarm_manager import training_job_state_pattern
 from tests.conftest import EVENTS_DIR
 from tests.infra.conftest import SynthesizedApp, synthesize

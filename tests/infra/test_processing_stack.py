@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from profstack import metric_names as m
+from profstack.jobs import metric_names as m
 from tests.infra.conftest import SynthesizedApp, synthesize
 
 STACK = "profstack-processing"

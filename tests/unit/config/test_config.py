@@ -269,7 +269,7 @@ def test_bad_system_rule_threshold_fails_the_config_check_in_one_line(
 
 
 def test_system_rule_thresholds_pass_unchanged_and_the_schema_lists_exactly_the_rules_keys() -> None:
-    from profstack.system_rules import SYSTEM_RULE_DEFAULTS
+    from profstack.jobs.instance_rules import SYSTEM_RULE_DEFAULTS
 
     config = parse_config(_with_system_thresholds({"system_low_gpu_p95_pct": 50, "system_patience_minutes": 0}))
     assert config.processing.system_rule_thresholds == {"system_low_gpu_p95_pct": 50.0, "system_patience_minutes": 0.0}

@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lambdas.alarm_manager.logic import Settings
-from profstack.job_alarms import Thresholds
+from profstack.jobs.alarms import Thresholds
 from tests.conftest import EVENTS_DIR
 
 PREFIX = "profstack"

@@ -21,8 +21,7 @@ from lambdas.alarm_manager.aws import CloudWatchAlarms
 from lambdas.alarm_manager.dashboard import MAX_HOSTS_PER_GRAPH, dashboard_body
 from lambdas.alarm_manager.env import EnvError, ManagerEnv
 from lambdas.alarm_manager.logic import reconcile, running_job, sync_job
-from profstack.instances import hosts_of
-from profstack.job_alarms import (
+from profstack.jobs.alarms import (
     KINDS,
     MANAGED_BY_TAG,
     RunningJob,
@@ -32,6 +31,7 @@ from profstack.job_alarms import (
     job_alarms,
     job_of_alarm,
 )
+from profstack.jobs.instances import hosts_of
 from tests.unit.monitoring.alarm_support import (
     PREFIX,
     SETTINGS,

@@ -1,4 +1,4 @@
-"""The pinned GPU table and the hosts of a job (profstack/instances.py)."""
+"""The pinned GPU table and the hosts of a job (profstack/jobs/instances.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import botocore.session
 import pytest
 
-from profstack.instances import (
+from profstack.jobs.instances import (
     GPU_INSTANCE_TYPES,
     NON_GPU_ACCELERATOR_FAMILIES,
     SOURCES,

@@ -14,9 +14,8 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from lambdas.trace_processor.system_metrics import fetch_system_metrics
-from profstack import job_links
-from profstack.instances import hosts_of
-from profstack.system_metrics import (
+from profstack.jobs import links as job_links
+from profstack.jobs.instance_metrics import (
     MAX_DATAPOINTS_PER_CALL,
     HostMetrics,
     Series,
@@ -26,7 +25,8 @@ from profstack.system_metrics import (
     job_window,
     metric_queries,
 )
-from profstack.system_rules import SYSTEM_RULE_DEFAULTS, system_findings, system_thresholds
+from profstack.jobs.instance_rules import SYSTEM_RULE_DEFAULTS, system_findings, system_thresholds
+from profstack.jobs.instances import hosts_of
 from tests.conftest import EVENTS_DIR, REPO_ROOT
 
 NOW = datetime.now(UTC).replace(second=0, microsecond=0)

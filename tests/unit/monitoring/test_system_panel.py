@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from profstack.job_links import job_links
+from profstack.jobs.instance_metrics import HostMetrics, Series, SystemMetrics
+from profstack.jobs.instance_rules import system_findings
+from profstack.jobs.links import job_links
 from profstack.report.system import MAX_HOSTS_DRAWN, MAX_POINTS_DRAWN, system_panel, system_report
-from profstack.system_metrics import HostMetrics, Series, SystemMetrics
-from profstack.system_rules import system_findings
 from scripts.screenshot_report import find_chromium, screenshot
 
 T0 = 1_796_562_905.0

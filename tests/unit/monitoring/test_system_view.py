@@ -20,10 +20,10 @@ from lambdas.trace_processor.system_view import (
     describe_for_fanout,
     summary_warnings,
 )
-from profstack import job_links
 from profstack.analysis.summary import add_findings
-from profstack.system_metrics import MAX_POINTS_PER_SERIES, METRICS, HostMetrics, Series, SystemMetrics
-from profstack.system_rules import system_findings
+from profstack.jobs import links as job_links
+from profstack.jobs.instance_metrics import MAX_POINTS_PER_SERIES, METRICS, HostMetrics, Series, SystemMetrics
+from profstack.jobs.instance_rules import system_findings
 from tests.conftest import EVENTS_DIR
 
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC).timestamp()
@@ -57,7 +57,7 @@ def test_statuses_tell_no_data_from_unavailable_and_partial() -> None:
 
 
 def test_system_json_is_bounded_for_the_biggest_job() -> None:
-    # GIVEN 512 hosts (profstack.instances.MAX_HOSTS) x 5 metrics x 1440 points: 3.7 M points
+    # GIVEN 512 hosts (profstack.jobs.instances.MAX_HOSTS) x 5 metrics x 1440 points: 3.7 M points
     big = _metrics(512, MAX_POINTS_PER_SERIES)
     # WHEN bounded for system.json
     small, downsampled = bounded(big)

@@ -18,7 +18,7 @@ from lambdas.trace_processor.legacy_rule_output import rule_output_prefixes
 from lambdas.trace_processor.routing import execution_name, needs_fanout, route_for
 from lambdas.trace_processor.scope import owned_tensorboard
 from lambdas.trace_processor.summary_tools import job_metrics, merge_partials
-from profstack import metric_names as m
+from profstack.jobs import metric_names as m
 from tests.conftest import REPO_ROOT
 
 BUCKET = "traces-bucket"

@@ -9,7 +9,7 @@ CPU over its vCPUs, memory and disk are 0-100 already):
 - CpuHighGpuLow: 1 while CPUUtilization / vCPUs > cpu threshold AND GPUUtilization / GPUs < gpu threshold
   (Debugger's CPUBottleneck condition, A9), also only after the warm-up.
 
-A host whose GPU count is unknown (a type missing from profstack/instances.py, or a heterogeneous cluster
+A host whose GPU count is unknown (a type missing from profstack/jobs/instances.py, or a heterogeneous cluster
 whose host-to-type mapping SageMaker does not publish) gets no GPU alarm instead of a wrong one.
 
 Alarm names are `<prefix>/job/<job>/algo-<n>/<kind>`. A prefix matches ^[a-z][a-z0-9-]{1,20}$ and a job
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from profstack.instances import HostSpec
+from profstack.jobs.instances import HostSpec
 
 SAGEMAKER_NAMESPACE = "/aws/sagemaker/TrainingJobs"
 PERIOD_SECONDS = 60  # SageMaker's instance metrics are per minute (A8)

@@ -4,7 +4,7 @@ SageMaker publishes, per minute, in `/aws/sagemaker/TrainingJobs` with dimension
 (docs/platform-facts.md A8): CPUUtilization summed over vCPUs, GPUUtilization and GPUMemoryUtilization
 summed over GPUs, MemoryUtilization and DiskUtilization in 0-100. This module builds the GetMetricData
 queries for a job's window and turns the answers into 0-100 series per host, dividing by the host's
-counts from profstack/instances.py. A host whose count is unknown keeps its raw sums, flagged
+counts from profstack/jobs/instances.py. A host whose count is unknown keeps its raw sums, flagged
 `normalised=False`, and the result says so in `warnings` (never a confident per-GPU number it cannot know).
 
 The I/O lives in lambdas/trace_processor/system_metrics.py.
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from profstack.instances import HostSpec, hosts_of
+from profstack.jobs.instances import HostSpec, hosts_of
 
 NAMESPACE = "/aws/sagemaker/TrainingJobs"
 Metric = Literal["CPUUtilization", "GPUUtilization", "GPUMemoryUtilization", "MemoryUtilization", "DiskUtilization"]

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from profstack.system_metrics import HostMetrics, Series, SystemMetrics, after, aligned, percentile
+from profstack.jobs.instance_metrics import HostMetrics, Series, SystemMetrics, after, aligned, percentile
 
 Finding = dict[str, Any]
 

@@ -198,7 +198,7 @@ def _host(index: int, instance_type: str) -> HostSpec:
             note="" if spec.verified else f"GPU count of {instance_type} from an unverified table row",
         )
     if looks_like_gpu_type(instance_type):
-        note = f"{instance_type} is not in ProfStack's GPU table (profstack/instances.py): GPU count unknown"
+        note = f"{instance_type} is not in ProfStack's GPU table (profstack/jobs/instances.py): GPU count unknown"
     else:
         note = f"{instance_type} has no NVIDIA GPU"
     gpus = None if looks_like_gpu_type(instance_type) else 0

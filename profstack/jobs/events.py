@@ -1,0 +1,14 @@
+"""Names of the events about training jobs, shared by the EventBridge rules (stacks/components/job_events.py,
+job_alarm_manager.py, live_analysis.py) and the handlers' event models (lambdas/trace_processor/events.py,
+lambdas/alarm_manager), so that importing a handler (which runs its cold start) is never needed to name them.
+`SageMaker Training Job State Change`: docs/platform-facts.md A5. Pure constants."""
+
+from __future__ import annotations
+
+DETAIL_TYPE = "SageMaker Training Job State Change"
+SOURCE = "aws.sagemaker"
+TERMINAL_STATUSES = ("Completed", "Failed", "Stopped")
+
+#: the alarm manager's two triggers: a job's state change, and its periodic sweep (EventBridge's scheduled event)
+TRAINING_DETAIL_TYPE = DETAIL_TYPE
+SCHEDULE_DETAIL_TYPE = "Scheduled Event"
