@@ -63,6 +63,7 @@ class FileData(Protocol):
     flow_finishes: int
     memory: MemoryEvents
 
+
 #: how to record both sides (messages are cut at 300 characters: errors._MAX_MESSAGE)
 RECORD = "activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA] (CUDA on ROCm too)"
 
