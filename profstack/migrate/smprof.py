@@ -29,17 +29,20 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
-from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted
+from profstack.migrate import _steps
+from profstack.migrate._cst import Finding, PlannedTransformer, Statement, StatementPlan, dotted
 from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR, TRACE_DIR_ENV
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
 KNOWN_MEMBERS = frozenset({"SMProfiler", "Config", "annotate", "annotation_begin", "annotation_end"})
 SCHEDULE = "wait=1, warmup=1, active=3, repeat=1"
+# one step() per call of the code between start() and stop() (no loop in sight): record the first call only
+CALLS_SCHEDULE = "wait=0, warmup=0, active=1, repeat=1"
 # every use either codemod acts on, or --check reports, contains one of these words
 _MENTIONS_PROFILER = re.compile(r"smprof|smppy|smdebug|profiler|profiling", re.IGNORECASE)
 
@@ -58,8 +61,8 @@ class RewriteResult:
     manual: list[Finding] = field(default_factory=list)  # what a person must look at (nothing rewritten there)
 
 
-def profile_call(*, schedule: bool) -> str:
-    schedule_arg = f"    schedule=torch.profiler.schedule(\n        {SCHEDULE}\n    ),\n" if schedule else ""
+def profile_call(*, schedule: str | None = SCHEDULE) -> str:
+    schedule_arg = f"    schedule=torch.profiler.schedule(\n        {schedule}\n    ),\n" if schedule else ""
     return (
         "torch.profiler.profile(\n"
         "    activities=[\n"
@@ -121,11 +124,11 @@ class _Profiler:
     code: str  # the expression that holds it: a variable name, `self.prof`, or the module singleton
     assign: cst.SimpleStatementLine | None
     loops: list[cst.CSTNode] = field(default_factory=list)
-    loop_missing: list[int] = field(default_factory=list)
+    started: bool = False
 
 
 class _Analysis(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider, ScopeProvider)
 
     def __init__(self, module: cst.Module) -> None:
         super().__init__()
@@ -149,6 +152,13 @@ class _Analysis(cst.CSTVisitor):
         self._stops: set[int] = set()
         self.range_counter = 0
         self.value_begins = False
+        self.bindings: set[int] = set()  # ids of the import nodes (and fallback `= None` targets) binding the module
+        self.none_fallback: set[str] = set()  # `except ImportError: smprof = None`: names guarded by `if smprof:`
+        self.unwrap: dict[int, bool] = {}  # id(if / if-expression on the module name) -> keep its body (else: orelse)
+        self.flow: set[str] = set()  # names a profiler is handed on to (returned, passed as an argument)
+        self.factories: set[str] = set()  # functions that return a profiler
+        self.per_call = False  # a step() after each call between start() and stop(): CALLS_SCHEDULE
+        self.functions: dict[str, cst.FunctionDef] = {}
 
     # --- helpers
     def line(self, node: cst.CSTNode) -> int:
@@ -186,12 +196,32 @@ class _Analysis(cst.CSTVisitor):
         return tuple(id(a) for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock | cst.Module))
 
     def member(self, expr: cst.BaseExpression) -> str | None:
-        """`smprof.X` or a from-imported X: the module attribute it names; marks the Name handled."""
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in self.aliases:
+        """`smprof.X` or a from-imported X: the module attribute it names, when the name provably is the
+        Profiler's import where it is used (not a parameter, local or other import of the same name)."""
+        if (
+            isinstance(expr, cst.Attribute)
+            and isinstance(expr.value, cst.Name)
+            and expr.value.value in self.aliases
+            and self.provenance(expr.value) == "profiler"
+        ):
             return expr.attr.value
-        if isinstance(expr, cst.Name) and expr.value in self.members:
+        if isinstance(expr, cst.Name) and expr.value in self.members and self.provenance(expr) == "profiler":
             return self.members[expr.value]
         return None
+
+    def provenance(self, name: cst.Name) -> str:
+        """ "profiler": every binding of ``name`` visible where it is used is the Profiler's import (or the
+        fallback's `= None`); "other": none is (a parameter, a local, another module); "mixed": both."""
+        try:
+            scope = self.get_metadata(ScopeProvider, name)
+        except KeyError:
+            return "other"
+        if scope is None:
+            return "other"
+        ours = [id(getattr(a, "node", None)) in self.bindings for a in scope[name.value]]
+        if ours and all(ours):
+            return "profiler"
+        return "mixed" if any(ours) else "other"
 
     def mark(self, expr: cst.BaseExpression) -> None:
         for node in _names(expr):
@@ -219,7 +249,12 @@ class _Analysis(cst.CSTVisitor):
             if isinstance(node, cst.Try) and self._is_fallback_import(node):
                 self.import_stmts.append(node)
                 for stmt in _try_statements(node) or []:
-                    self._bind_import(stmt.body[0])
+                    none = _none_assignment(stmt.body[0])
+                    if none is not None:  # `except ImportError: smprof = None`
+                        self.none_fallback.add(none.value)
+                        self.bindings.add(id(none))
+                    else:
+                        self._bind_import(stmt.body[0])
                 continue
             if isinstance(node, cst.SimpleStatementLine):
                 for small in node.body:
@@ -245,12 +280,17 @@ class _Analysis(cst.CSTVisitor):
             kinds = {dotted(e) for e in _handler_types(handler.type)} if handler.type else set()
             if not kinds or not kinds <= {"ImportError", "ModuleNotFoundError"}:
                 return False
+        first, *fallbacks = statements
+        if not _is_module_import(first.body[0]):
+            return False
+        bound = _bound_names(first.body[0])
         return all(
-            isinstance(s.body[0], cst.Import) and all(_root(a) in SMPROF_MODULES for a in s.body[0].names)
-            for s in statements
+            _is_module_import(s.body[0]) or getattr(_none_assignment(s.body[0]), "value", None) in bound
+            for s in fallbacks
         )
 
     def _bind_import(self, small: cst.BaseSmallStatement) -> None:
+        self.bindings.add(id(small))
         if isinstance(small, cst.Import):
             for alias in small.names:
                 if _root(alias) in SMPROF_MODULES and alias.asname and "." in (dotted(alias.name) or ""):
@@ -338,6 +378,8 @@ class _Analysis(cst.CSTVisitor):
         owner = func.value
         owner_code = self.code(owner)
         method = func.attr.value
+        if owner_code in self.flow and owner_code not in self.profilers:  # handed over from another function
+            self.profilers[owner_code] = _Profiler(code=owner_code, assign=None)
         is_profiler = owner_code in self.profilers or self.is_instance_call(owner)
         if not is_profiler:
             return
@@ -394,6 +436,94 @@ class _Analysis(cst.CSTVisitor):
             assert isinstance(small, cst.Assign)
             for name in _names(small.targets[0].target):
                 self.handled.add(id(name))
+
+    # --- `if smprof:` guards of the optional import: torch.profiler always imports
+    def visit_If(self, node: cst.If) -> None:
+        keep = self._guard(node.test)
+        if keep is None:
+            return
+        if not keep and isinstance(node.orelse, cst.If):
+            self.block_use(
+                node, "an `elif` after a guard on the missing profiler: write it as `else:` + `if`, then rerun"
+            )
+            return
+        self.unwrap[id(node)] = keep
+        self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        keep = self._guard(node.test)
+        if keep is not None:
+            self.unwrap[id(node)] = keep
+            self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+
+    def _guard(self, test: cst.BaseExpression) -> bool | None:
+        """For a test on the fallback's `smprof = None` name: whether it holds once the profiler always
+        imports (`if smprof:` / `is not None`: True; `if not smprof:` / `is None`: False); None otherwise."""
+        negate = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        if isinstance(test, cst.UnaryOperation) and negate:
+            test = test.expression
+        present = True
+        if isinstance(test, cst.Comparison):
+            if len(test.comparisons) != 1 or dotted(test.comparisons[0].comparator) != "None":
+                return None
+            operator = test.comparisons[0].operator
+            if not isinstance(operator, cst.Is | cst.IsNot):
+                return None
+            present = isinstance(operator, cst.IsNot)
+            test = test.left
+        if isinstance(test, cst.Name) and test.value in self.none_fallback and self.provenance(test) == "profiler":
+            self.handled.add(id(test))
+            return present != negate
+        return None
+
+    # --- a profiler handed between functions (first pass, before the walk)
+    def collect_flow(self) -> None:
+        """Names a profiler travels to: `return p` makes its function a factory, `x = factory()` a profiler,
+        `train(p)` / `train(prof=p)` to a function of this module makes that parameter one."""
+        self.functions = {s.name.value: s for s in self.module.body if isinstance(s, cst.FunctionDef)}
+        built = {
+            n.targets[0].target.value
+            for n in _walk(self.module)
+            if isinstance(n, cst.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0].target, cst.Name)
+            and self.is_instance_call(n.value)
+        }
+        flow = set(built)
+        for _ in range(8):  # to a fixpoint: each round follows one more hand-over
+            size = (len(flow), len(self.factories))
+            for node in _walk(self.module):
+                self._hand_over(node, flow)
+            if (len(flow), len(self.factories)) == size:
+                break
+        self.flow = flow - built
+
+    def _hand_over(self, node: cst.CSTNode, flow: set[str]) -> None:
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value in flow:
+            function = self.scope_of(node)
+            if isinstance(function, cst.FunctionDef):
+                self.factories.add(function.name.value)
+                self.handled.add(id(node.value))
+        elif (
+            isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and isinstance(node.value, cst.Call)
+            and dotted(node.value.func) in self.factories
+        ):
+            flow.add(node.targets[0].target.value)
+            self.handled.add(id(node.targets[0].target))
+        elif isinstance(node, cst.Call) and dotted(node.func) in self.functions:
+            callee = self.functions[str(dotted(node.func))]
+            names = _steps.params(callee)
+            for index, arg in enumerate(node.args):
+                if not (isinstance(arg.value, cst.Name) and arg.value.value in flow) or arg.star:
+                    continue
+                param = arg.keyword.value if arg.keyword is not None else (names[index] if index < len(names) else "")
+                if param in names:
+                    flow.add(param)
+                    self.handled.add(id(arg.value))
+                    self.handled.update(id(p.name) for p in _all_params(callee) if p.name.value == param)
 
     def visit_Global(self, node: cst.Global) -> None:
         for name in _names(node):
@@ -458,6 +588,8 @@ class _Analysis(cst.CSTVisitor):
         labels = {a.arg for a in self.annotations if a.begin and a.handle is None}
         groups: list[tuple[_Annotation, list[_Annotation]]] = []
         handle_ends: list[_Annotation] = []
+        lone_begins: list[_Annotation] = []
+        lone_ends: list[_Annotation] = []
         for items in by_scope.values():
             open_: list[tuple[_Annotation, list[_Annotation]]] = []
             closed: list[tuple[_Annotation, list[_Annotation]]] = []
@@ -488,11 +620,10 @@ class _Analysis(cst.CSTVisitor):
                 if a.arg in handles_anywhere or (self.value_begins and a.arg not in labels):
                     handle_ends.append(a)  # the user's handle travels; exit it where it ends
                     continue
-                self.blocking.append(Finding(a.line, f"annotation_end({a.arg}) has no matching annotation_begin"))
-            for b, _ends in open_:
-                if b.handle is None:
-                    self.blocking.append(Finding(b.line, f"annotation_begin({b.arg}) is never ended in this function"))
+                lone_ends.append(a)
+            lone_begins += [b for b, _ends in open_ if b.handle is None]
             groups += closed
+        self._pair_across_methods(lone_begins, lone_ends)
         pairs = [(b, ends[0]) for b, ends in groups if len(ends) == 1 and b.block is ends[0].block]
         for b, ends in groups:
             e = ends[0]
@@ -518,6 +649,42 @@ class _Analysis(cst.CSTVisitor):
         for b in (a for a in self.annotations if a.begin and a.handle):
             if id(b.stmt) not in self.plan.replace and id(b.stmt) not in self.plan.wrap:
                 self._enter(b, b.handle or "")
+
+    def _pair_across_methods(self, begins: list[_Annotation], ends: list[_Annotation]) -> None:
+        """A label begun in one method and ended in another of the same class (a callback's begin/end
+        hooks): the range lives on `self`, entered in the one hook and exited in the other."""
+        for b in begins:
+            klass = _steps.is_method(b.scope, self.parent) if isinstance(b.scope, cst.FunctionDef) else None
+            match = [
+                e
+                for e in ends
+                if klass is not None
+                and e.arg == b.arg
+                and isinstance(e.scope, cst.FunctionDef)
+                and _steps.is_method(e.scope, self.parent) is klass
+            ]
+            if not match:
+                self.blocking.append(
+                    Finding(
+                        b.line,
+                        f"annotation_begin({b.arg}) is never ended in this function: end it in the same function "
+                        f"(`with torch.profiler.record_function({b.arg}):`) or in a method of the same class, "
+                        "then rerun",
+                    )
+                )
+                continue
+            attr = "self." + self._new_range_name()
+            self.plan.replace[id(b.stmt)] = [
+                f"{attr} = torch.profiler.record_function({b.arg})\n",
+                f"{attr}.__enter__()\n",
+            ]
+            self.edits.append(Finding(b.line, f"annotation_begin -> {attr}.__enter__() (ended in another method)"))
+            for e in match:
+                ends.remove(e)
+                self.plan.replace[id(e.stmt)] = [f"{attr}.__exit__(None, None, None)\n"]
+                self.edits.append(Finding(e.line, f"annotation_end -> {attr}.__exit__(...)"))
+        for e in ends:
+            self.blocking.append(Finding(e.line, f"annotation_end({e.arg}) has no matching annotation_begin"))
 
     def _enter(self, b: _Annotation, handle: str) -> None:
         self.plan.replace[id(b.stmt)] = [
@@ -552,41 +719,201 @@ class _Analysis(cst.CSTVisitor):
     def _find_step_loops(self) -> None:
         for owner, stmt in self._starts:
             profiler = self.profilers.get(owner)
-            if profiler is None:
-                continue
-            loop = self._loop_after(stmt)
-            loop = self._innermost_training_loop(loop) if loop is not None else self._enclosing_loop(stmt)
-            if loop is None:
-                profiler.loop_missing.append(self.line(stmt))
-                continue
+            if profiler is not None:
+                profiler.started = True
+                self._place_step(profiler, owner, stmt)
+
+    def _place_step(self, profiler: _Profiler, owner: str, stmt: cst.SimpleStatementLine) -> None:
+        """A step() where the training step repeats, so the schedule bounds the recording (see _steps)."""
+        loop, unreachable = self._loop_reached(owner, stmt)
+        if loop is not None:
             if all(loop is not existing for existing in profiler.loops):
                 profiler.loops.append(loop)
                 self.plan.append.setdefault(id(loop), []).append(f"{owner}.step()\n")
                 self.edits.append(Finding(self.line(loop), f"added {owner}.step() at the end of the training loop"))
+            return
+        if unreachable is not None:
+            where, name = unreachable
+            self.block_use(
+                stmt,
+                f"the training loop (line {self.line(where)}, in {name}()) cannot see `{owner}`: pass the profiler "
+                "to that function or make it module-level, then rerun",
+            )
+            return
+        hook = self._step_hook(owner, stmt) or self._work_function(owner, stmt)
+        if hook is not None:
+            self._step_per_call(owner, hook)
+            return
+        calls = self._calls_between(stmt)
+        if not calls:
+            self.block_use(
+                stmt,
+                f"no training loop, step-end hook or call after {owner}.start(): add {owner}.step() once per "
+                "training step (it bounds the recording), then rerun",
+            )
+            return
+        self.per_call = True
+        for call in calls:
+            self.plan.insert_after.setdefault(id(call), []).append(f"{owner}.step()\n")
+        self.edits.append(
+            Finding(self.line(stmt), f"no loop in sight: {owner}.step() after each call; the first call is recorded")
+        )
 
-    def _innermost_training_loop(self, loop: cst.CSTNode) -> cst.CSTNode:
-        """Of a loop and the loops inside it, the deepest that calls backward() or step(): the step loop."""
-        best, best_depth = loop, -1
-        stack: list[tuple[cst.CSTNode, int]] = [(loop, 0)]
-        while stack:
-            node, depth = stack.pop()
-            if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda) and node is not loop:
-                continue
-            if isinstance(node, cst.For | cst.While) and depth > best_depth and _calls_step(node):
-                best, best_depth = node, depth
-            inner = depth + 1 if isinstance(node, cst.For | cst.While) else depth
-            stack.extend((child, inner) for child in node.children)
-        return best
+    def _statements_after(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+        """What runs after ``stmt`` until the profiler stops: the rest of its block, then the rest of each
+        enclosing if/try/with block (`if args.profile: P.start()` then the loop), not leaving a function or
+        loop; a statement holding the stop (a try/finally) is the last."""
+        out: list[cst.CSTNode] = []
+        node = stmt
+        while True:
+            block, index = self.block(node)
+            for later in getattr(block, "body", [])[index + 1 :]:
+                stops = any(id(n) in self._stops for n in _steps.children_in_scope(later))
+                if not (stops and isinstance(later, cst.SimpleStatementLine)):
+                    out.append(later)
+                if stops:
+                    return out
+            holder = next(
+                (a for a in self.ancestors(block) if isinstance(self.parent(a), cst.IndentedBlock | cst.Module)), None
+            )
+            if holder is None or isinstance(holder, cst.FunctionDef | cst.ClassDef | cst.For | cst.While):
+                return out
+            node = holder
 
-    def _loop_after(self, stmt: cst.SimpleStatementLine) -> cst.CSTNode | None:
-        block, index = self.block(stmt)
-        body: Sequence[cst.CSTNode] = getattr(block, "body", [])
-        for later in body[index + 1 :]:
-            if id(later) in self._stops:
-                return None
-            if isinstance(later, cst.For | cst.While):
-                return later
+    def _loop_reached(
+        self, owner: str, stmt: cst.SimpleStatementLine
+    ) -> tuple[cst.CSTNode | None, tuple[cst.CSTNode, str] | None]:
+        """(the training loop after the start, or None; a loop found where the profiler cannot be seen)."""
+        after = self._statements_after(stmt)
+        for later in after:
+            loop = _steps.first_loop(later)
+            if loop is not None:
+                return _steps.innermost_training_loop(loop), None
+        enclosing = self._enclosing_loop(stmt)
+        if enclosing is not None:
+            return enclosing, None
+        return self._loop_through_calls(owner, stmt, after)
+
+    def _loop_through_calls(
+        self, owner: str, stmt: cst.SimpleStatementLine, after: list[cst.CSTNode]
+    ) -> tuple[cst.CSTNode | None, tuple[cst.CSTNode, str] | None]:
+        """The loop of a function or method of this module called after the start (three calls deep): the
+        first that does a training step (backward()/step()), else the first."""
+        caller = self.scope_of(stmt)
+        frontier = [(caller, call) for later in after for call in _steps.calls_in(later)]
+        seen: set[int] = set()
+        found: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
+        for _depth in range(3):
+            following: list[tuple[cst.CSTNode | None, cst.Call]] = []
+            for context, call in frontier:
+                callee = self._callee(context, call)
+                if callee is None or id(callee) in seen:
+                    continue
+                seen.add(id(callee))
+                loop = _steps.first_loop(callee.body)
+                if loop is not None:
+                    found.append((_steps.innermost_training_loop(loop), callee))
+                following += [(callee, c) for c in _steps.calls_in(callee.body)]
+            frontier = following
+        found.sort(key=lambda item: not _steps.calls_step(item[0]))  # stable: a training loop first
+        for training_loop, callee in found:
+            if self._reaches(owner, stmt, callee):
+                return training_loop, None
+        return None, ((found[0][0], found[0][1].name.value) if found else None)
+
+    def _callee(self, context: cst.CSTNode | None, call: cst.Call) -> cst.FunctionDef | None:
+        """`train(...)` (a function of this module) or `self.train_epoch(...)` (a method of the caller's class)."""
+        if isinstance(call.func, cst.Name):
+            return self.functions.get(call.func.value)
+        if (
+            isinstance(context, cst.FunctionDef)
+            and dotted(call.func.value if isinstance(call.func, cst.Attribute) else call.func) == "self"
+        ):
+            klass = _steps.is_method(context, self.parent)
+            assert isinstance(call.func, cst.Attribute)
+            return _steps.methods(klass).get(call.func.attr.value) if klass is not None else None
         return None
+
+    def _reaches(self, owner: str, stmt: cst.SimpleStatementLine, function: cst.FunctionDef) -> bool:
+        """Whether ``owner`` (the profiler started at ``stmt``) is the same object inside ``function``."""
+        start_scope = self.scope_of(stmt)
+        if function is start_scope:
+            return True
+        if owner.startswith("self."):
+            klass = _steps.is_method(start_scope, self.parent) if isinstance(start_scope, cst.FunctionDef) else None
+            return "." not in owner[5:] and klass is not None and _steps.is_method(function, self.parent) is klass
+        if "." in owner:
+            return False
+        if owner in self.flow and owner in _steps.params(function):
+            return True
+        profiler = self.profilers.get(owner)
+        module_level = owner == "_profiler" or (
+            profiler is not None and profiler.assign is not None and self.scope_of(profiler.assign) is None
+        )
+        return module_level and not _steps.binds_locally(function, owner)
+
+    def _step_hook(self, owner: str, stmt: cst.SimpleStatementLine) -> cst.FunctionDef | None:
+        """The step-end hook of the callback class whose hook starts the profile."""
+        scope = self.scope_of(stmt)
+        klass = _steps.is_method(scope, self.parent) if isinstance(scope, cst.FunctionDef) else None
+        if klass is None:
+            return None
+        hooks = _steps.methods(klass)
+        for name in _steps.STEP_END_HOOKS:
+            if name in hooks and self._reaches(owner, stmt, hooks[name]):
+                return hooks[name]
+        return None
+
+    def _work_function(self, owner: str, stmt: cst.SimpleStatementLine) -> cst.FunctionDef | None:
+        """The one function of this module that does a training step and has no loop (called per step from
+        elsewhere), when the profiler is visible in it."""
+        start_scope = self.scope_of(stmt)
+        candidates = [
+            f
+            for f in _walk(self.module)
+            if isinstance(f, cst.FunctionDef)
+            and f is not start_scope
+            and (f.name.value in _steps.WORK_FUNCTIONS or _steps.calls_step(f.body))
+            and _steps.first_loop(f.body) is None
+        ]
+        if len(candidates) == 1 and self._reaches(owner, stmt, candidates[0]):
+            return candidates[0]
+        return None
+
+    def _step_per_call(self, owner: str, function: cst.FunctionDef) -> None:
+        """`owner.step()` at the end of ``function`` and before each of its returns: one step per call."""
+        step = f"{owner}.step()\n"
+        for ret in _steps.own_returns(function):
+            line = self.parent(ret)
+            if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+                self.block_use(
+                    ret, f"a return that shares its line: put it on its own line, then rerun ({owner}.step())"
+                )
+                return
+            self.plan.replace[id(line)] = [step, self.module.code_for_node(ret).strip() + "\n"]
+        body = function.body.body if isinstance(function.body, cst.IndentedBlock) else []
+        last = body[-1] if body else None
+        ends_in_return = (
+            isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return)
+        )
+        if not ends_in_return:
+            self.plan.append.setdefault(id(function), []).append(step)
+        self.edits.append(Finding(self.line(function), f"added {owner}.step() per call of {function.name.value}()"))
+
+    def _calls_between(self, stmt: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine]:
+        """The call statements after the start in its block, up to the stop."""
+        block, index = self.block(stmt)
+        out = []
+        for later in getattr(block, "body", [])[index + 1 :]:
+            if id(later) in self._stops:
+                break
+            small = later.body[0] if isinstance(later, cst.SimpleStatementLine) and len(later.body) == 1 else None
+            value = small.value if isinstance(small, cst.Expr | cst.Assign) else None
+            if isinstance(value, cst.Call) and not any(
+                n.value in self.aliases | set(self.members) for n in _names(value)
+            ):
+                out.append(later)
+        return out
 
     def _enclosing_loop(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
         for ancestor in self.ancestors(stmt):
@@ -621,6 +948,8 @@ class _Analysis(cst.CSTVisitor):
                 parent = self.parent(node)
                 if isinstance(parent, cst.Attribute) and parent.attr is node:
                     continue  # `x.smprof` is an attribute of something else
+                if node.value not in self.config_names and self.provenance(node) == "other":
+                    continue  # a parameter or local of the same name: someone else's object
                 shown = self.code(parent) if isinstance(parent, cst.Attribute | cst.Call) else node.value
                 self.blocking.append(Finding(self.line(node), f"`{shown}` has no safe torch.profiler mapping"))
         for code in self.profilers:
@@ -629,26 +958,85 @@ class _Analysis(cst.CSTVisitor):
                     isinstance(node, cst.Name | cst.Attribute)
                     and self.code(node) == code
                     and any(id(n) not in self.handled for n in _names(node))
+                    and not self._truth_test(node)
                 ):
                     self.blocking.append(Finding(self.line(node), f"`{code}` is used in a way with no mapping"))
 
+    def _truth_test(self, node: cst.CSTNode) -> bool:
+        """`if prof:`, `prof is None`, `not prof`: as true of a torch.profiler.profile as of the old object."""
+        parent = self.parent(node)
+        if isinstance(parent, cst.If | cst.While | cst.IfExp) and parent.test is node:
+            return True
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+            return True
+        return (
+            isinstance(parent, cst.Comparison)
+            and parent.left is node
+            and len(parent.comparisons) == 1
+            and isinstance(parent.comparisons[0].operator, cst.Is | cst.IsNot)
+            and dotted(parent.comparisons[0].comparator) == "None"
+        )
+
 
 class _Rewrite(PlannedTransformer):
-    def __init__(self, analysis: _Analysis, *, schedule: dict[str, bool], shared: bool = False) -> None:
+    def __init__(self, analysis: _Analysis, *, schedule: str, shared: bool = False) -> None:
         super().__init__(analysis.plan)
         self.a = analysis
         self.schedule = schedule
         self.shared = shared  # every instance() site is the module-level `_profiler`
+        self.flatten: dict[int, list[cst.BaseStatement]] = {}  # id(test of an unwrapped if) -> what replaces it
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         if self.a.is_instance_call(original_node.value) and self.shared:
             return updated_node.with_changes(value=cst.Name("_profiler"))
         if self.a.is_instance_call(original_node.value):
-            code = self.a.code(original_node.targets[0].target)
-            return updated_node.with_changes(
-                value=cst.parse_expression(profile_call(schedule=self.schedule.get(code, False)))
-            )
+            return updated_node.with_changes(value=cst.parse_expression(profile_call(schedule=self.schedule)))
         return updated_node
+
+    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
+        keep = self.a.unwrap.get(id(original_node))
+        if keep is None:
+            return updated_node
+        return updated_node.body if keep else updated_node.orelse
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        keep = self.a.unwrap.get(id(original_node))
+        if keep is not None:
+            branch = updated_node.body if keep else getattr(updated_node.orelse, "body", None)
+            if isinstance(branch, cst.IndentedBlock):
+                self.flatten[id(updated_node.test)] = list(branch.body)
+            elif isinstance(branch, cst.SimpleStatementSuite):
+                self.flatten[id(updated_node.test)] = [cst.SimpleStatementLine(body=branch.body)]
+            else:
+                self.flatten[id(updated_node.test)] = []
+        return updated_node
+
+    def _flattened(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        for stmt in body:
+            inner = self.flatten.get(id(stmt.test)) if isinstance(stmt, cst.If) else None
+            if inner is None:
+                out.append(stmt)
+                continue
+            assert isinstance(stmt, cst.If)
+            if inner:
+                first = cast(Statement, inner[0])
+                inner = [first.with_changes(leading_lines=[*stmt.leading_lines, *first.leading_lines]), *inner[1:]]
+            out.extend(inner)
+        return out
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        block = super().leave_IndentedBlock(original_node, updated_node)
+        if not self.flatten:
+            return block
+        body = self._flattened(block.body) or [cst.SimpleStatementLine(body=[cst.Pass()])]
+        return block.with_changes(body=body)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        module = super().leave_Module(original_node, updated_node)
+        return module.with_changes(body=self._flattened(module.body)) if self.flatten else module
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         new = self.a.expr_replace.get(id(original_node))
@@ -692,20 +1080,30 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
     analysis.collect_imports()
     if not analysis.import_stmts:
         return module, [], sorted(set(analysis.blocking))
+    analysis.collect_flow()
     module.visit(analysis)
     analysis.finish()
     if analysis.blocking:
         return module, [], sorted(set(analysis.blocking))
-    schedule: dict[str, bool] = {}
     manual: list[Finding] = []
     # SMProfiler.instance() is a singleton: with more than one call site (a start in one function and
     # the stop in another, an instance in a variable and one inline) every site must be the same
     # profile object, or stop() lands on a profiler that never started and no trace is written
     shared = analysis.instance_sites > 1
+    schedule = (
+        CALLS_SCHEDULE if analysis.per_call and not any(p.loops for p in analysis.profilers.values()) else SCHEDULE
+    )
     if shared:
         analysis.singleton_needed = True
     for code, profiler in analysis.profilers.items():
-        schedule[code] = bool(profiler.loops) and not profiler.loop_missing
+        if not profiler.started and code not in analysis.flow and profiler.assign is not None:
+            manual.append(
+                Finding(
+                    analysis.line(profiler.assign),
+                    f"`{code}` is not started in this file: where it runs, call {code}.step() once per training "
+                    "step, or its schedule records nothing",
+                )
+            )
         for loop in profiler.loops:
             for skip in _own_continues(loop):
                 manual.append(
@@ -715,14 +1113,6 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
                         "before it too, or the profiler's schedule counts fewer steps than ran",
                     )
                 )
-        for line in profiler.loop_missing:
-            manual.append(
-                Finding(
-                    line,
-                    f"no training loop found after {code}.start(): recording everything between "
-                    f"start() and stop(); call {code}.step() once per step to use a schedule",
-                )
-            )
     # the imports
     replacement = _import_replacement(analysis, needs_torch=bool(analysis.edits))
     first = True
@@ -739,13 +1129,7 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
             line = analysis.line(analysis.import_stmts[0])
             why = "the profiler is imported inside a block but its singleton is used: import it at the top, then rerun"
             return module, [], [Finding(line, why)]
-        profilers = analysis.profilers.values()
-        scheduled = (
-            any(p.loops for p in profilers) and not any(p.loop_missing for p in profilers)
-            if shared
-            else schedule.get("_profiler", False)
-        )
-        analysis.plan.insert_after[id(anchor)] = ["\n_profiler = " + profile_call(schedule=scheduled) + "\n"]
+        analysis.plan.insert_after[id(anchor)] = ["\n_profiler = " + profile_call(schedule=schedule) + "\n"]
     new = module.visit(_Rewrite(analysis, schedule=schedule, shared=shared))
     return new, sorted(set(analysis.edits)), manual
 
@@ -811,13 +1195,6 @@ def _singleton_anchor(module: cst.Module, analysis: _Analysis) -> cst.CSTNode | 
     return last
 
 
-def _calls_step(loop: cst.CSTNode) -> bool:
-    return any(
-        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in {"backward", "step"}
-        for n in _walk(loop)
-    )
-
-
 def _names(node: cst.CSTNode) -> list[cst.Name]:
     return [n for n in _walk(node) if isinstance(n, cst.Name)]
 
@@ -836,8 +1213,42 @@ def _root(alias: cst.ImportAlias) -> str:
 def _imports_smprof(small: cst.Import | cst.ImportFrom) -> bool:
     if isinstance(small, cst.Import):
         return any(_root(a) in SMPROF_MODULES for a in small.names)
+    if small.relative:  # `from .smprof import annotate`: the project's own module, not the Profiler
+        return False
     module = dotted(small.module) if small.module is not None else ""
     return (module or "").split(".")[0] in SMPROF_MODULES
+
+
+def _is_module_import(small: cst.BaseSmallStatement) -> bool:
+    return isinstance(small, cst.Import) and all(_root(a) in SMPROF_MODULES for a in small.names)
+
+
+def _bound_names(small: cst.BaseSmallStatement) -> set[str]:
+    if not isinstance(small, cst.Import):
+        return set()
+    out = set()
+    for alias in small.names:
+        name = alias.asname.name if alias.asname else None
+        out.add(name.value if isinstance(name, cst.Name) else _root(alias))
+    return out
+
+
+def _none_assignment(small: cst.BaseSmallStatement) -> cst.Name | None:
+    """The target of `name = None`, else None."""
+    if (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and isinstance(small.value, cst.Name)
+        and small.value.value == "None"
+    ):
+        return small.targets[0].target
+    return None
+
+
+def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
+    p = function.params
+    return [*p.posonly_params, *p.params, *p.kwonly_params]
 
 
 def _try_statements(node: cst.Try) -> list[cst.SimpleStatementLine] | None:
