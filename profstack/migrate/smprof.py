@@ -117,6 +117,7 @@ class _Annotation:
     index: int
     scope: cst.CSTNode | None  # enclosing function (None: module)
     blocks: tuple[int, ...]  # ids of enclosing blocks, innermost first
+    guarded: bool = False  # inside an `if smprof:` that goes: ``block`` is the guard's own block
 
 
 @dataclass
@@ -157,6 +158,7 @@ class _Analysis(cst.CSTVisitor):
         self.unwrap: dict[int, bool] = {}  # id(if / if-expression on the module name) -> keep its body (else: orelse)
         self.flow: set[str] = set()  # names a profiler is handed on to (returned, passed as an argument)
         self.factories: set[str] = set()  # functions that return a profiler
+        self.returned: set[str] = set()  # names of built profilers a factory returns
         self.per_call = False  # a step() after each call between start() and stop(): CALLS_SCHEDULE
         self.functions: dict[str, cst.FunctionDef] = {}
 
@@ -332,9 +334,16 @@ class _Analysis(cst.CSTVisitor):
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             self._call_statement(node, small.value)
 
+    def unguarded(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """`X if smprof else None` -> X (the guard goes)."""
+        if isinstance(value, cst.IfExp) and self._guard(value.test) is True:
+            return value.body
+        return value
+
     def _assign(
         self, stmt: cst.SimpleStatementLine, target: cst.BaseAssignTargetExpression, value: cst.BaseExpression
     ) -> None:
+        value = self.unguarded(value)
         target_code = self.code(target)
         if self.is_instance_call(value) and isinstance(target, cst.Name | cst.Attribute):
             assert isinstance(value, cst.Call)
@@ -418,6 +427,17 @@ class _Analysis(cst.CSTVisitor):
             self.block_use(stmt, "annotation_begin/annotation_end with other than one positional argument")
             return
         block, index = self.block(stmt)
+        guarded = False
+        holder = self.parent(block)
+        while (
+            isinstance(holder, cst.If)
+            and self.unwrap.get(id(holder)) is True
+            and holder.body is block
+            and isinstance(self.parent(holder), cst.IndentedBlock | cst.Module)
+        ):  # `if smprof: annotation_begin(...)`: once the guard goes, the begin stands in the guard's block
+            block, index = self.block(holder)
+            guarded = True
+            holder = self.parent(block)
         self.annotations.append(
             _Annotation(
                 stmt=stmt,
@@ -429,6 +449,7 @@ class _Analysis(cst.CSTVisitor):
                 index=index,
                 scope=self.scope_of(stmt),
                 blocks=self.block_chain(stmt),
+                guarded=guarded,
             )
         )
         if handle is not None:
@@ -487,7 +508,7 @@ class _Analysis(cst.CSTVisitor):
             if isinstance(n, cst.Assign)
             and len(n.targets) == 1
             and isinstance(n.targets[0].target, cst.Name)
-            and self.is_instance_call(n.value)
+            and self.is_instance_call(self.unguarded(n.value))
         }
         flow = set(built)
         for _ in range(8):  # to a fixpoint: each round follows one more hand-over
@@ -503,6 +524,7 @@ class _Analysis(cst.CSTVisitor):
             function = self.scope_of(node)
             if isinstance(function, cst.FunctionDef):
                 self.factories.add(function.name.value)
+                self.returned.add(node.value.value)
                 self.handled.add(id(node.value))
         elif (
             isinstance(node, cst.Assign)
@@ -624,7 +646,11 @@ class _Analysis(cst.CSTVisitor):
             lone_begins += [b for b, _ends in open_ if b.handle is None]
             groups += closed
         self._pair_across_methods(lone_begins, lone_ends)
-        pairs = [(b, ends[0]) for b, ends in groups if len(ends) == 1 and b.block is ends[0].block]
+        pairs = [
+            (b, ends[0])
+            for b, ends in groups
+            if len(ends) == 1 and b.block is ends[0].block and not b.guarded and not ends[0].guarded
+        ]
         for b, ends in groups:
             e = ends[0]
             if (b, e) in pairs and self._nests(b, e, pairs) and self._handle_only_here(b, e):
@@ -740,6 +766,8 @@ class _Analysis(cst.CSTVisitor):
                 "to that function or make it module-level, then rerun",
             )
             return
+        if self._step_after_callers(profiler, owner, stmt):
+            return
         hook = self._step_hook(owner, stmt) or self._work_function(owner, stmt)
         if hook is not None:
             self._step_per_call(owner, hook)
@@ -757,6 +785,41 @@ class _Analysis(cst.CSTVisitor):
             self.plan.insert_after.setdefault(id(call), []).append(f"{owner}.step()\n")
         self.edits.append(
             Finding(self.line(stmt), f"no loop in sight: {owner}.step() after each call; the first call is recorded")
+        )
+
+    def _step_after_callers(self, profiler: _Profiler, owner: str, stmt: cst.SimpleStatementLine) -> bool:
+        """`def begin(): P.start()` then `begin()` and a loop: the loop after the call, when the profiler is
+        visible there (module-level, or the shared `_profiler` every instance() site becomes)."""
+        scope = self.scope_of(stmt)
+        if not isinstance(scope, cst.FunctionDef) or self.functions.get(scope.name.value) is not scope:
+            return False
+        shared = self.instance_sites > 1
+        visible = "_profiler" if shared else owner
+        if not shared and not self._reaches_module(owner):
+            return False
+        for node in _walk(self.module):
+            if not (isinstance(node, cst.Call) and dotted(node.func) == scope.name.value):
+                continue
+            line = next((a for a in self.ancestors(node) if isinstance(a, cst.SimpleStatementLine)), None)
+            if line is None or not isinstance(self.parent(line), cst.IndentedBlock | cst.Module):
+                continue
+            for later in self._statements_after(line):
+                loop = _steps.first_loop(later)
+                if loop is not None:
+                    training = _steps.innermost_training_loop(loop)
+                    if all(training is not existing for existing in profiler.loops):
+                        profiler.loops.append(training)
+                        self.plan.append.setdefault(id(training), []).append(f"{visible}.step()\n")
+                        self.edits.append(
+                            Finding(self.line(training), f"added {visible}.step() at the end of the loop")
+                        )
+                    return True
+        return False
+
+    def _reaches_module(self, owner: str) -> bool:
+        profiler = self.profilers.get(owner)
+        return owner == "_profiler" or (
+            profiler is not None and profiler.assign is not None and self.scope_of(profiler.assign) is None
         )
 
     def _statements_after(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
@@ -846,11 +909,7 @@ class _Analysis(cst.CSTVisitor):
             return False
         if owner in self.flow and owner in _steps.params(function):
             return True
-        profiler = self.profilers.get(owner)
-        module_level = owner == "_profiler" or (
-            profiler is not None and profiler.assign is not None and self.scope_of(profiler.assign) is None
-        )
-        return module_level and not _steps.binds_locally(function, owner)
+        return self._reaches_module(owner) and not _steps.binds_locally(function, owner)
 
     def _step_hook(self, owner: str, stmt: cst.SimpleStatementLine) -> cst.FunctionDef | None:
         """The step-end hook of the callback class whose hook starts the profile."""
@@ -900,20 +959,32 @@ class _Analysis(cst.CSTVisitor):
             self.plan.append.setdefault(id(function), []).append(step)
         self.edits.append(Finding(self.line(function), f"added {owner}.step() per call of {function.name.value}()"))
 
-    def _calls_between(self, stmt: cst.SimpleStatementLine) -> list[cst.SimpleStatementLine]:
-        """The call statements after the start in its block, up to the stop."""
+    def _calls_between(self, stmt: cst.SimpleStatementLine) -> list[cst.CSTNode]:
+        """The call statements after the start in its block, up to the stop; for calls inside an annotation
+        that becomes a `with` block, its end (the step goes after the block, not inside the range)."""
         block, index = self.block(stmt)
-        out = []
-        for later in getattr(block, "body", [])[index + 1 :]:
-            if id(later) in self._stops:
-                break
-            small = later.body[0] if isinstance(later, cst.SimpleStatementLine) and len(later.body) == 1 else None
-            value = small.value if isinstance(small, cst.Expr | cst.Assign) else None
-            if isinstance(value, cst.Call) and not any(
-                n.value in self.aliases | set(self.members) for n in _names(value)
-            ):
+        body = list(getattr(block, "body", []))
+        out: list[cst.CSTNode] = []
+        position = index + 1
+        while position < len(body) and id(body[position]) not in self._stops:
+            later = body[position]
+            wrap = self.plan.wrap.get(id(later))
+            if wrap is not None:
+                end = next(i for i in range(position + 1, len(body)) if id(body[i]) == wrap[0])
+                if any(self._is_call_statement(s) for s in body[position + 1 : end]):
+                    out.append(body[end])
+                position = end + 1
+                continue
+            if self._is_call_statement(later):
                 out.append(later)
+            position += 1
         return out
+
+    def _is_call_statement(self, stmt: cst.CSTNode) -> bool:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        value = small.value if isinstance(small, cst.Expr | cst.Assign) else None
+        watched = self.aliases | set(self.members) | set(self.profilers)
+        return isinstance(value, cst.Call) and not any(n.value in watched for n in _names(value))
 
     def _enclosing_loop(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
         for ancestor in self.ancestors(stmt):
@@ -967,6 +1038,8 @@ class _Analysis(cst.CSTVisitor):
         parent = self.parent(node)
         if isinstance(parent, cst.If | cst.While | cst.IfExp) and parent.test is node:
             return True
+        if isinstance(parent, cst.Arg) and parent.keyword is node:
+            return True  # `train(prof=...)`: the keyword's name, not the profiler
         if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
             return True
         return (
@@ -987,9 +1060,10 @@ class _Rewrite(PlannedTransformer):
         self.flatten: dict[int, list[cst.BaseStatement]] = {}  # id(test of an unwrapped if) -> what replaces it
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
-        if self.a.is_instance_call(original_node.value) and self.shared:
+        value = self.a.unguarded(original_node.value)
+        if self.a.is_instance_call(value) and self.shared:
             return updated_node.with_changes(value=cst.Name("_profiler"))
-        if self.a.is_instance_call(original_node.value):
+        if self.a.is_instance_call(value):
             return updated_node.with_changes(value=cst.parse_expression(profile_call(schedule=self.schedule)))
         return updated_node
 
@@ -1096,7 +1170,8 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
     if shared:
         analysis.singleton_needed = True
     for code, profiler in analysis.profilers.items():
-        if not profiler.started and code not in analysis.flow and profiler.assign is not None:
+        handed_on = code in analysis.returned and any(p.started for p in analysis.profilers.values())
+        if not profiler.started and not handed_on and profiler.assign is not None:
             manual.append(
                 Finding(
                     analysis.line(profiler.assign),
