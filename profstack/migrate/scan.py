@@ -108,7 +108,9 @@ def remaining_uses(source: str) -> list[Finding]:
                 if alias.name.split(".")[0] in SMPROF_MODULES or _smdebug_profiler(alias.name):
                     found.append(Finding(node.lineno, f"imports {alias.name}"))
         elif isinstance(node, ast.ImportFrom):
-            if (node.module or "").split(".")[0] in SMPROF_MODULES or _smdebug_profiler(node.module):
+            if node.level == 0 and (
+                (node.module or "").split(".")[0] in SMPROF_MODULES or _smdebug_profiler(node.module)
+            ):
                 found.append(Finding(node.lineno, f"imports from {node.module}"))
             elif node.module == "smdebug" and any(a.name == "profiler" for a in node.names):
                 found.append(Finding(node.lineno, "imports smdebug.profiler"))

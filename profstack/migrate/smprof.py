@@ -158,7 +158,7 @@ class _Analysis(cst.CSTVisitor):
         self.unwrap: dict[int, bool] = {}  # id(if / if-expression on the module name) -> keep its body (else: orelse)
         self.flow: set[str] = set()  # names a profiler is handed on to (returned, passed as an argument)
         self.factories: set[str] = set()  # functions that return a profiler
-        self.returned: set[str] = set()  # names of built profilers a factory returns
+        self.returned: set[str] = set()  # names of profilers handed on (returned, passed as an argument)
         self.per_call = False  # a step() after each call between start() and stop(): CALLS_SCHEDULE
         self.functions: dict[str, cst.FunctionDef] = {}
 
@@ -544,6 +544,7 @@ class _Analysis(cst.CSTVisitor):
                 param = arg.keyword.value if arg.keyword is not None else (names[index] if index < len(names) else "")
                 if param in names:
                     flow.add(param)
+                    self.returned.add(arg.value.value)
                     self.handled.add(id(arg.value))
                     self.handled.update(id(p.name) for p in _all_params(callee) if p.name.value == param)
 
