@@ -308,7 +308,7 @@ def _rebuild(lines: list[str], tokens: list[_Token]) -> list[str]:
     return out
 
 
-def _rewrite_run(lines: list[str]) -> tuple[list[str], list[str]] | None:
+def rewrite_install_lines(lines: list[str]) -> tuple[list[str], list[str]] | None:
     """A RUN instruction (its physical lines) without the Profiler's packages and index options.
     (new lines, what was removed); None: not safely editable (reported)."""
     tokens = _tokens(lines)
@@ -334,7 +334,7 @@ def rewrite_dockerfile(text: str) -> DependencyResult:
             out.extend(lines)
             continue
         instruction = joined.split(None, 1)[0].upper() if joined.strip() else ""
-        rewritten = _rewrite_run(lines) if instruction == "RUN" else None
+        rewritten = rewrite_install_lines(lines) if instruction == "RUN" else None
         if rewritten is None:
             result.manual.append(
                 Finding(number, f"{instruction or 'line'} names the SageMaker Profiler; edit it by hand")

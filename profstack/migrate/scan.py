@@ -165,14 +165,17 @@ def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:
     return bound.sagemaker
 
 
-_NOTEBOOK_MENTION = re.compile(r"\b(?:smprof|smppy)\b|smdebug\.profiler", re.IGNORECASE)
+# the Profiler's names, not a package whose name starts the same (`smprof-docs`, `smprofiler`)
+_NOTEBOOK_MENTION = re.compile(
+    r"(?<![A-Za-z0-9-])(?:smprof|smppy)(?![A-Za-z0-9]|-[A-Za-z])|smdebug\.profiler", re.IGNORECASE
+)
 
 
 def notebook_uses(text: str) -> list[Finding]:
-    """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0).
-
-    Notebooks are reported, never rewritten: a cell is Python plus IPython magics (`%pip install
-    smprof`, `!pip ...`), which the codemods do not parse. Unreadable JSON is one finding."""
+    """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0): the
+    check after `profstack.migrate.notebook` has rewritten what it can. Magic and shell lines (`%pip`,
+    `!pip`) are blanked before parsing, and reported when they still name the Profiler. Unreadable JSON is
+    one finding."""
     try:
         cells = json.loads(text).get("cells", [])
     except (ValueError, AttributeError):
@@ -187,7 +190,5 @@ def notebook_uses(text: str) -> list[Finding]:
         uses = [f.message for f in remaining_uses(python) if not f.message.startswith("cannot parse")]
         if uses or _NOTEBOOK_MENTION.search(code):
             why = uses[0] if uses else "names smprof/smppy (a magic or pip line)"
-            found.append(
-                Finding(0, f"cell {number}: {why}; notebooks are not rewritten: convert it by hand or export to .py")
-            )
+            found.append(Finding(0, f"cell {number}: {why}; convert it by hand"))
     return found

@@ -589,7 +589,7 @@ def test_cli_check_reports_notebooks_that_use_the_profiler(tmp_path: Path, capsy
     assert "launch.ipynb: needs review: cell 1: imports ProfilerConfig" in err
     assert "clean.ipynb" not in err
     assert "train.ipynb: needs review: cell 1:" not in err  # the markdown cell is not code
-    # AND --write never edits a notebook
+    # AND --write leaves a notebook that does not validate (these cells lack `outputs`) as it was
     assert main(["migrate", "smprof", "--write", str(tmp_path)]) == 0
     assert (tmp_path / "train.ipynb").read_text() == used
     assert main(["migrate", "smprof", "--check", str(tmp_path / "clean.ipynb")]) == 0

@@ -1,0 +1,137 @@
+"""#35 item 3: notebooks are rewritten cell by cell with the script/launcher codemods (nbformat in and out)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_notebook
+
+from profstack.cli import main
+from profstack.migrate.notebook import NotebookError, rewrite_notebook
+from profstack.migrate.scan import notebook_uses
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "fixtures" / "smprof_round2" / "notebooks" / "profile_training.ipynb"
+
+
+def _notebook(*sources: str) -> str:
+    return nbformat.writes(new_notebook(cells=[new_code_cell(s) for s in sources])) + "\n"
+
+
+def _sources(text: str) -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(text)["cells"]]
+
+
+def test_the_corpus_notebook_is_converted_with_outputs_metadata_and_magics_kept() -> None:
+    # GIVEN a Studio notebook: the smppy wheel installed by %pip, smppy imported in one cell, the profiler
+    # configured in the next, the training loop in a third, outputs and tags on the cells
+    text = NOTEBOOK.read_text()
+    before = json.loads(text)
+    # WHEN rewritten
+    result = rewrite_notebook(text)
+    after = json.loads(result.source)
+    # THEN nothing of the Profiler is left and nothing needs a person
+    assert result.changed
+    assert result.manual == []
+    assert notebook_uses(result.source) == []
+    # AND every cell keeps its type, outputs, execution count and metadata; the notebook its metadata
+    assert after["metadata"] == before["metadata"]
+    assert len(after["cells"]) == len(before["cells"])
+    for old, new in zip(before["cells"], after["cells"], strict=True):
+        assert (new["cell_type"], new.get("outputs"), new.get("execution_count"), new["metadata"]) == (
+            old["cell_type"],
+            old.get("outputs"),
+            old.get("execution_count"),
+            old["metadata"],
+        )
+    sources = _sources(result.source)
+    # AND the magics stay, except the Profiler's install lines: the wheel's line goes, the mixed one loses smppy
+    assert sources[0] == "".join(before["cells"][0]["source"])  # markdown untouched
+    assert sources[1] == ""
+    assert sources[2] == "%pip install --quiet torch==2.3.1 datasets"
+    assert sources[3].startswith("%matplotlib inline\nimport torch\n")
+    assert sources[6] == "!pip list 2>/dev/null | grep -i torch"
+    # AND the code cells hold the same conversion a script gets, each where it was
+    assert "import torch.profiler" in sources[3]
+    assert sources[4].startswith("prof = torch.profiler.profile(")
+    assert "    prof.step()\nprof.stop()\n" in sources[5]
+    # AND each edit names its cell
+    assert all(f.message.startswith("cell ") for f in result.edits)
+    assert any(f.message.startswith("cell 2, line 1: removed https://smppy") for f in result.edits)
+    # AND a second run changes nothing
+    assert not rewrite_notebook(result.source).changed
+
+
+@pytest.mark.slow
+def test_the_converted_notebook_runs_and_records_a_bounded_window(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="torch is pinned in requirements/dev.txt")
+    # GIVEN the converted notebook's code cells as one program (IPython lines left out, as a kernel runs them)
+    sources = _sources(rewrite_notebook(NOTEBOOK.read_text()).source)
+    code = "\n".join(line for s in sources[1:] for line in s.splitlines() if not line.lstrip().startswith(("%", "!")))
+    script = tmp_path / "notebook.py"
+    script.write_text(code + "\n")
+    # WHEN run on CPU torch
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        env={**os.environ, "PROFSTACK_TRACE_DIR": str(tmp_path / "traces"), "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    # THEN one trace holds the notebook's annotation and at most three recorded steps of six
+    (trace,) = (tmp_path / "traces").glob("*.pt.trace.json")
+    names = {e["name"] for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "user_annotation"}
+    assert "nb_step" in names
+    assert 1 <= len({n for n in names if n.startswith("ProfilerStep#")}) <= 3
+
+
+def test_a_range_begun_in_one_cell_and_ended_in_another_leaves_the_notebook_as_it_was() -> None:
+    # GIVEN annotation_begin in one cell and annotation_end in the next (a `with` block would span cells)
+    text = _notebook(
+        "%pip install smprof\nimport smprof",
+        'smprof.annotation_begin("load")\ndata = [1, 2]',
+        'smprof.annotation_end("load")',
+    )
+    # WHEN rewritten THEN byte-identical, the reason given, the install line kept (the import stays)
+    result = rewrite_notebook(text)
+    assert not result.changed
+    assert result.source == text
+    assert any("would move code across cells" in f.message for f in result.manual)
+
+
+def test_a_refused_conversion_keeps_the_install_line_and_reports_by_cell() -> None:
+    text = _notebook("!pip install smprof", "import smprof\nsmprof.set_metadata({'a': 1})")
+    result = rewrite_notebook(text)
+    assert result.source == text
+    messages = [f.message for f in result.manual]
+    assert any(m.startswith("cell 2, line 2: `smprof.set_metadata` has no safe") for m in messages), messages
+    assert any(m.startswith("cell 1: names smprof/smppy (a magic or pip line)") for m in messages), messages
+
+
+def test_a_notebook_without_the_profiler_is_untouched() -> None:
+    text = _notebook("%matplotlib inline\nimport torch", "!nvidia-smi", "%%bash\npip install smprof-docs")
+    result = rewrite_notebook(text)
+    assert (result.changed, result.source, result.edits, result.manual) == (False, text, [], [])
+
+
+def test_an_unreadable_notebook_is_an_error() -> None:
+    with pytest.raises(NotebookError, match="not a notebook nbformat reads"):
+        rewrite_notebook("{not json")
+
+
+def test_cli_writes_the_notebook_and_names_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "train.ipynb"
+    path.write_text(NOTEBOOK.read_text())
+    assert main(["migrate", "smprof", "--write", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert f"{path}: rewrote: cell 4, line 3: profiler import -> import torch.profiler" in err
+    assert main(["migrate", "smprof", "--check", str(path)]) == 0
+    (tmp_path / "bad.ipynb").write_text("{")
+    assert main(["migrate", "smprof", "--check", str(tmp_path / "bad.ipynb")]) == 1
