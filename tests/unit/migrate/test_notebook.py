@@ -10,6 +10,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from nbformat.v4 import new_code_cell, new_notebook
 
 from profstack.cli import main
@@ -135,3 +137,53 @@ def test_cli_writes_the_notebook_and_names_cells(tmp_path: Path, capsys: pytest.
     assert main(["migrate", "smprof", "--check", str(path)]) == 0
     (tmp_path / "bad.ipynb").write_text("{")
     assert main(["migrate", "smprof", "--check", str(tmp_path / "bad.ipynb")]) == 1
+
+
+SCRIPTS = sorted(
+    [
+        *(NOTEBOOK.parents[1] / "scripts").glob("*.py"),
+        *(NOTEBOOK.parents[2] / "smprof" / "scripts").glob("*.py"),
+    ]
+)
+
+
+def _top_level_chunks(source: str) -> list[str]:
+    """The script cut before each top-level statement (a cell may only hold whole statements)."""
+    import ast
+
+    tree = ast.parse(source)
+    decorated = [min([n.lineno, *[d.lineno for d in getattr(n, "decorator_list", [])]]) for n in tree.body]
+    lines = source.splitlines(keepends=True)
+    cuts = sorted({1, *decorated})
+    return ["".join(lines[a - 1 : b - 1]) for a, b in zip(cuts, [*cuts[1:], len(lines) + 1], strict=True)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(script=st.sampled_from(SCRIPTS), data=st.data())
+def test_any_split_into_cells_gives_the_scripts_conversion(script: Path, data: st.DataObject) -> None:
+    import ast
+
+    from profstack.migrate.smprof import rewrite_source
+
+    # GIVEN a corpus script cut into cells at random statement boundaries
+    chunks = _top_level_chunks(script.read_text())
+    cut = data.draw(st.lists(st.booleans(), min_size=len(chunks), max_size=len(chunks)))
+    cells: list[str] = []
+    for chunk, new_cell in zip(chunks, cut, strict=True):
+        if new_cell or not cells:
+            cells.append(chunk)
+        else:
+            cells[-1] += chunk
+    text = _notebook(*[c.rstrip("\n") for c in cells])
+    # WHEN the notebook is rewritten
+    result = rewrite_notebook(text)
+    # THEN either it is refused as it was, or its cells, each valid on its own, hold the script's conversion
+    if not result.changed:
+        assert result.source == text
+        assert any("across cells" in f.message or "on its own" in f.message for f in result.manual)
+        return
+    new_cells = _sources(result.source)
+    for cell in new_cells:
+        ast.parse(cell)
+    expected = rewrite_source(script.read_text()).source
+    assert ast.dump(ast.parse("\n".join(new_cells))) == ast.dump(ast.parse(expected))
