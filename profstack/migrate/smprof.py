@@ -1023,7 +1023,12 @@ class _Analysis(cst.CSTVisitor):
                 if node.value not in self.config_names and self.provenance(node) == "other":
                     continue  # a parameter or local of the same name: someone else's object
                 shown = self.code(parent) if isinstance(parent, cst.Attribute | cst.Call) else node.value
-                self.blocking.append(Finding(self.line(node), f"`{shown}` has no safe torch.profiler mapping"))
+                self.blocking.append(
+                    Finding(
+                        self.line(node),
+                        f"`{shown}` has no safe torch.profiler mapping: remove or replace that use, then rerun",
+                    )
+                )
         for code in self.profilers:
             for node in _walk(self.module):
                 if (
@@ -1032,7 +1037,13 @@ class _Analysis(cst.CSTVisitor):
                     and any(id(n) not in self.handled for n in _names(node))
                     and not self._truth_test(node)
                 ):
-                    self.blocking.append(Finding(self.line(node), f"`{code}` is used in a way with no mapping"))
+                    self.blocking.append(
+                        Finding(
+                            self.line(node),
+                            f"`{code}` is used in a way with no mapping (what converts: its start/stop/configure "
+                            "calls, `if` tests, handing it to a function of this file): change that use, then rerun",
+                        )
+                    )
 
     def _truth_test(self, node: cst.CSTNode) -> bool:
         """`if prof:`, `prof is None`, `not prof`: as true of a torch.profiler.profile as of the old object."""
