@@ -268,6 +268,37 @@ class _Analysis(cst.CSTVisitor):
                             continue
                         self.import_stmts.append(node)
                         self._bind_import(small)
+        if self.import_stmts:
+            self._collect_reexports()
+
+    def _collect_reexports(self) -> None:
+        """Module-level `sp = smprof` / `region = smprof.annotate` / `region = annotate`: another name for the
+        module or one of its members (a re-export). The name is bound once, so it is the Profiler's wherever
+        used; the assignment goes with the imports."""
+        targets = [
+            t.target.value
+            for n in _walk(self.module)
+            if isinstance(n, cst.Assign)
+            for t in n.targets
+            if isinstance(t.target, cst.Name)
+        ]
+        for stmt in self.module.body:
+            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+                continue
+            small = stmt.body[0]
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                continue
+            target, value = small.targets[0].target, small.value
+            if not isinstance(target, cst.Name) or targets.count(target.value) != 1:
+                continue
+            if isinstance(value, cst.Name) and value.value in self.aliases and self.provenance(value) == "profiler":
+                self.aliases.add(target.value)
+            elif (attr := self.member(value)) in KNOWN_MEMBERS and attr != "SMProfiler":
+                self.members[target.value] = str(attr)
+            else:
+                continue
+            self.bindings.add(id(target))
+            self.import_stmts.append(stmt)
 
     def _inside_fallback(self, node: cst.CSTNode) -> bool:
         return any(isinstance(a, cst.Try) and a in self.import_stmts for a in self.ancestors(node))

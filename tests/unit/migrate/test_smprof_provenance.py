@@ -211,3 +211,27 @@ def test_a_step_end_hook_with_returns_steps_before_each_return() -> None:
     assert (
         "            self.p.step()\n            return None\n        self.p.step()\n        return control\n" in source
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('import smprof as sp\nsmprof = sp\nwith smprof.annotate("a"):\n    pass\n', 'record_function("a")'),
+        ('from smprof import annotate\nregion = annotate\nwith region("b"):\n    pass\n', 'record_function("b")'),
+        ('import smppy\nmark = smppy.annotate\n\n\n@mark("c")\ndef f():\n    pass\n', 'record_function("c")'),
+    ],
+)
+def test_reexports_resolve_to_the_profiler(text: str, expected: str) -> None:
+    # GIVEN another module-level name for the module or one of its members (before: refused)
+    result = rewrite_source(text)
+    # THEN it is followed: converted whole, and the re-export goes with the import
+    assert result.manual == []
+    assert expected in result.source
+    assert "smprof" not in result.source
+    assert "smppy" not in result.source
+
+
+def test_a_reexport_bound_twice_is_not_followed() -> None:
+    result = rewrite_source("import smprof\nsp = smprof\nsp = other\n")
+    assert not result.changed
+    assert any("no safe torch.profiler mapping" in f.message for f in result.manual)
