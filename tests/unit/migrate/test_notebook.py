@@ -187,3 +187,28 @@ def test_any_split_into_cells_gives_the_scripts_conversion(script: Path, data: s
         ast.parse(cell)
     expected = rewrite_source(script.read_text()).source
     assert ast.dump(ast.parse("\n".join(new_cells))) == ast.dump(ast.parse(expected))
+
+
+def test_a_launcher_notebook_gets_the_launcher_codemod_cell_by_cell() -> None:
+    import ast
+
+    # GIVEN a Studio notebook that configures ProfilerConfig in one cell and launches in another
+    text = _notebook(
+        "%pip install sagemaker",
+        "import sagemaker\nfrom sagemaker.pytorch import PyTorch\nfrom sagemaker.debugger import ProfilerConfig",
+        "role = sagemaker.get_execution_role()\npc = ProfilerConfig(system_monitor_interval_millis=500)",
+        "est = PyTorch(entry_point='train.py', role=role, instance_count=1, instance_type='ml.g5.xlarge',\n"
+        "              framework_version='2.3', py_version='py311', profiler_config=pc)\nest.fit()",
+    )
+    # WHEN rewritten
+    result = rewrite_notebook(text)
+    # THEN the Profiler settings are gone from every cell, each cell still parses, the magic stays
+    assert result.changed
+    sources = _sources(result.source)
+    assert len(sources) == 4
+    assert sources[0] == "%pip install sagemaker"
+    assert "ProfilerConfig" not in result.source
+    assert "profiler_config" not in result.source
+    for cell in sources[1:]:
+        ast.parse(cell)
+    assert all(f.message.startswith("cell ") for f in result.edits)
