@@ -491,7 +491,17 @@ class _Analysis(cst.CSTVisitor):
 
     # --- `if smprof:` guards of the optional import: torch.profiler always imports
     def visit_If(self, node: cst.If) -> None:
-        keep = self._guard(node.test)
+        test = node.test
+        if (
+            isinstance(test, cst.BooleanOperation)
+            and isinstance(test.operator, cst.And)
+            and not any(n.value in self.aliases | set(self.members) for n in _names(test.right))
+            and self._guard(test.left) is True
+        ):  # `if smprof is not None and args.profile:` -> `if args.profile:`
+            self.expr_replace[id(test)] = self.code(test.right)
+            self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+            return
+        keep = self._guard(test)
         if keep is None:
             return
         if not keep and isinstance(node.orelse, cst.If):
@@ -785,9 +795,13 @@ class _Analysis(cst.CSTVisitor):
         """A step() where the training step repeats, so the schedule bounds the recording (see _steps)."""
         loop, unreachable = self._loop_reached(owner, stmt)
         if loop is not None:
+            same_function = self.scope_of(loop) is self.scope_of(stmt)
+            if not same_function and self._refuse_conditional(owner, stmt, "the training loop's function"):
+                return
             if all(loop is not existing for existing in profiler.loops):
                 profiler.loops.append(loop)
-                self.plan.append.setdefault(id(loop), []).append(f"{owner}.step()\n")
+                step = self._guarded(f"{owner}.step()", self._conditions(stmt, loop))
+                self.plan.append.setdefault(id(loop), []).append(step)
                 self.edits.append(Finding(self.line(loop), f"added {owner}.step() at the end of the training loop"))
             return
         if unreachable is not None:
@@ -802,7 +816,8 @@ class _Analysis(cst.CSTVisitor):
             return
         hook = self._step_hook(owner, stmt) or self._work_function(owner, stmt)
         if hook is not None:
-            self._step_per_call(owner, hook)
+            if not self._refuse_conditional(owner, stmt, f"{hook.name.value}()"):
+                self._step_per_call(owner, hook)
             return
         calls = self._calls_between(stmt)
         if not calls:
@@ -818,6 +833,45 @@ class _Analysis(cst.CSTVisitor):
         self.edits.append(
             Finding(self.line(stmt), f"no loop in sight: {owner}.step() after each call; the first call is recorded")
         )
+
+    def _conditions(self, stmt: cst.CSTNode, target: cst.CSTNode | None) -> list[str]:
+        """The `if` conditions ``stmt`` (a start) runs under that do not also hold where its step goes
+        (``target``; None: another function): `if args.profile: P.start()` then the loop -> ["args.profile"].
+        Without them the step would start recording on its own (torch.profiler's schedule starts tracing
+        when step() reaches the warmup, started or not), or name a profiler that was never built."""
+        around = {id(a) for a in self.ancestors(target)} if target is not None else set()
+        out: list[str] = []
+        previous: cst.CSTNode = stmt
+        for ancestor in self.ancestors(stmt):
+            if isinstance(ancestor, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+                break
+            if (
+                isinstance(ancestor, cst.If)
+                and id(ancestor) not in around
+                and id(ancestor) not in self.unwrap
+                and not _is_main_guard(ancestor.test)
+            ):
+                test = self.expr_replace.get(id(ancestor.test)) or self.code(ancestor.test)
+                out.append(test if ancestor.body is previous else f"not ({test})")
+            previous = ancestor
+        return out
+
+    def _guarded(self, call: str, conditions: list[str]) -> str:
+        if not conditions:
+            return call + "\n"
+        test = conditions[0] if len(conditions) == 1 else " and ".join(f"({c})" for c in reversed(conditions))
+        return f"if {test}:\n    {call}\n"
+
+    def _refuse_conditional(self, owner: str, stmt: cst.SimpleStatementLine, where: str) -> bool:
+        conditions = self._conditions(stmt, None)
+        if conditions:
+            self.block_use(
+                stmt,
+                f"{owner}.start() runs only under `if {conditions[0]}:` but its step() would go in {where}, where "
+                "that is not known: start it unconditionally, or add the step() there under the same condition, "
+                "then rerun",
+            )
+        return bool(conditions)
 
     def _step_after_callers(self, profiler: _Profiler, owner: str, stmt: cst.SimpleStatementLine) -> bool:
         """`def begin(): P.start()` then `begin()` and a loop: the loop after the call, when the profiler is
@@ -837,6 +891,8 @@ class _Analysis(cst.CSTVisitor):
                 continue
             for later in self._statements_after(line):
                 loop = _steps.first_loop(later)
+                if loop is not None and self._refuse_conditional(owner, stmt, "the loop after the call"):
+                    return True
                 if loop is not None:
                     training = _steps.innermost_training_loop(loop)
                     if all(training is not existing for existing in profiler.loops):
@@ -1235,9 +1291,12 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
     replacement = _import_replacement(analysis, needs_torch=bool(analysis.edits))
     first = True
     for stmt in analysis.import_stmts:
+        flags = _try_flags(module, stmt)
         if first and replacement:
-            analysis.plan.replace[id(stmt)] = replacement
+            analysis.plan.replace[id(stmt)] = replacement + flags
             first = False
+        elif flags:
+            analysis.plan.replace[id(stmt)] = flags
         else:
             analysis.plan.remove[id(stmt)] = None
         analysis.edits.append(Finding(analysis.line(stmt), "profiler import -> import torch.profiler"))
@@ -1370,15 +1429,55 @@ def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
 
 
 def _try_statements(node: cst.Try) -> list[cst.SimpleStatementLine] | None:
+    """The first statement of the try body and of each handler, when every other statement there is an
+    availability flag (`HAS_SMPROF = True`); else None."""
     out = []
     for block in (node.body, *(h.body for h in node.handlers)):
-        if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1:
+        if not isinstance(block, cst.IndentedBlock) or not block.body:
             return None
         stmt = block.body[0]
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
             return None
+        if not all(_is_flag(s) for s in block.body[1:]):
+            return None
         out.append(stmt)
     return out
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`: the script runs as a program, not a switch for profiling."""
+    return (
+        isinstance(test, cst.Comparison)
+        and dotted(test.left) == "__name__"
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Equal)
+        and isinstance(test.comparisons[0].comparator, cst.SimpleString)
+        and test.comparisons[0].comparator.evaluated_value == "__main__"
+    )
+
+
+def _is_flag(stmt: cst.BaseStatement) -> bool:
+    """`NAME = True` / `False` / `None`: a flag saying whether the import worked."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    small = stmt.body[0]
+    return (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and dotted(small.value) in {"True", "False", "None"}
+    )
+
+
+def _try_flags(module: cst.Module, node: cst.CSTNode) -> list[str]:
+    """The flags the try body sets on success (the import always works now): they stay, after the import."""
+    if not isinstance(node, cst.Try) or not isinstance(node.body, cst.IndentedBlock):
+        return []
+    return [
+        module.code_for_node(s.body[0]).strip() + "\n"
+        for s in node.body.body[1:]
+        if isinstance(s, cst.SimpleStatementLine)
+    ]
 
 
 def _handler_types(expr: cst.BaseExpression) -> list[cst.BaseExpression]:

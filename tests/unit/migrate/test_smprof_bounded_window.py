@@ -5,11 +5,13 @@ stands (plain, under `if profile:`), where stop() stands (after the loop, in a `
 `if profile:`) and where the loop is (same block, inside an `if`, epoch and batch loops nested, in a
 function or method called after start()). Each rewrite runs against a recording stand-in for
 torch.profiler: it must build the profile with a schedule and call step() exactly once per batch,
-between start() and stop(), or be refused with the change to make. Never an unbounded recording.
+between start() and stop(), or be refused with the change to make. Never an unbounded recording; and
+with profiling switched off, no step() at all (torch's schedule starts tracing on step() by itself).
 """
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 import types
@@ -66,7 +68,11 @@ def programs(draw: st.DrawFn) -> tuple[str, int, bool]:
         )
     else:
         source += "\n\ndef main():\n" + _indent(body) + "\n\nmain()\n"
-    convertible = not (loop_kind == "function" and style != "module")
+    # refused: a loop the profiler cannot reach; a start under `if profile:` whose step would go in another
+    # function, where `profile` is not known
+    convertible = not (loop_kind == "function" and style != "module") and not (
+        start_in_if and loop_kind in {"function", "method"}
+    )
     return source, iterations, convertible
 
 
@@ -127,7 +133,8 @@ def test_every_conversion_steps_once_per_batch_under_a_schedule(program: tuple[s
     if not convertible:
         # THEN a loop the profiler cannot reach is refused, saying what to change, and nothing is edited
         assert not result.changed, result.source
-        assert any("pass the profiler to that function or make it module-level" in f.message for f in result.manual)
+        reasons = ("pass the profiler to that function or make it module-level", "runs only under `if profile:`")
+        assert any(r in f.message for f in result.manual for r in reasons), result.manual
         return
     assert result.changed, (source, result.manual)
     assert result.manual == [], result.manual
@@ -139,3 +146,12 @@ def test_every_conversion_steps_once_per_batch_under_a_schedule(program: tuple[s
     assert len(profiles) == 1, result.source
     assert profiles[0].kwargs["schedule"] == {"wait": 1, "warmup": 1, "active": 3, "repeat": 1}
     assert log == ["start", *["step"] * iterations, "stop"], result.source
+    # AND with profiling off, a step never records on its own (torch's schedule would start tracing)
+    log.clear()
+    with _fake_torch(log, profiles):
+        exec(
+            compile(result.source.replace("profile = True", "profile = False"), "<off>", "exec"), {"opt": _Optimizer()}
+        )
+    if re.search(r"if profile:\n\s+\S+\.start_profiling\(\)", source):  # the start is conditional
+        assert "start" not in log
+        assert "step" not in log, result.source

@@ -33,6 +33,7 @@ LABELS = {
     "r07_try_finally": {"guarded_step"},
     "r08_work_function_no_loop": {"mapped_step"},
     "r09_calls_only": {"inference"},
+    "r10_flag_and_conditional_start": {"flagged_step"},
 }
 
 
