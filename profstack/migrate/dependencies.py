@@ -108,7 +108,7 @@ def _is_profiler_token(token: str) -> bool:
     return bool(_WHEEL.fullmatch(bare) or _REQUIREMENT.match(bare))
 
 
-def _logical_lines(text: str) -> list[tuple[int, list[str]]]:
+def logical_lines(text: str) -> list[tuple[int, list[str]]]:
     """(first line number, physical lines) of each `\\`-continued logical line."""
     out: list[tuple[int, list[str]]] = []
     current: list[str] = []
@@ -159,7 +159,7 @@ def _requirement_options(lines: list[str]) -> tuple[list[str], list[str]] | None
 def rewrite_requirements(text: str) -> DependencyResult:
     result = DependencyResult(source=text, changed=False)
     kept: list[str] = []
-    for number, lines in _logical_lines(text):
+    for number, lines in logical_lines(text):
         first = lines[0].split("#", 1)[0].strip().rstrip("\\").strip()
         if first and _is_profiler_token(first.split()[0]):
             result.edits.append(Finding(number, f"removed `{first.split()[0]}`"))
@@ -328,7 +328,7 @@ def rewrite_dockerfile(text: str) -> DependencyResult:
     the Profiler (an ARG holding the wheel URL, a COPY of it, `${VAR}` installs) is reported."""
     result = DependencyResult(source=text, changed=False)
     out: list[str] = []
-    for number, lines in _logical_lines(text):
+    for number, lines in logical_lines(text):
         joined = "".join(lines)
         if not _MENTION.search(joined) and not _WHEEL.search(joined):
             out.extend(lines)

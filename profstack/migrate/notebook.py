@@ -7,7 +7,9 @@ each behind a marker comment, rewritten once, and split again at the markers. IP
 (`%pip ...`, `!pip ...`, `%matplotlib inline`) become placeholder comments while the Python is
 rewritten, then come back as they were, except the Profiler's install lines: `%pip install smppy`
 goes, `!pip install torch smprof` loses `smprof`, index options pointing at the Profiler's index go.
-A cell magic (`%%bash`) cell is left alone.
+Cell magics: `%%time`/`%%timeit`/`%%capture` cells are Python; a `%%writefile train.py` cell is
+rewritten as the file it writes (a script, launcher or requirements file, on its own); a `%%bash` cell's
+install lines lose the Profiler; other cell magics (`%%html`, ...) are left alone.
 
 A rewrite that would move code across cells (a range begun in one cell and ended in another), or
 leave a cell that does not parse on its own, is not made: the notebook is reported cell by cell and
@@ -23,7 +25,7 @@ from typing import Any
 
 from profstack.migrate._cst import Finding
 from profstack.migrate.dependencies import rewrite_install_lines
-from profstack.migrate.scan import notebook_uses
+from profstack.migrate.scan import PYTHON_CELL_MAGICS, SHELL_CELL_MAGICS, notebook_uses
 
 CELL = "# profstack-cell-{}"
 MAGIC = "# profstack-magic-{}"
@@ -51,6 +53,73 @@ class _Cell:
     python: str = ""  # magics replaced by placeholders
     magics: dict[int, str] = field(default_factory=dict)  # placeholder number -> the line that comes back
     edits: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class _Standalone:
+    """A cell rewritten on its own: `%%writefile train.py` (a file of its own), `%%bash` (shell lines)."""
+
+    index: int
+    source: str
+    new: str
+    edits: list[Finding] = field(default_factory=list)
+    manual: list[Finding] = field(default_factory=list)
+
+
+def _cell_magic(source: str) -> str | None:
+    first = source.lstrip().split("\n", 1)[0]
+    if not first.startswith("%%"):
+        return None
+    rest = first[2:].split()
+    return rest[0] if rest else ""
+
+
+def _writefile(index: int, source: str, launcher: object | None) -> _Standalone:
+    """`%%writefile train.py` + a script (or a requirements file): rewritten as the file it writes."""
+    from pathlib import PurePath
+
+    from profstack.migrate.dependencies import kind_of, rewrite_dependencies
+    from profstack.migrate.smprof import RewriteError, rewrite_source
+
+    header, _, body = source.partition("\n")
+    arguments = [a for a in header.split()[1:] if not a.startswith("-")]
+    name = arguments[0] if arguments else ""
+    out = _Standalone(index=index, source=source, new=source)
+    kind = kind_of(PurePath(name)) if name else None
+    try:
+        if name.endswith(".py"):
+            result: Any = rewrite_source(body, filename=name, launcher=launcher)
+        elif kind is not None:
+            result = rewrite_dependencies(kind, body)
+        else:
+            return out
+    except RewriteError as exc:
+        out.manual.append(Finding(0, f"cell {index}: {exc}"))
+        return out
+    where = f"cell {index} (%%writefile {name}), line "
+    out.edits = [Finding(0, f"{where}{f.line + 1}: {f.message}") for f in result.edits]
+    out.manual = [Finding(0, f"{where}{f.line + 1}: {f.message}") for f in result.manual]
+    if result.changed:
+        out.new = header + "\n" + result.source
+    return out
+
+
+def _shell_cell(index: int, source: str) -> _Standalone:
+    """A `%%bash` cell: its `pip install` lines lose the Profiler's packages and index options."""
+    from profstack.migrate.dependencies import logical_lines
+
+    out = _Standalone(index=index, source=source, new=source)
+    lines: list[str] = []
+    for number, logical in logical_lines(source):
+        rewritten = rewrite_install_lines(logical) if number > 1 and _INSTALL.search("".join(logical)) else None
+        if rewritten is None:
+            lines.extend(logical)
+            continue
+        new, removed = rewritten
+        out.edits.append(Finding(0, f"cell {index}, line {number}: removed {', '.join(removed)}"))
+        lines.extend(new)
+    out.new = "".join(lines)
+    return out
 
 
 def _magic_line(line: str, cell: _Cell, number: int) -> str | None:
@@ -145,19 +214,28 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _code_cells(notebook: Any) -> list[_Cell]:
-    """The code cells (not cell magics such as `%%bash`), their IPython lines turned into placeholders."""
+def _code_cells(notebook: Any, launcher: object | None) -> tuple[list[_Cell], list[_Standalone]]:
+    """The notebook's Python cells (IPython lines turned into placeholders; `%%time`-style cells are
+    Python too), and the cells rewritten on their own (`%%writefile`, `%%bash`). Other cell magics
+    (`%%html`, ...) are left alone."""
     cells: list[_Cell] = []
+    standalone: list[_Standalone] = []
     counter = [0]
     for index, cell in enumerate(notebook.get("cells", []), start=1):
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
-        if cell.get("cell_type") != "code" or source.lstrip().startswith("%%"):
+        magic = _cell_magic(source)
+        if cell.get("cell_type") != "code":
             continue
-        prepared = _Cell(index=index, source=source)
-        _prepare(prepared, counter)
-        cells.append(prepared)
-    return cells
+        if magic == "writefile":
+            standalone.append(_writefile(index, source, launcher))
+        elif magic in SHELL_CELL_MAGICS:
+            standalone.append(_shell_cell(index, source))
+        elif magic is None or magic in PYTHON_CELL_MAGICS:
+            prepared = _Cell(index=index, source=source)
+            _prepare(prepared, counter)
+            cells.append(prepared)
+    return cells, standalone
 
 
 def _join(cells: list[_Cell]) -> tuple[str, list[tuple[int, _Cell]]]:
@@ -171,9 +249,13 @@ def _join(cells: list[_Cell]) -> tuple[str, list[tuple[int, _Cell]]]:
     return joined, starts
 
 
-def _put_back(notebook: Any, cells: list[_Cell], split: dict[int, str]) -> bool:
+def _put_back(notebook: Any, cells: list[_Cell], split: dict[int, str], standalone: list[_Standalone]) -> bool:
     """Each cell's new source, magics restored, into the notebook; whether any changed."""
     changed = False
+    for alone in standalone:
+        if alone.new != alone.source:
+            notebook.cells[alone.index - 1].source = alone.new
+            changed = True
     for cell in cells:
         new = _restore(split[cell.index], cell.magics)
         if not cell.source.endswith("\n") and new.endswith("\n"):
@@ -184,43 +266,61 @@ def _put_back(notebook: Any, cells: list[_Cell], split: dict[int, str]) -> bool:
     return changed
 
 
-def rewrite_notebook(text: str, *, launcher: object | None = None) -> NotebookResult:
-    """Rewrite the notebook's code cells; raises NotebookError when nbformat cannot read it."""
-    import nbformat
+@dataclass
+class _Joined:
+    split: dict[int, str]
+    edits: list[Finding] = field(default_factory=list)
+    manual: list[Finding] = field(default_factory=list)
+    refusal: list[Finding] | None = None  # the notebook stays as it was, for these reasons
 
+
+def _rewrite_cells(cells: list[_Cell], text: str, launcher: object | None) -> _Joined:
+    """The Python cells rewritten as one module and split back at their markers."""
     from profstack.migrate.smprof import RewriteError, rewrite_source
 
-    notebook, invalid = _read(text)
-    if invalid is not None:  # nbformat would write it back changed (or not at all): report, never edit
-        uses = notebook_uses(text)
-        why = f"not rewritten: the notebook does not validate ({invalid}); open and save it in Jupyter, then rerun"
-        return NotebookResult(source=text, changed=False, manual=[*uses, Finding(0, why)] if uses else [])
-    cells = _code_cells(notebook)
     if not cells:
-        return NotebookResult(source=text, changed=False, manual=notebook_uses(text))
+        return _Joined(split={})
     joined, starts = _join(cells)
     try:
         result = rewrite_source(joined, filename="<notebook>", launcher=launcher)
     except RewriteError as exc:
         why = str(exc).removeprefix("<notebook>:").strip()
         refused = Finding(0, f"not rewritten: the code cells do not parse as Python ({why})")
-        return NotebookResult(source=text, changed=False, manual=[*notebook_uses(text), refused])
+        return _Joined(split={}, refusal=[*notebook_uses(text), refused])
     manual = [Finding(0, _where(f, starts) + f.message) for f in result.manual]
     if not result.changed and result.manual:  # the Python stays (refused): so do its install lines
-        return NotebookResult(source=text, changed=False, manual=sorted(set(manual + _magics_left(text))))
+        return _Joined(split={}, refusal=sorted(set(manual + _magics_left(text))))
     split = _split(result.source, cells) if result.changed else {c.index: c.python for c in cells}
     problem = _cells_that_break(split, cells)
     if problem:
-        return NotebookResult(source=text, changed=False, manual=[*notebook_uses(text), Finding(0, problem)])
+        return _Joined(split={}, refusal=[*notebook_uses(text), Finding(0, problem)])
     assert split is not None
-    if not _put_back(notebook, cells, split):
+    edits = [Finding(0, _where(f, starts) + f.message) for f in result.edits]
+    edits += [finding for cell in cells for finding in cell.edits]
+    return _Joined(split=split, edits=edits, manual=manual)
+
+
+def rewrite_notebook(text: str, *, launcher: object | None = None) -> NotebookResult:
+    """Rewrite the notebook's code cells; raises NotebookError when nbformat cannot read it."""
+    import nbformat
+
+    notebook, invalid = _read(text)
+    if invalid is not None:  # nbformat would write it back changed (or not at all): report, never edit
+        uses = notebook_uses(text)
+        why = f"not rewritten: the notebook does not validate ({invalid}); open and save it in Jupyter, then rerun"
+        return NotebookResult(source=text, changed=False, manual=[*uses, Finding(0, why)] if uses else [])
+    cells, standalone = _code_cells(notebook, launcher)
+    joined = _rewrite_cells(cells, text, launcher)
+    if joined.refusal is not None:
+        return NotebookResult(source=text, changed=False, manual=joined.refusal)
+    manual = joined.manual + [finding for alone in standalone for finding in alone.manual]
+    if not _put_back(notebook, cells, joined.split, standalone):
         return NotebookResult(source=text, changed=False, manual=sorted(set(manual + _magics_left(text))))
     writes: Any = nbformat.writes  # untyped
     written = str(writes(notebook))
     if text.endswith("\n") and not written.endswith("\n"):
         written += "\n"
-    edits = [Finding(0, _where(f, starts) + f.message) for f in result.edits]
-    edits += [finding for cell in cells for finding in cell.edits]
+    edits = joined.edits + [finding for alone in standalone for finding in alone.edits]
     return NotebookResult(source=written, changed=True, edits=edits, manual=sorted(set(manual + _magics_left(written))))
 
 

@@ -171,6 +171,11 @@ _NOTEBOOK_MENTION = re.compile(
 )
 
 
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})  # the rest of the cell is Python
+SHELL_CELL_MAGICS = frozenset({"bash", "sh", "script", "system"})
+READ_CELL_MAGICS = PYTHON_CELL_MAGICS | SHELL_CELL_MAGICS | {"writefile"}  # others (`%%html`) are not code we read
+
+
 def notebook_uses(text: str) -> list[Finding]:
     """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0): the
     check after `profstack.migrate.notebook` has rewritten what it can. Magic and shell lines (`%pip`,
@@ -186,6 +191,9 @@ def notebook_uses(text: str) -> list[Finding]:
             continue
         source = cell.get("source", "")
         code = "".join(source) if isinstance(source, list) else str(source)
+        first = code.lstrip().split("\n", 1)[0]
+        if first.startswith("%%") and (first[2:].split() or [""])[0] not in READ_CELL_MAGICS:
+            continue  # `%%html`, `%%markdown`, ...: text, not code
         python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
         uses = [f.message for f in remaining_uses(python) if not f.message.startswith("cannot parse")]
         if uses or _NOTEBOOK_MENTION.search(code):

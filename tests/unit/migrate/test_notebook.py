@@ -212,3 +212,39 @@ def test_a_launcher_notebook_gets_the_launcher_codemod_cell_by_cell() -> None:
     for cell in sources[1:]:
         ast.parse(cell)
     assert all(f.message.startswith("cell ") for f in result.edits)
+
+
+def test_cell_magics_writefile_bash_and_time() -> None:
+    import ast
+
+    # GIVEN a notebook that writes its training script with %%writefile, installs in %%bash, and times a
+    # profiled cell with %%time, next to an %%html cell
+    script = (
+        "import smprof\nimport torch\n\nP = smprof.SMProfiler.instance()\nP.start_profiling()\n"
+        "for b in range(3):\n    with smprof.annotate('s'):\n        torch.ones(1).sum()\nP.stop_profiling()\n"
+    )
+    text = _notebook(
+        "%%writefile train.py\n" + script,
+        "%%bash\npip install --quiet smppy torch \\\n"
+        "    --extra-index-url https://smppy.s3.amazonaws.com/simple\necho ok",
+        "import smppy\nQ = smppy.SMProfiler.instance()",
+        "%%time\nQ.start_profiling()\nfor i in range(3):\n    x = i\nQ.stop_profiling()",
+        "%%html\n<b>smprof</b>",
+    )
+    # WHEN rewritten
+    result = rewrite_notebook(text)
+    sources = _sources(result.source)
+    # THEN the written file is the script's own conversion, under its magic line
+    assert sources[0].startswith("%%writefile train.py\n")
+    assert "torch.profiler.record_function('s')" in sources[0]
+    assert "P.step()" in sources[0]
+    ast.parse(sources[0].split("\n", 1)[1])
+    # AND the shell cell keeps torch and its layout without the Profiler
+    assert sources[1] == "%%bash\npip install --quiet torch\necho ok"
+    # AND the %%time cell is converted with the rest of the notebook's Python
+    assert sources[3].startswith("%%time\nQ.start()\n")
+    assert "    Q.step()\n" in sources[3]
+    # AND the %%html cell is left alone (and, not being code the tool reads, not reported)
+    assert sources[4] == "%%html\n<b>smprof</b>"
+    assert result.manual == []
+    assert any(f.message.startswith("cell 1 (%%writefile train.py), line ") for f in result.edits)
