@@ -35,10 +35,11 @@ def register(subparsers: Any) -> None:
     commands = parser.add_subparsers(dest="migrate_command", metavar="TOOL", required=True)
     smprof = commands.add_parser(
         "smprof",
-        help="rewrite smprof/smppy scripts, SageMaker launchers and dependency files (prints a diff unless --write)",
-        description="Take SageMaker Profiler out of training scripts (-> torch.profiler), launchers "
-        "(ProfilerConfig -> TensorBoardOutputConfig on the ProfStack prefix) and requirements/Dockerfile/"
-        "pyproject/setup.cfg. Prints a unified diff by default; --write edits the files in place.",
+        help="rewrite smprof/smppy scripts, notebooks, SageMaker launchers and dependency files (prints a diff "
+        "unless --write)",
+        description="Take SageMaker Profiler out of training scripts (-> torch.profiler), notebooks (their code "
+        "cells), launchers (ProfilerConfig -> TensorBoardOutputConfig on the ProfStack prefix) and requirements/"
+        "Dockerfile/pyproject/setup.cfg. Prints a unified diff by default; --write edits the files in place.",
     )
     smprof.add_argument(
         "paths", nargs="+", type=Path, metavar="PATH", help="files or directories (searched recursively)"

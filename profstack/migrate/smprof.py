@@ -578,12 +578,13 @@ class _Analysis(cst.CSTVisitor):
             self.handled.add(id(node.targets[0].target))
         elif isinstance(node, cst.Call) and dotted(node.func) in self.functions:
             callee = self.functions[str(dotted(node.func))]
-            names = _steps.params(callee)
+            names = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]  # positional
+            keywords = _steps.params(callee)
             for index, arg in enumerate(node.args):
                 if not (isinstance(arg.value, cst.Name) and arg.value.value in flow) or arg.star:
                     continue
                 param = arg.keyword.value if arg.keyword is not None else (names[index] if index < len(names) else "")
-                if param in names:
+                if param in keywords:
                     flow.add(param)
                     self.returned.add(arg.value.value)
                     self.handled.add(id(arg.value))
