@@ -7,16 +7,20 @@ the codemod must place a step wherever the training step repeats. In order of pr
 1. the training loop that runs after `start()`: in the same block, in a block after the `if` holding
    the start (`if args.profile: P.start()`), inside an `if`/`try`/`with` that follows (two nested loops
    under `if args.profile:`, a try/finally around the loop), or inside a function or method of this
-   module called after the start (`self.train_epoch()` whose loop calls `self.train_step`); of nested
-   loops, the deepest that calls backward()/step() (the batch loop, not the epoch loop);
+   module called after the start (`self.train_epoch()` whose loop calls `self.train_step`), or after
+   the call of the function that starts it (`begin()` then the loop); of nested loops, the deepest
+   that calls backward()/step() (the batch loop, not the epoch loop);
 2. a callback's step-end hook (Hugging Face `TrainerCallback.on_step_end`, Lightning
    `Callback.on_train_batch_end`) of the class whose hook starts the profile;
 3. the one function of the module that does a training step (calls backward(), or is named
    `train_step`/`training_step`): one step() per call;
 4. the calls between start() and stop(): one step() after each, with a schedule that records the first.
 
-A loop the profiler object cannot be seen from (a local passed nowhere) is a refusal with the change
-to make, never an unbounded recording.
+A start under `if args.profile:` gets its step under the same condition (torch's schedule starts
+tracing on step() by itself). A loop the profiler object cannot be seen from (a local passed nowhere),
+or a conditional start whose step would land in another function, is a refusal with the change to
+make, never an unbounded recording. The placement itself lives in `smprof._Analysis`; this module
+holds the syntax-tree questions it asks.
 """
 
 from __future__ import annotations
