@@ -145,6 +145,7 @@ def _index_options(tokens: list[_Token]) -> list[str]:
 def _requirement_options(lines: list[str]) -> tuple[list[str], list[str]] | None:
     """A requirements line holding the Profiler's index options: (the line without them, what went)."""
     code = [line.split(" #", 1)[0] if not line.lstrip().startswith("#") else "" for line in lines]
+    comments = [line.rstrip("\r\n")[len(c.rstrip("\r\n")) :] for line, c in zip(lines, code, strict=True)]
     tokens = _tokens(code)
     if not tokens or not tokens[0].value.startswith("-"):
         return None
@@ -153,7 +154,7 @@ def _requirement_options(lines: list[str]) -> tuple[list[str], list[str]] | None
         return None
     if all(t.drop for t in tokens):
         return [], removed
-    return _rebuild(lines, tokens), removed
+    return _rebuild(lines, tokens, comments), removed
 
 
 def rewrite_requirements(text: str) -> DependencyResult:
@@ -283,9 +284,9 @@ def _tokens(lines: list[str]) -> list[_Token] | None:
     return out
 
 
-def _rebuild(lines: list[str], tokens: list[_Token]) -> list[str]:
+def _rebuild(lines: list[str], tokens: list[_Token], comments: list[str] | None = None) -> list[str]:
     """The physical lines without the dropped tokens: untouched lines verbatim, a line left empty gone, and
-    the last line left without a `\\` continuation."""
+    the last line left without a `\\` continuation. ``comments``: each line's trailing comment, kept."""
     out: list[str] = []
     for number, line in enumerate(lines):
         mine = [t for t in tokens if t.line == number]
@@ -298,7 +299,9 @@ def _rebuild(lines: list[str], tokens: list[_Token]) -> list[str]:
         ending = line[len(line.rstrip("\r\n")) :]
         indent = line[: len(line) - len(line.lstrip())]
         continued = line.rstrip("\r\n").endswith("\\")
-        out.append(indent + " ".join(kept) + (" \\" if continued else "") + ending)
+        comment = comments[number].strip() if comments else ""
+        tail = (" \\" if continued else "") + (f"  {comment}" if comment else "")
+        out.append(indent + " ".join(kept) + tail + ending)
     if out:
         last = out[-1]
         ending = last[len(last.rstrip("\r\n")) :]

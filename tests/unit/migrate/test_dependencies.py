@@ -241,13 +241,14 @@ def test_requirements_lose_the_profilers_index_options_and_keep_the_rest_of_the_
     text = (
         "--extra-index-url https://smppy.s3.amazonaws.com/simple\n"
         "--index-url=https://pypi.org/simple\n"
-        "--extra-index-url https://download.pytorch.org/whl/cu121 --trusted-host smppy.s3.amazonaws.com\n"
+        "--extra-index-url https://download.pytorch.org/whl/cu121 --trusted-host smppy.s3.amazonaws.com  # GPU\n"
         "-f https://smppy.s3.amazonaws.com/pytorch/cu121/\n"
         "torch==2.3.1\n"
     )
     result = rewrite_dependencies("requirements", text)
     assert result.source == (
-        "--index-url=https://pypi.org/simple\n--extra-index-url https://download.pytorch.org/whl/cu121\ntorch==2.3.1\n"
+        "--index-url=https://pypi.org/simple\n--extra-index-url https://download.pytorch.org/whl/cu121  # GPU\n"
+        "torch==2.3.1\n"
     )
     assert [f.line for f in result.edits] == [1, 3, 4]
     assert result.manual == []
