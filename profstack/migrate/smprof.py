@@ -86,6 +86,8 @@ class _NewerSyntax(RewriteError):
 def _parse(source: str, filename: str) -> cst.Module:
     try:
         ast.parse(source, filename=filename)
+    except RecursionError:
+        raise RewriteError(f"{filename}: nested too deeply for the codemod to walk; left as is") from None
     except SyntaxError as exc:
         try:
             cst.parse_module(source)
@@ -1244,6 +1246,8 @@ def _import_replacement(analysis: _Analysis, *, needs_torch: bool) -> list[str]:
 
 def rewrite_script(module: cst.Module) -> tuple[cst.Module, list[Finding], list[Finding]]:
     """(new module, edits, blocking findings). With blocking findings the module is returned as is."""
+    if not any(isinstance(n, cst.Import | cst.ImportFrom) and _imports_smprof(n) for n in _walk(module)):
+        return module, [], []  # nothing of the Profiler imported: no metadata to resolve (scopes cost time)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = _Analysis(module)
     with analysis.resolve(wrapper):
@@ -1501,12 +1505,15 @@ def rewrite_source(source: str, *, filename: str = "<script>", launcher: object 
     options = launcher if isinstance(launcher, LauncherOptions) else LauncherOptions()
     edits: list[Finding] = []
     manual: list[Finding] = []
-    script, script_edits, script_manual = rewrite_script(module)
-    edits += script_edits
-    manual += script_manual
-    if script is not module:
-        script = _parse(script.code, filename)
-    launched, launch_edits, launch_manual = rewrite_launcher(script, options)
+    try:
+        script, script_edits, script_manual = rewrite_script(module)
+        edits += script_edits
+        manual += script_manual
+        if script is not module:
+            script = _parse(script.code, filename)
+        launched, launch_edits, launch_manual = rewrite_launcher(script, options)
+    except RecursionError:  # LibCST walks the tree recursively: a generated 1000-term expression exhausts it
+        raise RewriteError(f"{filename}: nested too deeply for the codemod to walk; left as is") from None
     edits += launch_edits
     manual += launch_manual
     new_source = launched.code

@@ -235,3 +235,13 @@ def test_a_reexport_bound_twice_is_not_followed() -> None:
     result = rewrite_source("import smprof\nsp = smprof\nsp = other\n")
     assert not result.changed
     assert any("no safe torch.profiler mapping" in f.message for f in result.manual)
+
+
+def test_an_expression_nested_too_deeply_is_a_one_line_error() -> None:
+    from profstack.migrate.smprof import RewriteError
+
+    # GIVEN a generated file with a 400-term sum (Python parses it; LibCST's recursive walk cannot)
+    source = "import smprof\nx = " + " + ".join(["1"] * 400) + "\n"
+    # WHEN rewritten THEN a RewriteError says so (before: a RecursionError traceback)
+    with pytest.raises(RewriteError, match="nested too deeply"):
+        rewrite_source(source, filename="gen.py")
