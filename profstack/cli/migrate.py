@@ -1,8 +1,8 @@
 """`profstack migrate smprof PATH...`: take SageMaker Profiler out of scripts, launchers and dependencies.
 
-Python files get the LibCST codemods (training scripts -> torch.profiler; launchers lose
-ProfilerConfig and gain the ProfStack TensorBoard output and owner tag). Requirements files,
-Dockerfiles, pyproject.toml and setup.cfg lose the lines installing smprof/smppy. One unreadable or
+Python files and the code cells of notebooks get the LibCST codemods (training scripts ->
+torch.profiler; launchers lose ProfilerConfig and gain the ProfStack TensorBoard output and owner
+tag). Requirements files, Dockerfiles, pyproject.toml and setup.cfg lose what installs smprof/smppy. One unreadable or
 unparsable file is reported and the others are still processed. The account-side tools (audit,
 cleanup, ...) live under `profstack legacy`.
 """
@@ -35,10 +35,11 @@ def register(subparsers: Any) -> None:
     commands = parser.add_subparsers(dest="migrate_command", metavar="TOOL", required=True)
     smprof = commands.add_parser(
         "smprof",
-        help="rewrite smprof/smppy scripts, SageMaker launchers and dependency files (prints a diff unless --write)",
-        description="Take SageMaker Profiler out of training scripts (-> torch.profiler), launchers "
-        "(ProfilerConfig -> TensorBoardOutputConfig on the ProfStack prefix) and requirements/Dockerfile/"
-        "pyproject/setup.cfg. Prints a unified diff by default; --write edits the files in place.",
+        help="rewrite smprof/smppy scripts, notebooks, SageMaker launchers and dependency files (prints a diff "
+        "unless --write)",
+        description="Take SageMaker Profiler out of training scripts (-> torch.profiler), notebooks (their code "
+        "cells), launchers (ProfilerConfig -> TensorBoardOutputConfig on the ProfStack prefix) and requirements/"
+        "Dockerfile/pyproject/setup.cfg. Prints a unified diff by default; --write edits the files in place.",
     )
     smprof.add_argument(
         "paths", nargs="+", type=Path, metavar="PATH", help="files or directories (searched recursively)"
@@ -155,18 +156,28 @@ def _process(path: Path, kind: str | None, text: str, args: argparse.Namespace) 
     from profstack.migrate.launcher import LauncherOptions
     from profstack.migrate.smprof import rewrite_source
 
-    if kind == "notebook":
-        from profstack.migrate.scan import notebook_uses
-
-        return _Outcome(False, text, [], notebook_uses(text))
-    if kind is not None:
+    if kind is not None and kind != "notebook":
         dep = rewrite_dependencies(kind, text)
         return _Outcome(dep.changed, dep.source, dep.edits, dep.manual)
     options = LauncherOptions(
         user=args.user, trace_bucket=args.trace_bucket, tensorboard=not args.no_tensorboard_config
     )
+    if kind == "notebook":
+        from profstack.migrate.notebook import NotebookError, rewrite_notebook
+
+        try:
+            notebook = rewrite_notebook(text, launcher=options)
+        except NotebookError as exc:
+            return _Outcome(False, text, [], [_finding(0, str(exc))])
+        return _Outcome(notebook.changed, notebook.source, notebook.edits, notebook.manual)
     result = rewrite_source(text, filename=str(path), launcher=options)
     return _Outcome(result.changed, result.source, result.edits, result.manual)
+
+
+def _finding(line: int, message: str) -> Any:
+    from profstack.migrate._cst import Finding
+
+    return Finding(line, message)
 
 
 def _check_launcher_values(args: argparse.Namespace) -> None:
@@ -206,7 +217,8 @@ def run_smprof(args: argparse.Namespace) -> int:
             failed += 1
             continue
         for finding in outcome.edits:
-            print(f"{path}:{finding.line}: rewrote: {finding.message}", file=sys.stderr)
+            where = f"{path}:{finding.line}" if finding.line else str(path)  # a notebook's say `cell N, line M`
+            print(f"{where}: rewrote: {finding.message}", file=sys.stderr)
         for finding in outcome.manual:
             where = f"{path}:{finding.line}" if finding.line else str(path)
             print(f"{where}: needs review: {finding.message}", file=sys.stderr)

@@ -121,6 +121,7 @@ def rebuild_body(
             )
             pending = []
             out.append(with_node)
+            out.extend(parse_statements(plan.insert_after.get(end_key, [])))  # after the block the end closes
             index = end_index + 1
             continue
         if key in plan.remove:

@@ -24,7 +24,9 @@ _NAME = r"(?:smprof|smppy)"
 # smppy's wheels: https://smppy.s3.amazonaws.com/<framework>/<cuda>/smprof-<ver>-<tags>.whl
 _WHEEL = re.compile(r"(?:https?://[^\s\"']*smppy[^\s\"']*|[^\s\"']*\b" + _NAME + r"-[^\s\"']*\.whl)", re.I)
 _REQUIREMENT = re.compile(r"^\s*" + _NAME + r"(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?:[<>=!~;@].*)?$", re.I)
-_MENTION = re.compile(_NAME, re.I)  # anywhere: `SMPROF_WHEEL` in an ARG counts
+# anywhere (`SMPROF_WHEEL` in an ARG, the bucket in a URL, `smprof-0.3-...whl`), but not another package
+# whose name starts the same (`smprofiler-tools`, `smprof-docs`)
+_MENTION = re.compile(r"(?<![A-Za-z0-9-])" + _NAME + r"(?![A-Za-z0-9]|-[A-Za-z])", re.I)
 # pip install options that take no value: a Profiler token after one of these is a package; after any
 # other option (`-i`, `--index-url`, `-f`, `-c`, ...) it is that option's value and the line is reported
 PIP_FLAGS = frozenset(
@@ -106,7 +108,7 @@ def _is_profiler_token(token: str) -> bool:
     return bool(_WHEEL.fullmatch(bare) or _REQUIREMENT.match(bare))
 
 
-def _logical_lines(text: str) -> list[tuple[int, list[str]]]:
+def logical_lines(text: str) -> list[tuple[int, list[str]]]:
     """(first line number, physical lines) of each `\\`-continued logical line."""
     out: list[tuple[int, list[str]]] = []
     current: list[str] = []
@@ -123,13 +125,50 @@ def _logical_lines(text: str) -> list[tuple[int, list[str]]]:
     return out
 
 
+def _index_options(tokens: list[_Token]) -> list[str]:
+    """Mark `--extra-index-url <the Profiler's index>` (and -i, -f, --trusted-host, `--opt=value`) for removal."""
+    removed = []
+    for position, token in enumerate(tokens):
+        option, inline = _split_option(token.value)
+        if option not in INDEX_OPTIONS:
+            continue
+        value_token = tokens[position + 1] if inline is None and position + 1 < len(tokens) else None
+        value = inline if inline is not None else (value_token.value if value_token else "")
+        if _profiler_location(value):
+            token.drop = True
+            if value_token is not None:
+                value_token.drop = True
+            removed.append(f"{option} {value}")
+    return removed
+
+
+def _requirement_options(lines: list[str]) -> tuple[list[str], list[str]] | None:
+    """A requirements line holding the Profiler's index options: (the line without them, what went)."""
+    code = [line.split(" #", 1)[0] if not line.lstrip().startswith("#") else "" for line in lines]
+    comments = [line.rstrip("\r\n")[len(c.rstrip("\r\n")) :] for line, c in zip(lines, code, strict=True)]
+    tokens = _tokens(code)
+    if not tokens or not tokens[0].value.startswith("-"):
+        return None
+    removed = _index_options(tokens)
+    if not removed:
+        return None
+    if all(t.drop for t in tokens):
+        return [], removed
+    return _rebuild(lines, tokens, comments), removed
+
+
 def rewrite_requirements(text: str) -> DependencyResult:
     result = DependencyResult(source=text, changed=False)
     kept: list[str] = []
-    for number, lines in _logical_lines(text):
+    for number, lines in logical_lines(text):
         first = lines[0].split("#", 1)[0].strip().rstrip("\\").strip()
         if first and _is_profiler_token(first.split()[0]):
             result.edits.append(Finding(number, f"removed `{first.split()[0]}`"))
+            continue
+        options = _requirement_options(lines)
+        if options is not None:
+            result.edits.append(Finding(number, "removed " + ", ".join(options[1])))
+            kept.extend(options[0])
             continue
         if _MENTION.search("".join(lines).split("#", 1)[0]):
             result.manual.append(Finding(number, "names the SageMaker Profiler package; remove it by hand"))
@@ -139,54 +178,176 @@ def rewrite_requirements(text: str) -> DependencyResult:
     return result
 
 
-def _rewrite_pip_segment(segment: str) -> tuple[str | None, list[str]]:
-    """A `pip install ...` command without its Profiler packages: None if nothing is left to install."""
-    try:
-        tokens = shlex.split(segment)
-    except ValueError:
-        return segment, []
-    pip = next((i for i, t in enumerate(tokens) if t == "install"), None)
-    if pip is None or not any("pip" in t for t in tokens[:pip]):
-        return segment, []
-    args = tokens[pip + 1 :]
-    if any(t.startswith("#") for t in args):
-        return segment, []  # a shell comment: shlex.join would quote it into a package named '#'
-    removed = [t for t in args if _is_profiler_token(t)]
-    if not removed:
-        return segment, []
-    for i, token in enumerate(args):
-        before = args[i - 1] if i else ""
-        if _is_profiler_token(token) and before.startswith("-") and "=" not in before and before not in PIP_FLAGS:
-            return segment, []  # the value of an option (`--index-url <smppy URL>`, `-f <dir>`): not a package
-    packages = [t for t in tokens[pip + 1 :] if not t.startswith("-") and not _is_profiler_token(t)]
-    if not packages:
-        return None, removed
-    kept = tokens[: pip + 1] + [t for t in tokens[pip + 1 :] if not _is_profiler_token(t)]
-    return shlex.join(kept), removed
+# the Profiler's package index / wheel location (smppy's S3 bucket): an option pointing there goes with its value
+INDEX_OPTIONS = frozenset({"--index-url", "-i", "--extra-index-url", "--find-links", "-f", "--trusted-host"})
+# options whose value installs something: `pip install -r requirements.txt smprof` still installs
+SOURCE_OPTIONS = frozenset({"-r", "--requirement", "-e", "--editable"})
+_RAW_TOKEN = re.compile(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""")
+_SHELL_SEPARATORS = frozenset({"&&", "||", ";", "|"})
+
+
+def _profiler_location(value: str) -> bool:
+    """A URL or host of the Profiler's own index/bucket (`https://smppy.s3.amazonaws.com/simple`)."""
+    return bool(re.search(r"(?:^|[/.@])smppy[.\-]", value.strip("\"'"), re.I))
+
+
+def _split_option(token: str) -> tuple[str, str | None]:
+    """`--index-url=URL` -> ("--index-url", "URL"); `--pre` -> ("--pre", None)."""
+    if token.startswith("--") and "=" in token:
+        name, value = token.split("=", 1)
+        return name, value
+    return token, None
+
+
+def _takes_value(option: str) -> bool:
+    return option.startswith("-") and option not in PIP_FLAGS
+
+
+@dataclass
+class _Token:
+    raw: str
+    value: str
+    line: int  # index of the physical line
+    drop: bool = False
+
+
+def _plan_pip_drops(tokens: list[_Token]) -> list[str] | None:
+    """Mark the Profiler's packages and index options of each `pip install` in ``tokens`` for removal.
+    The names removed; None when a `pip install` would be left installing nothing while other commands
+    share the RUN (a person decides), or a shell comment follows (the codemod cannot tell its extent)."""
+    removed: list[str] = []
+    index = 0
+    while index < len(tokens):
+        if tokens[index].value == "install" and index and "pip" in tokens[index - 1].value:
+            end = next((i for i in range(index + 1, len(tokens)) if tokens[i].value in _SHELL_SEPARATORS), len(tokens))
+            outcome = _plan_one_install(tokens[index + 1 : end])
+            if outcome is None:
+                return None
+            gone, sources = outcome
+            removed += gone
+            shared = any(t.value in _SHELL_SEPARATORS for t in tokens)
+            if gone and not sources:
+                if shared:
+                    return None
+                for token in tokens:
+                    token.drop = True  # the RUN did nothing but install the Profiler
+            index = end
+        index += 1
+    return removed
+
+
+def _plan_one_install(args: list[_Token]) -> tuple[list[str], int] | None:
+    """(what goes, how many package sources stay) for one `pip install`'s arguments."""
+    if any(t.value.startswith("#") for t in args):
+        return None
+    gone: list[str] = []
+    sources = 0
+    position = 0
+    while position < len(args):
+        token = args[position]
+        option, inline = _split_option(token.value)
+        if option.startswith("-") and _takes_value(option):
+            value_token = None if inline is not None or position + 1 >= len(args) else args[position + 1]
+            value = inline if inline is not None else (value_token.value if value_token else "")
+            if option in INDEX_OPTIONS and _profiler_location(value):
+                token.drop = True
+                if value_token is not None:
+                    value_token.drop = True
+                gone.append(f"{option} {value}")
+            elif _is_profiler_token(value):
+                return None  # `-c <profiler thing>`: an option of its own, not ours to drop
+            elif option in SOURCE_OPTIONS:
+                sources += 1
+            position += 1 if inline is not None else 2
+            continue
+        if not option.startswith("-"):
+            if _is_profiler_token(token.value):
+                token.drop = True
+                gone.append(token.value)
+            else:
+                sources += 1
+        position += 1
+    return gone, sources
+
+
+def _tokens(lines: list[str]) -> list[_Token] | None:
+    out: list[_Token] = []
+    for number, line in enumerate(lines):
+        body = line.rstrip("\r\n")
+        body = body[:-1] if body.endswith("\\") else body
+        for raw in _RAW_TOKEN.findall(body):
+            try:
+                parts = shlex.split(raw)
+            except ValueError:
+                return None
+            out.append(_Token(raw=raw, value=parts[0] if parts else "", line=number))
+    return out
+
+
+def _rebuild(lines: list[str], tokens: list[_Token], comments: list[str] | None = None) -> list[str]:
+    """The physical lines without the dropped tokens: untouched lines verbatim, a line left empty gone, and
+    the last line left without a `\\` continuation. ``comments``: each line's trailing comment, kept."""
+    out: list[str] = []
+    for number, line in enumerate(lines):
+        mine = [t for t in tokens if t.line == number]
+        if not any(t.drop for t in mine):
+            out.append(line)
+            continue
+        kept = [t.raw for t in mine if not t.drop]
+        if not kept:
+            continue
+        ending = line[len(line.rstrip("\r\n")) :]
+        indent = line[: len(line) - len(line.lstrip())]
+        continued = line.rstrip("\r\n").endswith("\\")
+        comment = comments[number].strip() if comments else ""
+        tail = (" \\" if continued else "") + (f"  {comment}" if comment else "")
+        out.append(indent + " ".join(kept) + tail + ending)
+    if out:
+        last = out[-1]
+        ending = last[len(last.rstrip("\r\n")) :]
+        body = last.rstrip("\r\n")
+        if body.endswith("\\") and not lines[-1].rstrip("\r\n").endswith("\\"):
+            out[-1] = body[:-1].rstrip() + ending
+    return out
+
+
+def rewrite_install_lines(lines: list[str]) -> tuple[list[str], list[str]] | None:
+    """A RUN instruction (its physical lines) without the Profiler's packages and index options.
+    (new lines, what was removed); None: not safely editable (reported)."""
+    tokens = _tokens(lines)
+    if tokens is None or any("$" in t.raw and _MENTION.search(t.raw) for t in tokens):
+        return None
+    removed = _plan_pip_drops(tokens)
+    if removed is None or not removed:
+        return None
+    if all(t.drop for t in tokens[1:]) or all(t.drop for t in tokens):
+        return [], removed
+    return _rebuild(lines, tokens), removed
 
 
 def rewrite_dockerfile(text: str) -> DependencyResult:
+    """`RUN pip install` (one line or `\\`-continued) loses the Profiler's packages and index options where
+    they stand, the rest of each line kept; a RUN that installed nothing else goes. The rest that names
+    the Profiler (an ARG holding the wheel URL, a COPY of it, `${VAR}` installs) is reported."""
     result = DependencyResult(source=text, changed=False)
     out: list[str] = []
-    for number, lines in _logical_lines(text):
+    for number, lines in logical_lines(text):
         joined = "".join(lines)
         if not _MENTION.search(joined) and not _WHEEL.search(joined):
             out.extend(lines)
             continue
-        logical = " ".join(line.rstrip("\r\n").rstrip("\\").strip() for line in lines)
-        instruction = logical.split(None, 1)[0].upper() if logical.strip() else ""
-        body = logical.split(None, 1)[1] if len(logical.split(None, 1)) == 2 else ""
-        if instruction == "RUN" and "&&" not in body and ";" not in body and "|" not in body:
-            new, removed = _rewrite_pip_segment(body)
-            if removed and new is None:
-                result.edits.append(Finding(number, "removed the RUN that installs " + ", ".join(removed)))
-                continue
-            if removed and new is not None and "$" not in body:
-                out.append(f"RUN {new}\n")
-                result.edits.append(Finding(number, "dropped " + ", ".join(removed) + " from pip install"))
-                continue
-        result.manual.append(Finding(number, f"{instruction or 'line'} names the SageMaker Profiler; edit it by hand"))
-        out.extend(lines)
+        instruction = joined.split(None, 1)[0].upper() if joined.strip() else ""
+        rewritten = rewrite_install_lines(lines) if instruction == "RUN" else None
+        if rewritten is None:
+            result.manual.append(
+                Finding(number, f"{instruction or 'line'} names the SageMaker Profiler; edit it by hand")
+            )
+            out.extend(lines)
+            continue
+        new, removed = rewritten
+        what = "removed the RUN that installs " if not new else "dropped from pip install: "
+        result.edits.append(Finding(number, what + ", ".join(removed)))
+        out.extend(new)
     result.source = "".join(out)
     result.changed = result.source != text
     return result
@@ -209,9 +370,39 @@ def _package_table(table: str, kind: str) -> bool:
     return table.startswith("tool.poetry") and table.endswith(("dependencies", "dev-dependencies"))
 
 
+_TOML_STRING = re.compile(r""""(?:[^"\\\n]|\\.)*"|'[^'\n]*'""")
+
+
+def _drop_array_items(line: str) -> tuple[str, list[str]]:
+    """``line`` without the array items that are Profiler requirements (`profiling = ["smppy>=0.3", "tb"]`
+    -> `profiling = ["tb"]`), each with its comma; the rest of the line (other items, comment) kept."""
+    strings = list(_TOML_STRING.finditer(line))
+    hash_at = next(
+        (i for i, c in enumerate(line) if c == "#" and not any(m.start() < i < m.end() for m in strings)), len(line)
+    )
+    removed: list[str] = []
+    for m in reversed([m for m in strings if m.end() <= hash_at]):
+        value = m.group(0)[1:-1]
+        before, after = line[: m.start()], line[m.end() :]
+        in_array = re.search(r"(?:^|[\[,])\s*$", before) and re.match(r"\s*(?:,|\]|$|#)", after)
+        if not (in_array and _REQUIREMENT.match(value)):
+            continue
+        removed.append(value)
+        comma_after = re.match(r"\s*,[ \t]*", after)
+        comma_before = re.search(r",\s*$", before)
+        if comma_after:
+            rest = after[comma_after.end() :]
+            line = (before.rstrip(" \t") if not rest.strip() else before) + rest
+        elif comma_before:
+            line = before[: comma_before.start()] + after
+        else:
+            line = before + after
+    return line, removed[::-1]
+
+
 def rewrite_pyproject(text: str, kind: str = "pyproject") -> DependencyResult:
-    """Array entries on lines of their own (`"smprof>=0.3",`) and Poetry/Pipfile table entries
-    (`smprof = "^0.3"`); inline arrays are reported."""
+    """Array entries (`"smprof>=0.3",` on a line of its own, or inside an inline array, where they stand)
+    and Poetry/Pipfile table entries (`smprof = "^0.3"`); the rest naming the Profiler is reported."""
     result = DependencyResult(source=text, changed=False)
     out: list[str] = []
     table = ""
@@ -228,11 +419,16 @@ def rewrite_pyproject(text: str, kind: str = "pyproject") -> DependencyResult:
         if requirement and _REQUIREMENT.match(requirement):
             result.edits.append(Finding(number, f"removed `{requirement}`"))
             continue
-        if _MENTION.search(line.split("#", 1)[0]):
+        kept, removed = _drop_array_items(line)
+        if removed:
+            result.edits.append(Finding(number, "removed " + ", ".join(f"`{r}`" for r in removed) + " from an array"))
+            if not kept.strip():
+                continue
+        if _MENTION.search(kept.split("#", 1)[0]):
             result.manual.append(
                 Finding(number, "names the SageMaker Profiler package (inline array or other table); edit by hand")
             )
-        out.append(line)
+        out.append(kept)
     result.source = "".join(out)
     result.changed = result.source != text
     return result
@@ -276,6 +472,9 @@ _CONDA_ITEM = re.compile(r"""^\s*-\s+(?P<item>[^#]*?)\s*(?:#.*)?$""")
 def _conda_item(line: str) -> str | None:
     match = _CONDA_ITEM.match(line)
     item = match.group("item").strip("\"'") if match else ""
+    if item.startswith("-"):  # `- --extra-index-url <the Profiler's index>` in the pip list
+        tokens = _tokens([item])
+        return item if tokens and _index_options(tokens) and all(t.drop for t in tokens) else None
     return item if item and _is_profiler_token(item) else None
 
 

@@ -109,7 +109,9 @@ def remaining_uses(source: str) -> list[Finding]:
                 if alias.name.split(".")[0] in SMPROF_MODULES or _smdebug_profiler(alias.name):
                     found.append(Finding(node.lineno, f"imports {alias.name}"))
         elif isinstance(node, ast.ImportFrom):
-            if (node.module or "").split(".")[0] in SMPROF_MODULES or _smdebug_profiler(node.module):
+            if node.level == 0 and (
+                (node.module or "").split(".")[0] in SMPROF_MODULES or _smdebug_profiler(node.module)
+            ):
                 found.append(Finding(node.lineno, f"imports from {node.module}"))
             elif node.module == "smdebug" and any(a.name == "profiler" for a in node.names):
                 found.append(Finding(node.lineno, "imports smdebug.profiler"))
@@ -191,14 +193,22 @@ def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:
     return bound.sagemaker
 
 
-_NOTEBOOK_MENTION = re.compile(r"\b(?:smprof|smppy)\b|smdebug\.profiler", re.IGNORECASE)
+# the Profiler's names, not a package whose name starts the same (`smprof-docs`, `smprofiler`)
+_NOTEBOOK_MENTION = re.compile(
+    r"(?<![A-Za-z0-9-])(?:smprof|smppy)(?![A-Za-z0-9]|-[A-Za-z])|smdebug\.profiler", re.IGNORECASE
+)
+
+
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})  # the rest of the cell is Python
+SHELL_CELL_MAGICS = frozenset({"bash", "sh", "script", "system"})
+READ_CELL_MAGICS = PYTHON_CELL_MAGICS | SHELL_CELL_MAGICS | {"writefile"}  # others (`%%html`) are not code we read
 
 
 def notebook_uses(text: str) -> list[Finding]:
-    """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0).
-
-    Notebooks are reported, never rewritten: a cell is Python plus IPython magics (`%pip install
-    smprof`, `!pip ...`), which the codemods do not parse. Unreadable JSON is one finding."""
+    """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0): the
+    check after `profstack.migrate.notebook` has rewritten what it can. Magic and shell lines (`%pip`,
+    `!pip`) are blanked before parsing, and reported when they still name the Profiler. Unreadable JSON is
+    one finding."""
     try:
         cells = json.loads(text).get("cells", [])
     except (ValueError, AttributeError):
@@ -209,11 +219,12 @@ def notebook_uses(text: str) -> list[Finding]:
             continue
         source = cell.get("source", "")
         code = "".join(source) if isinstance(source, list) else str(source)
+        first = code.lstrip().split("\n", 1)[0]
+        if first.startswith("%%") and (first[2:].split() or [""])[0] not in READ_CELL_MAGICS:
+            continue  # `%%html`, `%%markdown`, ...: text, not code
         python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
         uses = [f.message for f in remaining_uses(python) if not f.message.startswith("cannot parse")]
         if uses or _NOTEBOOK_MENTION.search(code):
             why = uses[0] if uses else "names smprof/smppy (a magic or pip line)"
-            found.append(
-                Finding(0, f"cell {number}: {why}; notebooks are not rewritten: convert it by hand or export to .py")
-            )
+            found.append(Finding(0, f"cell {number}: {why}; convert it by hand"))
     return found

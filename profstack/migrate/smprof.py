@@ -29,17 +29,20 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
-from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted
+from profstack.migrate import _steps
+from profstack.migrate._cst import Finding, PlannedTransformer, Statement, StatementPlan, dotted
 from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR, TRACE_DIR_ENV
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
 KNOWN_MEMBERS = frozenset({"SMProfiler", "Config", "annotate", "annotation_begin", "annotation_end"})
 SCHEDULE = "wait=1, warmup=1, active=3, repeat=1"
+# one step() per call of the code between start() and stop() (no loop in sight): record the first call only
+CALLS_SCHEDULE = "wait=0, warmup=0, active=1, repeat=1"
 # every use either codemod acts on, or --check reports, contains one of these words
 _MENTIONS_PROFILER = re.compile(r"smprof|smppy|smdebug|profiler|profiling", re.IGNORECASE)
 
@@ -58,8 +61,8 @@ class RewriteResult:
     manual: list[Finding] = field(default_factory=list)  # what a person must look at (nothing rewritten there)
 
 
-def profile_call(*, schedule: bool) -> str:
-    schedule_arg = f"    schedule=torch.profiler.schedule(\n        {SCHEDULE}\n    ),\n" if schedule else ""
+def profile_call(*, schedule: str | None = SCHEDULE) -> str:
+    schedule_arg = f"    schedule=torch.profiler.schedule(\n        {schedule}\n    ),\n" if schedule else ""
     return (
         "torch.profiler.profile(\n"
         "    activities=[\n"
@@ -83,6 +86,8 @@ class _NewerSyntax(RewriteError):
 def _parse(source: str, filename: str) -> cst.Module:
     try:
         ast.parse(source, filename=filename)
+    except RecursionError:
+        raise RewriteError(f"{filename}: nested too deeply for the codemod to walk; left as is") from None
     except SyntaxError as exc:
         try:
             cst.parse_module(source)
@@ -114,6 +119,7 @@ class _Annotation:
     index: int
     scope: cst.CSTNode | None  # enclosing function (None: module)
     blocks: tuple[int, ...]  # ids of enclosing blocks, innermost first
+    guarded: bool = False  # inside an `if smprof:` that goes: ``block`` is the guard's own block
 
 
 @dataclass
@@ -121,11 +127,11 @@ class _Profiler:
     code: str  # the expression that holds it: a variable name, `self.prof`, or the module singleton
     assign: cst.SimpleStatementLine | None
     loops: list[cst.CSTNode] = field(default_factory=list)
-    loop_missing: list[int] = field(default_factory=list)
+    started: bool = False
 
 
 class _Analysis(cst.CSTVisitor):
-    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider)
+    METADATA_DEPENDENCIES = (PositionProvider, ParentNodeProvider, ScopeProvider)
 
     def __init__(self, module: cst.Module) -> None:
         super().__init__()
@@ -149,6 +155,14 @@ class _Analysis(cst.CSTVisitor):
         self._stops: set[int] = set()
         self.range_counter = 0
         self.value_begins = False
+        self.bindings: set[int] = set()  # ids of the import nodes (and fallback `= None` targets) binding the module
+        self.none_fallback: set[str] = set()  # `except ImportError: smprof = None`: names guarded by `if smprof:`
+        self.unwrap: dict[int, bool] = {}  # id(if / if-expression on the module name) -> keep its body (else: orelse)
+        self.flow: set[str] = set()  # names a profiler is handed on to (returned, passed as an argument)
+        self.factories: set[str] = set()  # functions that return a profiler
+        self.returned: set[str] = set()  # names of profilers handed on (returned, passed as an argument)
+        self.per_call = False  # a step() after each call between start() and stop(): CALLS_SCHEDULE
+        self.functions: dict[str, cst.FunctionDef] = {}
 
     # --- helpers
     def line(self, node: cst.CSTNode) -> int:
@@ -186,12 +200,32 @@ class _Analysis(cst.CSTVisitor):
         return tuple(id(a) for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock | cst.Module))
 
     def member(self, expr: cst.BaseExpression) -> str | None:
-        """`smprof.X` or a from-imported X: the module attribute it names; marks the Name handled."""
-        if isinstance(expr, cst.Attribute) and isinstance(expr.value, cst.Name) and expr.value.value in self.aliases:
+        """`smprof.X` or a from-imported X: the module attribute it names, when the name provably is the
+        Profiler's import where it is used (not a parameter, local or other import of the same name)."""
+        if (
+            isinstance(expr, cst.Attribute)
+            and isinstance(expr.value, cst.Name)
+            and expr.value.value in self.aliases
+            and self.provenance(expr.value) == "profiler"
+        ):
             return expr.attr.value
-        if isinstance(expr, cst.Name) and expr.value in self.members:
+        if isinstance(expr, cst.Name) and expr.value in self.members and self.provenance(expr) == "profiler":
             return self.members[expr.value]
         return None
+
+    def provenance(self, name: cst.Name) -> str:
+        """ "profiler": every binding of ``name`` visible where it is used is the Profiler's import (or the
+        fallback's `= None`); "other": none is (a parameter, a local, another module); "mixed": both."""
+        try:
+            scope = self.get_metadata(ScopeProvider, name)
+        except KeyError:
+            return "other"
+        if scope is None:
+            return "other"
+        ours = [id(getattr(a, "node", None)) in self.bindings for a in scope[name.value]]
+        if ours and all(ours):
+            return "profiler"
+        return "mixed" if any(ours) else "other"
 
     def mark(self, expr: cst.BaseExpression) -> None:
         for node in _names(expr):
@@ -219,7 +253,12 @@ class _Analysis(cst.CSTVisitor):
             if isinstance(node, cst.Try) and self._is_fallback_import(node):
                 self.import_stmts.append(node)
                 for stmt in _try_statements(node) or []:
-                    self._bind_import(stmt.body[0])
+                    none = _none_assignment(stmt.body[0])
+                    if none is not None:  # `except ImportError: smprof = None`
+                        self.none_fallback.add(none.value)
+                        self.bindings.add(id(none))
+                    else:
+                        self._bind_import(stmt.body[0])
                 continue
             if isinstance(node, cst.SimpleStatementLine):
                 for small in node.body:
@@ -231,6 +270,37 @@ class _Analysis(cst.CSTVisitor):
                             continue
                         self.import_stmts.append(node)
                         self._bind_import(small)
+        if self.import_stmts:
+            self._collect_reexports()
+
+    def _collect_reexports(self) -> None:
+        """Module-level `sp = smprof` / `region = smprof.annotate` / `region = annotate`: another name for the
+        module or one of its members (a re-export). The name is bound once, so it is the Profiler's wherever
+        used; the assignment goes with the imports."""
+        targets = [
+            t.target.value
+            for n in _walk(self.module)
+            if isinstance(n, cst.Assign)
+            for t in n.targets
+            if isinstance(t.target, cst.Name)
+        ]
+        for stmt in self.module.body:
+            if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+                continue
+            small = stmt.body[0]
+            if not (isinstance(small, cst.Assign) and len(small.targets) == 1):
+                continue
+            target, value = small.targets[0].target, small.value
+            if not isinstance(target, cst.Name) or targets.count(target.value) != 1:
+                continue
+            if isinstance(value, cst.Name) and value.value in self.aliases and self.provenance(value) == "profiler":
+                self.aliases.add(target.value)
+            elif (attr := self.member(value)) in KNOWN_MEMBERS and attr != "SMProfiler":
+                self.members[target.value] = str(attr)
+            else:
+                continue
+            self.bindings.add(id(target))
+            self.import_stmts.append(stmt)
 
     def _inside_fallback(self, node: cst.CSTNode) -> bool:
         return any(isinstance(a, cst.Try) and a in self.import_stmts for a in self.ancestors(node))
@@ -245,12 +315,17 @@ class _Analysis(cst.CSTVisitor):
             kinds = {dotted(e) for e in _handler_types(handler.type)} if handler.type else set()
             if not kinds or not kinds <= {"ImportError", "ModuleNotFoundError"}:
                 return False
+        first, *fallbacks = statements
+        if not _is_module_import(first.body[0]):
+            return False
+        bound = _bound_names(first.body[0])
         return all(
-            isinstance(s.body[0], cst.Import) and all(_root(a) in SMPROF_MODULES for a in s.body[0].names)
-            for s in statements
+            _is_module_import(s.body[0]) or getattr(_none_assignment(s.body[0]), "value", None) in bound
+            for s in fallbacks
         )
 
     def _bind_import(self, small: cst.BaseSmallStatement) -> None:
+        self.bindings.add(id(small))
         if isinstance(small, cst.Import):
             for alias in small.names:
                 if _root(alias) in SMPROF_MODULES and alias.asname and "." in (dotted(alias.name) or ""):
@@ -292,9 +367,16 @@ class _Analysis(cst.CSTVisitor):
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             self._call_statement(node, small.value)
 
+    def unguarded(self, value: cst.BaseExpression) -> cst.BaseExpression:
+        """`X if smprof else None` -> X (the guard goes)."""
+        if isinstance(value, cst.IfExp) and self._guard(value.test) is True:
+            return value.body
+        return value
+
     def _assign(
         self, stmt: cst.SimpleStatementLine, target: cst.BaseAssignTargetExpression, value: cst.BaseExpression
     ) -> None:
+        value = self.unguarded(value)
         target_code = self.code(target)
         if self.is_instance_call(value) and isinstance(target, cst.Name | cst.Attribute):
             assert isinstance(value, cst.Call)
@@ -338,6 +420,8 @@ class _Analysis(cst.CSTVisitor):
         owner = func.value
         owner_code = self.code(owner)
         method = func.attr.value
+        if owner_code in self.flow and owner_code not in self.profilers:  # handed over from another function
+            self.profilers[owner_code] = _Profiler(code=owner_code, assign=None)
         is_profiler = owner_code in self.profilers or self.is_instance_call(owner)
         if not is_profiler:
             return
@@ -376,6 +460,17 @@ class _Analysis(cst.CSTVisitor):
             self.block_use(stmt, "annotation_begin/annotation_end with other than one positional argument")
             return
         block, index = self.block(stmt)
+        guarded = False
+        holder = self.parent(block)
+        while (
+            isinstance(holder, cst.If)
+            and self.unwrap.get(id(holder)) is True
+            and holder.body is block
+            and isinstance(self.parent(holder), cst.IndentedBlock | cst.Module)
+        ):  # `if smprof: annotation_begin(...)`: once the guard goes, the begin stands in the guard's block
+            block, index = self.block(holder)
+            guarded = True
+            holder = self.parent(block)
         self.annotations.append(
             _Annotation(
                 stmt=stmt,
@@ -387,6 +482,7 @@ class _Analysis(cst.CSTVisitor):
                 index=index,
                 scope=self.scope_of(stmt),
                 blocks=self.block_chain(stmt),
+                guarded=guarded,
             )
         )
         if handle is not None:
@@ -394,6 +490,107 @@ class _Analysis(cst.CSTVisitor):
             assert isinstance(small, cst.Assign)
             for name in _names(small.targets[0].target):
                 self.handled.add(id(name))
+
+    # --- `if smprof:` guards of the optional import: torch.profiler always imports
+    def visit_If(self, node: cst.If) -> None:
+        test = node.test
+        if (
+            isinstance(test, cst.BooleanOperation)
+            and isinstance(test.operator, cst.And)
+            and not any(n.value in self.aliases | set(self.members) for n in _names(test.right))
+            and self._guard(test.left) is True
+        ):  # `if smprof is not None and args.profile:` -> `if args.profile:`
+            self.expr_replace[id(test)] = self.code(test.right)
+            self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+            return
+        keep = self._guard(test)
+        if keep is None:
+            return
+        if not keep and isinstance(node.orelse, cst.If):
+            self.block_use(
+                node, "an `elif` after a guard on the missing profiler: write it as `else:` + `if`, then rerun"
+            )
+            return
+        self.unwrap[id(node)] = keep
+        self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        keep = self._guard(node.test)
+        if keep is not None:
+            self.unwrap[id(node)] = keep
+            self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+
+    def _guard(self, test: cst.BaseExpression) -> bool | None:
+        """For a test on the fallback's `smprof = None` name: whether it holds once the profiler always
+        imports (`if smprof:` / `is not None`: True; `if not smprof:` / `is None`: False); None otherwise."""
+        negate = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        if isinstance(test, cst.UnaryOperation) and negate:
+            test = test.expression
+        present = True
+        if isinstance(test, cst.Comparison):
+            if len(test.comparisons) != 1 or dotted(test.comparisons[0].comparator) != "None":
+                return None
+            operator = test.comparisons[0].operator
+            if not isinstance(operator, cst.Is | cst.IsNot):
+                return None
+            present = isinstance(operator, cst.IsNot)
+            test = test.left
+        if isinstance(test, cst.Name) and test.value in self.none_fallback and self.provenance(test) == "profiler":
+            self.handled.add(id(test))
+            return present != negate
+        return None
+
+    # --- a profiler handed between functions (first pass, before the walk)
+    def collect_flow(self) -> None:
+        """Names a profiler travels to: `return p` makes its function a factory, `x = factory()` a profiler,
+        `train(p)` / `train(prof=p)` to a function of this module makes that parameter one."""
+        self.functions = {s.name.value: s for s in self.module.body if isinstance(s, cst.FunctionDef)}
+        built = {
+            n.targets[0].target.value
+            for n in _walk(self.module)
+            if isinstance(n, cst.Assign)
+            and len(n.targets) == 1
+            and isinstance(n.targets[0].target, cst.Name)
+            and self.is_instance_call(self.unguarded(n.value))
+        }
+        flow = set(built)
+        for _ in range(8):  # to a fixpoint: each round follows one more hand-over
+            size = (len(flow), len(self.factories))
+            for node in _walk(self.module):
+                self._hand_over(node, flow)
+            if (len(flow), len(self.factories)) == size:
+                break
+        self.flow = flow - built
+
+    def _hand_over(self, node: cst.CSTNode, flow: set[str]) -> None:
+        if isinstance(node, cst.Return) and isinstance(node.value, cst.Name) and node.value.value in flow:
+            function = self.scope_of(node)
+            if isinstance(function, cst.FunctionDef):
+                self.factories.add(function.name.value)
+                self.returned.add(node.value.value)
+                self.handled.add(id(node.value))
+        elif (
+            isinstance(node, cst.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0].target, cst.Name)
+            and isinstance(node.value, cst.Call)
+            and dotted(node.value.func) in self.factories
+        ):
+            flow.add(node.targets[0].target.value)
+            self.handled.add(id(node.targets[0].target))
+        elif isinstance(node, cst.Call) and dotted(node.func) in self.functions:
+            callee = self.functions[str(dotted(node.func))]
+            names = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]  # positional
+            keywords = _steps.params(callee)
+            for index, arg in enumerate(node.args):
+                if not (isinstance(arg.value, cst.Name) and arg.value.value in flow) or arg.star:
+                    continue
+                param = arg.keyword.value if arg.keyword is not None else (names[index] if index < len(names) else "")
+                if param in keywords:
+                    flow.add(param)
+                    self.returned.add(arg.value.value)
+                    self.handled.add(id(arg.value))
+                    self.handled.update(id(p.name) for p in _all_params(callee) if p.name.value == param)
 
     def visit_Global(self, node: cst.Global) -> None:
         for name in _names(node):
@@ -458,6 +655,8 @@ class _Analysis(cst.CSTVisitor):
         labels = {a.arg for a in self.annotations if a.begin and a.handle is None}
         groups: list[tuple[_Annotation, list[_Annotation]]] = []
         handle_ends: list[_Annotation] = []
+        lone_begins: list[_Annotation] = []
+        lone_ends: list[_Annotation] = []
         for items in by_scope.values():
             open_: list[tuple[_Annotation, list[_Annotation]]] = []
             closed: list[tuple[_Annotation, list[_Annotation]]] = []
@@ -488,12 +687,15 @@ class _Analysis(cst.CSTVisitor):
                 if a.arg in handles_anywhere or (self.value_begins and a.arg not in labels):
                     handle_ends.append(a)  # the user's handle travels; exit it where it ends
                     continue
-                self.blocking.append(Finding(a.line, f"annotation_end({a.arg}) has no matching annotation_begin"))
-            for b, _ends in open_:
-                if b.handle is None:
-                    self.blocking.append(Finding(b.line, f"annotation_begin({b.arg}) is never ended in this function"))
+                lone_ends.append(a)
+            lone_begins += [b for b, _ends in open_ if b.handle is None]
             groups += closed
-        pairs = [(b, ends[0]) for b, ends in groups if len(ends) == 1 and b.block is ends[0].block]
+        self._pair_across_methods(lone_begins, lone_ends)
+        pairs = [
+            (b, ends[0])
+            for b, ends in groups
+            if len(ends) == 1 and b.block is ends[0].block and not b.guarded and not ends[0].guarded
+        ]
         for b, ends in groups:
             e = ends[0]
             if (b, e) in pairs and self._nests(b, e, pairs) and self._handle_only_here(b, e):
@@ -518,6 +720,42 @@ class _Analysis(cst.CSTVisitor):
         for b in (a for a in self.annotations if a.begin and a.handle):
             if id(b.stmt) not in self.plan.replace and id(b.stmt) not in self.plan.wrap:
                 self._enter(b, b.handle or "")
+
+    def _pair_across_methods(self, begins: list[_Annotation], ends: list[_Annotation]) -> None:
+        """A label begun in one method and ended in another of the same class (a callback's begin/end
+        hooks): the range lives on `self`, entered in the one hook and exited in the other."""
+        for b in begins:
+            klass = _steps.is_method(b.scope, self.parent) if isinstance(b.scope, cst.FunctionDef) else None
+            match = [
+                e
+                for e in ends
+                if klass is not None
+                and e.arg == b.arg
+                and isinstance(e.scope, cst.FunctionDef)
+                and _steps.is_method(e.scope, self.parent) is klass
+            ]
+            if not match:
+                self.blocking.append(
+                    Finding(
+                        b.line,
+                        f"annotation_begin({b.arg}) is never ended in this function: end it in the same function "
+                        f"(`with torch.profiler.record_function({b.arg}):`) or in a method of the same class, "
+                        "then rerun",
+                    )
+                )
+                continue
+            attr = "self." + self._new_range_name()
+            self.plan.replace[id(b.stmt)] = [
+                f"{attr} = torch.profiler.record_function({b.arg})\n",
+                f"{attr}.__enter__()\n",
+            ]
+            self.edits.append(Finding(b.line, f"annotation_begin -> {attr}.__enter__() (ended in another method)"))
+            for e in match:
+                ends.remove(e)
+                self.plan.replace[id(e.stmt)] = [f"{attr}.__exit__(None, None, None)\n"]
+                self.edits.append(Finding(e.line, f"annotation_end -> {attr}.__exit__(...)"))
+        for e in ends:
+            self.blocking.append(Finding(e.line, f"annotation_end({e.arg}) has no matching annotation_begin"))
 
     def _enter(self, b: _Annotation, handle: str) -> None:
         self.plan.replace[id(b.stmt)] = [
@@ -552,41 +790,292 @@ class _Analysis(cst.CSTVisitor):
     def _find_step_loops(self) -> None:
         for owner, stmt in self._starts:
             profiler = self.profilers.get(owner)
-            if profiler is None:
-                continue
-            loop = self._loop_after(stmt)
-            loop = self._innermost_training_loop(loop) if loop is not None else self._enclosing_loop(stmt)
-            if loop is None:
-                profiler.loop_missing.append(self.line(stmt))
-                continue
+            if profiler is not None:
+                profiler.started = True
+                self._place_step(profiler, owner, stmt)
+
+    def _place_step(self, profiler: _Profiler, owner: str, stmt: cst.SimpleStatementLine) -> None:
+        """A step() where the training step repeats, so the schedule bounds the recording (see _steps)."""
+        loop, unreachable = self._loop_reached(owner, stmt)
+        if loop is not None:
+            same_function = self.scope_of(loop) is self.scope_of(stmt)
+            if not same_function and self._refuse_conditional(owner, stmt, "the training loop's function"):
+                return
             if all(loop is not existing for existing in profiler.loops):
                 profiler.loops.append(loop)
-                self.plan.append.setdefault(id(loop), []).append(f"{owner}.step()\n")
+                step = self._guarded(f"{owner}.step()", self._conditions(stmt, loop))
+                self.plan.append.setdefault(id(loop), []).append(step)
                 self.edits.append(Finding(self.line(loop), f"added {owner}.step() at the end of the training loop"))
+            return
+        if unreachable is not None:
+            where, name = unreachable
+            self.block_use(
+                stmt,
+                f"the training loop (line {self.line(where)}, in {name}()) cannot see `{owner}`: pass the profiler "
+                "to that function or make it module-level, then rerun",
+            )
+            return
+        if self._step_after_callers(profiler, owner, stmt):
+            return
+        hook = self._step_hook(owner, stmt) or self._work_function(owner, stmt)
+        if hook is not None:
+            if not self._refuse_conditional(owner, stmt, f"{hook.name.value}()"):
+                self._step_per_call(owner, hook)
+            return
+        calls = self._calls_between(stmt)
+        if not calls:
+            self.block_use(
+                stmt,
+                f"no training loop, step-end hook or call after {owner}.start(): add {owner}.step() once per "
+                "training step (it bounds the recording), then rerun",
+            )
+            return
+        self.per_call = True
+        for call in calls:
+            self.plan.insert_after.setdefault(id(call), []).append(f"{owner}.step()\n")
+        self.edits.append(
+            Finding(self.line(stmt), f"no loop in sight: {owner}.step() after each call; the first call is recorded")
+        )
 
-    def _innermost_training_loop(self, loop: cst.CSTNode) -> cst.CSTNode:
-        """Of a loop and the loops inside it, the deepest that calls backward() or step(): the step loop."""
-        best, best_depth = loop, -1
-        stack: list[tuple[cst.CSTNode, int]] = [(loop, 0)]
-        while stack:
-            node, depth = stack.pop()
-            if isinstance(node, cst.FunctionDef | cst.ClassDef | cst.Lambda) and node is not loop:
+    def _conditions(self, stmt: cst.CSTNode, target: cst.CSTNode | None) -> list[str]:
+        """The `if` conditions ``stmt`` (a start) runs under that do not also hold where its step goes
+        (``target``; None: another function): `if args.profile: P.start()` then the loop -> ["args.profile"].
+        Without them the step would start recording on its own (torch.profiler's schedule starts tracing
+        when step() reaches the warmup, started or not), or name a profiler that was never built."""
+        around = {id(a) for a in self.ancestors(target)} if target is not None else set()
+        out: list[str] = []
+        previous: cst.CSTNode = stmt
+        for ancestor in self.ancestors(stmt):
+            if isinstance(ancestor, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+                break
+            if (
+                isinstance(ancestor, cst.If)
+                and id(ancestor) not in around
+                and id(ancestor) not in self.unwrap
+                and not _is_main_guard(ancestor.test)
+            ):
+                test = self.expr_replace.get(id(ancestor.test)) or self.code(ancestor.test)
+                out.append(test if ancestor.body is previous else f"not ({test})")
+            previous = ancestor
+        return out
+
+    def _guarded(self, call: str, conditions: list[str]) -> str:
+        if not conditions:
+            return call + "\n"
+        test = conditions[0] if len(conditions) == 1 else " and ".join(f"({c})" for c in reversed(conditions))
+        return f"if {test}:\n    {call}\n"
+
+    def _refuse_conditional(self, owner: str, stmt: cst.SimpleStatementLine, where: str) -> bool:
+        conditions = self._conditions(stmt, None)
+        if conditions:
+            self.block_use(
+                stmt,
+                f"{owner}.start() runs only under `if {conditions[0]}:` but its step() would go in {where}, where "
+                "that is not known: start it unconditionally, or add the step() there under the same condition, "
+                "then rerun",
+            )
+        return bool(conditions)
+
+    def _step_after_callers(self, profiler: _Profiler, owner: str, stmt: cst.SimpleStatementLine) -> bool:
+        """`def begin(): P.start()` then `begin()` and a loop: the loop after the call, when the profiler is
+        visible there (module-level, or the shared `_profiler` every instance() site becomes)."""
+        scope = self.scope_of(stmt)
+        if not isinstance(scope, cst.FunctionDef) or self.functions.get(scope.name.value) is not scope:
+            return False
+        shared = self.instance_sites > 1
+        visible = "_profiler" if shared else owner
+        if not shared and not self._reaches_module(owner):
+            return False
+        for node in _walk(self.module):
+            if not (isinstance(node, cst.Call) and dotted(node.func) == scope.name.value):
                 continue
-            if isinstance(node, cst.For | cst.While) and depth > best_depth and _calls_step(node):
-                best, best_depth = node, depth
-            inner = depth + 1 if isinstance(node, cst.For | cst.While) else depth
-            stack.extend((child, inner) for child in node.children)
-        return best
+            line = next((a for a in self.ancestors(node) if isinstance(a, cst.SimpleStatementLine)), None)
+            if line is None or not isinstance(self.parent(line), cst.IndentedBlock | cst.Module):
+                continue
+            for later in self._statements_after(line):
+                loop = _steps.first_loop(later)
+                if loop is not None and self._refuse_conditional(owner, stmt, "the loop after the call"):
+                    return True
+                if loop is not None:
+                    training = _steps.innermost_training_loop(loop)
+                    if all(training is not existing for existing in profiler.loops):
+                        profiler.loops.append(training)
+                        self.plan.append.setdefault(id(training), []).append(f"{visible}.step()\n")
+                        self.edits.append(
+                            Finding(self.line(training), f"added {visible}.step() at the end of the loop")
+                        )
+                    return True
+        return False
 
-    def _loop_after(self, stmt: cst.SimpleStatementLine) -> cst.CSTNode | None:
-        block, index = self.block(stmt)
-        body: Sequence[cst.CSTNode] = getattr(block, "body", [])
-        for later in body[index + 1 :]:
-            if id(later) in self._stops:
-                return None
-            if isinstance(later, cst.For | cst.While):
-                return later
+    def _reaches_module(self, owner: str) -> bool:
+        profiler = self.profilers.get(owner)
+        return owner == "_profiler" or (
+            profiler is not None and profiler.assign is not None and self.scope_of(profiler.assign) is None
+        )
+
+    def _statements_after(self, stmt: cst.CSTNode) -> list[cst.CSTNode]:
+        """What runs after ``stmt`` until the profiler stops: the rest of its block, then the rest of each
+        enclosing if/try/with block (`if args.profile: P.start()` then the loop), not leaving a function or
+        loop; a statement holding the stop (a try/finally) is the last."""
+        out: list[cst.CSTNode] = []
+        node = stmt
+        while True:
+            block, index = self.block(node)
+            for later in getattr(block, "body", [])[index + 1 :]:
+                stops = any(id(n) in self._stops for n in _steps.children_in_scope(later))
+                if not (stops and isinstance(later, cst.SimpleStatementLine)):
+                    out.append(later)
+                if stops:
+                    return out
+            holder = next(
+                (a for a in self.ancestors(block) if isinstance(self.parent(a), cst.IndentedBlock | cst.Module)), None
+            )
+            if holder is None or isinstance(holder, cst.FunctionDef | cst.ClassDef | cst.For | cst.While):
+                return out
+            node = holder
+
+    def _loop_reached(
+        self, owner: str, stmt: cst.SimpleStatementLine
+    ) -> tuple[cst.CSTNode | None, tuple[cst.CSTNode, str] | None]:
+        """(the training loop after the start, or None; a loop found where the profiler cannot be seen)."""
+        after = self._statements_after(stmt)
+        for later in after:
+            loop = _steps.first_loop(later)
+            if loop is not None:
+                return _steps.innermost_training_loop(loop), None
+        enclosing = self._enclosing_loop(stmt)
+        if enclosing is not None:
+            return enclosing, None
+        return self._loop_through_calls(owner, stmt, after)
+
+    def _loop_through_calls(
+        self, owner: str, stmt: cst.SimpleStatementLine, after: list[cst.CSTNode]
+    ) -> tuple[cst.CSTNode | None, tuple[cst.CSTNode, str] | None]:
+        """The loop of a function or method of this module called after the start (three calls deep): the
+        first that does a training step (backward()/step()), else the first."""
+        caller = self.scope_of(stmt)
+        frontier = [(caller, call) for later in after for call in _steps.calls_in(later)]
+        seen: set[int] = set()
+        found: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
+        for _depth in range(3):
+            following: list[tuple[cst.CSTNode | None, cst.Call]] = []
+            for context, call in frontier:
+                callee = self._callee(context, call)
+                if callee is None or id(callee) in seen:
+                    continue
+                seen.add(id(callee))
+                loop = _steps.first_loop(callee.body)
+                if loop is not None:
+                    found.append((_steps.innermost_training_loop(loop), callee))
+                following += [(callee, c) for c in _steps.calls_in(callee.body)]
+            frontier = following
+        found.sort(key=lambda item: not _steps.calls_step(item[0]))  # stable: a training loop first
+        for training_loop, callee in found:
+            if self._reaches(owner, stmt, callee):
+                return training_loop, None
+        return None, ((found[0][0], found[0][1].name.value) if found else None)
+
+    def _callee(self, context: cst.CSTNode | None, call: cst.Call) -> cst.FunctionDef | None:
+        """`train(...)` (a function of this module) or `self.train_epoch(...)` (a method of the caller's class)."""
+        if isinstance(call.func, cst.Name):
+            return self.functions.get(call.func.value)
+        if (
+            isinstance(context, cst.FunctionDef)
+            and dotted(call.func.value if isinstance(call.func, cst.Attribute) else call.func) == "self"
+        ):
+            klass = _steps.is_method(context, self.parent)
+            assert isinstance(call.func, cst.Attribute)
+            return _steps.methods(klass).get(call.func.attr.value) if klass is not None else None
         return None
+
+    def _reaches(self, owner: str, stmt: cst.SimpleStatementLine, function: cst.FunctionDef) -> bool:
+        """Whether ``owner`` (the profiler started at ``stmt``) is the same object inside ``function``."""
+        start_scope = self.scope_of(stmt)
+        if function is start_scope:
+            return True
+        if owner.startswith("self."):
+            klass = _steps.is_method(start_scope, self.parent) if isinstance(start_scope, cst.FunctionDef) else None
+            return "." not in owner[5:] and klass is not None and _steps.is_method(function, self.parent) is klass
+        if "." in owner:
+            return False
+        if owner in self.flow and owner in _steps.params(function):
+            return True
+        return self._reaches_module(owner) and not _steps.binds_locally(function, owner)
+
+    def _step_hook(self, owner: str, stmt: cst.SimpleStatementLine) -> cst.FunctionDef | None:
+        """The step-end hook of the callback class whose hook starts the profile."""
+        scope = self.scope_of(stmt)
+        klass = _steps.is_method(scope, self.parent) if isinstance(scope, cst.FunctionDef) else None
+        if klass is None:
+            return None
+        hooks = _steps.methods(klass)
+        for name in _steps.STEP_END_HOOKS:
+            if name in hooks and self._reaches(owner, stmt, hooks[name]):
+                return hooks[name]
+        return None
+
+    def _work_function(self, owner: str, stmt: cst.SimpleStatementLine) -> cst.FunctionDef | None:
+        """The one function of this module that does a training step and has no loop (called per step from
+        elsewhere), when the profiler is visible in it."""
+        start_scope = self.scope_of(stmt)
+        candidates = [
+            f
+            for f in _walk(self.module)
+            if isinstance(f, cst.FunctionDef)
+            and f is not start_scope
+            and (f.name.value in _steps.WORK_FUNCTIONS or _steps.calls_step(f.body))
+            and _steps.first_loop(f.body) is None
+        ]
+        if len(candidates) == 1 and self._reaches(owner, stmt, candidates[0]):
+            return candidates[0]
+        return None
+
+    def _step_per_call(self, owner: str, function: cst.FunctionDef) -> None:
+        """`owner.step()` at the end of ``function`` and before each of its returns: one step per call."""
+        step = f"{owner}.step()\n"
+        for ret in _steps.own_returns(function):
+            line = self.parent(ret)
+            if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1:
+                self.block_use(
+                    ret, f"a return that shares its line: put it on its own line, then rerun ({owner}.step())"
+                )
+                return
+            self.plan.replace[id(line)] = [step, self.module.code_for_node(ret).strip() + "\n"]
+        body = function.body.body if isinstance(function.body, cst.IndentedBlock) else []
+        last = body[-1] if body else None
+        ends_in_return = (
+            isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return)
+        )
+        if not ends_in_return:
+            self.plan.append.setdefault(id(function), []).append(step)
+        self.edits.append(Finding(self.line(function), f"added {owner}.step() per call of {function.name.value}()"))
+
+    def _calls_between(self, stmt: cst.SimpleStatementLine) -> list[cst.CSTNode]:
+        """The call statements after the start in its block, up to the stop; for calls inside an annotation
+        that becomes a `with` block, its end (the step goes after the block, not inside the range)."""
+        block, index = self.block(stmt)
+        body = list(getattr(block, "body", []))
+        out: list[cst.CSTNode] = []
+        position = index + 1
+        while position < len(body) and id(body[position]) not in self._stops:
+            later = body[position]
+            wrap = self.plan.wrap.get(id(later))
+            if wrap is not None:
+                end = next(i for i in range(position + 1, len(body)) if id(body[i]) == wrap[0])
+                if any(self._is_call_statement(s) for s in body[position + 1 : end]):
+                    out.append(body[end])
+                position = end + 1
+                continue
+            if self._is_call_statement(later):
+                out.append(later)
+            position += 1
+        return out
+
+    def _is_call_statement(self, stmt: cst.CSTNode) -> bool:
+        small = stmt.body[0] if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 else None
+        value = small.value if isinstance(small, cst.Expr | cst.Assign) else None
+        watched = self.aliases | set(self.members) | set(self.profilers)
+        return isinstance(value, cst.Call) and not any(n.value in watched for n in _names(value))
 
     def _enclosing_loop(self, stmt: cst.CSTNode) -> cst.CSTNode | None:
         for ancestor in self.ancestors(stmt):
@@ -621,34 +1110,109 @@ class _Analysis(cst.CSTVisitor):
                 parent = self.parent(node)
                 if isinstance(parent, cst.Attribute) and parent.attr is node:
                     continue  # `x.smprof` is an attribute of something else
+                if node.value not in self.config_names and self.provenance(node) == "other":
+                    continue  # a parameter or local of the same name: someone else's object
                 shown = self.code(parent) if isinstance(parent, cst.Attribute | cst.Call) else node.value
-                self.blocking.append(Finding(self.line(node), f"`{shown}` has no safe torch.profiler mapping"))
+                self.blocking.append(
+                    Finding(
+                        self.line(node),
+                        f"`{shown}` has no safe torch.profiler mapping: remove or replace that use, then rerun",
+                    )
+                )
         for code in self.profilers:
             for node in _walk(self.module):
                 if (
                     isinstance(node, cst.Name | cst.Attribute)
                     and self.code(node) == code
                     and any(id(n) not in self.handled for n in _names(node))
+                    and not self._truth_test(node)
                 ):
-                    self.blocking.append(Finding(self.line(node), f"`{code}` is used in a way with no mapping"))
+                    self.blocking.append(
+                        Finding(
+                            self.line(node),
+                            f"`{code}` is used in a way with no mapping (what converts: its start/stop/configure "
+                            "calls, `if` tests, handing it to a function of this file): change that use, then rerun",
+                        )
+                    )
+
+    def _truth_test(self, node: cst.CSTNode) -> bool:
+        """`if prof:`, `prof is None`, `not prof`: as true of a torch.profiler.profile as of the old object."""
+        parent = self.parent(node)
+        if isinstance(parent, cst.If | cst.While | cst.IfExp) and parent.test is node:
+            return True
+        if isinstance(parent, cst.Arg) and parent.keyword is node:
+            return True  # `train(prof=...)`: the keyword's name, not the profiler
+        if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+            return True
+        return (
+            isinstance(parent, cst.Comparison)
+            and parent.left is node
+            and len(parent.comparisons) == 1
+            and isinstance(parent.comparisons[0].operator, cst.Is | cst.IsNot)
+            and dotted(parent.comparisons[0].comparator) == "None"
+        )
 
 
 class _Rewrite(PlannedTransformer):
-    def __init__(self, analysis: _Analysis, *, schedule: dict[str, bool], shared: bool = False) -> None:
+    def __init__(self, analysis: _Analysis, *, schedule: str, shared: bool = False) -> None:
         super().__init__(analysis.plan)
         self.a = analysis
         self.schedule = schedule
         self.shared = shared  # every instance() site is the module-level `_profiler`
+        self.flatten: dict[int, list[cst.BaseStatement]] = {}  # id(test of an unwrapped if) -> what replaces it
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
-        if self.a.is_instance_call(original_node.value) and self.shared:
+        value = self.a.unguarded(original_node.value)
+        if self.a.is_instance_call(value) and self.shared:
             return updated_node.with_changes(value=cst.Name("_profiler"))
-        if self.a.is_instance_call(original_node.value):
-            code = self.a.code(original_node.targets[0].target)
-            return updated_node.with_changes(
-                value=cst.parse_expression(profile_call(schedule=self.schedule.get(code, False)))
-            )
+        if self.a.is_instance_call(value):
+            return updated_node.with_changes(value=cst.parse_expression(profile_call(schedule=self.schedule)))
         return updated_node
+
+    def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
+        keep = self.a.unwrap.get(id(original_node))
+        if keep is None:
+            return updated_node
+        return updated_node.body if keep else updated_node.orelse
+
+    def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
+        keep = self.a.unwrap.get(id(original_node))
+        if keep is not None:
+            branch = updated_node.body if keep else getattr(updated_node.orelse, "body", None)
+            if isinstance(branch, cst.IndentedBlock):
+                self.flatten[id(updated_node.test)] = list(branch.body)
+            elif isinstance(branch, cst.SimpleStatementSuite):
+                self.flatten[id(updated_node.test)] = [cst.SimpleStatementLine(body=branch.body)]
+            else:
+                self.flatten[id(updated_node.test)] = []
+        return updated_node
+
+    def _flattened(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
+        out: list[cst.BaseStatement] = []
+        for stmt in body:
+            inner = self.flatten.get(id(stmt.test)) if isinstance(stmt, cst.If) else None
+            if inner is None:
+                out.append(stmt)
+                continue
+            assert isinstance(stmt, cst.If)
+            if inner:
+                first = cast(Statement, inner[0])
+                inner = [first.with_changes(leading_lines=[*stmt.leading_lines, *first.leading_lines]), *inner[1:]]
+            out.extend(inner)
+        return out
+
+    def leave_IndentedBlock(
+        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+    ) -> cst.IndentedBlock:
+        block = super().leave_IndentedBlock(original_node, updated_node)
+        if not self.flatten:
+            return block
+        body = self._flattened(block.body) or [cst.SimpleStatementLine(body=[cst.Pass()])]
+        return block.with_changes(body=body)
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        module = super().leave_Module(original_node, updated_node)
+        return module.with_changes(body=self._flattened(module.body)) if self.flatten else module
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         new = self.a.expr_replace.get(id(original_node))
@@ -682,6 +1246,8 @@ def _import_replacement(analysis: _Analysis, *, needs_torch: bool) -> list[str]:
 
 def rewrite_script(module: cst.Module) -> tuple[cst.Module, list[Finding], list[Finding]]:
     """(new module, edits, blocking findings). With blocking findings the module is returned as is."""
+    if not any(isinstance(n, cst.Import | cst.ImportFrom) and _imports_smprof(n) for n in _walk(module)):
+        return module, [], []  # nothing of the Profiler imported: no metadata to resolve (scopes cost time)
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
     analysis = _Analysis(module)
     with analysis.resolve(wrapper):
@@ -692,20 +1258,31 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
     analysis.collect_imports()
     if not analysis.import_stmts:
         return module, [], sorted(set(analysis.blocking))
+    analysis.collect_flow()
     module.visit(analysis)
     analysis.finish()
     if analysis.blocking:
         return module, [], sorted(set(analysis.blocking))
-    schedule: dict[str, bool] = {}
     manual: list[Finding] = []
     # SMProfiler.instance() is a singleton: with more than one call site (a start in one function and
     # the stop in another, an instance in a variable and one inline) every site must be the same
     # profile object, or stop() lands on a profiler that never started and no trace is written
     shared = analysis.instance_sites > 1
+    schedule = (
+        CALLS_SCHEDULE if analysis.per_call and not any(p.loops for p in analysis.profilers.values()) else SCHEDULE
+    )
     if shared:
         analysis.singleton_needed = True
     for code, profiler in analysis.profilers.items():
-        schedule[code] = bool(profiler.loops) and not profiler.loop_missing
+        handed_on = code in analysis.returned and any(p.started for p in analysis.profilers.values())
+        if not profiler.started and not handed_on and profiler.assign is not None:
+            manual.append(
+                Finding(
+                    analysis.line(profiler.assign),
+                    f"`{code}` is not started in this file: where it runs, call {code}.step() once per training "
+                    "step, or its schedule records nothing",
+                )
+            )
         for loop in profiler.loops:
             for skip in _own_continues(loop):
                 manual.append(
@@ -715,21 +1292,16 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
                         "before it too, or the profiler's schedule counts fewer steps than ran",
                     )
                 )
-        for line in profiler.loop_missing:
-            manual.append(
-                Finding(
-                    line,
-                    f"no training loop found after {code}.start(): recording everything between "
-                    f"start() and stop(); call {code}.step() once per step to use a schedule",
-                )
-            )
     # the imports
     replacement = _import_replacement(analysis, needs_torch=bool(analysis.edits))
     first = True
     for stmt in analysis.import_stmts:
+        flags = _try_flags(module, stmt)
         if first and replacement:
-            analysis.plan.replace[id(stmt)] = replacement
+            analysis.plan.replace[id(stmt)] = replacement + flags
             first = False
+        elif flags:
+            analysis.plan.replace[id(stmt)] = flags
         else:
             analysis.plan.remove[id(stmt)] = None
         analysis.edits.append(Finding(analysis.line(stmt), "profiler import -> import torch.profiler"))
@@ -739,13 +1311,7 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
             line = analysis.line(analysis.import_stmts[0])
             why = "the profiler is imported inside a block but its singleton is used: import it at the top, then rerun"
             return module, [], [Finding(line, why)]
-        profilers = analysis.profilers.values()
-        scheduled = (
-            any(p.loops for p in profilers) and not any(p.loop_missing for p in profilers)
-            if shared
-            else schedule.get("_profiler", False)
-        )
-        analysis.plan.insert_after[id(anchor)] = ["\n_profiler = " + profile_call(schedule=scheduled) + "\n"]
+        analysis.plan.insert_after[id(anchor)] = ["\n_profiler = " + profile_call(schedule=schedule) + "\n"]
     new = module.visit(_Rewrite(analysis, schedule=schedule, shared=shared))
     return new, sorted(set(analysis.edits)), manual
 
@@ -811,13 +1377,6 @@ def _singleton_anchor(module: cst.Module, analysis: _Analysis) -> cst.CSTNode | 
     return last
 
 
-def _calls_step(loop: cst.CSTNode) -> bool:
-    return any(
-        isinstance(n, cst.Call) and isinstance(n.func, cst.Attribute) and n.func.attr.value in {"backward", "step"}
-        for n in _walk(loop)
-    )
-
-
 def _names(node: cst.CSTNode) -> list[cst.Name]:
     return [n for n in _walk(node) if isinstance(n, cst.Name)]
 
@@ -836,20 +1395,94 @@ def _root(alias: cst.ImportAlias) -> str:
 def _imports_smprof(small: cst.Import | cst.ImportFrom) -> bool:
     if isinstance(small, cst.Import):
         return any(_root(a) in SMPROF_MODULES for a in small.names)
+    if small.relative:  # `from .smprof import annotate`: the project's own module, not the Profiler
+        return False
     module = dotted(small.module) if small.module is not None else ""
     return (module or "").split(".")[0] in SMPROF_MODULES
 
 
+def _is_module_import(small: cst.BaseSmallStatement) -> bool:
+    return isinstance(small, cst.Import) and all(_root(a) in SMPROF_MODULES for a in small.names)
+
+
+def _bound_names(small: cst.BaseSmallStatement) -> set[str]:
+    if not isinstance(small, cst.Import):
+        return set()
+    out = set()
+    for alias in small.names:
+        name = alias.asname.name if alias.asname else None
+        out.add(name.value if isinstance(name, cst.Name) else _root(alias))
+    return out
+
+
+def _none_assignment(small: cst.BaseSmallStatement) -> cst.Name | None:
+    """The target of `name = None`, else None."""
+    if (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and isinstance(small.value, cst.Name)
+        and small.value.value == "None"
+    ):
+        return small.targets[0].target
+    return None
+
+
+def _all_params(function: cst.FunctionDef) -> list[cst.Param]:
+    p = function.params
+    return [*p.posonly_params, *p.params, *p.kwonly_params]
+
+
 def _try_statements(node: cst.Try) -> list[cst.SimpleStatementLine] | None:
+    """The first statement of the try body and of each handler, when every other statement there is an
+    availability flag (`HAS_SMPROF = True`); else None."""
     out = []
     for block in (node.body, *(h.body for h in node.handlers)):
-        if not isinstance(block, cst.IndentedBlock) or len(block.body) != 1:
+        if not isinstance(block, cst.IndentedBlock) or not block.body:
             return None
         stmt = block.body[0]
         if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
             return None
+        if not all(_is_flag(s) for s in block.body[1:]):
+            return None
         out.append(stmt)
     return out
+
+
+def _is_main_guard(test: cst.BaseExpression) -> bool:
+    """`__name__ == "__main__"`: the script runs as a program, not a switch for profiling."""
+    return (
+        isinstance(test, cst.Comparison)
+        and dotted(test.left) == "__name__"
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.Equal)
+        and isinstance(test.comparisons[0].comparator, cst.SimpleString)
+        and test.comparisons[0].comparator.evaluated_value == "__main__"
+    )
+
+
+def _is_flag(stmt: cst.BaseStatement) -> bool:
+    """`NAME = True` / `False` / `None`: a flag saying whether the import worked."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    small = stmt.body[0]
+    return (
+        isinstance(small, cst.Assign)
+        and len(small.targets) == 1
+        and isinstance(small.targets[0].target, cst.Name)
+        and dotted(small.value) in {"True", "False", "None"}
+    )
+
+
+def _try_flags(module: cst.Module, node: cst.CSTNode) -> list[str]:
+    """The flags the try body sets on success (the import always works now): they stay, after the import."""
+    if not isinstance(node, cst.Try) or not isinstance(node.body, cst.IndentedBlock):
+        return []
+    return [
+        module.code_for_node(s.body[0]).strip() + "\n"
+        for s in node.body.body[1:]
+        if isinstance(s, cst.SimpleStatementLine)
+    ]
 
 
 def _handler_types(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
@@ -872,12 +1505,15 @@ def rewrite_source(source: str, *, filename: str = "<script>", launcher: object 
     options = launcher if isinstance(launcher, LauncherOptions) else LauncherOptions()
     edits: list[Finding] = []
     manual: list[Finding] = []
-    script, script_edits, script_manual = rewrite_script(module)
-    edits += script_edits
-    manual += script_manual
-    if script is not module:
-        script = _parse(script.code, filename)
-    launched, launch_edits, launch_manual = rewrite_launcher(script, options)
+    try:
+        script, script_edits, script_manual = rewrite_script(module)
+        edits += script_edits
+        manual += script_manual
+        if script is not module:
+            script = _parse(script.code, filename)
+        launched, launch_edits, launch_manual = rewrite_launcher(script, options)
+    except RecursionError:  # LibCST walks the tree recursively: a generated 1000-term expression exhausts it
+        raise RewriteError(f"{filename}: nested too deeply for the codemod to walk; left as is") from None
     edits += launch_edits
     manual += launch_manual
     new_source = launched.code

@@ -33,7 +33,8 @@ def test_pyproject_and_setup_cfg() -> None:
     pyproject = rewrite_dependencies("pyproject", (DEPS / "pyproject.toml").read_text())
     assert '    "smprof>=0.3",\n' not in pyproject.source
     assert "smppy" not in pyproject.source.split("[project.optional-dependencies]")[0]
-    assert [f.line for f in pyproject.manual] == [11]  # an inline array: reported
+    assert pyproject.manual == []
+    assert 'profiling = ["tensorboard"]\n' in pyproject.source  # the inline array loses only the Profiler
     cfg = rewrite_dependencies("setup.cfg", (DEPS / "setup.cfg").read_text())
     assert "smprof" not in cfg.source
     assert "    torch>=2.3\n    numpy\n" in cfg.source
@@ -76,9 +77,10 @@ def test_kind_of(name: str, kind: str | None) -> None:
 @pytest.mark.parametrize(
     "line",
     [
-        # the index URL is the option's value: dropping it made torch the index URL
-        "RUN pip install --index-url https://smppy.s3.amazonaws.com/simple torch\n",
-        "RUN pip install -f https://smppy.s3.amazonaws.com/pytorch/cu121/ torch smprof\n",
+        # another option's value names the Profiler: not an index option the codemod may drop
+        "RUN pip install -c https://smppy.s3.amazonaws.com/constraints.txt torch\n",
+        # the only package goes but other commands share the RUN: a person decides what is left
+        "RUN apt-get update && pip install smprof && rm -rf /var/lib/apt/lists/*\n",
         # `#` starts a shell comment: shlex.join quoted it into a package named '#'
         "RUN pip install smprof  # profiler\n",
         "RUN pip install torch smprof # profiler\n",
@@ -99,6 +101,14 @@ def test_pip_lines_that_cannot_be_edited_token_by_token_are_reported(line: str) 
         ("RUN pip install --no-cache-dir -U torch smprof==0.3\n", "RUN pip install --no-cache-dir -U torch\n"),
         ("RUN pip install -r requirements.txt smprof\n", "RUN pip install -r requirements.txt\n"),
         ("RUN pip install --no-cache-dir smprof\n", ""),
+        # the Profiler's index options go with their value (before: reported, then `--index-url torch`)
+        ("RUN pip install --index-url https://smppy.s3.amazonaws.com/simple torch\n", "RUN pip install torch\n"),
+        ("RUN pip install -f https://smppy.s3.amazonaws.com/pytorch/cu121/ torch smprof\n", "RUN pip install torch\n"),
+        ("RUN pip install --extra-index-url=https://smppy.s3.amazonaws.com/simple smppy\n", ""),
+        (
+            "RUN apt-get update && pip install torch smprof && rm -rf /x\n",
+            "RUN apt-get update && pip install torch && rm -rf /x\n",
+        ),
     ],
 )
 def test_pip_lines_keep_flags_and_their_values(line: str, expected: str) -> None:
@@ -190,10 +200,87 @@ def test_conda_environment_loses_the_profiler_pip_entries() -> None:
     )
     # WHEN rewritten
     result = rewrite_dependencies("conda", text)
-    # THEN the two entries that install it go; the index option naming its bucket is reported
+    # THEN the two entries that install it go, and the index option naming its bucket
     assert "smprof==0.3" not in result.source
-    assert "smppy-0.3" not in result.source
+    assert "smppy" not in result.source
     assert "      - torch==2.3\n" in result.source
-    assert [f.line for f in result.edits] == [7, 8]
-    assert [f.line for f in result.manual] == [9]
+    assert [f.line for f in result.edits] == [7, 8, 9]
+    assert result.manual == []
     assert not rewrite_dependencies("conda", result.source).changed
+
+
+def test_multi_line_dockerfile_run_loses_the_index_option_and_package_where_they_stand() -> None:
+    # GIVEN a `RUN pip install \\` continued over lines, the Profiler's index and package among others
+    text = (
+        "FROM python:3.11\n"
+        "RUN pip install --no-cache-dir \\\n"
+        "        --extra-index-url https://smppy.s3.amazonaws.com/simple \\\n"
+        '        "torch==2.3.1" \\\n'
+        "        smppy>=0.3 transformers \\\n"
+        "        datasets\n"
+        "RUN pip install torch \\\n"
+        "    smprof\n"
+    )
+    # WHEN rewritten
+    result = rewrite_dependencies("dockerfile", text)
+    # THEN each line keeps what is not the Profiler's, with its layout; a last line gone takes its `\\` along
+    assert result.source == (
+        "FROM python:3.11\n"
+        "RUN pip install --no-cache-dir \\\n"
+        '        "torch==2.3.1" \\\n'
+        "        transformers \\\n"
+        "        datasets\n"
+        "RUN pip install torch\n"
+    )
+    assert [f.line for f in result.edits] == [2, 7]
+    assert result.manual == []
+    assert not rewrite_dependencies("dockerfile", result.source).changed
+
+
+def test_requirements_lose_the_profilers_index_options_and_keep_the_rest_of_the_line() -> None:
+    text = (
+        "--extra-index-url https://smppy.s3.amazonaws.com/simple\n"
+        "--index-url=https://pypi.org/simple\n"
+        "--extra-index-url https://download.pytorch.org/whl/cu121 --trusted-host smppy.s3.amazonaws.com  # GPU\n"
+        "-f https://smppy.s3.amazonaws.com/pytorch/cu121/\n"
+        "torch==2.3.1\n"
+    )
+    result = rewrite_dependencies("requirements", text)
+    assert result.source == (
+        "--index-url=https://pypi.org/simple\n--extra-index-url https://download.pytorch.org/whl/cu121  # GPU\n"
+        "torch==2.3.1\n"
+    )
+    assert [f.line for f in result.edits] == [1, 3, 4]
+    assert result.manual == []
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ('profiling = ["smppy>=0.3", "tensorboard"]\n', 'profiling = ["tensorboard"]\n'),
+        ('dependencies = ["torch", "smprof>=0.3"]  # main\n', 'dependencies = ["torch"]  # main\n'),
+        ("only = ['smppy']\n", "only = []\n"),
+        ('mid = ["a", "smprof", "b"]\n', 'mid = ["a", "b"]\n'),
+        ('    "x", "smppy==0.3",\n', '    "x",\n'),
+    ],
+)
+def test_pyproject_inline_arrays_lose_only_the_profiler(line: str, expected: str) -> None:
+    result = rewrite_dependencies("pyproject", "[project.optional-dependencies]\n" + line)
+    assert result.source == "[project.optional-dependencies]\n" + expected
+    assert result.manual == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "text"),
+    [
+        ("requirements", "smprofiler-tools==1.0\nsmprof-docs\n--extra-index-url https://download.pytorch.org/whl\n"),
+        ("pyproject", '[project]\ndependencies = ["smprofiler-tools", "smprof-docs>=1"]\n'),
+        ("dockerfile", "FROM python:3.11\nRUN pip install smprofiler-tools smprof-docs\n"),
+    ],
+)
+def test_dependency_decoys_are_untouched_and_not_reported(kind: str, text: str) -> None:
+    # GIVEN packages whose names start like the Profiler's WHEN rewritten THEN byte-identical, nothing reported
+    result = rewrite_dependencies(kind, text)
+    assert result.source == text
+    assert result.edits == []
+    assert result.manual == []

@@ -1,0 +1,354 @@
+"""Rewrite a Jupyter notebook's code cells with the same codemods as `.py` files (scripts and launchers).
+
+The cells are read and written with nbformat: outputs, execution counts and metadata stay as they
+were; only the `source` of the code cells changes. The codemods see the notebook as one module
+(an import in the first cell serves the profiler built in the third), so the code cells are joined,
+each behind a marker comment, rewritten once, and split again at the markers. IPython lines
+(`%pip ...`, `!pip ...`, `%matplotlib inline`) become placeholder comments while the Python is
+rewritten, then come back as they were, except the Profiler's install lines: `%pip install smppy`
+goes, `!pip install torch smprof` loses `smprof`, index options pointing at the Profiler's index go.
+Cell magics: `%%time`/`%%timeit`/`%%capture` cells are Python; a `%%writefile train.py` cell is
+rewritten as the file it writes (a script, launcher or requirements file, on its own); a `%%bash` cell's
+install lines lose the Profiler; other cell magics (`%%html`, ...) are left alone.
+
+A rewrite that would move code across cells (a range begun in one cell and ended in another), or
+leave a cell that does not parse on its own, is not made: the notebook is reported cell by cell and
+left byte-identical. Every finding names its cell: `cell 3, line 2: ...`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from profstack.migrate._cst import Finding
+from profstack.migrate.dependencies import rewrite_install_lines
+from profstack.migrate.scan import PYTHON_CELL_MAGICS, SHELL_CELL_MAGICS, notebook_uses
+
+CELL = "# profstack-cell-{}"
+MAGIC = "# profstack-magic-{}"
+_CELL = re.compile(r"^# profstack-cell-(\d+)$")
+_MAGIC = re.compile(r"^[ \t]*# profstack-magic-(\d+)[ \t]*$")
+_INSTALL = re.compile(r"\b(?:pip3?|conda|mamba)\b.*\binstall\b")
+
+
+class NotebookError(ValueError):
+    """Not a notebook nbformat reads: nothing was rewritten."""
+
+
+@dataclass
+class NotebookResult:
+    source: str
+    changed: bool
+    edits: list[Finding] = field(default_factory=list)
+    manual: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class _Cell:
+    index: int  # position among all cells (1-based, as Jupyter numbers them)
+    source: str
+    python: str = ""  # magics replaced by placeholders
+    magics: dict[int, str] = field(default_factory=dict)  # placeholder number -> the line that comes back
+    edits: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class _Standalone:
+    """A cell rewritten on its own: `%%writefile train.py` (a file of its own), `%%bash` (shell lines)."""
+
+    index: int
+    source: str
+    new: str
+    edits: list[Finding] = field(default_factory=list)
+    manual: list[Finding] = field(default_factory=list)
+
+
+def _cell_magic(source: str) -> str | None:
+    first = source.lstrip().split("\n", 1)[0]
+    if not first.startswith("%%"):
+        return None
+    rest = first[2:].split()
+    return rest[0] if rest else ""
+
+
+def _writefile(index: int, source: str, launcher: object | None) -> _Standalone:
+    """`%%writefile train.py` + a script (or a requirements file): rewritten as the file it writes."""
+    from pathlib import PurePath
+
+    from profstack.migrate.dependencies import kind_of, rewrite_dependencies
+    from profstack.migrate.smprof import RewriteError, rewrite_source
+
+    header, _, body = source.partition("\n")
+    arguments = [a for a in header.split()[1:] if not a.startswith("-")]
+    name = arguments[0] if arguments else ""
+    out = _Standalone(index=index, source=source, new=source)
+    kind = kind_of(PurePath(name)) if name else None
+    try:
+        if name.endswith(".py"):
+            result: Any = rewrite_source(body, filename=name, launcher=launcher)
+        elif kind is not None:
+            result = rewrite_dependencies(kind, body)
+        else:
+            return out
+    except RewriteError as exc:
+        out.manual.append(Finding(0, f"cell {index}: {exc}"))
+        return out
+    where = f"cell {index} (%%writefile {name}), line "
+    out.edits = [Finding(0, f"{where}{f.line + 1}: {f.message}") for f in result.edits]
+    out.manual = [Finding(0, f"{where}{f.line + 1}: {f.message}") for f in result.manual]
+    if result.changed:
+        out.new = header + "\n" + result.source
+    return out
+
+
+def _shell_cell(index: int, source: str) -> _Standalone:
+    """A `%%bash` cell: its `pip install` lines lose the Profiler's packages and index options."""
+    from profstack.migrate.dependencies import logical_lines
+
+    out = _Standalone(index=index, source=source, new=source)
+    lines: list[str] = []
+    for number, logical in logical_lines(source):
+        rewritten = rewrite_install_lines(logical) if number > 1 and _INSTALL.search("".join(logical)) else None
+        if rewritten is None:
+            lines.extend(logical)
+            continue
+        new, removed = rewritten
+        out.edits.append(Finding(0, f"cell {index}, line {number}: removed {', '.join(removed)}"))
+        lines.extend(new)
+    out.new = "".join(lines)
+    return out
+
+
+def _magic_line(line: str, cell: _Cell, number: int) -> str | None:
+    """What an IPython line (`%pip install smppy`) becomes: itself, without the Profiler, or None (gone)."""
+    stripped = line.strip()
+    if not _INSTALL.search(stripped):
+        return line
+    ending = line[len(line.rstrip("\r\n")) :]
+    rewritten = rewrite_install_lines([line.rstrip("\r\n")])
+    if rewritten is None:
+        return line
+    new, removed = rewritten
+    cell.edits.append(Finding(0, f"cell {cell.index}, line {number}: removed {', '.join(removed)} from `{stripped}`"))
+    return new[0] + ending if new else None
+
+
+def _prepare(cell: _Cell, counter: list[int]) -> None:
+    lines = cell.source.splitlines(keepends=True)
+    out = []
+    for number, line in enumerate(lines, start=1):
+        if line.lstrip().startswith(("%", "!")):
+            kept = _magic_line(line, cell, number)
+            counter[0] += 1
+            indent = line[: len(line) - len(line.lstrip())]
+            cell.magics[counter[0]] = "" if kept is None else kept.rstrip("\r\n")
+            out.append(indent + MAGIC.format(counter[0]) + "\n")
+            continue
+        out.append(line)
+    cell.python = "".join(out)
+
+
+def _restore(text: str, magics: dict[int, str]) -> str:
+    out = []
+    for line in text.splitlines(keepends=True):
+        match = _MAGIC.match(line.rstrip("\r\n"))
+        if match is None:
+            out.append(line)
+            continue
+        original = magics.get(int(match.group(1)), "")
+        if original:
+            out.append(original + line[len(line.rstrip("\r\n")) :])
+    return "".join(out)
+
+
+def _cell_of(line: int, starts: list[tuple[int, _Cell]]) -> tuple[_Cell, int]:
+    """The cell a line of the joined module belongs to, and the line within that cell."""
+    owner, first = starts[0][1], starts[0][0]
+    for start, cell in starts:
+        if start <= line:
+            owner, first = cell, start
+    return owner, line - first
+
+
+def _split(new: str, cells: list[_Cell]) -> dict[int, str] | None:
+    """Each cell's new Python (placeholders still in), or None when a cell marker moved or vanished."""
+    chunks: dict[int, list[str]] = {}
+    current: int | None = None
+    order: list[int] = []
+    for line in new.splitlines(keepends=True):
+        match = _CELL.match(line.rstrip("\r\n"))
+        if match is not None:
+            current = int(match.group(1))
+            order.append(current)
+            chunks[current] = []
+            continue
+        if current is None:
+            if line.strip():
+                return None  # code before the first cell marker: the codemod put it above the notebook
+            continue
+        chunks[current].append(line)
+    if order != [c.index for c in cells]:
+        return None
+    return {index: "".join(lines) for index, lines in chunks.items()}
+
+
+def _read(text: str) -> tuple[Any, str | None]:
+    """(the notebook, why it does not validate or None)."""
+    import nbformat
+
+    reads: Any = nbformat.reads  # untyped
+    invalid: dict[str, Exception] = {}
+    try:
+        notebook = reads(text, as_version=nbformat.NO_CONVERT, capture_validation_error=invalid)
+    except Exception as exc:  # nbformat raises JSON, schema-version and key errors of several kinds
+        raise NotebookError(f"not a notebook nbformat reads: {_first_line(exc)}") from None
+    error = invalid.get("ValidationError")
+    return notebook, (_first_line(error) if error is not None else None)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc)
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _code_cells(notebook: Any, launcher: object | None) -> tuple[list[_Cell], list[_Standalone]]:
+    """The notebook's Python cells (IPython lines turned into placeholders; `%%time`-style cells are
+    Python too), and the cells rewritten on their own (`%%writefile`, `%%bash`). Other cell magics
+    (`%%html`, ...) are left alone."""
+    cells: list[_Cell] = []
+    standalone: list[_Standalone] = []
+    counter = [0]
+    for index, cell in enumerate(notebook.get("cells", []), start=1):
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        magic = _cell_magic(source)
+        if cell.get("cell_type") != "code":
+            continue
+        if magic == "writefile":
+            standalone.append(_writefile(index, source, launcher))
+        elif magic in SHELL_CELL_MAGICS:
+            standalone.append(_shell_cell(index, source))
+        elif magic is None or magic in PYTHON_CELL_MAGICS:
+            prepared = _Cell(index=index, source=source)
+            _prepare(prepared, counter)
+            cells.append(prepared)
+    return cells, standalone
+
+
+def _join(cells: list[_Cell]) -> tuple[str, list[tuple[int, _Cell]]]:
+    """One module of the cells, each behind its marker; (text, (first line, cell) of each)."""
+    joined, starts, line = "", [], 1
+    for cell in cells:
+        body = cell.python if cell.python.endswith("\n") or not cell.python else cell.python + "\n"
+        joined += CELL.format(cell.index) + "\n" + body
+        starts.append((line + 1, cell))
+        line += 1 + body.count("\n")
+    return joined, starts
+
+
+def _put_back(notebook: Any, cells: list[_Cell], split: dict[int, str], standalone: list[_Standalone]) -> bool:
+    """Each cell's new source, magics restored, into the notebook; whether any changed."""
+    changed = False
+    for alone in standalone:
+        if alone.new != alone.source:
+            notebook.cells[alone.index - 1].source = alone.new
+            changed = True
+    for cell in cells:
+        new = _restore(split[cell.index], cell.magics)
+        if not cell.source.endswith("\n") and new.endswith("\n"):
+            new = new[:-1]
+        if new != cell.source:
+            notebook.cells[cell.index - 1].source = new
+            changed = True
+    return changed
+
+
+@dataclass
+class _Joined:
+    split: dict[int, str]
+    edits: list[Finding] = field(default_factory=list)
+    manual: list[Finding] = field(default_factory=list)
+    refusal: list[Finding] | None = None  # the notebook stays as it was, for these reasons
+
+
+def _rewrite_cells(cells: list[_Cell], text: str, launcher: object | None) -> _Joined:
+    """The Python cells rewritten as one module and split back at their markers."""
+    from profstack.migrate.smprof import RewriteError, rewrite_source
+
+    if not cells:
+        return _Joined(split={})
+    joined, starts = _join(cells)
+    try:
+        result = rewrite_source(joined, filename="<notebook>", launcher=launcher)
+    except RewriteError as exc:
+        why = str(exc).removeprefix("<notebook>:").strip()
+        refused = Finding(0, f"not rewritten: the code cells do not parse as Python ({why})")
+        return _Joined(split={}, refusal=[*notebook_uses(text), refused])
+    manual = [Finding(0, _where(f, starts) + f.message) for f in result.manual]
+    if not result.changed and result.manual:  # the Python stays (refused): so do its install lines
+        return _Joined(split={}, refusal=sorted(set(manual + _magics_left(text))))
+    split = _split(result.source, cells) if result.changed else {c.index: c.python for c in cells}
+    problem = _cells_that_break(split, cells)
+    if problem:
+        return _Joined(split={}, refusal=[*notebook_uses(text), Finding(0, problem)])
+    assert split is not None
+    edits = [Finding(0, _where(f, starts) + f.message) for f in result.edits]
+    edits += [finding for cell in cells for finding in cell.edits]
+    return _Joined(split=split, edits=edits, manual=manual)
+
+
+def rewrite_notebook(text: str, *, launcher: object | None = None) -> NotebookResult:
+    """Rewrite the notebook's code cells; raises NotebookError when nbformat cannot read it."""
+    import nbformat
+
+    notebook, invalid = _read(text)
+    if invalid is not None:  # nbformat would write it back changed (or not at all): report, never edit
+        uses = notebook_uses(text)
+        why = f"not rewritten: the notebook does not validate ({invalid}); open and save it in Jupyter, then rerun"
+        return NotebookResult(source=text, changed=False, manual=[*uses, Finding(0, why)] if uses else [])
+    cells, standalone = _code_cells(notebook, launcher)
+    joined = _rewrite_cells(cells, text, launcher)
+    if joined.refusal is not None:
+        return NotebookResult(source=text, changed=False, manual=joined.refusal)
+    manual = joined.manual + [finding for alone in standalone for finding in alone.manual]
+    if not _put_back(notebook, cells, joined.split, standalone):
+        return NotebookResult(source=text, changed=False, manual=sorted(set(manual + _magics_left(text))))
+    writes: Any = nbformat.writes  # untyped
+    written = str(writes(notebook))
+    if text.endswith("\n") and not written.endswith("\n"):
+        written += "\n"
+    edits = joined.edits + [finding for alone in standalone for finding in alone.edits]
+    return NotebookResult(source=written, changed=True, edits=edits, manual=sorted(set(manual + _magics_left(written))))
+
+
+def _magics_left(text: str) -> list[Finding]:
+    """Magic and shell lines that still name the Profiler (the Python is checked by the rewrite itself)."""
+    return [f for f in notebook_uses(text) if "magic or pip line" in f.message]
+
+
+def _where(finding: Finding, starts: list[tuple[int, _Cell]]) -> str:
+    if finding.line <= 0:
+        return ""
+    cell, line = _cell_of(finding.line, starts)
+    return f"cell {cell.index}, line {line + 1}: "
+
+
+def _cells_that_break(split: dict[int, str] | None, cells: list[_Cell]) -> str | None:
+    """Why the rewrite cannot be split back into these cells, or None."""
+    if split is None:
+        return "not rewritten: the rewrite would move code across cells; convert it by hand or export to .py"
+    broken = []
+    for cell in cells:
+        try:
+            ast.parse(split[cell.index])
+        except SyntaxError:
+            broken.append(str(cell.index))
+    if broken:
+        return (
+            f"not rewritten: cell {', '.join(broken)} would not run on its own after the rewrite (a range or "
+            "block spans cells); keep each begin/end in one cell, then rerun"
+        )
+    return None
