@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import zipfile
 from dataclasses import dataclass
@@ -61,7 +62,12 @@ class Target:
 
 
 def find_include(version: str) -> Path | None:
-    """The C headers of CPython ``version`` on this machine: pyenv's build, else ``python3.X`` on PATH."""
+    """The C headers of CPython ``version`` on this machine: this interpreter's when it is that version, else
+    pyenv's build, else ``python3.X`` on PATH."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        own = Path(sysconfig.get_paths()["include"])
+        if (own / "Python.h").is_file():
+            return own
     candidates: list[Path] = []
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
     if pyenv.is_dir():
