@@ -41,14 +41,14 @@ def run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
 
 def wheels(dist: Path) -> dict[str, Path]:
     tag = "cp" + PY.replace(".", "")
-    found = {
-        arch: sorted(dist.glob(f"profstack-*-{tag}-{tag}-manylinux_2_17_{arch}.*.whl"))
-        for arch in ("x86_64", "aarch64")
-    }
-    if not all(found.values()):
+
+    def found() -> dict[str, list[Path]]:
+        pattern = f"profstack-*-{tag}-{tag}-manylinux_2_17_{{}}.*.whl"
+        return {arch: sorted(dist.glob(pattern.format(arch))) for arch in ("x86_64", "aarch64")}
+
+    if not all(found().values()):
         run([sys.executable, "-m", "scripts.wheels", "--out", str(dist), "--python", PY], cwd=ROOT)
-        found = {arch: sorted(dist.glob(f"profstack-*-{tag}-{tag}-manylinux_2_17_{arch}.*.whl")) for arch in found}
-    return {arch: paths[-1] for arch, paths in found.items()}
+    return {arch: paths[-1] for arch, paths in found().items()}
 
 
 def arm64_root(root: Path) -> Path:

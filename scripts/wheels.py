@@ -91,25 +91,9 @@ def find_include(version: str) -> Path | None:
 def compile_module(target: Target, out_dir: Path) -> Path:
     out = out_dir / target.arch / target.tag / target.module
     out.parent.mkdir(parents=True, exist_ok=True)
-    includes = [f"-I{d}" for d in native_build.include_dirs()]
-    cmd = [
-        sys.executable,
-        "-m",
-        "ziglang",
-        "cc",
-        "-target",
-        f"{target.arch}-linux-gnu.{GLIBC}",
-        *native_build.FLAGS,
-        "-g0",
-        "-s",  # no debug info, stripped: what a user downloads
-        f"-I{target.include}",
-        *includes,
-        *map(str, native_build.sources()),
-        "-o",
-        str(out),
-        "-lm",
-    ]
-    subprocess.run(cmd, check=True)  # noqa: S603 - zig from the pinned requirements, our sources and flags
+    zig = (sys.executable, "-m", "ziglang", "cc", "-target", f"{target.arch}-linux-gnu.{GLIBC}")
+    # native_build's flags and sources; no debug info, stripped: what a user downloads
+    native_build.build(out, extra=("-g0", "-s"), compiler=zig, python_include=target.include)
     return out
 
 

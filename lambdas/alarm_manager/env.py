@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field
 
-from lambdas.common.env import EnvError, FunctionEnv
+from lambdas.common.env import EnvError, TagFilterEnv
 from profstack.jobs.alarms import Thresholds
 
 __all__ = ["EnvError", "ManagerEnv"]
@@ -14,13 +14,11 @@ __all__ = ["EnvError", "ManagerEnv"]
 Percent = Annotated[float, Field(gt=0, le=100)]
 
 
-class ManagerEnv(FunctionEnv):
+class ManagerEnv(TagFilterEnv):
     name_prefix: Annotated[str, Field(alias="NAME_PREFIX", pattern=r"^[a-z][a-z0-9-]{1,20}$")]
     topic_arn: Annotated[str, Field(alias="TOPIC_ARN", pattern=r"^arn:aws[a-z-]*:sns:")]
     region: Annotated[str, Field(alias="AWS_REGION", min_length=1)]
     dashboard_name: Annotated[str, Field(alias="DASHBOARD_NAME", min_length=1, max_length=255)]
-    tag_filter_key: Annotated[str | None, Field(alias="TAG_FILTER_KEY")] = None
-    tag_filter_value: Annotated[str | None, Field(alias="TAG_FILTER_VALUE")] = None
     gpu_utilization_low_percent: Annotated[float, Field(alias="GPU_UTILIZATION_LOW_PERCENT", gt=0, le=100)]
     gpu_memory_high_percent: Annotated[float, Field(alias="GPU_MEMORY_HIGH_PERCENT", gt=0, le=100)]
     disk_high_percent: Annotated[float, Field(alias="DISK_HIGH_PERCENT", gt=0, le=100)]
@@ -29,23 +27,6 @@ class ManagerEnv(FunctionEnv):
     cpu_bound_gpu_low_percent: Annotated[float, Field(alias="CPU_BOUND_GPU_LOW_PERCENT", gt=0, le=100)]
     evaluation_periods: Annotated[int, Field(alias="EVALUATION_PERIODS", ge=1, le=100)]
     warmup_minutes: Annotated[int, Field(alias="WARMUP_MINUTES", ge=0, le=1440)]
-
-    @field_validator("tag_filter_key", "tag_filter_value", mode="before")
-    @classmethod
-    def _blank_is_unset(cls, value: object) -> object:
-        return value or None  # the stack passes "" when no tag filter is configured
-
-    @model_validator(mode="after")
-    def _tag_pair(self) -> ManagerEnv:
-        if bool(self.tag_filter_key) != bool(self.tag_filter_value):
-            raise ValueError("set both TAG_FILTER_KEY and TAG_FILTER_VALUE, or neither")
-        return self
-
-    @property
-    def tag_filter(self) -> tuple[str, str] | None:
-        if self.tag_filter_key and self.tag_filter_value:
-            return (self.tag_filter_key, self.tag_filter_value)
-        return None
 
     def thresholds(self) -> Thresholds:
         return Thresholds(

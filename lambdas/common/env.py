@@ -7,9 +7,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Self
+from typing import Annotated, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class EnvError(RuntimeError):
@@ -27,3 +27,28 @@ class FunctionEnv(BaseModel):
             return cls.model_validate(dict(os.environ if environ is None else environ))
         except (ValidationError, json.JSONDecodeError) as exc:
             raise EnvError(f"invalid function environment: {exc}") from None
+
+
+class TagFilterEnv(FunctionEnv):
+    """A function that acts only on jobs carrying the deployment's tag filter (processing.tag_filter): both
+    variables or neither; the stack passes "" when no filter is configured."""
+
+    tag_filter_key: Annotated[str | None, Field(alias="TAG_FILTER_KEY")] = None
+    tag_filter_value: Annotated[str | None, Field(alias="TAG_FILTER_VALUE")] = None
+
+    @field_validator("tag_filter_key", "tag_filter_value", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return value or None
+
+    @model_validator(mode="after")
+    def _tag_pair(self) -> Self:
+        if bool(self.tag_filter_key) != bool(self.tag_filter_value):
+            raise ValueError("set both TAG_FILTER_KEY and TAG_FILTER_VALUE, or neither")
+        return self
+
+    @property
+    def tag_filter(self) -> tuple[str, str] | None:
+        if self.tag_filter_key and self.tag_filter_value:
+            return (self.tag_filter_key, self.tag_filter_value)
+        return None

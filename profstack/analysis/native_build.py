@@ -45,17 +45,28 @@ def target() -> Path:
     return HERE / f"_gpuaccel{sysconfig.get_config_var('EXT_SUFFIX')}"
 
 
-def build(out: Path | None = None, *, extra: tuple[str, ...] = ()) -> Path | None:
-    """Compile into ``out`` (default: beside the source). None without a compiler; raises when compiling fails."""
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        return None
+def build(
+    out: Path | None = None,
+    *,
+    extra: tuple[str, ...] = (),
+    compiler: tuple[str, ...] | None = None,
+    python_include: Path | None = None,
+) -> Path | None:
+    """Compile into ``out`` (default: beside the source). None without a compiler; raises when compiling fails.
+
+    ``compiler`` (default: ``cc`` or ``gcc`` on PATH) and ``python_include`` (default: this interpreter's headers)
+    are what a cross-build changes (scripts/wheels.py: zig's clang for another CPython and architecture)."""
+    if compiler is None:
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            return None
+        compiler = (cc,)
     out = out or target()
     tmp = out.with_name(out.name + ".tmp")
     includes = [f"-I{d}" for d in include_dirs()]
-    cmd = [cc, *FLAGS, *extra, f"-I{sysconfig.get_paths()['include']}", *includes, *map(str, sources()), "-o", str(tmp)]
-    cmd.append("-lm")
-    subprocess.run(cmd, check=True)  # noqa: S603 - the compiler found on PATH, our own source and flags
+    headers = python_include or Path(sysconfig.get_paths()["include"])
+    cmd = [*compiler, *FLAGS, *extra, f"-I{headers}", *includes, *map(str, sources()), "-o", str(tmp), "-lm"]
+    subprocess.run(cmd, check=True)  # noqa: S603 - the compiler found on PATH (or given), our own source and flags
     tmp.replace(out)  # atomic: a process importing meanwhile sees the old module or the new one
     return out
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
 from profstack.analysis.errors import TraceSourceError
+from profstack.analysis.xplane import XPLANE_SUFFIX, as_kineto
 
 
 @runtime_checkable
@@ -59,7 +60,7 @@ class BytesTraceSource:
         return io.BytesIO(self.data)
 
 
-_TRACE_SUFFIXES = (".json", ".json.gz", ".xplane.pb")
+_TRACE_SUFFIXES = (".json", ".json.gz", XPLANE_SUFFIX)
 
 
 def _is_trace_file(path: Path) -> bool:
@@ -69,7 +70,6 @@ def _is_trace_file(path: Path) -> bool:
 def discover_sources(paths: Sequence[str | Path]) -> list[TraceSource]:
     """Files as given; directories searched recursively for ``*.json`` / ``*.json.gz`` and TensorFlow's / JAX's
     ``*.xplane.pb`` (sorted); an XSpace is read as the Kineto events it holds (profstack/analysis/xplane.py)."""
-    from profstack.analysis.xplane import as_kineto
 
     found: list[TraceSource] = []
     seen: set[Path] = set()

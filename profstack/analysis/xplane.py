@@ -171,10 +171,7 @@ def _classes() -> dict[str, Any]:
     )
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
-    return {
-        name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"tensorflow.profiler.{name}"))
-        for name in ("XSpace", "XPlane")
-    }
+    return {"XSpace": message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.profiler.XSpace"))}
 
 
 def parse_xspace(data: bytes) -> Any:

@@ -158,8 +158,8 @@ def reader_export(prefix: str, user: str) -> str:
     return f"{prefix}-report-reader-{user}"
 
 
-def _reader_arn(args: argparse.Namespace, user: str, region: str | None) -> str:
-    name = reader_export(load(args).prefix, user)
+def _reader_arn(prefix: str, user: str, region: str | None) -> str:
+    name = reader_export(prefix, user)
     cloudformation = _aws.make_client("cloudformation", region)
     with aws_errors(f"looking up export {name} (or pass --role ARN)"):
         for page in cloudformation.get_paginator("list_exports").paginate():
@@ -190,14 +190,13 @@ def place(args: argparse.Namespace) -> Place:
     user = _user(args)
     bucket = args.bucket or os.environ.get("PROFSTACK_BUCKET")
     region = args.region
-    if not bucket or getattr(args, "reader", False):
+    role = args.role or os.environ.get("PROFSTACK_REPORTS_ROLE")
+    if not bucket or args.reader:  # the config (read once) names the stacks and the region
         config = load(args)
         region = region_of(args, config)
-    if not bucket:
-        bucket = _stack_bucket(load(args).prefix, region)
-    role = getattr(args, "role", None) or os.environ.get("PROFSTACK_REPORTS_ROLE")
-    if getattr(args, "reader", False) and not role:
-        role = _reader_arn(args, user, region)
+        bucket = bucket or _stack_bucket(config.prefix, region)
+        if args.reader and not role:
+            role = _reader_arn(config.prefix, user, region)
     if role:
         session = reader_session(str(role), user, region)
         with aws_errors("s3 client"):
