@@ -288,6 +288,13 @@ def analyse_files(
         guess = predicted[idx]
         alone = n_inputs == 1 or not opts.merge_rank_files or (guess is not None and rank_files[guess] == 1)
         fd = parse(idx, stream_gpu=alone)
+        if fd.skipped is not None:  # another known format beside the traces: said, and not an input
+            warnings.append(FileError(fd.name, TraceError(fd.skipped, source=fd.name), fatal=False))
+            if guess is None:
+                unknown_left -= 1
+            else:
+                unparsed[guess] -= 1
+            continue
         if not alone and fd.gpu_mode_reason is None:
             fd.gpu_mode_reason = "several input files may belong to this rank"
         files[idx] = fd
@@ -423,6 +430,7 @@ def assemble(parts: Analysed, opts: AnalysisOptions) -> AnalysisResult:
             "clip_launch_delay": opts.clip_launch_delay,
             "count_sync": opts.count_sync,
             "steps_keep_unlaunched": opts.steps_keep_unlaunched,
+            "op_types": opts.op_types,
             "rule_thresholds": th.as_dict(),
         },
         "inputs": inputs,

@@ -182,7 +182,7 @@ class DevicesWithoutActivityError(TraceError):
 
 class MemoryAllocatorUnknownError(TraceError):
     """``[memory]`` events without the allocator's totals (``Total Allocated`` / ``Total Reserved``): peaks and memory
-    over time are unknown for them (a notice: shown as unknown, the rest of the results stand)."""
+    over time are unknown for them (shown as unknown, the rest of the results stand; recorded, incomplete)."""
 
     partial_ok = True
 

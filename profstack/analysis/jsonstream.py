@@ -45,11 +45,15 @@ META_KEYS = frozenset(
         "traceName",
         "displayTimeUnit",
         "profile_memory",  # PyTorch's profiler options (2.x): the memory attribution keeps an op log for these
+        "record_shapes",  # ... and op input types are there to read (profstack.analysis.op_types)
     }
 )
 
 # a fast batch is a memoryview of one JSON array, valid only until the next iteration step
 Batch = memoryview | list[bytes]
+
+
+MAX_KEYS_SEEN = 32
 
 
 class ScanState:
@@ -142,6 +146,7 @@ class EventStream:
         self._read_hint = read_size_hint
         self.meta: dict[str, Any] = {}
         self.saw_trace_events = False
+        self.keys_seen: list[str] = []  # the top-level keys, in order (the first MAX_KEYS_SEEN): what a non-trace is
         self.had_bom = False
         self.finished = False  # the closing brace of the top-level object was reached
         self._header_only = False  # header(): stop at the traceEvents key
@@ -270,6 +275,8 @@ class EventStream:
             end = self._value_end()
             key = bytes(self._buf[self._pos + 1 : end - 1]).decode("utf-8", "replace")
             self._pos = end
+            if len(self.keys_seen) < MAX_KEYS_SEEN:
+                self.keys_seen.append(key[:64])
             if self._skip_ws() != 0x3A:
                 raise MalformedJsonError(f"expected ':' after key {key[:60]!r}")
             self._pos += 1

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from profstack.analysis import op_types
 from profstack.analysis.analyzers import kernels, rank_info, synchronisation, time_breakdown
 from profstack.analysis.analyzers import steps as steps_analyzer
 from profstack.analysis.analyzers.activity import activity
@@ -17,10 +18,10 @@ from profstack.analysis.analyzers.data_loading import dataloader
 from profstack.analysis.analyzers.launch_delay import launch_delay
 from profstack.analysis.analyzers.memory import memory
 from profstack.analysis.analyzers.memory_ops import memory_ops
-from profstack.analysis.analyzers.view import rank_view, window
+from profstack.analysis.analyzers.view import RankView, rank_view, window
 from profstack.analysis.gpu import GpuFeed, StepFrontier, dedupe_steps, select
 from profstack.analysis.options import AnalysisOptions, RuleThresholds
-from profstack.analysis.parse import FileData, SymbolTable
+from profstack.analysis.parse import FileData, SymbolTable, read_op_types
 from profstack.analysis.summary import RankSummary
 
 _COLUMNS = (
@@ -141,6 +142,26 @@ class RankAnalysis:
     internal: RankInternal
 
 
+def _op_types(rd: RankData, v: RankView) -> op_types.OpTypes | None:
+    """The op input classes of the rank's untyped computation kernels (profstack.analysis.op_types), read again from
+    its files where that can change the precision section: None where it cannot."""
+    names, untyped, total = kernels.untyped_computation(v)
+    if not names or total <= 0 or untyped < op_types.MIN_UNTYPED_SHARE * total:
+        return None
+    out: op_types.OpTypes | None = None
+    for f in rd.files:
+        if f.meta.get("record_shapes") in (0, False):  # the header says the op types were not recorded
+            continue
+        got = read_op_types(f, names)
+        if got is None:
+            continue
+        if out is None:
+            out = got
+        else:
+            out.merge(got)
+    return out
+
+
 def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: RuleThresholds) -> RankAnalysis:
     """Compute the rank summary (schema ``$defs/rank``): one stateless analyzer per section."""
     d = rd.data
@@ -156,7 +177,8 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     v = rank_view(d, names, d.gpu, sel)
 
     sync, sync_activity = synchronisation.sync(v)
-    ck = kernels.compute_kernels(v)
+    ops = _op_types(rd, v) if opts.op_types else None
+    ck = kernels.compute_kernels(v, ops)
     step_total = steps_analyzer.step_total(v)
     summary: RankSummary = {
         "rank": rd.rank,
@@ -173,8 +195,8 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "idle_breakdown": time_breakdown.idle_breakdown(v, th),
         "gpu_activity": time_breakdown.gpu_activity(v, sync_activity, sync["time_us"]),
         "kernel_types": time_breakdown.kernel_types(v),
-        "top_kernels_by_time": kernels.top_kernels_by_time(v, opts.top_k),
-        "top_kernels_by_count": kernels.top_kernels_by_count(v, opts.top_k),
+        "top_kernels_by_time": kernels.top_kernels_by_time(v, opts.top_k, ops),
+        "top_kernels_by_count": kernels.top_kernels_by_count(v, opts.top_k, ops),
         "distinct_kernels": len(v.acc.kstats),
         "precision": ck.precision,
         "conversion_kernels": ck.conversions,

@@ -120,6 +120,9 @@ class AnalysisOptions:
     steps_keep_unlaunched: with ``steps``, also keep GPU ops no launch can be correlated with, by their own
         start (False, like HTA: only ops joined to a launch in the window).
     max_cycle_gap_s: largest gap between two files of one rank that are merged as schedule cycles of one run.
+    op_types: read the precision of kernels whose names carry no types from the input types of the operators
+        that launched them (``record_shapes``; profstack.analysis.op_types: a second, narrow read of the file,
+        only where such kernels take 5 % of computation time or more). False: names only (one read).
     """
 
     top_k: int = 15
@@ -135,6 +138,7 @@ class AnalysisOptions:
     count_sync: bool = True
     steps_keep_unlaunched: bool = False
     max_cycle_gap_s: float = 1800.0
+    op_types: bool = True
 
     #: the resolved, typed thresholds (set from ``rule_thresholds`` in ``__post_init__``)
     limits: RuleThresholds = field(init=False, repr=False, compare=False)

@@ -17,7 +17,7 @@ from typing import Annotated, Any, NamedTuple
 
 import msgspec
 
-from profstack.analysis import classify, native, unrecorded
+from profstack.analysis import classify, native, op_types, unrecorded
 from profstack.analysis import memory as memory_columns
 from profstack.analysis.errors import (
     EmptyTraceError,
@@ -699,6 +699,11 @@ class FileData:
     repaired: int = 0  # events whose invalid UTF-8 / raw control characters were replaced (U+FFFD / space)
     # things worth knowing that lost no number (a byte-order mark, repaired names): never make a file partial
     notices: list[TraceError] = field(default_factory=list)
+    # a file of another known format found among the traces (a PyTorch execution trace): why it was left out
+    skipped: str | None = None
+    # where it was read from: the rank analysis reads it again for the op types of untyped kernels (op_types)
+    source: TraceSource | None = field(default=None, repr=False, compare=False)
+    max_bytes: tuple[int, int] = (0, 0)  # the limits it was read under (decompressed, per event)
     # profile_memory events, and CPU ops started over time (profstack.analysis.memory / timebins)
     memory: MemoryEvents = field(default_factory=MemoryEvents)
     memory_attributed: bool = True
@@ -716,6 +721,21 @@ class FileData:
     @property
     def failed(self) -> bool:
         return self.error is not None and (not self.error.partial_ok or self.x_events == 0)
+
+
+def other_format(keys: Sequence[str]) -> str | None:
+    """Why a JSON object without ``traceEvents`` is a known other file that sits beside traces (and is left out
+    without making the run partial), or None when it is not recognised (then it is an error).
+
+    PyTorch's ExecutionTraceObserver writes ``{"schema": "1.0.1", "pid", "time", "start_ts", "nodes": [...],
+    "finish_ts"}`` (torch/csrc/profiler/standalone/execution_trace_observer.cpp); HTA reads it beside the Kineto
+    trace for its critical path. It holds the op graph, not a timeline: nothing ProfStack measures."""
+    if "nodes" in keys and "schema" in keys:
+        return (
+            "a PyTorch execution trace (ExecutionTraceObserver: an op graph without a timeline), not a Kineto "
+            "trace: left out of the analysis"
+        )
+    return None
 
 
 READER_GIVE_UP = 8  # declined batches after which the C reader is tried only while it takes 1 batch in 5
@@ -1293,6 +1313,30 @@ def _apply_meta(fd: FileData, meta: dict[str, Any]) -> None:
         fd.time_offset_us = float(base) / 1000.0
 
 
+def read_op_types(fd: FileData, wanted: set[str]) -> op_types.OpTypes | None:
+    """The second pass of :mod:`profstack.analysis.op_types` over the file ``fd`` was parsed from: the op input
+    classes of the kernels named in ``wanted``. None where the file cannot be read again (the first pass has said
+    what was wrong with it) or was not read from a source."""
+    src = fd.source
+    if src is None or not wanted:
+        return None
+    max_decompressed, max_event = fd.max_bytes
+    long_strings = _LongStrings()
+    try:
+        with src.open() as fh:
+            stream = EventStream(
+                long_strings.filter(iter_chunks(fh, max_decompressed=max_decompressed)),
+                max_value_bytes=max_event,
+                read_size_hint=BATCH_BYTES,
+            )
+            long_strings.resolve = stream.unparsed
+            promised = fd.meta.get("record_shapes") in (1, True)
+            give_up = None if promised else op_types.GIVE_UP_EVENTS
+            return op_types.read(stream.batches(), wanted, bounded_name, give_up_after=give_up)
+    except (TraceError, OSError, MemoryError):
+        return None
+
+
 def parse_source(
     src: TraceSource,
     symbols: SymbolTable,
@@ -1379,6 +1423,7 @@ def _parse(
     bounded: bool,
 ) -> FileData:
     fd = FileData(name=src.name, size_bytes=src.size_hint)
+    fd.source, fd.max_bytes = src, (max_decompressed_bytes, max_event_bytes)
     guessed = rank_from_name(src.name)
     if guessed is not None:
         fd.rank = guessed
@@ -1428,7 +1473,9 @@ def _parse(
                     parser.consume(events)
                     del events
         if not stream.saw_trace_events:
-            raise NotKinetoError("JSON object has no traceEvents array")
+            fd.skipped = other_format(stream.keys_seen)
+            if fd.skipped is None:
+                raise NotKinetoError("JSON object has no traceEvents array")
     except TraceError as exc:
         fd.error = exc.with_source(src.name)
     except (OSError, MemoryError) as exc:  # pragma: no cover - environment failures
@@ -1450,6 +1497,19 @@ def _parse(
                 fd.launch_span = (feed.join.first_ts, feed.join.last_end)
             if fd.time_offset_us and first_ts is not None and first_ts > fd.time_offset_us / 2:
                 fd.time_offset_us = 0.0  # timestamps are already absolute despite baseTimeNanoseconds
+    if fd.skipped is not None:
+        return fd
+    analysed = fd.cpu_ops + fd.runtime_calls + fd.n_kernels + fd.n_memcpy + fd.n_memset
+    analysed += len(fd.a_ts) + len(fd.gs_ts) + len(fd.st_ts) + len(fd.dl_ts) + len(fd.s_ts)
+    if fd.error is None and fd.x_events and not analysed and not fd.invalid_events:
+        # Chrome-trace JSON from another writer (XProf's / JAX's trace.json.gz, a browser trace): its events are
+        # in no category Kineto writes, so nothing would be measured; a summary of it would be an empty success
+        fd.error = NotKinetoError(
+            f"{fd.x_events:,} duration event(s), none in a category ProfStack analyses (cpu_op, user_annotation, "
+            "kernel, cuda_runtime, gpu_memcpy, ...): is this a PyTorch profiler (Kineto) trace? Nothing analysed "
+            "(for TensorFlow / JAX, analyse the *.xplane.pb the profiler wrote beside it)",
+            source=src.name,
+        )
     if fd.error is None and fd.x_events == 0:
         if fd.no_ph:
             why = f'trace has no duration events: {fd.no_ph:,} event(s) have no "ph" field (X, i, ...)'
@@ -1485,7 +1545,8 @@ def _parse(
                 f"{fd.n_launch_records:,} GPU launch call(s) but no GPU rows{listed}: the GPU was used but its "
                 "activity was not recorded, so GPU time, kernels and idle are unknown (not a CPU-only run); record "
                 "it with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) (on ROCm "
-                "too)",
+                "too), without experimental_config's profiler_metrics (CUPTI's range profiler then records counters "
+                "per kernel in cuda_profiler_range rows instead of kernel timings)",
                 source=src.name,
             )
         )

@@ -69,14 +69,47 @@ def _is_trace_file(path: Path) -> bool:
 
 def discover_sources(paths: Sequence[str | Path]) -> list[TraceSource]:
     """Files as given; directories searched recursively for ``*.json`` / ``*.json.gz`` and TensorFlow's / JAX's
-    ``*.xplane.pb`` (sorted); an XSpace is read as the Kineto events it holds (profstack/analysis/xplane.py)."""
+    ``*.xplane.pb`` (sorted); an XSpace is read as the Kineto events it holds (profstack/analysis/xplane.py).
+    The JSON views XProf and JAX write beside an XSpace are left out (see :func:`discover`)."""
+    return discover(paths)[0]
+
+
+#: what JAX (``create_perfetto_trace=True``) and XProf / TensorFlow write beside ``<host>.xplane.pb``: the same
+#: events converted to Chrome-trace JSON, in no category Kineto writes
+_XSPACE_VIEWS = (".trace.json.gz", ".trace.json")
+_PERFETTO_VIEW = "perfetto_trace.json.gz"
+
+
+def _xspace_view(path: Path, xspace_dirs: set[Path]) -> bool:
+    name = path.name
+    if path.parent not in xspace_dirs or name.endswith((".pt.trace.json", ".pt.trace.json.gz")):
+        return False  # a Kineto trace keeps its place wherever it is
+    return name == _PERFETTO_VIEW or name.endswith(_XSPACE_VIEWS)
+
+
+def discover(paths: Sequence[str | Path]) -> tuple[list[TraceSource], list[tuple[str, str]]]:
+    """(sources, [(name, why it was left out)]): as :func:`discover_sources`, saying what a directory walk left
+    out. In a profile run folder holding ``*.xplane.pb``, JAX's ``perfetto_trace.json.gz`` and XProf's
+    ``<host>.trace.json.gz`` are conversions of that XSpace: read, they would count one run three times."""
 
     found: list[TraceSource] = []
+    left_out: list[tuple[str, str]] = []
     seen: set[Path] = set()
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
             candidates = sorted(p for p in path.rglob("*") if _is_trace_file(p))
+            xspace_dirs = {p.parent for p in candidates if p.name.endswith(XPLANE_SUFFIX)}
+            views = [p for p in candidates if _xspace_view(p, xspace_dirs)]
+            left_out.extend(
+                (
+                    str(p.relative_to(path)),
+                    "a Chrome-trace view of the *.xplane.pb beside it (written by JAX / XProf): the XSpace is "
+                    "analysed instead",
+                )
+                for p in views
+            )
+            candidates = [p for p in candidates if p not in views]
         elif path.is_file():
             candidates = [path]
         elif path.exists():
@@ -91,7 +124,7 @@ def discover_sources(paths: Sequence[str | Path]) -> list[TraceSource]:
             seen.add(key)
             name = str(cand.relative_to(path)) if path.is_dir() else cand.name
             found.append(as_kineto(FileTraceSource(cand, name=name)))
-    return found
+    return found, left_out
 
 
 # rank-3, rank3, rank_3, _rank3, rank.3 ; SageMaker hosts algo-2 (1-based host index -> rank 1)

@@ -20,7 +20,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from profstack.analysis.errors import NOT_RECORDED
 
-SUMMARY_SCHEMA_VERSION = "1.6"
+SUMMARY_SCHEMA_VERSION = "1.7"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -80,8 +80,9 @@ class KernelStat(TypedDict):
     max_us: float
     std_us: float
     pct_of_gpu_op_time: float
-    #: schema 1.6: where ``precision`` was read: the kernel's argument types, its name only (a fallback), neither
-    precision_source: NotRequired[Literal["types", "name", "none", "n/a"]]
+    #: schema 1.6: where ``precision`` was read: the kernel's argument types, its name only (a fallback), neither;
+    #: schema 1.7: ``op_types``: the input types of the operators that launched it (record_shapes)
+    precision_source: NotRequired[Literal["types", "op_types", "name", "none", "n/a"]]
 
 
 class ErrorEntry(TypedDict):
@@ -190,6 +191,8 @@ class PrecisionShare(TypedDict):
 class MathPrecisionShare(PrecisionShare):
     #: schema 1.6: of ``time_us``, the time whose class was read from kernel names only (no argument types)
     from_name_time_us: NotRequired[float]
+    #: schema 1.7: of ``time_us``, the time whose class was read from the launching operators' input types
+    from_op_types_time_us: NotRequired[float]
 
 
 class ConversionKernels(TypedDict):
@@ -538,6 +541,8 @@ class Options(TypedDict):
     clip_launch_delay: NotRequired[bool]
     count_sync: NotRequired[bool]
     steps_keep_unlaunched: NotRequired[bool]
+    #: schema 1.7: untyped kernels' precision read from their operators' input types (op_types)
+    op_types: NotRequired[bool]
 
 
 class InputEntry(TypedDict):

@@ -4,9 +4,9 @@ leaves unknown, and how to record it. A file with such a warning is not complete
 Checked per file from what the parse counted (``parse.FileData``), and per rank from the launch join:
 
 * GPU rows without the CPU activity under them: no runtime/driver call (the launches) makes launch delays, the
-  host-wait share of idle time and step selection by launch unknown (a warning); no ``cpu_op`` with the launches
-  there (nor any record_function / ProfilerStep range: no CPU activity at all) leaves only the CPU-op table and
-  memory attribution empty, not wrong (a notice: the file stays complete);
+  host-wait share of idle time and step selection by launch unknown; no ``cpu_op`` with the launches there (nor
+  any record_function / ProfilerStep range: no CPU activity at all) leaves the CPU-op table, the steps and memory
+  attribution empty. Both are warnings (the issue: "the same holds for CPU activity missing under GPU rows");
 * neither CPU operators nor GPU activity, where the trace shows it meant to record them (runtime calls such as
   syncs, GPUs listed, ``profile_memory`` on): an empty profile (written before an active step), never called
   CPU-only, and where its header says ``profile_memory`` was on and no ``[memory]`` event was written, said so;
@@ -14,8 +14,8 @@ Checked per file from what the parse counted (``parse.FileData``), and per rank 
   profile without ``ProfilerActivity.CUDA`` (which records the launches too), which the trace cannot tell apart.
   Devices listed beside active ones are not reported: every rank of a job lists every GPU it can see;
 * ``[memory]`` events without the allocator's totals (``Total Allocated``): peaks and memory over time unknown
-  (the section's ``-1``, which the report shows as unknown), allocations and bytes exact: a notice, so that such
-  a job stays complete (and a regression baseline: ``profstack.history``);
+  (the section's ``-1``, which the report shows as unknown), allocations and bytes exact: a warning, since the
+  memory panel the user sees lacks its peaks (the file is not complete, so it is no regression baseline either);
 * flows to nowhere: Kineto links a launch to its GPU row by an ``ac2g`` flow (a start ``"s"`` at the launch, a
   finish ``"f"`` at the GPU row, one id: the correlation). More starts than finishes means at least that many
   launches whose GPU row is missing (records dropped, or kernels still running when the profiler stopped). Counted,
@@ -95,7 +95,7 @@ def _no_cpu_activity(fd: FileData, source: str) -> list[TraceError]:
 
 def file_warnings(fd: FileData, source: str) -> list[TraceError]:
     """The file's not-recorded warnings (empty for a file that holds what it should)."""
-    out: list[TraceError] = []
+    out: list[TraceError] = [*_no_cpu_activity(fd, source), *_memory_without_allocator(fd, source)]
     gpu_rows = fd.n_kernels + fd.n_memcpy + fd.n_memset
     launches = fd.n_launch_records
     if gpu_rows and not fd.runtime_calls:
@@ -145,20 +145,24 @@ def file_warnings(fd: FileData, source: str) -> list[TraceError]:
     return out
 
 
-def file_notices(fd: FileData, source: str) -> list[TraceError]:
-    """Gaps that leave a table empty or a value unknown (said where it shows, with how to record it) but no result
-    wrong: the file stays complete."""
-    out: list[TraceError] = []
+def _memory_without_allocator(fd: FileData, source: str) -> list[TraceError]:
     mem = fd.memory
-    if len(mem):
-        unknown = mem.alloc.count(-1)
-        if unknown:  # the section's peaks are null for them and the report says why; allocations and bytes stand
-            out.append(
-                MemoryAllocatorUnknownError(
-                    f"{unknown:,} of {len(mem):,} [memory] event(s) carry no allocator totals (Total Allocated / "
-                    "Total Reserved): peak and over-time memory are unknown (allocations and bytes are counted); "
-                    "newer PyTorch releases write them with profile_memory=True",
-                    source=source,
-                )
-            )
-    return [*_no_cpu_activity(fd, source), *out]
+    unknown = mem.alloc.count(-1) if len(mem) else 0
+    if not unknown:
+        return []
+    # the section's peaks are null for them and the report says why; allocations and bytes stand
+    return [
+        MemoryAllocatorUnknownError(
+            f"{unknown:,} of {len(mem):,} [memory] event(s) carry no allocator totals (Total Allocated / Total "
+            "Reserved): peak and over-time memory are unknown (allocations and bytes are counted); newer PyTorch "
+            "releases write them with profile_memory=True",
+            source=source,
+        )
+    ]
+
+
+def file_notices(fd: FileData, source: str) -> list[TraceError]:
+    """Gaps that lose no result the user sees (none today: every gap above changes a result, so it is a warning).
+    Kept as the place for such notices."""
+    del fd, source
+    return []

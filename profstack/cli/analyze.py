@@ -94,6 +94,12 @@ def register(subparsers: Any) -> None:
         help="leave cuda_sync rows out of the temporal breakdown (HTA counts them; default: counted)",
     )
     parser.add_argument(
+        "--no-op-types",
+        action="store_true",
+        help="read the precision of kernels whose names carry no types from their names only, not from the input "
+        "types of the operators that launched them (record_shapes; default: read, which can read a file twice)",
+    )
+    parser.add_argument(
         "--max-cycle-gap",
         type=float,
         default=1800.0,
@@ -427,8 +433,9 @@ def run(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise CliError(f"--jobs must be at least 1, got {args.jobs}")
 
-    from profstack.analysis import AnalysisOptions, TraceError, analyze, discover_sources
+    from profstack.analysis import AnalysisOptions, TraceError, analyze
     from profstack.analysis.parallel import analyze as analyze_in_processes
+    from profstack.analysis.sources import discover
 
     out_dir: Path = args.out
     start = time.monotonic()
@@ -444,10 +451,14 @@ def run(args: argparse.Namespace) -> int:
             launch_calls=args.launch_calls,
             clip_launch_delay=not args.raw_launch_delay,
             count_sync=not args.no_sync_in_breakdown,
+            op_types=not args.no_op_types,
             max_cycle_gap_s=args.max_cycle_gap,
         )
         # Never read our own outputs back (`profstack analyze . --out out`, run twice).
-        sources = [s for s in discover_sources(args.paths) if not _inside(getattr(s, "path", None), out_dir)]
+        found, left_out = discover(args.paths)
+        for name, why in left_out:
+            print(printable(f"profstack: note: {name}: left out: {why}"), file=sys.stderr)
+        sources = [s for s in found if not _inside(getattr(s, "path", None), out_dir)]
         if not sources:
             raise CliError(f"no *.json or *.json.gz trace files under {', '.join(args.paths)}")
         total = sum(s.size_hint or 0 for s in sources)
@@ -463,7 +474,10 @@ def run(args: argparse.Namespace) -> int:
         summary: Summary = result.summary
         if not summary.get("ranks"):
             # Nothing usable: an error, not an empty report.
-            errors = [e.message for e in result.errors] or ["no analysable trace data"]
+            said = [str(w.get("message")) for w in summary.get("warnings") or []]  # e.g. files left out, and why
+            errors = [e.message for e in result.errors] or [
+                f"no analysable trace data: {said[0]}" if said else "no analysable trace data"
+            ]
             more = f" (and {len(errors) - 1} more error(s))" if len(errors) > 1 else ""
             raise CliError(f"{errors[0]}{more}")
         out_dir.mkdir(parents=True, exist_ok=True)

@@ -570,7 +570,7 @@ def _panel_top_kernels(rank: Mapping[str, Any], key: str, title: str) -> str:
             f'<div class="bar" style="width:{val / scale * 100:.1f}%;background:{COLORS.get(ktype, COLORS["bar"])}">'
             f"</div></td>"
             f"<td>{esc(ktype.lower())}</td><td>{esc(get(k, 'precision') or '')}"
-            f"{'*' if get(k, 'precision_source') == 'name' else ''}</td>"
+            f"{_PRECISION_MARK.get(str(get(k, 'precision_source')), '')}</td>"
             f'<td class="n">{count(get(k, "count"))}</td><td class="n">{dur(get(k, "total_us"))}</td>'
             f'<td class="n">{dur(get(k, "mean_us"))}</td><td class="n">{dur(get(k, "max_us"))}</td>'
             f'<td class="n">{pct(get(k, "pct_of_gpu_op_time"))}</td></tr>'
@@ -578,17 +578,27 @@ def _panel_top_kernels(rank: Mapping[str, Any], key: str, title: str) -> str:
     hint = f"{count(get(rank, 'distinct_kernels'))} distinct kernels" if get(rank, "distinct_kernels") else ""
     table = (
         '<table><thead><tr><th>Kernel <span class="muted" style="text-transform:none">(hover for full name)'
-        '</span></th><th>Type</th><th title="* read from the kernel name only (no argument types in it)">Precision'
+        '</span></th><th>Type</th><th title="* read from the kernel name only (no argument types in it); '
+        '† from the input types of the operators that launched it">Precision'
         '</th><th class="n">Launches</th><th class="n">Total</th>'
         '<th class="n">Mean</th><th class="n">Max</th><th class="n">% GPU time</th></tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
+    marks = []
+    if any(get(k, "precision_source") == "op_types" for k in kernels):
+        marks.append("† from the input types of the operators that launched it (record_shapes)")
     if any(get(k, "precision_source") == "name" for k in kernels):
+        marks.append("* from the kernel name only (its naming scheme)")
+    if marks:
         table += (
-            '<p class="muted" style="font-size:12px">* precision read from the kernel name only (its naming '
-            "scheme); the others from the kernel's argument types.</p>"
+            f'<p class="muted" style="font-size:12px">Precision {"; ".join(marks)}; the others from the kernel\'s '
+            "argument types.</p>"
         )
     return _card(title, table, full=True, hint=hint)
+
+
+#: how a kernel row marks where its precision was read (none: the kernel's own argument types)
+_PRECISION_MARK = {"name": "*", "op_types": "†"}
 
 
 def _panel_precision(rank: Mapping[str, Any]) -> str:
@@ -619,8 +629,15 @@ def _panel_precision(rank: Mapping[str, Any]) -> str:
     )
     total = sum(num(get(p, "time_us")) or 0 for p in rows)
     by_name = sum(num(get(p, "from_name_time_us")) or 0 for p in rows)
+    by_ops = sum(num(get(p, "from_op_types_time_us")) or 0 for p in rows)
+    ops = (
+        f"{pct(100.0 * by_ops / total)} of the time from the input types of the operators that launched kernels "
+        "whose names carry none (record_shapes); "
+        if total and by_ops
+        else ""
+    )
     how = "precision is read from each kernel's argument types (its demangled template arguments and parameters); " + (
-        f"{pct(100.0 * by_name / total)} of the time only from kernel names (cuBLAS / CUTLASS / Tensile naming: "
+        f"{ops}{pct(100.0 * by_name / total)} of the time only from kernel names (cuBLAS / CUTLASS / Tensile naming: "
         'a fallback), and "other" where neither says.'
         if total and any(get(p, "from_name_time_us") is not None for p in rows)
         else "kernel names (cuBLAS / CUTLASS / Tensile naming) are a fallback."

@@ -34,4 +34,5 @@ def test_each_origin_folder_carries_its_licence_and_the_readme_names_it() -> Non
 
 def test_total_size_stays_small_enough_for_the_repository() -> None:
     total = sum(p.stat().st_size for p in TRACES_DIR.rglob("*") if p.is_file())
-    assert total < 15_000_000
+    # 17.2 MB since wave 3 added HTA's other test traces (MTIA, CUPTI range profiler, a second graph capture)
+    assert total < 20_000_000

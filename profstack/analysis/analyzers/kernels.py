@@ -6,16 +6,19 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
-from profstack.analysis import classify
+from profstack.analysis import classify, op_types
 from profstack.analysis.analyzers.time_breakdown import COMP_IDX
 from profstack.analysis.analyzers.view import RankView
+from profstack.analysis.op_types import OpTypes
 from profstack.analysis.precision import named as named_precision
 from profstack.analysis.precision import read as read_precision
 from profstack.analysis.stats import pct, pct_or_none, r2
 from profstack.analysis.summary import ConversionKernels, KernelStat, MathPrecisionShare, Occupancy
 
+PrecisionSource = Literal["types", "op_types", "name", "none", "n/a"]
 
-def _kstat(v: RankView, nid: int, st: list[float]) -> KernelStat:
+
+def _kstat(v: RankView, nid: int, st: list[float], ops: OpTypes | None = None) -> KernelStat:
     n = int(st[0])
     mean = st[1] / n
     var = (st[2] - n * mean * mean) / (n - 1) if n > 1 else 0.0
@@ -24,10 +27,12 @@ def _kstat(v: RankView, nid: int, st: list[float]) -> KernelStat:
     # Precision describes math; a NCCL int8 reduction or a memcpy has none worth reporting, and a cast
     # to fp8 is a conversion, not fp8 math.
     label: str = "n/a"
-    source: Literal["types", "name", "none", "n/a"] = "n/a"
+    source: PrecisionSource = "n/a"
     if ktype == classify.COMPUTATION:
-        cls, read_from = read_precision(name)
-        label, source = ("conversion" if classify.is_conversion(name) else cls), read_from
+        if classify.is_conversion(name):
+            label, source = "conversion", read_precision(name)[1]
+        else:
+            label, source = kernel_precision(name, ops)
     return {
         "name": name,
         "kernel_type": ktype,
@@ -43,16 +48,16 @@ def _kstat(v: RankView, nid: int, st: list[float]) -> KernelStat:
     }
 
 
-def top_kernels_by_time(v: RankView, top_k: int) -> list[KernelStat]:
+def top_kernels_by_time(v: RankView, top_k: int, ops: OpTypes | None = None) -> list[KernelStat]:
     names = v.names
     by_time = sorted(v.acc.kstats.items(), key=lambda kv: (-kv[1][1], names[kv[0]]))[:top_k]
-    return [_kstat(v, nid, st) for nid, st in by_time]
+    return [_kstat(v, nid, st, ops) for nid, st in by_time]
 
 
-def top_kernels_by_count(v: RankView, top_k: int) -> list[KernelStat]:
+def top_kernels_by_count(v: RankView, top_k: int, ops: OpTypes | None = None) -> list[KernelStat]:
     names = v.names
     by_count = sorted(v.acc.kstats.items(), key=lambda kv: (-kv[1][0], -kv[1][1], names[kv[0]]))[:top_k]
-    return [_kstat(v, nid, st) for nid, st in by_count]
+    return [_kstat(v, nid, st, ops) for nid, st in by_count]
 
 
 @dataclass(frozen=True)
@@ -65,10 +70,46 @@ class ComputeKernels:
     conversions: ConversionKernels
 
 
-def compute_kernels(v: RankView) -> ComputeKernels:
+def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
+    """(names, their time, all math time) of the rank's computation kernels (conversions aside) whose names carry
+    no argument types: those whose precision the launching ops' input types can tell (profstack.analysis.op_types)."""
+    acc, names = v.acc, v.names
+    out: set[str] = set()
+    untyped = total = 0.0
+    for nid, st in acc.kstats.items():
+        if nid not in acc.kernel_ids or acc.type_cache.get(nid) != COMP_IDX:
+            continue
+        name = names[nid]
+        if classify.is_conversion(name):
+            continue
+        total += st[1]
+        if read_precision(name)[1] != "types":
+            out.add(name)
+            untyped += st[1]
+    return out, untyped, total
+
+
+def kernel_precision(name: str, ops: OpTypes | None) -> tuple[str, PrecisionSource]:
+    """The class a kernel is listed with, and where it was read: its argument types, else the class most of its
+    launching ops' input types say (op_types), else its naming scheme."""
+    cls, source = read_precision(name)
+    if source == "types" or ops is None:
+        return cls, source
+    shares = ops.shares(name)
+    if not shares:
+        return cls, source
+    best = max(sorted(shares), key=lambda c: shares[c][1])
+    return op_types.combine(cls, source, best)  # type: ignore[return-value]
+
+
+def compute_kernels(v: RankView, ops: OpTypes | None = None) -> ComputeKernels:
+    """Precision mix and Tensor Core use of the computation kernels. With ``ops`` (the launching ops' input types
+    of untyped kernels), such a kernel's time is split by its ops' classes (the file's shares, applied to the
+    window's time), and what its ops did not say stays with the name's reading."""
     acc, names = v.acc, v.names
     kstats, type_cache, kernel_ids = acc.kstats, acc.type_cache, acc.kernel_ids
-    prec: dict[str, list[float]] = {p: [0, 0.0, 0.0] for p in classify.PRECISIONS}  # count, time, from names
+    # count, time, from names, from op types
+    prec: dict[str, list[float]] = {p: [0, 0.0, 0.0, 0.0] for p in classify.PRECISIONS}
     conv: dict[str, list[float]] = {}
     tc_time = 0.0
     comp_kernel_time = 0.0
@@ -87,24 +128,37 @@ def compute_kernels(v: RankView) -> ComputeKernels:
                 tc_time += st[1]
             continue
         cls, source = read_precision(name)
-        p = prec[cls]
-        p[0] += st[0]
-        p[1] += st[1]
-        if source == "name":
-            p[2] += st[1]
+        shares = ops.shares(name) if ops is not None and source != "types" else {}
+        if shares:
+            for op_cls, (n_share, t_share) in sorted(shares.items()):
+                got, _ = op_types.combine(cls, source, op_cls)
+                p = prec[got]
+                p[0] += st[0] * n_share
+                p[1] += st[1] * t_share
+                if got == op_cls:
+                    p[3] += st[1] * t_share
+                else:
+                    p[2] += st[1] * t_share
+        else:
+            p = prec[cls]
+            p[0] += st[0]
+            p[1] += st[1]
+            if source == "name":
+                p[2] += st[1]
         comp_kernel_time += st[1]
         if classify.uses_tensor_cores(name):
             tc_time += st[1]
     precision: list[MathPrecisionShare] = [
         {
             "precision": p,
-            "count": int(val[0]),
+            "count": max(1, round(val[0])),  # a class's share of a kernel name's launches, at least one
             "time_us": r2(val[1]),
             "pct": pct(val[1], comp_kernel_time),
             "from_name_time_us": r2(val[2]),
+            "from_op_types_time_us": r2(val[3]),
         }
         for p, val in prec.items()
-        if val[0]
+        if val[0] > 0
     ]
     conv_time = sum(c[1] for c in conv.values())
     conversions: ConversionKernels = {

@@ -8,6 +8,7 @@ arrays by typecode, objects by ``__dict__``, slots and msgspec fields, and an ob
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from array import array
 from types import BuiltinFunctionType, FunctionType, MethodType
@@ -29,6 +30,8 @@ def _leaf(x: object) -> str | None:
         return "NotImplemented"
     if t is str:
         return f"str {x!r}"
+    if t is bytes:  # a source's data (FileData.source): its length and digest
+        return f"bytes {len(x)} {hashlib.sha256(x).hexdigest()}"  # type: ignore[arg-type]
     if t is complex:
         return f"complex {_leaf(x.real)} {_leaf(x.imag)}"  # type: ignore[attr-defined]
     if t is range:

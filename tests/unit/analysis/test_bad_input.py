@@ -45,9 +45,15 @@ def launch(ts: float, dur: float, corr: int) -> dict[str, Any]:
             "args": {"correlation": corr}}  # fmt: skip
 
 
+def cpu_op(ts: float, dur: float) -> dict[str, Any]:
+    return {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+
 def many_events(n: int) -> list[dict[str, Any]]:
+    """``n`` launches under their operator, each with its kernel (the CPU side recorded, as Kineto writes it)."""
     out: list[dict[str, Any]] = []
     for i in range(n):
+        out.append(cpu_op(i * 10.0, 3.0))
         out.append(launch(i * 10.0, 2.0, i + 1))
         out.append(kernel("k", i * 10.0 + 5, 3.0, i + 1))
     return out

@@ -150,5 +150,5 @@ def test_the_report_marks_precision_read_from_names() -> None:
     page = render_html(analyze([BytesTraceSource(data, name="r0.json")], AnalysisOptions()).summary)
     # THEN the kernel table marks the name-only reading, and the precision card says how much time it covers
     assert "bf16*" in page
-    assert "* precision read from the kernel name only" in page
+    assert "Precision * from the kernel name only (its naming scheme)" in page
     assert "60.0% of the time only from kernel names" in page

@@ -413,8 +413,10 @@ def test_a_folder_of_two_runs_is_reported_run_by_run(tmp_path: Path, capsys: pyt
     out = tmp_path / "out"
     code = main(["analyze", str(TRACES / "kineto_tb_plugin"), "--out", str(out), "--format", "json,html"])
     captured = capsys.readouterr()
-    # THEN the CLI lists two runs by their files, the summary has both, and the report shows them
-    assert code == 0, captured.err
+    # THEN the CLI lists two runs by their files, the summary has both, and the report shows them (exit 1: these
+    # 2021 traces' memory events carry no allocator totals, so their memory peaks are unknown)
+    assert code == 1, captured.err
+    assert "carry no allocator totals" in captured.out + captured.err
     assert "2 separate runs" in captured.out
     assert "run-1: resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz: rank 0.0 GPU idle" in captured.out
     summary = json.loads((out / "summary.json").read_text())
@@ -430,14 +432,14 @@ def test_last_step_flags_reach_the_summary(
     flag: list[str], included: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # GIVEN a trace with several steps WHEN analysed with each flag (or none: HTA's default)
-    trace = TRACES / "kineto_tb_plugin" / "resnet50_num_workers_0"
+    trace = TRACES / "hta" / "ns_resolution_trace"
     code = main(["analyze", str(trace), "--out", str(tmp_path), "--format", "json", *flag])
     captured = capsys.readouterr()
     summary = json.loads((tmp_path / "summary.json").read_text())
-    # THEN the summary and the CLI say which, and the last step (#10) is analysed only when included
+    # THEN the summary and the CLI say which, and the last step (#105) is analysed only when included
     assert code == 0, captured.err
     assert summary["options"]["include_last_step"] is included
-    assert (10 in summary["ranks"][0]["window"]["steps"]) is included
+    assert (105 in summary["ranks"][0]["window"]["steps"]) is included
     assert ("Last ProfilerStep: included" in captured.out) is included
 
 

@@ -142,3 +142,37 @@ def test_every_named_query_runs_and_names_all_its_tables() -> None:
         with pytest.raises(KeyError):
             query.render({"jobs": "jobs"})
         assert "{" not in query.render({t: f'"db"."{t}"' for t in TABLES})
+
+
+def _summary(complete: bool, errors: list[tuple[str, bool]], warnings: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {
+        "complete": complete,
+        "ranks": [{"rank": 0}],
+        "errors": [{"source": "t", "error_type": t, "message": "m", "fatal": fatal} for t, fatal in errors],
+        "warnings": [{"source": "t", "error_type": t, "message": "m", "fatal": False} for t in warnings],
+    }
+
+
+@pytest.mark.parametrize(
+    ("summary", "measured"),
+    [
+        (_summary(True, []), True),
+        # a 2021 trace whose memory events carry no allocator totals: the report is incomplete (memory peaks
+        # unknown), every number of the history rows is measured: still a regression baseline
+        (_summary(False, [("MemoryAllocatorUnknownError", False)]), True),
+        # any gap that touches a history number keeps the job out of baselines
+        (_summary(False, [("MemoryAllocatorUnknownError", False), ("FlowsToNowhereError", False)]), False),
+        (_summary(False, [("CpuActivityNotRecordedError", False)]), False),
+        (_summary(False, [("MemoryAllocatorUnknownError", True)]), False),
+        (_summary(False, [("MemoryAllocatorUnknownError", False)], ("ImplausibleResultError",)), False),
+        (_summary(False, [("MemoryAllocatorUnknownError", False)], ("NamesFoldedError",)), False),
+        (_summary(False, []), False),  # incomplete for a reason the errors do not name: not measured
+        ({"complete": False, "ranks": [], "errors": [{"error_type": "MemoryAllocatorUnknownError"}]}, False),
+    ],
+)
+def test_a_job_counts_as_measured_only_when_no_history_number_is_unknown(
+    summary: dict[str, Any], measured: bool
+) -> None:
+    from profstack.history.rows import measured_completely
+
+    assert measured_completely(summary) is measured
