@@ -62,6 +62,20 @@ CASES: dict[str, dict[int, str]] = {
     "trace_compare_base": {1: "hta/trace_compare/base/base.json.gz"},
     "trace_compare_test": {1: "hta/trace_compare/test/test.json.gz"},
     "trace_diff_control": {3: "hta/trace_diff/control/control.json.gz"},
+    # AMD's TraceLens test traces: MI300X / MI210 on ROCm (numbers as strings), vLLM and SGLang serving with HIP
+    # graphs, H100 and B200 eager runs, a GPU-only trace
+    "tl_mi300_qwen": {0: "tracelens/mi300/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"},
+    "tl_mi300_bert": {0: "tracelens/mi300/gaunernst_bert-small-uncased__1016001.json.gz"},
+    "tl_mi300_nsfw": {0: "tracelens/mi300/Falconsai_nsfw_image_detection__1016002.json.gz"},
+    "tl_mi300_resnet": {0: "tracelens/mi300/resnet_act_checkpoint.json.gz"},
+    "tl_h100_bert": {0: "tracelens/h100/gaunernst_bert-small-uncased__1016001.json.gz"},
+    "tl_b200_eager": {0: "tracelens/b200/eager_trace.json.gz"},
+    "tl_vllm_decode_graph": {0: "tracelens/inference/vllm_decode_full/graph_execution.json.gz"},
+    "tl_vllm_piecewise_graph": {0: "tracelens/inference/vllm_prefilldecode_piecewise/graph_execution.json.gz"},
+    "tl_sglang_decode": {0: "tracelens/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz"},
+    "tl_sglang_prefilldecode": {0: "tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"},
+    "tl_mi210_gpu_only": {0: "tracelens/mi210/gpu_only_trace/gpu_only_trace.json.gz"},
+    "tl_torch_compile_triton": {0: "tracelens/torch_compile_triton/trace.json.gz"},
 }
 
 NOTES_COMMON = [

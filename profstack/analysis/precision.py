@@ -80,16 +80,30 @@ _TENSILE_CODES = (
     ("I", "other"),
 )
 
-# Naming-scheme markers (cuBLAS / cuDNN / CUTLASS / cuBLASLt xmma and sm90 kernels, flash-attention builds):
-# checked in order on the lower-cased name, first class wins. Used only where the name holds no type.
-_MARKERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+# Naming-scheme markers (cuBLAS / cuDNN / CUTLASS / cuBLASLt xmma and sm90 kernels, MIOpen, flash-attention
+# builds), on the lower-cased name. Used only where the name holds no type. Data-type words first (narrowest class
+# first wins), then kernel-family marks: a family mark names a default type its family may override in the same
+# name (MIOpen's `igemm_fwd_gtcx2_nhwc_bf16_...` is an implicit GEMM in bf16, not cuBLAS's int8 `igemm`).
+_DTYPE_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fp8", ("e4m3", "e5m2", "fp8", "f8f8", "float8")),
-    ("int8", ("int8", "i8816", "i8i8", "imma", "_s8", "s8s8", "u8s8", "igemm")),
+    ("int8", ("int8", "i8i8", "s8s8", "u8s8")),
     ("bf16", ("bf16", "bfloat16", "__nv_bfloat16")),
-    ("fp16", ("h884", "h1688", "h16816", "f16", "fp16", "half", "hgemm", "hmma", "h884gemm", "s884gemm_fp16")),
-    ("tf32", ("tf32", "s1688", "s16816", "s884", "xf32")),
-    ("fp32", ("float", "f32", "fp32", "sgemm", "scudnn", "_sgemm", "double", "dgemm", "fp64")),
+    ("fp16", ("f16", "fp16", "half")),
+    ("tf32", ("tf32", "xf32")),
+    ("fp32", ("float", "f32", "fp32", "double", "fp64")),
 )
+_FAMILY_MARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("int8", ("i8816", "imma", "_s8", "igemm")),
+    ("fp16", ("h884", "h1688", "h16816", "hgemm", "hmma", "h884gemm", "s884gemm_fp16")),
+    ("tf32", ("s1688", "s16816", "s884")),
+    ("fp32", ("sgemm", "scudnn", "_sgemm", "dgemm")),
+)
+_MARKERS = _DTYPE_WORDS + _FAMILY_MARKS
+
+# Itanium-mangled names (ROCm's Kineto leaves some as written: `_ZN7ck_tile6kentryI...DF16b...`): identifiers are
+# length-prefixed (`6bhalf_t`), C++23's extended floating types have codes (`DF16b` std::bfloat16_t, `DF16_`
+# std::float16_t / _Float16, `Dh` half). Single-letter builtins (`f` float) are not read: too easily a false match.
+_MANGLED_CODES = (("DF16b", "bf16"), ("DF16_", "fp16"), ("Dh", "fp16"))
 
 
 def _types(text: str) -> set[str]:
@@ -101,6 +115,37 @@ def _types(text: str) -> set[str]:
             found.add(cls)
     if _SIGNED_CHAR_RE.search(text):  # two words in a demangled name ("unsigned char" is bytes: not matched)
         found.add("int8")
+    return found
+
+
+def _mangled_types(name: str) -> set[str]:
+    """The classes of the types an Itanium-mangled name spells: its length-prefixed identifiers that are type names,
+    and the extended floating-point type codes outside identifiers."""
+    found: set[str] = set()
+    i, n = 2, len(name)
+    while i < n:
+        c = name[i]
+        if c == "L":  # a literal, `Li512E` (its digits are a value, not a length): skipped whole
+            end = name.find("E", i + 1)
+            i = n if end < 0 else end + 1
+            continue
+        if c.isdigit():
+            j = i
+            while j < n and name[j].isdigit():
+                j += 1
+            length = int(name[i:j]) if j - i <= 4 else 0
+            ident = name[j : j + length]
+            cls = TYPE_CLASSES.get(ident)
+            if cls is not None:
+                found.add(cls)
+            i = j + max(length, 0) if length else j
+            continue
+        for code, cls in _MANGLED_CODES:
+            if name.startswith(code, i):
+                found.add(cls)
+                i += len(code) - 1
+                break
+        i += 1
     return found
 
 
@@ -127,12 +172,10 @@ def _tensile(name: str) -> str | None:
 def read(name: str) -> tuple[str, Source]:
     """(class, source): the class from the argument types (``"types"``), else from the library's naming scheme
     (``"name"``, a fallback), else ``("other", "none")``."""
-    sig = _signature(name)
-    if sig:
-        found = _types(sig)
-        for cls in ORDER:
-            if cls in found:
-                return cls, "types"
+    found = _mangled_types(name) if name.startswith("_Z") else (_types(sig) if (sig := _signature(name)) else set())
+    for cls in ORDER:
+        if cls in found:
+            return cls, "types"
     cls = named(name)
     return cls, "name" if cls != "other" else "none"
 
@@ -145,7 +188,8 @@ def named(name: str) -> str:
     if tensile is not None:
         return tensile
     low = _ENUM_VALUE_RE.sub(" ", name).lower()
-    for cls, markers in _MARKERS:
-        if any(m in low for m in markers):
-            return cls
+    for table in (_DTYPE_WORDS, _FAMILY_MARKS):
+        for cls, markers in table:
+            if any(m in low for m in markers):
+                return cls
     return "other"

@@ -73,11 +73,25 @@ def _hta_failures() -> list[Any]:
     ]
 
 
+#: HTA's own crashes on GPU traces: its parser downcasts index columns to the smallest integer type that holds the
+#: first values it sees (int8 / int16) and then fails on later, larger ones ("an int16 overflow", issue #34)
+HTA_DTYPE_OVERFLOW = ("Invalid value", "for dtype 'int")
+
+
 @pytest.mark.parametrize(("version", "key"), _hta_failures())
 def test_where_hta_fails_profstack_gives_a_clear_result(version: str, key: str, analysis_cache: TraceRunner) -> None:
-    # GIVEN a trace HTA cannot analyse (no GPU rows: HTA indexes an empty GPU kernel frame)
     entry = reference(version)["traces"][key]
-    assert "IndexError" in entry["default"]["error"]
+    error = entry["default"]["error"]
+    if all(part in error for part in HTA_DTYPE_OVERFLOW):
+        # GIVEN a GPU trace HTA crashes on (its integer downcast overflows: MI300X resnet, torch.compile on ROCm)
+        # WHEN ProfStack analyses it THEN a complete GPU result
+        result = analysis_cache(files_of(entry))
+        assert result.complete, [e.message for e in result.errors]
+        assert all(r["has_gpu"] and r["temporal_breakdown"]["gpu_span_us"] > 0 for r in result.summary["ranks"])
+        assert all(r["top_kernels_by_time"] for r in result.summary["ranks"])
+        return
+    # GIVEN a trace HTA cannot analyse (no GPU rows: HTA indexes an empty GPU kernel frame)
+    assert "IndexError" in error
     # WHEN ProfStack analyses it
     result = analysis_cache(files_of(entry))
     # THEN there is no GPU section, and the run is complete only when nothing says a GPU was there: where the trace

@@ -152,3 +152,38 @@ def test_the_report_marks_precision_read_from_names() -> None:
     assert "bf16*" in page
     assert "Precision * from the kernel name only (its naming scheme)" in page
     assert "60.0% of the time only from kernel names" in page
+
+
+# real kernel names from AMD's TraceLens test traces (samples/traces/tracelens/, MI210 / MI300 / vLLM on ROCm)
+MIOPEN_IGEMM_BF16 = "igemm_fwd_gtcx2_nhwc_bf16_bx0_ex1_bt32x256x32_wt16x64x4_ws1x1_wr1x2_ta1x4x1x1_1x8x1x32_gkgs"
+CK_TILE_MANGLED = (
+    "_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwdINS_27Rmsnorm2dFwdPipelineOnePassINS_27Rmsnorm2dFwdPipelineProblemIDF16b"
+    "DF16bfDF16bDF16bDF16bffNS_19Generic2dBlockShape"
+)
+AT_MANGLED_HALF = "_ZN2at6native13reduce_kernelILi512ELi1ENS0_8ReduceOpIN3c104HalfEEEEvT1_"
+
+
+def test_a_dtype_word_in_the_name_beats_a_family_mark() -> None:
+    # GIVEN MIOpen's implicit-GEMM convolution in bf16 ("igemm" is also cuBLAS's int8 GEMM family)
+    # THEN the data-type word decides (before: int8, 33 % of the MI210 trace's compute); cuBLAS's igemm stays int8
+    assert precision.read(MIOPEN_IGEMM_BF16) == ("bf16", "name")
+    assert precision.read("cublasLt_igemm_kernel_nt") == ("int8", "name")
+    assert precision.read("volta_h884gemm_64x64_ldg8_nn") == ("fp16", "name")
+    assert precision.read("cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4") == ("tf32", "name")
+
+
+def test_mangled_names_are_read_by_their_types() -> None:
+    # GIVEN names ROCm's Kineto left mangled: C++23's std::bfloat16_t (DF16b), and c10::Half spelt 3c10 4Half
+    # THEN their types decide (before: "f16" in DF16b read as fp16, from the name)
+    assert precision.read(CK_TILE_MANGLED) == ("bf16", "types")
+    assert precision.read(AT_MANGLED_HALF) == ("fp16", "types")
+    # AND a literal's digits (Li512E) are no identifier length, a lone `f` (float) says nothing
+    assert precision.read("_Z6kernelIfEvPT_") == ("other", "none")
+
+
+@given(st.text(alphabet="_ZNIEL0123456789DFbhfabcdeHalfBflot", max_size=80))
+def test_the_mangled_name_reader_never_fails(tail: str) -> None:
+    # GIVEN any string that starts like a mangled name WHEN read THEN a class and a source, never an exception
+    cls, source = precision.read("_Z" + tail)
+    assert cls in (*precision.ORDER, "other")
+    assert source in ("types", "name", "none")
