@@ -131,8 +131,9 @@ _DECIMAL = re.compile(r"[+-]?[0-9]{1,19}")
 def loose_int(value: object, bits: int = 64) -> int | None:
     """An integer arg as profilers write it: a JSON integer; a string of decimal digits (ROCm's roctracer writes
     `"bytes": "32768"`, and HTA reads such a column as numbers); an integral float. None for anything else
-    (booleans, fractions, other strings, out of range): that field is unknown. The C reader declines such a
-    batch, so both engines read these values by this one rule."""
+    (booleans, fractions, other strings, out of range): that field is unknown. The C reader reads strings of
+    digits by this same rule in C (``csrc/reader.c``'s ``loose_digits``: the differential tests hold the two
+    equal) and declines a batch with anything else, so both engines read these values alike."""
     if isinstance(value, bool):
         return None
     number: int | None = None
@@ -173,6 +174,14 @@ def loose_args(raw: dict[str, Any]) -> tuple[Args, list[str]]:
         else:
             values[name] = got
     return Args(**values), unknown
+
+
+def event_from_loose(raw: bytes) -> Event:
+    """The Event the loose rule reads from one event's bytes (``_Parser.decode_one``'s loose branch, without its
+    counting): what the C reader hands a Python helper for an event it read by ``loose_int`` (it counts it)."""
+    loose = _LOOSE_DECODER.decode(raw)
+    args = loose_args(loose.args)[0] if loose.args is not None else None
+    return Event(loose.ph, loose.cat, loose.name, loose.ts, loose.dur, args, loose.tid)
 
 
 def _loose_float(value: object) -> float | None:

@@ -331,7 +331,8 @@ def _memory_empty(mem: Mapping[str, Any]) -> str:
         return _card(
             "Memory",
             '<p class="empty">The trace header says profile_memory was on, but no memory event was recorded '
-            "in the analysed window (see the warnings: the profile may have ended before an active step).</p>",
+            "in the analysed window: nothing was allocated or freed there (a CUDA / HIP graph replay allocates "
+            "nothing), or the profile ended before an active step (then a warning says so).</p>",
             cls="p-memory",
         )
     return _card(

@@ -182,7 +182,9 @@ static PyObject *rec_event(const Rec *r, PyObject *one_decoder) {
         Py_INCREF(r->ev);
         return r->ev;
     }
-    return PyObject_CallMethod(one_decoder, "decode", "y#", r->src, r->len);
+    if (r->loose) /* one_decoder is the parse module's pair: (the strict decoder, the loose reading) */
+        return PyObject_CallFunction(PyTuple_GET_ITEM(one_decoder, 1), "y#", r->src, r->len);
+    return PyObject_CallMethod(PyTuple_GET_ITEM(one_decoder, 0), "decode", "y#", r->src, r->len);
 }
 /* args.stream as stream_id reads it: an int within int32 as it is, anything else through parser._stream_of */
 static int rec_stream_id(PyObject *parser, const Rec *r, long long *out) {
@@ -294,6 +296,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     memset(buf, 0, sizeof(buf));
     int loaded = 0;
     long long no_ph = 0, begin_end = 0, n_kernels = 0, n_memcpy = 0, n_memset = 0, flow_s = 0, flow_f = 0;
+    long long args_loose = 0; /* events whose int args were read by the loose rule (parse.decode_one counts them) */
     long long n_launch = 0, n_x = 0, n_rt = 0;
 
     /* ---- constants and containers, read as _consume_events reads them ---- */
@@ -324,7 +327,14 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     if ((cat_kind = PyObject_GetAttrString(parse, "CAT_KIND")) == NULL) goto error;
     if ((memory_event_name = PyObject_GetAttrString(parse, "MEMORY_EVENT")) == NULL) goto error;
     if ((other_name = PyObject_GetAttrString(parse, "OTHER_NAME")) == NULL) goto error;
-    if ((one_decoder = PyObject_GetAttrString(parse, "_ONE_DECODER")) == NULL) goto error;
+    {
+        PyObject *strict = PyObject_GetAttrString(parse, "_ONE_DECODER");
+        PyObject *loose = strict == NULL ? NULL : PyObject_GetAttrString(parse, "event_from_loose");
+        one_decoder = loose == NULL ? NULL : PyTuple_Pack(2, strict, loose);
+        Py_XDECREF(strict);
+        Py_XDECREF(loose);
+        if (one_decoder == NULL) goto error;
+    }
     if ((fd = PyObject_GetAttrString(parser, "fd")) == NULL) goto error;
     if ((cpu_agg = PyObject_GetAttrString(fd, "cpu_agg")) == NULL) goto error;
     if ((rt_agg = PyObject_GetAttrString(fd, "rt_agg")) == NULL) goto error;
@@ -425,6 +435,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     for (Py_ssize_t k = 0; k < n; k++) {
         const Rec *r = &recs[k];
         PyObject *cat = r->cat, *ph_o = r->ph;
+        args_loose += r->loose;
         long long kind;
         if (last_cat != NULL && PyUnicode_GET_LENGTH(cat) == PyUnicode_GET_LENGTH(last_cat) &&
             PyUnicode_KIND(cat) == PyUnicode_KIND(last_cat) &&
@@ -814,7 +825,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     if (add_attr_long(fd, "no_ph", no_ph) < 0 || add_attr_long(fd, "begin_end", begin_end) < 0 ||
         add_attr_long(fd, "n_kernels", n_kernels) < 0 || add_attr_long(fd, "n_memcpy", n_memcpy) < 0 ||
         add_attr_long(fd, "n_memset", n_memset) < 0 || add_attr_long(fd, "flow_starts", flow_s) < 0 ||
-        add_attr_long(fd, "flow_finishes", flow_f) < 0)
+        add_attr_long(fd, "flow_finishes", flow_f) < 0 || add_attr_long(fd, "args_loose", args_loose) < 0)
         goto error_written;
     result = Py_BuildValue("(LLL)", n_launch, n_x, n_rt);
     goto done;
@@ -841,6 +852,7 @@ error:
             add_attr_long(fd, "n_memset", n_memset);
             add_attr_long(fd, "flow_starts", flow_s);
             add_attr_long(fd, "flow_finishes", flow_f);
+            add_attr_long(fd, "args_loose", args_loose);
             PyErr_Clear();
         }
         if (memory != NULL) {

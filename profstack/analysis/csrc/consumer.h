@@ -20,6 +20,7 @@ typedef struct {
     signed char has_args, has_corr, has_occ, has_dev, dev_ovf;
     signed char stream_t; /* 0 None, 1 an int (in stream), 2 another object (stream_o) */
     signed char bytes_t;  /* 0 None, 1 int (bytes_i), 2 float (bytes_f) */
+    signed char loose;    /* from the reader: an int arg was written as a string of digits (parse.loose_int) */
     /* from the reader only (mem_read): args' [memory] fields (mem_set: a bit per field present and not null,
        in the order of mem) and the tid, for a [memory] event added without a parse.Event */
     signed char mem_read, mem_set;

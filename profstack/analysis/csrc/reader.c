@@ -169,11 +169,13 @@ static int rd_num_skip(Rd *rd) {
     else return 1;
     if (p < end && *p == '.') {
         p++;
+        rd->fractions++;
         if (p >= end || *p < '0' || *p > '9') return 1;
         while (p < end && *p >= '0' && *p <= '9') p++;
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
         p++;
+        rd->fractions++;
         if (p < end && (*p == '+' || *p == '-')) p++;
         if (p >= end || *p < '0' || *p > '9') return 1;
         while (p < end && *p >= '0' && *p <= '9') p++;
@@ -407,6 +409,45 @@ static int rd_int_or_null(Rd *rd, long long lo, long long hi, signed char *set, 
 }
 #define I32_LO (-2147483647LL - 1)
 #define I32_HI 2147483647LL
+/* parse.loose_int's rule on the text of a JSON string: `[+-]?[0-9]{1,19}` once spaces are stripped, within
+   [lo, hi]. 0 a number (*out), 1 anything else (escapes, non-ASCII, other text, out of range). */
+static int loose_digits(const unsigned char *s, Py_ssize_t n, long long lo, long long hi, long long *out) {
+    while (n > 0 && *s == ' ') s++, n--;
+    while (n > 0 && s[n - 1] == ' ') n--;
+    int neg = 0;
+    if (n > 0 && (*s == '+' || *s == '-')) {
+        neg = *s == '-';
+        s++, n--;
+    }
+    if (n < 1 || n > 19) return 1;
+    unsigned long long v = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return 1;
+        v = v * 10u + (unsigned long long)(s[i] - '0'); /* 19 digits < 2^64 */
+    }
+    long long x;
+    if (neg) {
+        if (v > (unsigned long long)LLONG_MAX + 1u) return 1;
+        x = v == (unsigned long long)LLONG_MAX + 1u ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > (unsigned long long)LLONG_MAX) return 1;
+        x = (long long)v;
+    }
+    if (x < lo || x > hi) return 1;
+    *out = x;
+    return 0;
+}
+/* an int arg written as a string ("bytes": "32768", ROCm's roctracer): by parse.loose_int's rule, marking the event
+   loose (Python reads such an event by parse.loose_args and counts it in fd.args_loose); 0 ok, 1 decline (a
+   string the rule does not read: Python's loop names the field unknown) */
+static int rd_loose_int(Rd *rd, Rec *r, long long lo, long long hi, long long *out) {
+    const unsigned char *s;
+    Py_ssize_t n;
+    int f;
+    if (rd_str(rd, &s, &n, &f) || f || loose_digits(s, n, lo, hi, out)) return 1;
+    r->loose = 1;
+    return 0;
+}
 /* a kept string (ph, cat, name, a string stream): 0 ok, 1 decline, -1 error */
 static int rd_kept_str(Rd *rd, PyObject **out, Memo *memo) {
     const unsigned char *s;
@@ -437,6 +478,16 @@ static int mem_field(const unsigned char *k, Py_ssize_t kn) { /* the index in Re
     default: return -1;
     }
 }
+/* A loose event's string stream: parse.loose_args reads a decimal one as that number, where the strict decode keeps
+   the string (and _stream_of reads its digits: "-3" -> 3). Declined (Python reads it) rather than told apart. */
+static int loose_stream(const Rec *r) {
+    if (!r->loose || r->stream_t != 2 || r->stream_o == NULL) return 0;
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(r->stream_o, &n);
+    long long ignored;
+    if (s == NULL) return -1;
+    return loose_digits((const unsigned char *)s, n, LLONG_MIN, LLONG_MAX, &ignored) == 0;
+}
 static int rd_args(Rd *rd, Rec *r) {
     r->has_args = 1;
     r->has_corr = r->has_occ = r->has_dev = r->dev_ovf = r->stream_t = r->bytes_t = r->mem_set = 0;
@@ -450,8 +501,14 @@ static int rd_args(Rd *rd, Rec *r) {
         signed char set;
         long long iv;
         int mf;
+        int quoted = rd->p < rd->end && *rd->p == '"';
         if (key_is(k, kn, "correlation")) {
-            if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_corr, &r->corr)) return 1;
+            if (quoted) {
+                if (rd_loose_int(rd, r, LLONG_MIN, LLONG_MAX, &r->corr)) return 1;
+                r->has_corr = 1;
+            } else if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_corr, &r->corr)) {
+                return 1;
+            }
         } else if (key_is(k, kn, "stream")) {
             r->stream_o = NULL;
             if (*rd->p == '"') { /* a string stream (ROCm writes "0x0"): _stream_of maps it */
@@ -463,9 +520,17 @@ static int rd_args(Rd *rd, Rec *r) {
                 r->stream_t = set;
             }
         } else if (key_is(k, kn, "device")) {
-            if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_dev, &r->dev)) return 1;
+            if (quoted) {
+                if (rd_loose_int(rd, r, LLONG_MIN, LLONG_MAX, &r->dev)) return 1;
+                r->has_dev = 1;
+            } else if (rd_int_or_null(rd, LLONG_MIN, LLONG_MAX, &r->has_dev, &r->dev)) {
+                return 1;
+            }
         } else if (key_is(k, kn, "bytes")) {
-            if (*rd->p == 'n') {
+            if (quoted) {
+                if (rd_loose_int(rd, r, LLONG_MIN, LLONG_MAX, &r->bytes_i)) return 1;
+                r->bytes_t = 1;
+            } else if (*rd->p == 'n') {
                 if (rd_lit(rd, "null", 4)) return 1;
                 r->bytes_t = 0;
             } else {
@@ -482,7 +547,13 @@ static int rd_args(Rd *rd, Rec *r) {
         } else if (key_is(k, kn, "est. achieved occupancy %")) {
             if (rd_double_or_null(rd, &r->has_occ, &r->occ)) return 1;
         } else if ((mf = mem_field(k, kn)) >= 0) { /* I64 | None, the device type and id I32 | None */
-            if (rd_int_or_null(rd, mf < 3 ? LLONG_MIN : I32_LO, mf < 3 ? LLONG_MAX : I32_HI, &set, &iv)) return 1;
+            long long lo = mf < 3 ? LLONG_MIN : I32_LO, hi = mf < 3 ? LLONG_MAX : I32_HI;
+            if (quoted) {
+                if (rd_loose_int(rd, r, lo, hi, &iv)) return 1;
+                set = 1;
+            } else if (rd_int_or_null(rd, lo, hi, &set, &iv)) {
+                return 1;
+            }
             r->mem[mf] = iv;
             if (set) r->mem_set |= (signed char)(1 << mf);
             else r->mem_set &= (signed char)~(1 << mf);
@@ -490,7 +561,7 @@ static int rd_args(Rd *rd, Rec *r) {
             return 1;
         }
         int nx = rd_next(rd, '}');
-        if (nx) return nx == 2 ? 0 : 1;
+        if (nx) return nx == 2 ? loose_stream(r) : 1;
     }
 }
 /* one parse.Event at rd->p ('{'): 0 ok, 1 decline, -1 error */
@@ -501,6 +572,7 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
     r->ts = NAN;
     r->dur = 0.0;
     r->src = (const char *)rd->p;
+    long long fractions = rd->fractions;
     int nx = rd_enter(rd, '}') ? 2 : 0;
     while (nx == 0) {
         const unsigned char *k;
@@ -561,6 +633,9 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
         nx = rd_next(rd, '}');
     }
     if (nx == 1) return 1;
+    /* a loose event is read again by msgspec as _LooseEvent, its args as plain JSON values, which refuses a float
+       beyond double's range (1e999) that the strict decode skips: declined whenever it skipped any fraction */
+    if (r->loose && rd->fractions != fractions) return 1;
     r->len = (const char *)rd->p - r->src;
     return 0;
 }

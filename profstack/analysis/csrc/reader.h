@@ -16,6 +16,7 @@ typedef struct {
     const unsigned char *p, *end;
     SCache *sc;
     Memo ph, cat; /* most events repeat the previous event's ph and cat */
+    long long fractions; /* numbers with a fraction or exponent skipped so far (a loose event declines on one) */
 } Rd;
 static inline void rd_ws(Rd *rd) {
     const unsigned char *p = rd->p, *end = rd->end;

@@ -225,3 +225,34 @@ def test_an_external_id_of_any_json_type_is_read_or_left_unknown(raw: Any) -> No
     assert ext is None or type(ext) is int
     if type(raw) is int:
         assert ext == raw
+
+
+def test_the_report_marks_precision_read_from_the_ops() -> None:
+    from profstack.report import render_html
+
+    # GIVEN a Triton kernel whose precision came from its bf16 operators
+    summary = analyze(
+        [BytesTraceSource(_trace([(TRITON, [BF16], 40.0)], record_shapes=1), name="t.json")],
+        AnalysisOptions(include_last_step=True),
+    ).summary
+    page = render_html(summary)
+    # THEN its row is marked †, the note says what † means, and the precision card says how much time it covers
+    assert "bf16†" in page
+    assert "† from the input types of the operators that launched it (record_shapes)" in page
+    assert "100.0% of the time from the input types of the operators that launched kernels" in page
+
+
+def test_the_cli_flag_turns_the_second_read_off(tmp_path: Any) -> None:
+    from profstack.cli import main
+
+    # GIVEN a trace whose untyped kernel's op says bf16
+    trace = tmp_path / "t.json"
+    trace.write_bytes(_trace([(TRITON, [BF16], 40.0)], record_shapes=1))
+    # WHEN analysed with and without --no-op-types
+    for flag, expected, source in (([], True, "op_types"), (["--no-op-types"], False, "none")):
+        out = tmp_path / f"out{len(flag)}"
+        assert main(["analyze", str(trace), "--out", str(out), "--format", "json", "--include-last-step", *flag]) == 0
+        summary = json.loads((out / "summary.json").read_text())
+        # THEN the summary records the option, and the kernel's source follows it
+        assert summary["options"]["op_types"] is expected
+        assert summary["ranks"][0]["top_kernels_by_time"][0]["precision_source"] == source

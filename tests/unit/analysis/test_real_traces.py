@@ -25,6 +25,8 @@ NOT_RECORDED_IN = {
     "hta/distributed_info_unavailable/distributed_info_not_found.json.gz": {"DevicesWithoutActivityError"},
     # 4 kernels and their launches, no CPU operator, record_function or step: the CPU side was not recorded
     "hta/trace_file_list/inference_rank_1.json.gz": {"CpuActivityNotRecordedError"},
+    # AMD MI210: GPU rows and their launches, no CPU operator, record_function or step
+    "tracelens/mi210/gpu_only_trace/gpu_only_trace.json.gz": {"CpuActivityNotRecordedError"},
     # PyTorch 1.9 (2021) memory events: no allocator totals, so the memory panel's peaks are unknown
     "kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz": {"MemoryAllocatorUnknownError"},
     "kineto_tb_plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz": {"MemoryAllocatorUnknownError"},
