@@ -1,9 +1,16 @@
 """LibCST helpers shared by the script and launcher codemods: findings, statement-list edits.
 
 Statement-level changes (remove a statement, replace it by several, wrap a run of statements in a
-`with` block) are planned against the original nodes and applied where the statement list is
-rebuilt (`leave_IndentedBlock`, `leave_Module`), so the original and updated lists stay aligned.
-Comments of removed statements move to the next statement (or the block's footer), never lost.
+`with` block, put a compound statement's kept branch in its place) are planned against the original
+nodes and applied where the statement list is rebuilt (`leave_IndentedBlock`, `leave_Module`), so the
+original and updated lists stay aligned. Comments of removed statements move to the next statement
+(or the block's footer), never lost.
+
+Every plan is keyed by the node itself, never by `id(node)`: LibCST nodes hash and compare by
+identity, so a node key is exact, and the plan holds its nodes alive. An `id()` outlives its object:
+once a node is freed (an updated node a transformer dropped, a temporary) a new node can get the same
+id, and an edit planned for the one lands on the other (a user's `if __name__ == "__main__":` block
+replaced by the body of an `if smprof:` guard).
 """
 
 from __future__ import annotations
@@ -26,16 +33,22 @@ class Finding:
 
 @dataclass
 class StatementPlan:
-    """What happens to statements of the original tree, keyed by node identity."""
+    """What happens to statements of the original tree, keyed by the nodes themselves (identity)."""
 
-    remove: dict[int, str | None] = field(default_factory=dict)  # id(stmt) -> comment to leave, or None
-    replace: dict[int, list[str]] = field(default_factory=dict)  # id(stmt) -> new statements (source)
-    wrap: dict[int, tuple[int, str]] = field(default_factory=dict)  # id(begin) -> (id(end), with-item code)
-    append: dict[int, list[str]] = field(default_factory=dict)  # id(compound) -> statements appended to its body
-    insert_after: dict[int, list[str]] = field(default_factory=dict)  # id(stmt) -> statements after it
+    remove: dict[cst.CSTNode, str | None] = field(default_factory=dict)  # stmt -> comment to leave, or None
+    replace: dict[cst.CSTNode, list[str]] = field(default_factory=dict)  # stmt -> new statements (source)
+    wrap: dict[cst.CSTNode, tuple[cst.CSTNode, str]] = field(default_factory=dict)  # begin -> (end, with-item code)
+    append: dict[cst.CSTNode, list[str]] = field(default_factory=dict)  # compound -> statements appended to its body
+    insert_after: dict[cst.CSTNode, list[str]] = field(default_factory=dict)  # stmt -> statements after it
+    # filled while transforming: compound -> the (updated) statements that stand in its place (a kept branch)
+    inline: dict[cst.CSTNode, list[cst.BaseStatement]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.remove or self.replace or self.wrap or self.append or self.insert_after)
+        return bool(self.remove or self.replace or self.wrap or self.append or self.insert_after or self.inline)
+
+    def touches(self, stmt: cst.CSTNode) -> bool:
+        edits = (self.remove, self.replace, self.wrap, self.append, self.insert_after, self.inline)
+        return any(stmt in planned for planned in edits)
 
 
 def comment_line(text: str) -> cst.EmptyLine:
@@ -65,9 +78,9 @@ def inner_comments(stmt: cst.CSTNode) -> list[cst.EmptyLine]:
     """The comments inside a compound statement (not its own leading lines), as lines to keep."""
     if not isinstance(stmt, cst.BaseCompoundStatement):
         return []
-    own = {id(line) for line in stmt.leading_lines}
+    own = set(stmt.leading_lines)
     out: list[cst.EmptyLine] = []
-    stack: list[cst.CSTNode] = [c for c in stmt.children if id(c) not in own]
+    stack: list[cst.CSTNode] = [c for c in stmt.children if c not in own]
     while stack:
         node = stack.pop(0)
         if isinstance(node, cst.Comment):
@@ -94,10 +107,10 @@ def rebuild_body(
     index = 0
     while index < len(original):
         orig, upd = original[index], cast(Statement, updated[index])
-        key = id(orig)
+        key = orig
         if key in plan.wrap:
             end_key, item_code = plan.wrap[key]
-            end_index = next(i for i in range(index + 1, len(original)) if id(original[i]) == end_key)
+            end_index = next(i for i in range(index + 1, len(original)) if original[i] is end_key)
             inner_orig = list(original[index + 1 : end_index])
             inner_upd = list(updated[index + 1 : end_index])
             inner, leftover = rebuild_body(inner_orig, inner_upd, plan)
@@ -147,16 +160,28 @@ def rebuild_body(
             new[0] = _with_leading(new[0], first_leading)
             out.extend(new)
         else:
-            if key in plan.append and isinstance(upd, cst.BaseCompoundStatement):
-                upd = _append_to_body(upd, parse_statements(plan.append[key]))
-            if pending:
-                upd = _with_leading(upd, pending)
-                pending = []
-            out.append(upd)
+            kept, pending = _kept(orig, upd, plan, pending)
+            out.extend(kept)
         if key in plan.insert_after:
             out.extend(parse_statements(plan.insert_after[key]))
         index += 1
     return out, pending
+
+
+def _kept(
+    orig: cst.BaseStatement, upd: Statement, plan: StatementPlan, pending: list[cst.EmptyLine]
+) -> tuple[list[Statement], list[cst.EmptyLine]]:
+    """A statement that stays (its body perhaps appended to), or the statements its plan inlines in its
+    place (a guard's kept branch; none: its comments wait for the next statement); and what still waits."""
+    if orig in plan.append and isinstance(upd, cst.BaseCompoundStatement):
+        upd = _append_to_body(upd, parse_statements(plan.append[orig]))
+    if orig not in plan.inline:
+        return [_with_leading(upd, pending) if pending else upd], []
+    kept = [cast(Statement, s) for s in plan.inline[orig]]
+    waiting = [*pending, *upd.leading_lines]
+    if not kept:
+        return [], waiting
+    return [_with_leading(kept[0], waiting), *kept[1:]], []
 
 
 def _append_to_body(stmt: cst.BaseCompoundStatement, extra: list[Statement]) -> cst.BaseCompoundStatement:
@@ -194,15 +219,7 @@ class PlannedTransformer(cst.CSTTransformer):
         return updated_node.with_changes(body=body, footer=[*leftover, *updated_node.footer])
 
     def _touches(self, body: Sequence[cst.BaseStatement]) -> bool:
-        plan = self.plan
-        return any(
-            id(s) in plan.remove
-            or id(s) in plan.replace
-            or id(s) in plan.wrap
-            or id(s) in plan.append
-            or id(s) in plan.insert_after
-            for s in body
-        )
+        return any(self.plan.touches(s) for s in body)
 
 
 def dotted(node: cst.BaseExpression) -> str | None:

@@ -89,21 +89,21 @@ class _Analysis:
         self.positions = wrapper.resolve(PositionProvider)
         self.flow = DictFlow(self.prov)
         self.plan = StatementPlan()
-        self.drop_aliases: set[int] = set()  # ImportAlias ids to drop
-        self.drop_args: set[int] = set()
-        self.drop_elements: set[int] = set()  # Element / DictElement ids
-        self.calls: dict[int, str] = {}  # id(call) -> flavour, for the calls we took profiler settings from
-        self.present: dict[int, set[str]] = {}  # id(call) -> keywords it gets from explicit args and dicts
-        self.dict_tags: dict[int, tuple[str, int]] = {}  # id(List) of a dict's tags -> (flavour, line)
-        self.dict_true: set[int] = set()  # id(Name False) of a dict's disable_profiler -> True
-        self.handled: set[int] = set()
+        self.drop_aliases: set[cst.CSTNode] = set()  # ImportAliases to drop
+        self.drop_args: set[cst.CSTNode] = set()
+        self.drop_elements: set[cst.CSTNode] = set()  # Element / DictElement nodes
+        self.calls: dict[cst.CSTNode, str] = {}  # call -> flavour, for the calls we took profiler settings from
+        self.present: dict[cst.CSTNode, set[str]] = {}  # call -> keywords it gets from explicit args and dicts
+        self.dict_tags: dict[cst.CSTNode, tuple[str, int]] = {}  # the List of a dict's tags -> (flavour, line)
+        self.dict_true: set[cst.CSTNode] = set()  # the Name False of a dict's disable_profiler -> True
+        self.handled: set[cst.CSTNode] = set()
         self.edits: list[Finding] = []
         self.blocking: list[Finding] = []
         self.unproven: list[Finding] = []  # reported only when the file is a launcher being rewritten
         self.manual: list[Finding] = []
         self.bound: set[str] = set()
         self.nodes = list(_walk(module))
-        self.entry_nodes: set[int] = set()
+        self.entry_nodes: set[cst.CSTNode] = set()
         # sagemaker imports that go when every use of them was removed (`rule_configs`, `dbg`)
         self.droppable_imports: list[tuple[cst.Import | cst.ImportFrom, cst.ImportAlias, str]] = []
         self.removed_vars: list[cst.Name] = []
@@ -131,7 +131,7 @@ class _Analysis:
 
     def mark(self, node: cst.CSTNode) -> None:
         for n in _walk(node):
-            self.handled.add(id(n))
+            self.handled.add(n)
 
     def is_profiler(self, expr: cst.BaseExpression) -> bool:
         return all_of(self.prov.origins(expr), is_profiler_value)
@@ -153,11 +153,11 @@ class _Analysis:
             if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1:
                 self._statement(node)
             elif isinstance(node, cst.Element) and self.is_profiler(node.value):
-                self.drop_elements.add(id(node))
+                self.drop_elements.add(node)
                 self.mark(node)
                 self.edits.append(Finding(self.line(node), "removed a profiler rule"))
         self.flow.build_all(self.nodes)
-        self.entry_nodes = {id(e.node) for dv in self.flow.values() for e in dv.entries}
+        self.entry_nodes = {e.node for dv in self.flow.values() for e in dv.entries}
         for node in self.nodes:
             if isinstance(node, cst.Call) and not _is_builtin_dict(node, self.prov):
                 self._call(node)
@@ -177,7 +177,7 @@ class _Analysis:
                 continue
             path = imported_path(node, _local_name(alias))
             if is_profiler_class(path):
-                self.drop_aliases.add(id(alias))
+                self.drop_aliases.add(alias)
                 self.mark(alias)
             elif path.startswith("sagemaker.") and isinstance(node, cst.ImportFrom):
                 self.droppable_imports.append((node, alias, local))  # goes if the removals leave it unused
@@ -192,7 +192,7 @@ class _Analysis:
             and self.is_profiler(small.value)
         ):
             self.mark(node)
-            self.plan.remove[id(node)] = None
+            self.plan.remove[node] = None
             self.removed_vars.append(small.targets[0].target)
             self.edits.append(Finding(self.line(node), f"removed {small.targets[0].target.value} (Profiler settings)"))
             return
@@ -204,7 +204,7 @@ class _Analysis:
         receiver = self.prov.origins(func.value)
         if all_of(receiver, is_estimator_instance):
             self.mark(node)
-            self.plan.remove[id(node)] = None
+            self.plan.remove[node] = None
             self.edits.append(Finding(self.line(node), f"removed .{func.attr.value}(...)"))
         elif UNKNOWN in receiver:
             self.unproven.append(
@@ -277,15 +277,15 @@ class _Analysis:
             return
         for arg in explicit:
             assert arg.keyword is not None
-            self.drop_args.add(id(arg))
+            self.drop_args.add(arg)
             self.mark(arg)
             self.edits.append(Finding(self.line(arg), f"removed {arg.keyword.value}="))
-        present = {a.keyword.value for a in call.args if a.keyword is not None and id(a) not in self.drop_args}
+        present = {a.keyword.value for a in call.args if a.keyword is not None and a not in self.drop_args}
         for _, dv in spreads:
             assert dv is not None
             present |= {k for k in dv.key_names() if k not in keywords}
-        self.calls[id(call)] = flavour
-        self.present[id(call)] = present
+        self.calls[call] = flavour
+        self.present[call] = present
         for _, dv in spreads:
             assert dv is not None
             self._dict_additions(dv, flavour, line)
@@ -348,7 +348,7 @@ class _Analysis:
                 continue
             if entry.key in {"tags", "Tags"} and self.options_tensorboard:
                 if isinstance(entry.value, cst.List):
-                    previous = self.dict_tags.get(id(entry.value))
+                    previous = self.dict_tags.get(entry.value)
                     if previous is not None and previous[0] != flavour:
                         self.blocking.append(
                             Finding(
@@ -357,14 +357,14 @@ class _Analysis:
                                 "give each its own tags, then rerun",
                             )
                         )
-                    self.dict_tags[id(entry.value)] = (flavour, line)
+                    self.dict_tags[entry.value] = (flavour, line)
                 else:
                     self.manual.append(
                         Finding(self.line(entry.node), f"tags are not a list literal: add the {USER_TAG} tag by hand")
                     )
             elif entry.key == "disable_profiler" and flavour == "estimator":
                 if isinstance(entry.value, cst.Name) and entry.value.value == "False":
-                    self.dict_true.add(id(entry.value))
+                    self.dict_true.add(entry.value)
                 elif not (isinstance(entry.value, cst.Name) and entry.value.value == "True"):
                     self.manual.append(
                         Finding(
@@ -378,7 +378,7 @@ class _Analysis:
         for arg in call.args:
             if arg.keyword is None or arg.keyword.value not in LOWER_KEYWORDS | BOTO_KEYWORDS:
                 continue
-            if id(arg) in self.entry_nodes:
+            if arg in self.entry_nodes:
                 continue  # `d.update(profiler_config=...)` of a followed dict: decided with the dict
             callee = self.prov.origins(call.func)
             if self.is_profiler(arg.value):
@@ -402,9 +402,9 @@ class _Analysis:
     # --- keyword dicts that hold profiler settings
     def _dicts(self) -> None:
         self.flow.build_all(self.nodes)  # every dict bound to a name, also those no launcher spreads
-        built = {id(dv.expr) for dv in self.flow.values()}
+        built = {dv.expr for dv in self.flow.values()}
         for node in self.nodes:  # a dict holding a SageMaker ProfilerConfig that could not be followed
-            if id(node) in built or not (isinstance(node, cst.Dict) or _is_builtin_dict_node(node, self.prov)):
+            if node in built or not (isinstance(node, cst.Dict) or _is_builtin_dict_node(node, self.prov)):
                 continue
             for key, value, where in literal_entries(node):
                 if key in LOWER_KEYWORDS | BOTO_KEYWORDS and self.is_profiler(value):
@@ -474,19 +474,19 @@ class _Analysis:
     def _remove_entry(self, entry: Entry) -> None:
         line = self.line(entry.node)
         if entry.statement is not None and not isinstance(entry.node, cst.Arg):
-            self.plan.remove[id(entry.statement)] = None
+            self.plan.remove[entry.statement] = None
             self.mark(entry.statement)
         elif isinstance(entry.node, cst.DictElement):
-            self.drop_elements.add(id(entry.node))
+            self.drop_elements.add(entry.node)
             self.mark(entry.node)
         elif isinstance(entry.node, cst.Arg):
             call = self.prov.parent(entry.node)
             statement = entry.statement
             if statement is not None and isinstance(call, cst.Call) and all(self._profiler_arg(a) for a in call.args):
-                self.plan.remove[id(statement)] = None  # `d.update(profiler_config=pc)` alone
+                self.plan.remove[statement] = None  # `d.update(profiler_config=pc)` alone
                 self.mark(statement)
             else:
-                self.drop_args.add(id(entry.node))
+                self.drop_args.add(entry.node)
                 self.mark(entry.node)
         else:
             return
@@ -502,13 +502,13 @@ class _Analysis:
         if self.edits or self.calls:  # a launcher being rewritten: an import its removals leave unused goes
             for importer, alias, local in self.droppable_imports:
                 refs = self._references(importer, local)
-                if refs and all(id(ref) in self.handled for ref in refs):
-                    self.drop_aliases.add(id(alias))
+                if refs and all(ref in self.handled for ref in refs):
+                    self.drop_aliases.add(alias)
         self._plan_imports()
         for node in self.nodes:
             if isinstance(node, cst.Import | cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
                 for alias in node.names:
-                    if id(alias) in self.drop_aliases:
+                    if alias in self.drop_aliases:
                         self._still_used(node, _local_name(alias))
         for target in self.removed_vars:
             self._still_used(target, target.value)
@@ -526,7 +526,7 @@ class _Analysis:
 
     def _still_used(self, binder: cst.CSTNode, local: str) -> None:
         for ref in self._references(binder, local):
-            if id(ref) not in self.handled:
+            if ref not in self.handled:
                 self.blocking.append(Finding(self.line(ref), f"`{local}` is still used after its removal"))
 
     def _plan_imports(self) -> None:
@@ -536,10 +536,10 @@ class _Analysis:
             small = node.body[0]
             if not isinstance(small, cst.Import | cst.ImportFrom) or isinstance(small.names, cst.ImportStar):
                 continue
-            if all(id(a) in self.drop_aliases for a in small.names):
-                self.plan.remove[id(node)] = None
+            if all(a in self.drop_aliases for a in small.names):
+                self.plan.remove[node] = None
                 self.edits.append(Finding(self.line(node), "removed the SageMaker Profiler import"))
-            elif any(id(a) in self.drop_aliases for a in small.names):
+            elif any(a in self.drop_aliases for a in small.names):
                 self.edits.append(Finding(self.line(node), "dropped SageMaker Profiler names from the import"))
 
 
@@ -568,7 +568,7 @@ class _Rewrite(PlannedTransformer):
         updated_node = updated_node.with_changes(
             elements=_filter(original_node.elements, updated_node.elements, self.a.drop_elements)
         )
-        tagged = self.a.dict_tags.get(id(original_node))
+        tagged = self.a.dict_tags.get(original_node)
         if tagged is not None:
             flavour, line = tagged
             if USER_TAG not in self.a.module.code_for_node(original_node):
@@ -589,7 +589,7 @@ class _Rewrite(PlannedTransformer):
         )
 
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.Name:
-        if id(original_node) in self.a.dict_true:
+        if original_node in self.a.dict_true:
             self.edits.append(
                 Finding(self.a.line(original_node), "disable_profiler=False -> True (SDK v2 profiles by default)")
             )
@@ -599,13 +599,11 @@ class _Rewrite(PlannedTransformer):
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         args = _filter(original_node.args, updated_node.args, self.a.drop_args)
         updated_node = updated_node.with_changes(args=args)
-        flavour = self.a.calls.get(id(original_node))
+        flavour = self.a.calls.get(original_node)
         if flavour is None:
             return updated_node
         line = self.a.line(original_node)
-        keywords = {a.keyword.value for a in updated_node.args if a.keyword} | self.a.present.get(
-            id(original_node), set()
-        )
+        keywords = {a.keyword.value for a in updated_node.args if a.keyword} | self.a.present.get(original_node, set())
         new: list[str] = []
         if flavour == "estimator" and "disable_profiler" not in keywords:
             new.append("disable_profiler=True")
@@ -704,10 +702,10 @@ def _tag_element(flavour: str) -> str:
     return f'{{"Key": "{USER_TAG}", "Value": PROFSTACK_USER}}'
 
 
-def _filter(original: Sequence[Any], updated: Sequence[Any], drop: set[int]) -> list[Any]:
+def _filter(original: Sequence[Any], updated: Sequence[Any], drop: set[cst.CSTNode]) -> list[Any]:
     """Drop items by original identity; the new last item keeps the old last item's comma/whitespace."""
-    kept = [u for o, u in zip(original, updated, strict=True) if id(o) not in drop]
-    if kept and updated and id(original[-1]) in drop:
+    kept = [u for o, u in zip(original, updated, strict=True) if o not in drop]
+    if kept and updated and original[-1] in drop:
         last_old = updated[-1]
         changes = {"comma": last_old.comma}
         if isinstance(last_old, cst.Arg):

@@ -29,13 +29,13 @@ import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
 from profstack.migrate import _steps
-from profstack.migrate._cst import Finding, PlannedTransformer, Statement, StatementPlan, dotted
+from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted
 from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR, TRACE_DIR_ENV
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
@@ -118,7 +118,7 @@ class _Annotation:
     block: cst.CSTNode
     index: int
     scope: cst.CSTNode | None  # enclosing function (None: module)
-    blocks: tuple[int, ...]  # ids of enclosing blocks, innermost first
+    blocks: tuple[cst.CSTNode, ...]  # enclosing blocks, innermost first
     guarded: bool = False  # inside an `if smprof:` that goes: ``block`` is the guard's own block
 
 
@@ -139,11 +139,11 @@ class _Analysis(cst.CSTVisitor):
         self.aliases: set[str] = set()  # names bound to the module
         self.members: dict[str, str] = {}  # local name -> module attribute
         self.import_stmts: list[cst.SimpleStatementLine | cst.Try] = []
-        self.handled: set[int] = set()  # ids of Name nodes whose use is mapped
+        self.handled: set[cst.CSTNode] = set()  # Name nodes whose use is mapped
         self.blocking: list[Finding] = []
         self.edits: list[Finding] = []
         self.plan = StatementPlan()
-        self.expr_replace: dict[int, str] = {}  # id(expr node) -> new code
+        self.expr_replace: dict[cst.CSTNode, str] = {}  # expr node -> new code
         self.profilers: dict[str, _Profiler] = {}
         self.config_names: set[str] = set()
         self.annotations: list[_Annotation] = []
@@ -152,12 +152,12 @@ class _Analysis(cst.CSTVisitor):
         self.uses_os = False
         self.uses_torch = False
         self._starts: list[tuple[str, cst.SimpleStatementLine]] = []
-        self._stops: set[int] = set()
+        self._stops: set[cst.CSTNode] = set()
         self.range_counter = 0
         self.value_begins = False
-        self.bindings: set[int] = set()  # ids of the import nodes (and fallback `= None` targets) binding the module
+        self.bindings: set[cst.CSTNode] = set()  # the import nodes (and fallback `= None` targets) binding the module
         self.none_fallback: set[str] = set()  # `except ImportError: smprof = None`: names guarded by `if smprof:`
-        self.unwrap: dict[int, bool] = {}  # id(if / if-expression on the module name) -> keep its body (else: orelse)
+        self.unwrap: dict[cst.CSTNode, bool] = {}  # if / if-expression on the module name -> keep body (else orelse)
         self.flow: set[str] = set()  # names a profiler is handed on to (returned, passed as an argument)
         self.factories: set[str] = set()  # functions that return a profiler
         self.returned: set[str] = set()  # names of profilers handed on (returned, passed as an argument)
@@ -180,7 +180,7 @@ class _Analysis(cst.CSTVisitor):
     def block(self, stmt: cst.CSTNode) -> tuple[cst.CSTNode, int]:
         parent = self.parent(stmt)
         assert isinstance(parent, cst.IndentedBlock | cst.Module)
-        return parent, [id(s) for s in parent.body].index(id(stmt))
+        return parent, next(i for i, s in enumerate(parent.body) if s is stmt)
 
     def ancestors(self, node: cst.CSTNode) -> list[cst.CSTNode]:
         out = []
@@ -196,8 +196,8 @@ class _Analysis(cst.CSTVisitor):
                 return ancestor
         return None
 
-    def block_chain(self, node: cst.CSTNode) -> tuple[int, ...]:
-        return tuple(id(a) for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock | cst.Module))
+    def block_chain(self, node: cst.CSTNode) -> tuple[cst.CSTNode, ...]:
+        return tuple(a for a in self.ancestors(node) if isinstance(a, cst.IndentedBlock | cst.Module))
 
     def member(self, expr: cst.BaseExpression) -> str | None:
         """`smprof.X` or a from-imported X: the module attribute it names, when the name provably is the
@@ -222,14 +222,14 @@ class _Analysis(cst.CSTVisitor):
             return "other"
         if scope is None:
             return "other"
-        ours = [id(getattr(a, "node", None)) in self.bindings for a in scope[name.value]]
+        ours = [_binds(a, self.bindings) for a in scope[name.value]]
         if ours and all(ours):
             return "profiler"
         return "mixed" if any(ours) else "other"
 
     def mark(self, expr: cst.BaseExpression) -> None:
         for node in _names(expr):
-            self.handled.add(id(node))
+            self.handled.add(node)
 
     def block_use(self, node: cst.CSTNode, why: str) -> None:
         self.blocking.append(Finding(self.line(node), why))
@@ -256,7 +256,7 @@ class _Analysis(cst.CSTVisitor):
                     none = _none_assignment(stmt.body[0])
                     if none is not None:  # `except ImportError: smprof = None`
                         self.none_fallback.add(none.value)
-                        self.bindings.add(id(none))
+                        self.bindings.add(none)
                     else:
                         self._bind_import(stmt.body[0])
                 continue
@@ -299,7 +299,7 @@ class _Analysis(cst.CSTVisitor):
                 self.members[target.value] = str(attr)
             else:
                 continue
-            self.bindings.add(id(target))
+            self.bindings.add(target)
             self.import_stmts.append(stmt)
 
     def _inside_fallback(self, node: cst.CSTNode) -> bool:
@@ -325,7 +325,7 @@ class _Analysis(cst.CSTVisitor):
         )
 
     def _bind_import(self, small: cst.BaseSmallStatement) -> None:
-        self.bindings.add(id(small))
+        self.bindings.add(small)
         if isinstance(small, cst.Import):
             for alias in small.names:
                 if _root(alias) in SMPROF_MODULES and alias.asname and "." in (dotted(alias.name) or ""):
@@ -357,7 +357,7 @@ class _Analysis(cst.CSTVisitor):
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         if any(node is s for s in self.import_stmts) or self._inside_fallback(node):
             for name in _names(node):
-                self.handled.add(id(name))
+                self.handled.add(name)
             return
         small = self.sole_small(node)
         if small is None:
@@ -390,7 +390,7 @@ class _Analysis(cst.CSTVisitor):
             self.mark(value)
             self.mark(target)
             self.config_names.add(target_code)
-            self.plan.remove[id(stmt)] = "settings moved into torch.profiler.profile(...)"
+            self.plan.remove[stmt] = "settings moved into torch.profiler.profile(...)"
             self.edits.append(Finding(self.line(stmt), "removed Config(); its settings map to profile(...)"))
             return
         if (
@@ -399,7 +399,7 @@ class _Analysis(cst.CSTVisitor):
             and target.value.value in self.config_names
         ):
             self.mark(target)
-            self.plan.remove[id(stmt)] = None
+            self.plan.remove[stmt] = None
             self.edits.append(Finding(self.line(stmt), f"removed config setting `{target.attr.value}`"))
             return
         if (
@@ -429,7 +429,7 @@ class _Analysis(cst.CSTVisitor):
             self.singleton_needed = True
             self.instance_sites += 1
             self.mark(owner)
-            self.expr_replace[id(owner)] = "_profiler"
+            self.expr_replace[owner] = "_profiler"
             owner_code = "_profiler"
             self.profilers.setdefault("_profiler", _Profiler(code="_profiler", assign=None))
         else:
@@ -441,16 +441,16 @@ class _Analysis(cst.CSTVisitor):
                 else:
                     self.block_use(stmt, "configure(...) with an argument other than a Config() variable")
                     return
-            self.plan.remove[id(stmt)] = None
+            self.plan.remove[stmt] = None
             self.edits.append(Finding(self.line(stmt), "removed configure(...)"))
         elif method in {"start_profiling", "stop_profiling"} and not call.args:
             new = "start" if method == "start_profiling" else "stop"
-            self.expr_replace[id(func.attr)] = new
+            self.expr_replace[func.attr] = new
             self.edits.append(Finding(self.line(stmt), f"{method}() -> {new}()"))
             if new == "start":
                 self._starts.append((owner_code, stmt))
             else:
-                self._stops.add(id(stmt))
+                self._stops.add(stmt)
         else:
             self.block_use(stmt, f"`{self.code(func)}` has no torch.profiler mapping")
 
@@ -464,7 +464,7 @@ class _Analysis(cst.CSTVisitor):
         holder = self.parent(block)
         while (
             isinstance(holder, cst.If)
-            and self.unwrap.get(id(holder)) is True
+            and self.unwrap.get(holder) is True
             and holder.body is block
             and isinstance(self.parent(holder), cst.IndentedBlock | cst.Module)
         ):  # `if smprof: annotation_begin(...)`: once the guard goes, the begin stands in the guard's block
@@ -489,7 +489,7 @@ class _Analysis(cst.CSTVisitor):
             small = stmt.body[0]
             assert isinstance(small, cst.Assign)
             for name in _names(small.targets[0].target):
-                self.handled.add(id(name))
+                self.handled.add(name)
 
     # --- `if smprof:` guards of the optional import: torch.profiler always imports
     def visit_If(self, node: cst.If) -> None:
@@ -500,7 +500,7 @@ class _Analysis(cst.CSTVisitor):
             and not any(n.value in self.aliases | set(self.members) for n in _names(test.right))
             and self._guard(test.left) is True
         ):  # `if smprof is not None and args.profile:` -> `if args.profile:`
-            self.expr_replace[id(test)] = self.code(test.right)
+            self.expr_replace[test] = self.code(test.right)
             self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
             return
         keep = self._guard(test)
@@ -511,13 +511,13 @@ class _Analysis(cst.CSTVisitor):
                 node, "an `elif` after a guard on the missing profiler: write it as `else:` + `if`, then rerun"
             )
             return
-        self.unwrap[id(node)] = keep
+        self.unwrap[node] = keep
         self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         keep = self._guard(node.test)
         if keep is not None:
-            self.unwrap[id(node)] = keep
+            self.unwrap[node] = keep
             self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
 
     def _guard(self, test: cst.BaseExpression) -> bool | None:
@@ -536,7 +536,7 @@ class _Analysis(cst.CSTVisitor):
             present = isinstance(operator, cst.IsNot)
             test = test.left
         if isinstance(test, cst.Name) and test.value in self.none_fallback and self.provenance(test) == "profiler":
-            self.handled.add(id(test))
+            self.handled.add(test)
             return present != negate
         return None
 
@@ -568,7 +568,7 @@ class _Analysis(cst.CSTVisitor):
             if isinstance(function, cst.FunctionDef):
                 self.factories.add(function.name.value)
                 self.returned.add(node.value.value)
-                self.handled.add(id(node.value))
+                self.handled.add(node.value)
         elif (
             isinstance(node, cst.Assign)
             and len(node.targets) == 1
@@ -577,7 +577,7 @@ class _Analysis(cst.CSTVisitor):
             and dotted(node.value.func) in self.factories
         ):
             flow.add(node.targets[0].target.value)
-            self.handled.add(id(node.targets[0].target))
+            self.handled.add(node.targets[0].target)
         elif isinstance(node, cst.Call) and dotted(node.func) in self.functions:
             callee = self.functions[str(dotted(node.func))]
             names = [p.name.value for p in (*callee.params.posonly_params, *callee.params.params)]  # positional
@@ -589,12 +589,12 @@ class _Analysis(cst.CSTVisitor):
                 if param in keywords:
                     flow.add(param)
                     self.returned.add(arg.value.value)
-                    self.handled.add(id(arg.value))
-                    self.handled.update(id(p.name) for p in _all_params(callee) if p.name.value == param)
+                    self.handled.add(arg.value)
+                    self.handled.update(p.name for p in _all_params(callee) if p.name.value == param)
 
     def visit_Global(self, node: cst.Global) -> None:
         for name in _names(node):
-            self.handled.add(id(name))
+            self.handled.add(name)
 
     # --- expressions
     def visit_With(self, node: cst.With) -> None:
@@ -614,31 +614,31 @@ class _Analysis(cst.CSTVisitor):
             function = self.parent(node)
             name = function.name.value if isinstance(function, cst.FunctionDef) else "annotation"
             self.mark(node.decorator)
-            self.expr_replace[id(node.decorator)] = f'torch.profiler.record_function("{name}")'
+            self.expr_replace[node.decorator] = f'torch.profiler.record_function("{name}")'
             self.edits.append(Finding(self.line(node), "@annotate -> @torch.profiler.record_function(...)"))
             return
         self._annotate_call(node.decorator)
 
     def visit_Call(self, node: cst.Call) -> None:
         self._annotate_call(node)
-        if self.member(node.func) == "annotation_begin" and id(node.func) not in self.handled:
+        if self.member(node.func) == "annotation_begin" and node.func not in self.handled:
             # its value is used (returned, passed on): entering returns the range, the handle to exit
             if len(node.args) != 1 or node.args[0].keyword is not None or node.args[0].star:
                 return
             self.mark(node.func)
             self.value_begins = True
             label = self.code(node.args[0].value)
-            self.expr_replace[id(node)] = f"torch.profiler.record_function({label}).__enter__()"
+            self.expr_replace[node] = f"torch.profiler.record_function({label}).__enter__()"
             self.edits.append(Finding(self.line(node), "annotation_begin(...) -> record_function(...).__enter__()"))
 
     def _annotate_call(self, expr: cst.BaseExpression) -> None:
-        if not isinstance(expr, cst.Call) or self.member(expr.func) != "annotate" or id(expr.func) in self.expr_replace:
+        if not isinstance(expr, cst.Call) or self.member(expr.func) != "annotate" or expr.func in self.expr_replace:
             return
         if len(expr.args) != 1 or expr.args[0].keyword is not None or expr.args[0].star:
             self.block_use(expr, "annotate(...) with other than one positional argument")
             return
         self.mark(expr.func)
-        self.expr_replace[id(expr.func)] = "torch.profiler.record_function"
+        self.expr_replace[expr.func] = "torch.profiler.record_function"
         self.edits.append(Finding(self.line(expr), "annotate -> torch.profiler.record_function"))
 
     # --- after the walk
@@ -648,9 +648,9 @@ class _Analysis(cst.CSTVisitor):
         self._unmapped_names()
 
     def _pair_annotations(self) -> None:
-        by_scope: dict[int, list[_Annotation]] = {}
+        by_scope: dict[cst.CSTNode | None, list[_Annotation]] = {}
         for a in self.annotations:
-            by_scope.setdefault(id(a.scope), []).append(a)
+            by_scope.setdefault(a.scope, []).append(a)
         handles_anywhere = {a.handle for a in self.annotations if a.begin and a.handle}
         labels = {a.arg for a in self.annotations if a.begin and a.handle is None}
         groups: list[tuple[_Annotation, list[_Annotation]]] = []
@@ -677,7 +677,7 @@ class _Analysis(cst.CSTVisitor):
                     (
                         g
                         for g in reversed(closed)
-                        if g[0].handle is None and g[0].arg == a.arg and id(g[0].block) in a.blocks
+                        if g[0].handle is None and g[0].arg == a.arg and g[0].block in a.blocks
                     ),
                     None,
                 )
@@ -699,10 +699,10 @@ class _Analysis(cst.CSTVisitor):
         for b, ends in groups:
             e = ends[0]
             if (b, e) in pairs and self._nests(b, e, pairs) and self._handle_only_here(b, e):
-                self.plan.wrap[id(b.stmt)] = (id(e.stmt), f"torch.profiler.record_function({b.arg})")
+                self.plan.wrap[b.stmt] = (e.stmt, f"torch.profiler.record_function({b.arg})")
                 self.edits.append(Finding(b.line, f"annotation_begin/end -> with record_function({b.arg}): block"))
                 continue
-            outside = [x for x in ends if b.handle is None and id(b.block) not in x.blocks]
+            outside = [x for x in ends if b.handle is None and b.block not in x.blocks]
             if outside:
                 for x in outside:
                     self.blocking.append(
@@ -712,13 +712,13 @@ class _Analysis(cst.CSTVisitor):
             handle = b.handle or self._new_range_name()
             self._enter(b, handle)
             for x in ends:
-                self.plan.replace[id(x.stmt)] = [f"{handle}.__exit__(None, None, None)\n"]
+                self.plan.replace[x.stmt] = [f"{handle}.__exit__(None, None, None)\n"]
                 self.edits.append(Finding(x.line, "annotation_end -> __exit__ of its record_function"))
         for e in handle_ends:
-            self.plan.replace[id(e.stmt)] = [f"{e.arg}.__exit__(None, None, None)\n"]
+            self.plan.replace[e.stmt] = [f"{e.arg}.__exit__(None, None, None)\n"]
             self.edits.append(Finding(e.line, "annotation_end(handle) -> handle.__exit__(...)"))
         for b in (a for a in self.annotations if a.begin and a.handle):
-            if id(b.stmt) not in self.plan.replace and id(b.stmt) not in self.plan.wrap:
+            if b.stmt not in self.plan.replace and b.stmt not in self.plan.wrap:
                 self._enter(b, b.handle or "")
 
     def _pair_across_methods(self, begins: list[_Annotation], ends: list[_Annotation]) -> None:
@@ -745,20 +745,20 @@ class _Analysis(cst.CSTVisitor):
                 )
                 continue
             attr = "self." + self._new_range_name()
-            self.plan.replace[id(b.stmt)] = [
+            self.plan.replace[b.stmt] = [
                 f"{attr} = torch.profiler.record_function({b.arg})\n",
                 f"{attr}.__enter__()\n",
             ]
             self.edits.append(Finding(b.line, f"annotation_begin -> {attr}.__enter__() (ended in another method)"))
             for e in match:
                 ends.remove(e)
-                self.plan.replace[id(e.stmt)] = [f"{attr}.__exit__(None, None, None)\n"]
+                self.plan.replace[e.stmt] = [f"{attr}.__exit__(None, None, None)\n"]
                 self.edits.append(Finding(e.line, f"annotation_end -> {attr}.__exit__(...)"))
         for e in ends:
             self.blocking.append(Finding(e.line, f"annotation_end({e.arg}) has no matching annotation_begin"))
 
     def _enter(self, b: _Annotation, handle: str) -> None:
-        self.plan.replace[id(b.stmt)] = [
+        self.plan.replace[b.stmt] = [
             f"{handle} = torch.profiler.record_function({b.arg})\n",
             f"{handle}.__enter__()\n",
         ]
@@ -804,7 +804,7 @@ class _Analysis(cst.CSTVisitor):
             if all(loop is not existing for existing in profiler.loops):
                 profiler.loops.append(loop)
                 step = self._guarded(f"{owner}.step()", self._conditions(stmt, loop))
-                self.plan.append.setdefault(id(loop), []).append(step)
+                self.plan.append.setdefault(loop, []).append(step)
                 self.edits.append(Finding(self.line(loop), f"added {owner}.step() at the end of the training loop"))
             return
         if unreachable is not None:
@@ -832,7 +832,7 @@ class _Analysis(cst.CSTVisitor):
             return
         self.per_call = True
         for call in calls:
-            self.plan.insert_after.setdefault(id(call), []).append(f"{owner}.step()\n")
+            self.plan.insert_after.setdefault(call, []).append(f"{owner}.step()\n")
         self.edits.append(
             Finding(self.line(stmt), f"no loop in sight: {owner}.step() after each call; the first call is recorded")
         )
@@ -842,7 +842,7 @@ class _Analysis(cst.CSTVisitor):
         (``target``; None: another function): `if args.profile: P.start()` then the loop -> ["args.profile"].
         Without them the step would start recording on its own (torch.profiler's schedule starts tracing
         when step() reaches the warmup, started or not), or name a profiler that was never built."""
-        around = {id(a) for a in self.ancestors(target)} if target is not None else set()
+        around = set(self.ancestors(target)) if target is not None else set()
         out: list[str] = []
         previous: cst.CSTNode = stmt
         for ancestor in self.ancestors(stmt):
@@ -850,11 +850,11 @@ class _Analysis(cst.CSTVisitor):
                 break
             if (
                 isinstance(ancestor, cst.If)
-                and id(ancestor) not in around
-                and id(ancestor) not in self.unwrap
+                and ancestor not in around
+                and ancestor not in self.unwrap
                 and not _is_main_guard(ancestor.test)
             ):
-                test = self.expr_replace.get(id(ancestor.test)) or self.code(ancestor.test)
+                test = self.expr_replace.get(ancestor.test) or self.code(ancestor.test)
                 out.append(test if ancestor.body is previous else f"not ({test})")
             previous = ancestor
         return out
@@ -900,7 +900,7 @@ class _Analysis(cst.CSTVisitor):
                     training = _steps.innermost_training_loop(loop)
                     if all(training is not existing for existing in profiler.loops):
                         profiler.loops.append(training)
-                        self.plan.append.setdefault(id(training), []).append(f"{visible}.step()\n")
+                        self.plan.append.setdefault(training, []).append(f"{visible}.step()\n")
                         self.edits.append(
                             Finding(self.line(training), f"added {visible}.step() at the end of the loop")
                         )
@@ -922,7 +922,7 @@ class _Analysis(cst.CSTVisitor):
         while True:
             block, index = self.block(node)
             for later in getattr(block, "body", [])[index + 1 :]:
-                stops = any(id(n) in self._stops for n in _steps.children_in_scope(later))
+                stops = any(n in self._stops for n in _steps.children_in_scope(later))
                 if not (stops and isinstance(later, cst.SimpleStatementLine)):
                     out.append(later)
                 if stops:
@@ -955,15 +955,15 @@ class _Analysis(cst.CSTVisitor):
         first that does a training step (backward()/step()), else the first."""
         caller = self.scope_of(stmt)
         frontier = [(caller, call) for later in after for call in _steps.calls_in(later)]
-        seen: set[int] = set()
+        seen: set[cst.FunctionDef] = set()
         found: list[tuple[cst.CSTNode, cst.FunctionDef]] = []
         for _depth in range(3):
             following: list[tuple[cst.CSTNode | None, cst.Call]] = []
             for context, call in frontier:
                 callee = self._callee(context, call)
-                if callee is None or id(callee) in seen:
+                if callee is None or callee in seen:
                     continue
-                seen.add(id(callee))
+                seen.add(callee)
                 loop = _steps.first_loop(callee.body)
                 if loop is not None:
                     found.append((_steps.innermost_training_loop(loop), callee))
@@ -1040,14 +1040,14 @@ class _Analysis(cst.CSTVisitor):
                     ret, f"a return that shares its line: put it on its own line, then rerun ({owner}.step())"
                 )
                 return
-            self.plan.replace[id(line)] = [step, self.module.code_for_node(ret).strip() + "\n"]
+            self.plan.replace[line] = [step, self.module.code_for_node(ret).strip() + "\n"]
         body = function.body.body if isinstance(function.body, cst.IndentedBlock) else []
         last = body[-1] if body else None
         ends_in_return = (
             isinstance(last, cst.SimpleStatementLine) and len(last.body) == 1 and isinstance(last.body[0], cst.Return)
         )
         if not ends_in_return:
-            self.plan.append.setdefault(id(function), []).append(step)
+            self.plan.append.setdefault(function, []).append(step)
         self.edits.append(Finding(self.line(function), f"added {owner}.step() per call of {function.name.value}()"))
 
     def _calls_between(self, stmt: cst.SimpleStatementLine) -> list[cst.CSTNode]:
@@ -1057,11 +1057,11 @@ class _Analysis(cst.CSTVisitor):
         body = list(getattr(block, "body", []))
         out: list[cst.CSTNode] = []
         position = index + 1
-        while position < len(body) and id(body[position]) not in self._stops:
+        while position < len(body) and body[position] not in self._stops:
             later = body[position]
-            wrap = self.plan.wrap.get(id(later))
+            wrap = self.plan.wrap.get(later)
             if wrap is not None:
-                end = next(i for i in range(position + 1, len(body)) if id(body[i]) == wrap[0])
+                end = next(i for i in range(position + 1, len(body)) if body[i] is wrap[0])
                 if any(self._is_call_statement(s) for s in body[position + 1 : end]):
                     out.append(body[end])
                 position = end + 1
@@ -1106,7 +1106,7 @@ class _Analysis(cst.CSTVisitor):
         self._strings()
         watched = self.aliases | set(self.members) | set(self.config_names)
         for node in _walk(self.module):
-            if isinstance(node, cst.Name) and node.value in watched and id(node) not in self.handled:
+            if isinstance(node, cst.Name) and node.value in watched and node not in self.handled:
                 parent = self.parent(node)
                 if isinstance(parent, cst.Attribute) and parent.attr is node:
                     continue  # `x.smprof` is an attribute of something else
@@ -1124,7 +1124,7 @@ class _Analysis(cst.CSTVisitor):
                 if (
                     isinstance(node, cst.Name | cst.Attribute)
                     and self.code(node) == code
-                    and any(id(n) not in self.handled for n in _names(node))
+                    and any(n not in self.handled for n in _names(node))
                     and not self._truth_test(node)
                 ):
                     self.blocking.append(
@@ -1159,7 +1159,6 @@ class _Rewrite(PlannedTransformer):
         self.a = analysis
         self.schedule = schedule
         self.shared = shared  # every instance() site is the module-level `_profiler`
-        self.flatten: dict[int, list[cst.BaseStatement]] = {}  # id(test of an unwrapped if) -> what replaces it
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         value = self.a.unguarded(original_node.value)
@@ -1170,52 +1169,25 @@ class _Rewrite(PlannedTransformer):
         return updated_node
 
     def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
-        keep = self.a.unwrap.get(id(original_node))
+        keep = self.a.unwrap.get(original_node)
         if keep is None:
             return updated_node
         return updated_node.body if keep else updated_node.orelse
 
     def leave_If(self, original_node: cst.If, updated_node: cst.If) -> cst.If:
-        keep = self.a.unwrap.get(id(original_node))
-        if keep is not None:
+        keep = self.a.unwrap.get(original_node)
+        if keep is not None:  # the guard goes: its kept branch stands in its place (see rebuild_body)
             branch = updated_node.body if keep else getattr(updated_node.orelse, "body", None)
             if isinstance(branch, cst.IndentedBlock):
-                self.flatten[id(updated_node.test)] = list(branch.body)
+                self.plan.inline[original_node] = list(branch.body)
             elif isinstance(branch, cst.SimpleStatementSuite):
-                self.flatten[id(updated_node.test)] = [cst.SimpleStatementLine(body=branch.body)]
+                self.plan.inline[original_node] = [cst.SimpleStatementLine(body=branch.body)]
             else:
-                self.flatten[id(updated_node.test)] = []
+                self.plan.inline[original_node] = []
         return updated_node
 
-    def _flattened(self, body: Sequence[cst.BaseStatement]) -> list[cst.BaseStatement]:
-        out: list[cst.BaseStatement] = []
-        for stmt in body:
-            inner = self.flatten.get(id(stmt.test)) if isinstance(stmt, cst.If) else None
-            if inner is None:
-                out.append(stmt)
-                continue
-            assert isinstance(stmt, cst.If)
-            if inner:
-                first = cast(Statement, inner[0])
-                inner = [first.with_changes(leading_lines=[*stmt.leading_lines, *first.leading_lines]), *inner[1:]]
-            out.extend(inner)
-        return out
-
-    def leave_IndentedBlock(
-        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
-    ) -> cst.IndentedBlock:
-        block = super().leave_IndentedBlock(original_node, updated_node)
-        if not self.flatten:
-            return block
-        body = self._flattened(block.body) or [cst.SimpleStatementLine(body=[cst.Pass()])]
-        return block.with_changes(body=body)
-
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        module = super().leave_Module(original_node, updated_node)
-        return module.with_changes(body=self._flattened(module.body)) if self.flatten else module
-
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
-        new = self.a.expr_replace.get(id(original_node))
+        new = self.a.expr_replace.get(original_node)
         if new is not None:
             if isinstance(original_node, cst.Name) and new.isidentifier():
                 return original_node.with_changes(value=new)
@@ -1298,12 +1270,12 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
     for stmt in analysis.import_stmts:
         flags = _try_flags(module, stmt)
         if first and replacement:
-            analysis.plan.replace[id(stmt)] = replacement + flags
+            analysis.plan.replace[stmt] = replacement + flags
             first = False
         elif flags:
-            analysis.plan.replace[id(stmt)] = flags
+            analysis.plan.replace[stmt] = flags
         else:
-            analysis.plan.remove[id(stmt)] = None
+            analysis.plan.remove[stmt] = None
         analysis.edits.append(Finding(analysis.line(stmt), "profiler import -> import torch.profiler"))
     if analysis.singleton_needed:
         anchor = _singleton_anchor(module, analysis)
@@ -1311,7 +1283,7 @@ def _rewrite_resolved(module: cst.Module, analysis: _Analysis) -> tuple[cst.Modu
             line = analysis.line(analysis.import_stmts[0])
             why = "the profiler is imported inside a block but its singleton is used: import it at the top, then rerun"
             return module, [], [Finding(line, why)]
-        analysis.plan.insert_after[id(anchor)] = ["\n_profiler = " + profile_call(schedule=schedule) + "\n"]
+        analysis.plan.insert_after[anchor] = ["\n_profiler = " + profile_call(schedule=schedule) + "\n"]
     new = module.visit(_Rewrite(analysis, schedule=schedule, shared=shared))
     return new, sorted(set(analysis.edits)), manual
 
@@ -1375,6 +1347,12 @@ def _singleton_anchor(module: cst.Module, analysis: _Analysis) -> cst.CSTNode | 
     if last is None or next(i for i, stmt in enumerate(body) if stmt is last) < position:
         return first
     return last
+
+
+def _binds(assignment: object, bindings: set[cst.CSTNode]) -> bool:
+    """Whether a scope assignment's node is one of ``bindings`` (an import binding the Profiler's module)."""
+    node = getattr(assignment, "node", None)
+    return isinstance(node, cst.CSTNode) and node in bindings
 
 
 def _names(node: cst.CSTNode) -> list[cst.Name]:
