@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
@@ -268,15 +267,3 @@ def _decode_each(raws: list[bytes]) -> Iterator[_Event | _Bare]:
                 yield _ONE_BARE.decode(raw)  # ill-typed args: the event without them
             except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                 continue
-
-
-def untyped_names(kernels: Iterable[tuple[str, float]], read_precision: Callable[[str], tuple[str, str]]) -> Any:
-    """(names, their time, all computation time) of the computation kernels whose names carry no types."""
-    names: set[str] = set()
-    untyped = total = 0.0
-    for name, us in kernels:
-        total += us
-        if read_precision(name)[1] != "types":
-            names.add(name)
-            untyped += us
-    return names, untyped, total
