@@ -120,8 +120,12 @@ def main(argv: list[str] | None = None) -> int:
     print("| trace | JSON MB | C s (MB/s) | Python s | msgspec decode s | HTA s | C vs Python / msgspec / HTA |")
     print("|---|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        hta = r["hta_s"]
-        vs_hta = f"{float(hta) / r['c_s']:.1f}x" if hta.replace(".", "", 1).isdigit() else hta
+        try:
+            seconds = float(r["hta_s"])
+            hta, vs_hta = f"{seconds:.3f}", f"{seconds / r['c_s']:.1f}x"
+        except ValueError:  # "-" (not run), or HTA's own failure
+            failure = r["hta_s"].split(":")[0].removeprefix("error ")
+            hta = vs_hta = r["hta_s"] if r["hta_s"] == "-" else f"fails: {failure}"
         print(
             f"| {r['trace']} | {r['json_mb']:.1f} | {r['c_s']:.3f} ({r['json_mb'] / r['c_s']:.0f}) | "
             f"{r['python_s']:.3f} | {r['msgspec_s']:.3f} | {hta} | "

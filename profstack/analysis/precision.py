@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, cast
 
 Source = Literal["types", "name", "none"]
 
@@ -184,12 +184,23 @@ def named(name: str) -> str:
     """The class the name's naming scheme says (Tensile's data-type code, else cuBLAS / CUTLASS markers), enum
     values aside; ``other`` where it says none. The precision a conversion kernel names (``cast_to_fp8<float>``
     converts to fp8 whatever its argument types) and the fallback of :func:`read`."""
+    return name_reading(name)[0]
+
+
+NameBasis = Literal["tensile", "word", "mark", "none"]
+
+
+@lru_cache(maxsize=65536)
+def name_reading(name: str) -> tuple[str, NameBasis]:
+    """(class, what in the name said it): Tensile's data-type code, a data-type word (`bf16`, `half`, `float`), a
+    kernel-family mark (`sgemm`, `h884`, `igemm`: a default its family may override), or nothing (`other`). A
+    family mark or nothing is what the launching ops' input types can improve on (profstack.analysis.op_types)."""
     tensile = _tensile(name)
     if tensile is not None:
-        return tensile
+        return tensile, "tensile"
     low = _ENUM_VALUE_RE.sub(" ", name).lower()
-    for table in (_DTYPE_WORDS, _FAMILY_MARKS):
+    for table, basis in ((_DTYPE_WORDS, "word"), (_FAMILY_MARKS, "mark")):
         for cls, markers in table:
             if any(m in low for m in markers):
-                return cls
-    return "other"
+                return cls, cast(NameBasis, basis)
+    return "other", "none"

@@ -10,6 +10,7 @@ from profstack.analysis import classify, op_types
 from profstack.analysis.analyzers.time_breakdown import COMP_IDX
 from profstack.analysis.analyzers.view import RankView
 from profstack.analysis.op_types import OpTypes
+from profstack.analysis.precision import name_reading
 from profstack.analysis.precision import named as named_precision
 from profstack.analysis.precision import read as read_precision
 from profstack.analysis.stats import pct, pct_or_none, r2
@@ -72,7 +73,10 @@ class ComputeKernels:
 
 def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
     """(names, their time, all math time) of the rank's computation kernels (conversions aside) whose names carry
-    no argument types: those whose precision the launching ops' input types can tell (profstack.analysis.op_types)."""
+    no argument types: those whose precision the launching ops' input types can tell (profstack.analysis.op_types).
+    Their time counts towards the second read only where the name says nothing or only a kernel family's default
+    (a data-type word or Tensile's code is as good as the ops' types): the read is not paid for what it cannot
+    change."""
     acc, names = v.acc, v.names
     out: set[str] = set()
     untyped = total = 0.0
@@ -85,7 +89,8 @@ def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
         total += st[1]
         if read_precision(name)[1] != "types":
             out.add(name)
-            untyped += st[1]
+            if name_reading(name)[1] in ("mark", "none"):
+                untyped += st[1]
     return out, untyped, total
 
 

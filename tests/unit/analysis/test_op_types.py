@@ -147,6 +147,10 @@ def test_a_small_untyped_share_is_not_worth_a_second_read(monkeypatch: pytest.Mo
     assert _kernel_row(rank, TRITON)["precision_source"] == "none"
     _rank(_trace([(TYPED, [FLOAT], 90.0), (TRITON, [BF16], 10.0)], record_shapes=1))
     assert calls == [1]
+    # AND kernels whose names carry a data-type word (or Tensile's code) do not ask for it: the ops add nothing
+    worded = [("gemm_bf16_kernel_128x128", [BF16], 60.0), ("Cijk_Ailk_Bljk_BBS_BH_MT128x128x32", [BF16], 40.0)]
+    _rank(_trace(worded, record_shapes=1))
+    assert calls == [1]
 
 
 # ---------------------------------------------------------------------------------------------- the reader
