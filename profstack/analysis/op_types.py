@@ -3,8 +3,10 @@
 With ``record_shapes=True`` Kineto writes each operator's input dtypes (``cpu_op`` args ``"Input type": ["c10::
 BFloat16", "c10::BFloat16", "", "Scalar"]``) and its ``"External id"``; every kernel it launches carries the same
 ``"External id"`` (Kineto's ``linkedActivity``: the kernel's op). A kernel whose demangled name holds its argument
-types is read from them (``profstack.analysis.precision``); a cuBLAS / cuDNN / hipBLASLt / Triton / MTIA kernel's
-name does not, and there the op's input types say what it computed in, before any naming scheme.
+types is read from them (``profstack.analysis.precision``), and so is one whose name carries a data-type word or
+Tensile's code (the kernel's own statement: a fused op takes bf16 and quantises inside, so Blackwell's
+``bmm_MxE4m3_MxE2m1...`` under a bf16 op is fp8 math). A Triton / cuBLAS-family / MTIA kernel whose name says
+nothing, or only a family's default (``sgemm``, ``igemm``), is read from the op's input types.
 
 This is a second, narrow pass over a file, run by the rank analysis only when it can change an answer: the rank has
 computation kernels whose names carry no types (at least ``MIN_UNTYPED_SHARE`` of computation time), and the

@@ -100,6 +100,11 @@ _FAMILY_MARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 _MARKERS = _DTYPE_WORDS + _FAMILY_MARKS
 
+# MIOpen's data-movement kernels name an element width (`batched_transpose_32x32_half`: 16-bit elements, bf16's
+# too), not a data type: a family default the launching ops' types override
+_MIOPEN_WIDTH_RE = re.compile(r"^batched_transpose_\w*?_(half|dword|byte)$")
+_MIOPEN_WIDTHS = {"half": "fp16", "dword": "fp32", "byte": "other"}
+
 # Itanium-mangled names (ROCm's Kineto leaves some as written: `_ZN7ck_tile6kentryI...DF16b...`): identifiers are
 # length-prefixed (`6bhalf_t`), C++23's extended floating types have codes (`DF16b` std::bfloat16_t, `DF16_`
 # std::float16_t / _Float16, `Dh` half). Single-letter builtins (`f` float) are not read: too easily a false match.
@@ -198,6 +203,9 @@ def name_reading(name: str) -> tuple[str, NameBasis]:
     tensile = _tensile(name)
     if tensile is not None:
         return tensile, "tensile"
+    width = _MIOPEN_WIDTH_RE.search(name)
+    if width is not None:  # an element width, not a data type: the same kernel moves bf16
+        return _MIOPEN_WIDTHS[width.group(1)], "mark"
     low = _ENUM_VALUE_RE.sub(" ", name).lower()
     for table, basis in ((_DTYPE_WORDS, "word"), (_FAMILY_MARKS, "mark")):
         for cls, markers in table:

@@ -74,9 +74,8 @@ class ComputeKernels:
 def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
     """(names, their time, all math time) of the rank's computation kernels (conversions aside) whose names carry
     no argument types: those whose precision the launching ops' input types can tell (profstack.analysis.op_types).
-    Their time counts towards the second read only where the name says nothing or only a kernel family's default
-    (a data-type word or Tensile's code is as good as the ops' types): the read is not paid for what it cannot
-    change."""
+    Only where the name says nothing or only a kernel family's default (``_ops_can_tell``): the read is not paid
+    for what it cannot change."""
     acc, names = v.acc, v.names
     out: set[str] = set()
     untyped = total = 0.0
@@ -87,18 +86,26 @@ def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
         if classify.is_conversion(name):
             continue
         total += st[1]
-        if read_precision(name)[1] != "types":
+        if _ops_can_tell(name):
             out.add(name)
-            if name_reading(name)[1] in ("mark", "none"):
-                untyped += st[1]
+            untyped += st[1]
     return out, untyped, total
 
 
+def _ops_can_tell(name: str) -> bool:
+    """Whether the launching ops' input types may decide this kernel's precision: its name holds no argument types,
+    and says nothing or only a kernel family's default (`sgemm`, `igemm`). A data-type word or Tensile's code in
+    the name is the kernel's own statement, and beats the ops' types: a fused op takes bf16 and quantises inside,
+    so Blackwell's `bmm_MxE4m3_MxE2m1...` under a bf16 op is fp8 math, as its name says."""
+    return read_precision(name)[1] != "types" and name_reading(name)[1] in ("mark", "none")
+
+
 def kernel_precision(name: str, ops: OpTypes | None) -> tuple[str, PrecisionSource]:
-    """The class a kernel is listed with, and where it was read: its argument types, else the class most of its
-    launching ops' input types say (op_types), else its naming scheme."""
+    """The class a kernel is listed with, and where it was read: its argument types, else a data-type word or
+    Tensile's code in its name, else the class most of its launching ops' input types say (op_types), else its
+    kernel family's default or nothing."""
     cls, source = read_precision(name)
-    if source == "types" or ops is None:
+    if ops is None or not _ops_can_tell(name):
         return cls, source
     shares = ops.shares(name)
     if not shares:
@@ -133,7 +140,7 @@ def compute_kernels(v: RankView, ops: OpTypes | None = None) -> ComputeKernels:
                 tc_time += st[1]
             continue
         cls, source = read_precision(name)
-        shares = ops.shares(name) if ops is not None and source != "types" else {}
+        shares = ops.shares(name) if ops is not None and _ops_can_tell(name) else {}
         if shares:
             for op_cls, (n_share, t_share) in sorted(shares.items()):
                 got, _ = op_types.combine(cls, source, op_cls)

@@ -109,6 +109,17 @@ def test_a_kernels_own_types_win_and_tf32_survives_fp32_inputs() -> None:
     )
 
 
+def test_a_data_type_word_in_the_kernel_name_beats_the_ops_types() -> None:
+    # GIVEN Blackwell's MoE GEMM (MXFP8 x MXFP4, named so) launched by a fused op whose inputs are bf16 (it quantises
+    # inside: a real B200 trace, samples/traces/tracelens/b200), and a cuBLAS-family kernel under a bf16 op
+    moe = "bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32"
+    rank = _rank(_trace([(moe, [BF16, BF16], 60.0), ("ampere_sgemm_128x64_nn", [BF16], 40.0)], record_shapes=1))
+    # THEN the kernel's own word decides (fp8, read from the name), and the family default yields to the op (bf16)
+    assert (_kernel_row(rank, moe)["precision"], _kernel_row(rank, moe)["precision_source"]) == ("fp8", "name")
+    assert _kernel_row(rank, "ampere_sgemm_128x64_nn")["precision"] == "bf16"
+    assert _mix(rank) == {"fp8": 60.0, "bf16": 40.0}
+
+
 def test_kernels_written_before_their_operators_and_2021_keys_are_joined() -> None:
     # GIVEN GPU rows written before the CPU side, and the 2021 spelling "external id" on the GPU rows
     data = _trace([(TRITON, [HALF], 40.0)], kernels_first=True)

@@ -170,6 +170,11 @@ def test_a_dtype_word_in_the_name_beats_a_family_mark() -> None:
     assert precision.read("cublasLt_igemm_kernel_nt") == ("int8", "name")
     assert precision.read("volta_h884gemm_64x64_ldg8_nn") == ("fp16", "name")
     assert precision.read("cutlass_80_tensorop_s1688gemm_128x128_16x4_nn_align4") == ("tf32", "name")
+    # AND MIOpen's transposes name an element width ("half": 16-bit, bf16's too): a family default, not a data
+    # type, so the launching ops' types may decide it (the MI300X resnet trace's 19 % "fp16" was bf16)
+    assert precision.name_reading("batched_transpose_32x32_half") == ("fp16", "mark")
+    assert precision.name_reading("batched_transpose_16x64_dword") == ("fp32", "mark")
+    assert precision.name_reading("gemm_bf16_kernel") == ("bf16", "word")
 
 
 def test_mangled_names_are_read_by_their_types() -> None:
