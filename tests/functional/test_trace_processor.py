@@ -616,3 +616,28 @@ def test_a_job_with_more_files_than_the_cap_is_reported_on_its_first_files_and_s
     assert [i["name"].rsplit("/", 1)[-1] for i in summary["inputs"]] == ["algo-1_101.1796565600000.pt.trace.json.gz"]
     assert any(w.get("type") == "TooManyTraceFiles" for w in summary["warnings"])
     runtime.reset()
+
+
+def test_an_mi300x_job_gets_a_complete_report_and_no_incomplete_email(plane: DataPlane, traces_dir: Path) -> None:
+    # GIVEN a job whose trace is a real MI300X ROCm trace (366 hipMemcpyAsync events write "bytes": "32768"; issue
+    # #34: every ROCm job got a "partial report" e-mail)
+    job = "mi300x-resnet"
+    register_training_job(plane, job)
+    upload(
+        plane, traces_dir, "tracelens/mi300/resnet_act_checkpoint.json.gz", _tb_key(job, "algo-1_1.1.pt.trace.json.gz")
+    )
+    from lambdas.trace_processor import handler
+
+    # WHEN the pipeline processes its completion
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
+    # THEN the report is complete, the input is "ok", and no finding or e-mail line says it is incomplete
+    assert response["batchItemFailures"] == []
+    key = f"{layout.job_reports_prefix(USER, job)}summary.json"
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=key)["Body"].read())
+    assert summary["complete"] is True
+    assert [i["status"] for i in summary["inputs"]] == ["ok"]
+    assert not any(f["rule_id"] == "UnreadableTraceFiles" for f in summary["findings"])
+    assert summary["ranks"][0]["device"]["name"] == "AMD Instinct MI300X"
+    (note,) = plane.notifications()
+    assert "Incomplete" not in note["Message"]
+    assert "partial" not in note["Subject"].lower()
