@@ -17,16 +17,15 @@ The ratios printed are C against each peer on the same file.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from bench.timing import best_cpu, trace_json
 from profstack.analysis import native
 from profstack.analysis.engine import analyze
 from profstack.analysis.options import AnalysisOptions
@@ -64,20 +63,6 @@ class _Trace(msgspec.Struct):
     traceEvents: list[_Event] = []
 
 
-def _json(path: Path) -> bytes:
-    with gzip.open(path) as fh:
-        return fh.read()
-
-
-def _cpu(fn: Any, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.process_time()
-        fn()
-        best = min(best, time.process_time() - t)
-    return best
-
-
 def _hta(python: str | None, path: Path, repeat: int) -> str:
     if python is None:
         return "-"
@@ -88,15 +73,15 @@ def _hta(python: str | None, path: Path, repeat: int) -> str:
 
 
 def _measure(path: Path, repeat: int, hta_python: str | None) -> dict[str, Any]:
-    raw = _json(path)
+    raw = trace_json(path)
     opts = AnalysisOptions(op_types=False)
-    c = _cpu(lambda: analyze([FileTraceSource(path)], opts), repeat)
+    c = best_cpu(lambda: analyze([FileTraceSource(path)], opts), repeat)
     accel, native.ACCEL = native.ACCEL, None
     try:
-        py = _cpu(lambda: analyze([FileTraceSource(path)], opts), repeat)
+        py = best_cpu(lambda: analyze([FileTraceSource(path)], opts), repeat)
     finally:
         native.ACCEL = accel
-    floor = _cpu(lambda: msgspec.json.decode(raw, type=_Trace), repeat)
+    floor = best_cpu(lambda: msgspec.json.decode(raw, type=_Trace), repeat)
     return {
         "trace": str(path.relative_to(TRACES)),
         "json_mb": len(raw) / 1e6,

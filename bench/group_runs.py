@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 from unittest import mock
 
+from bench.timing import best_wall
 from profstack.analysis import runs
 from profstack.analysis.runs import Entry, Identity
 
@@ -78,15 +79,6 @@ SHAPES: dict[str, Callable[[int], list[Entry]]] = {
 }
 
 
-def _best(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
-    best, out = float("inf"), None
-    for _ in range(repeat):
-        started = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, out
-
-
 def _reference() -> Grouping:
     from tests.unit.analysis.runs_reference import group_runs
 
@@ -99,10 +91,10 @@ def bench_grouping(sizes: list[int], repeat: int, reference: bool) -> None:
     for name, make in SHAPES.items():
         for n in sizes:
             entries = make(n)
-            seconds, got = _best(functools.partial(runs.group_runs, entries), repeat)
+            seconds, got = best_wall(functools.partial(runs.group_runs, entries), repeat)
             ref_s, same = "", ""
             if reference:
-                before, want = _best(functools.partial(_reference(), entries), 1)
+                before, want = best_wall(functools.partial(_reference(), entries), 1)
                 ref_s, same = f"{before:.2f}", "yes" if got == want else "NO"
             print(f"| {name} | {n:,} | {len(got):,} | {seconds:.4f} | {ref_s} | {same} |", flush=True)
 
@@ -162,11 +154,11 @@ def bench_merge(sizes: list[int], repeat: int, reference: bool) -> None:
 
             timed = _Timed(runs.group_runs)
             with mock.patch.object(runs, "group_runs", timed):
-                seconds, got = _best(merged, repeat)
+                seconds, got = best_wall(merged, repeat)
             ref_s, same = "", ""
             if reference:
                 with mock.patch.object(runs, "group_runs", _reference()):
-                    before, want = _best(merged, 1)
+                    before, want = best_wall(merged, 1)
                 ref_s, same = f"{before:.2f}", "yes" if got == want else "NO"
             print(
                 f"| {shape} | {n:,} | {len(got['runs']):,} | {seconds:.3f} | {timed.seconds:.3f} | {ref_s} | {same} |",

@@ -17,14 +17,13 @@ time it attributed.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
-import time
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from bench.timing import best_wall, trace_json
 from profstack.analysis import native
 from profstack.analysis.engine import analyze
 from profstack.analysis.options import AnalysisOptions
@@ -49,33 +48,19 @@ class _Trace(msgspec.Struct):
     traceEvents: list[_Four] = []
 
 
-def _json(path: Path) -> bytes:
-    if path.name.endswith(".gz"):
-        with gzip.open(path) as fh:
-            return fh.read()
-    return path.read_bytes()
-
-
 def _with_input_types() -> list[Path]:
     return [
-        p for p in sorted(TRACES.rglob("*.json*")) if "reference_values" not in p.parts and b'"Input type"' in _json(p)
+        p
+        for p in sorted(TRACES.rglob("*.json*"))
+        if "reference_values" not in p.parts and b'"Input type"' in trace_json(p)
     ]
 
 
-def _best(fn: Any, repeat: int) -> tuple[float, Any]:
-    best, value = float("inf"), None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        value = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, value
-
-
 def _measure(path: Path, repeat: int) -> dict[str, Any]:
-    raw = _json(path)
-    off, _ = _best(lambda: analyze([FileTraceSource(path)], AnalysisOptions(op_types=False)), repeat)
-    on, result = _best(lambda: analyze([FileTraceSource(path)], AnalysisOptions()), repeat)
-    bare, _ = _best(lambda: msgspec.json.decode(raw, type=_Trace), repeat)
+    raw = trace_json(path)
+    off, _ = best_wall(lambda: analyze([FileTraceSource(path)], AnalysisOptions(op_types=False)), repeat)
+    on, result = best_wall(lambda: analyze([FileTraceSource(path)], AnalysisOptions()), repeat)
+    bare, _ = best_wall(lambda: msgspec.json.decode(raw, type=_Trace), repeat)
     precision = [p for r in result.summary["ranks"] for p in r["precision"]]
     total = sum(p["time_us"] for p in precision)
     by_ops = sum(p.get("from_op_types_time_us", 0.0) for p in precision)

@@ -288,22 +288,18 @@ def analyse_files(
         guess = predicted[idx]
         alone = n_inputs == 1 or not opts.merge_rank_files or (guess is not None and rank_files[guess] == 1)
         fd = parse(idx, stream_gpu=alone)
+        if guess is None:
+            unknown_left -= 1
+        else:
+            unparsed[guess] -= 1
         if fd.skipped is not None:  # another known format beside the traces: said, and not an input
             warnings.append(FileError(fd.name, TraceError(fd.skipped, source=fd.name), fatal=False))
-            if guess is None:
-                unknown_left -= 1
-            else:
-                unparsed[guess] -= 1
             continue
         if not alone and fd.gpu_mode_reason is None:
             fd.gpu_mode_reason = "several input files may belong to this rank"
         files[idx] = fd
         errors.extend(_file_errors(fd))
         warnings.extend(FileError(fd.name, n, fatal=False) for n in fd.notices)
-        if guess is None:
-            unknown_left -= 1
-        else:
-            unparsed[guess] -= 1
         if not fd.failed:
             if not opts.merge_rank_files or fd.rank in closed:
                 # kept apart on purpose, or a file whose rank was mispredicted after its rank closed

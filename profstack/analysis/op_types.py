@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 import msgspec
 
+from profstack.analysis.loose import loose_int
 from profstack.analysis.precision import ORDER, TYPE_CLASSES
 
 #: of the rank's computation-kernel time: below it the second pass (up to the main pass's own time again) could move
@@ -58,18 +59,7 @@ class _Args(msgspec.Struct, gc=False):
     @property
     def ext(self) -> int | None:
         raw = self.external_id if self.external_id is not None else self.external_id_2021
-        return raw if type(raw) is int else _loose_int(raw)
-
-
-def _loose_int(raw: str | float | None) -> int | None:
-    """An External id written as text or as an integral float, as the main pass reads it (analysis.loose)."""
-    if isinstance(raw, float):
-        return int(raw) if raw.is_integer() and abs(raw) < 2**63 else None
-    if isinstance(raw, str):
-        text = raw.strip()
-        if text.isascii() and text.lstrip("-").isdigit() and len(text) <= 19:
-            return int(text)
-    return None
+        return raw if type(raw) is int else loose_int(raw)  # the parser's rule for text and floats
 
 
 class _Event(msgspec.Struct, gc=False):

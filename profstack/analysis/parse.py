@@ -13,7 +13,7 @@ import sys
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any, BinaryIO, NamedTuple
 
 import msgspec
 
@@ -49,6 +49,8 @@ from profstack.analysis.gpu import (
     select,
 )
 from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
+from profstack.analysis.loose import DECIMAL as _DECIMAL
+from profstack.analysis.loose import loose_int
 from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, OpLog, attribute, attribute_log
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.reader import iter_chunks
@@ -125,27 +127,6 @@ _LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
 _ARG_KEYS = {f: (Args.__struct_encode_fields__[i]) for i, f in enumerate(Args.__struct_fields__)}
 _INT_ARGS = frozenset({"correlation", "device", "mem_bytes", "mem_allocated", "mem_reserved"})
 _I32_ARGS = frozenset({"mem_device_type", "mem_device_id"})
-_DECIMAL = re.compile(r"[+-]?[0-9]{1,19}")
-
-
-def loose_int(value: object, bits: int = 64) -> int | None:
-    """An integer arg as profilers write it: a JSON integer; a string of decimal digits (ROCm's roctracer writes
-    `"bytes": "32768"`, and HTA reads such a column as numbers); an integral float. None for anything else
-    (booleans, fractions, other strings, out of range): that field is unknown. The C reader reads strings of
-    digits by this same rule in C (``csrc/reader.c``'s ``loose_digits``: the differential tests hold the two
-    equal) and declines a batch with anything else, so both engines read these values alike."""
-    if isinstance(value, bool):
-        return None
-    number: int | None = None
-    if isinstance(value, int):
-        number = value
-    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        number = int(value)
-    elif isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
-        number = int(value.strip())
-    if number is None or not -(2 ** (bits - 1)) <= number < 2 ** (bits - 1):
-        return None
-    return number
 
 
 def loose_args(raw: dict[str, Any]) -> tuple[Args, list[str]]:
@@ -1322,6 +1303,22 @@ def _apply_meta(fd: FileData, meta: dict[str, Any]) -> None:
         fd.time_offset_us = float(base) / 1000.0
 
 
+def _event_stream(
+    fh: BinaryIO, *, max_decompressed: int, max_event: int, progress: Callable[[int], None] | None = None
+) -> tuple[EventStream, _LongStrings]:
+    """A file's events in batches (decompressed within ``max_decompressed``, each value within ``max_event``), with
+    strings too long for an event cut before the JSON splitter sees them (the filter's output goes to this stream
+    only): what the main pass and the op-types read both read through."""
+    long_strings = _LongStrings()
+    stream = EventStream(
+        long_strings.filter(iter_chunks(fh, max_decompressed=max_decompressed, progress=progress)),
+        max_value_bytes=max_event,
+        read_size_hint=BATCH_BYTES,
+    )
+    long_strings.resolve = stream.unparsed
+    return stream, long_strings
+
+
 def read_op_types(fd: FileData, wanted: set[str]) -> op_types.OpTypes | None:
     """The second pass of :mod:`profstack.analysis.op_types` over the file ``fd`` was parsed from: the op input
     classes of the kernels named in ``wanted``. None where the file cannot be read again (the first pass has said
@@ -1330,15 +1327,9 @@ def read_op_types(fd: FileData, wanted: set[str]) -> op_types.OpTypes | None:
     if src is None or not wanted:
         return None
     max_decompressed, max_event = fd.max_bytes
-    long_strings = _LongStrings()
     try:
         with src.open() as fh:
-            stream = EventStream(
-                long_strings.filter(iter_chunks(fh, max_decompressed=max_decompressed)),
-                max_value_bytes=max_event,
-                read_size_hint=BATCH_BYTES,
-            )
-            long_strings.resolve = stream.unparsed
+            stream, _ = _event_stream(fh, max_decompressed=max_decompressed, max_event=max_event)
             promised = fd.meta.get("record_shapes") in (1, True)
             give_up = None if promised else op_types.GIVE_UP_EVENTS
             return op_types.read(stream.batches(), wanted, bounded_name, give_up_after=give_up)
@@ -1444,12 +1435,9 @@ def _parse(
     stream: EventStream | None = None
     try:
         with src.open() as fh:
-            stream = EventStream(
-                long_strings.filter(iter_chunks(fh, max_decompressed=max_decompressed_bytes, progress=progress)),
-                max_value_bytes=max_event_bytes,
-                read_size_hint=BATCH_BYTES,
+            stream, long_strings = _event_stream(
+                fh, max_decompressed=max_decompressed_bytes, max_event=max_event_bytes, progress=progress
             )
-            long_strings.resolve = stream.unparsed  # the filter's output goes to this stream only
             taken = declined = 0  # the C reader's batches in this file
             header_read = False
             for batch in stream.batches():
