@@ -36,8 +36,10 @@ from profstack.analysis.precision import ORDER, TYPE_CLASSES
 #: of the rank's computation-kernel time: below it the second pass (up to the main pass's own time again) could move
 #: the precision mix by less than this, and is not run
 MIN_UNTYPED_SHARE = 0.05
-MAX_OPS = 4_000_000  # operators remembered (External id -> class): ~100 MB at most
-MAX_PENDING = 1_000_000  # kernels seen before their operator (Kineto writes CPU events first)
+# measured (tracemalloc): 1 M remembered operators take ~74 MB, 1 M waiting kernels ~128 MB; together these
+# bounds keep the read under ~110 MB whatever the trace (beyond them, kernels keep their name's reading, counted)
+MAX_OPS = 1_000_000  # operators remembered (External id -> class)
+MAX_PENDING = 250_000  # kernels seen before their operator (Kineto writes CPU events first)
 MAX_TYPES_PER_OP = 64  # an op's input list is read this far
 #: events read without one operator carrying input types, after which a file whose header does not say
 #: record_shapes is taken not to have them (Kineto writes the CPU side first): a trace without them costs this much
