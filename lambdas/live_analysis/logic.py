@@ -48,7 +48,7 @@ from lambdas.trace_processor.pipeline import trace_reader
 from lambdas.trace_processor.report_index import update_index
 from profstack import layout
 from profstack.actions import ACTIONS_FILE, Decision, action_lines, decide, live_enabled
-from profstack.escape import one_line
+from profstack.escape import ascii_line, one_line
 from profstack.jobs.events import DETAIL_TYPE, SOURCE
 
 logger = logging.getLogger(__name__)
@@ -252,7 +252,7 @@ def _notify(clients: Clients, env: LiveEnv, ctx: JobContext, taken: Sequence[Map
         aws.publish(
             clients.sns,
             topic_arn=env.topic_arn,
-            subject=" ".join("".join(c if " " <= c <= "~" else " " for c in subject).split())[:SUBJECT_MAX],
+            subject=ascii_line(subject, SUBJECT_MAX),
             message="\n".join(one_line(line) for line in lines),
             attributes={"job": ctx.job, "status": RUNNING},
         )

@@ -13,6 +13,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
+from profstack import escape
 from profstack.migrate.rule_output import merge_object_tag
 
 if TYPE_CHECKING:
@@ -377,12 +378,19 @@ def execution_input(sfn: SFNClient, *, state_machine_arn: str, name: str) -> Any
     return json.loads(sfn.describe_execution(executionArn=arn).get("input") or "null")
 
 
+#: SNS: a Subject of "printable ASCII characters ... less than 100 characters"
+SUBJECT_MAX = 99
+
+
 def publish(sns: SNSClient, *, topic_arn: str, subject: str, message: str, attributes: Mapping[str, str]) -> None:
-    """Publish to an SNS topic; every attribute is a String message attribute."""
+    """Publish to an SNS topic; every attribute is a String message attribute. Every e-mail leaves through here, so
+    here the one escaping rule (profstack.escape) is applied to all of it: the subject becomes one line of printable
+    ASCII, the message keeps its line breaks and shows every other control or bidi character as a visible escape
+    (callers escape each line first, so that a name cannot add a line; this makes sure nothing else slips through)."""
     sns.publish(
         TopicArn=topic_arn,
-        Subject=subject,
-        Message=message,
+        Subject=escape.ascii_line(subject, SUBJECT_MAX),
+        Message=escape.lines(message),
         MessageAttributes={name: {"DataType": "String", "StringValue": value} for name, value in attributes.items()},
     )
 

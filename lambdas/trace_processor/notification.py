@@ -21,7 +21,7 @@ from lambdas.trace_processor.summary_tools import findings
 from profstack import layout
 from profstack.actions import action_lines
 from profstack.analysis.errors import NOT_RECORDED
-from profstack.escape import one_line
+from profstack.escape import ascii_line, one_line
 from profstack.history.text import summary_lines
 from profstack.jobs import links as job_links
 
@@ -33,9 +33,8 @@ _TRUNCATED = "... (shortened to fit the notification; the report and summary.jso
 
 
 def _subject(text: str) -> str:
-    """Printable ASCII, one line, under SNS's 100 characters."""
-    cleaned = "".join(ch if " " <= ch <= "~" else " " for ch in text)
-    return " ".join(cleaned.split())[:SUBJECT_MAX]
+    """Printable ASCII, one line, under SNS's 100 characters (profstack.escape, the one rule)."""
+    return ascii_line(text, SUBJECT_MAX)
 
 
 def _fit(body: Sequence[str], budget: int) -> list[str]:

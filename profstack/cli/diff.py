@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from profstack.cli import CliError
+from profstack.escape import lines
 
 
 def register(subparsers: Any) -> None:
@@ -70,7 +71,7 @@ def run(args: Any) -> int:
     a = load_summary(args.a, top_k=args.top)
     b = load_summary(args.b, top_k=args.top)
     diff = diff_summaries(a, b, a_label=str(args.a), b_label=str(args.b), limit=args.limit)
-    print(format_text(diff), end="")
+    print(lines(format_text(diff)), end="")  # kernel and operator names come from traces
     if args.html:
         from profstack.report.diff import render_diff_html
 

@@ -33,7 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from profstack import layout
+from profstack import escape, layout
 from profstack.cli import CliError, _aws
 from profstack.cli._aws import add_config_argument, aws_errors, load, region_of
 from profstack.report import index as idx
@@ -322,7 +322,8 @@ def load_rows(where: Place) -> tuple[list[dict[str, Any]], str]:
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    cells = [idx.HEADERS, *(idx.text_cells(r) for r in rows)]
+    # every cell comes from index.json or a row file, which hold text from traces: one line of visible characters
+    cells = [idx.HEADERS, *([escape.one_line(c) for c in idx.text_cells(r)] for r in rows)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(idx.HEADERS) - 1)]
     lines = []
     for row in cells:
@@ -341,9 +342,9 @@ def run_list(args: argparse.Namespace) -> int:
     rows = idx.filter_rows(rows, since=since, family=args.family)
     shown = rows[: args.limit] if args.limit else rows
     if note:
-        print(f"profstack: note: {note}", file=sys.stderr)
+        print(escape.one_line(f"profstack: note: {note}"), file=sys.stderr)
     if args.json:
-        print(json.dumps(shown, indent=2, ensure_ascii=False))
+        print(escape.json_text(shown))
         return 0
     if not rows:
         print(f"no reports under {where.uri(where.prefix)}" + (" matching the filters" if since or args.family else ""))
@@ -485,7 +486,7 @@ def run_diff(args: argparse.Namespace) -> int:
     where = place(args)
     a, b = fetch_summary(where, args.a), fetch_summary(where, args.b)
     diff = diff_summaries(a, b, a_label=args.a, b_label=args.b, limit=args.limit)
-    print(format_text(diff), end="")
+    print(escape.lines(format_text(diff)), end="")  # kernel and operator names come from traces
     if args.html:
         from profstack.report.diff import render_diff_html
 
