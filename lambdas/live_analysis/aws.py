@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from lambdas.trace_processor.aws import S3Location, S3Object, error_code
-from profstack import layout
+from lambdas.trace_processor.aws import S3Location, error_code
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -19,33 +17,6 @@ if TYPE_CHECKING:
 
 _PRECONDITION = {"PreconditionFailed", "ConditionalRequestConflict"}
 _ABSENT = {"404", "NoSuchKey", "NotFound"}
-
-
-@dataclass(frozen=True)
-class ListedTrace:
-    obj: S3Object
-    modified: datetime
-
-
-def list_traces(s3: S3Client, prefixes: Sequence[S3Location], *, limit: int) -> tuple[list[ListedTrace], bool]:
-    """The job's trace objects (deduplicated, by key) with their LastModified; listing stops one past `limit`
-    (second value: whether it did, so a caller can say files were left out)."""
-    found: dict[tuple[str, str], ListedTrace] = {}
-    for prefix in prefixes:
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=prefix.bucket, Prefix=prefix.key):
-            for item in page.get("Contents", []):
-                key = str(item["Key"])
-                if not layout.is_trace_key(key):
-                    continue
-                modified = item.get("LastModified")
-                when = modified if isinstance(modified, datetime) else datetime.now(UTC)
-                found.setdefault(
-                    (prefix.bucket, key),
-                    ListedTrace(S3Object(prefix.bucket, key, int(item.get("Size", 0))), when),
-                )
-                if len(found) > limit:
-                    return sorted(found.values(), key=lambda t: (t.obj.bucket, t.obj.key)), True
-    return sorted(found.values(), key=lambda t: (t.obj.bucket, t.obj.key)), False
 
 
 @dataclass(frozen=True)

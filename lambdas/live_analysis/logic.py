@@ -26,22 +26,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lambdas.live_analysis.aws import (
-    Existing,
-    ListedTrace,
-    existing,
-    list_traces,
-    put_unless_changed,
-    stop_training_job,
-)
+from lambdas.live_analysis.aws import Existing, existing, put_unless_changed, stop_training_job
 from lambdas.live_analysis.env import LiveEnv
 from lambdas.live_analysis.jobs import RUNNING
 from lambdas.trace_processor import aws
-from lambdas.trace_processor.aws import Clients, S3Location, put_bytes, put_json
+from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_bytes, put_json
 from lambdas.trace_processor.discovery import trace_prefixes
 from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.errors import CorruptTracesError, NotOwnedError
 from lambdas.trace_processor.events import TrainingJobStateChange
+from lambdas.trace_processor.evidence import NAMED_LEFT_OUT, RunWindow, list_traces
 from lambdas.trace_processor.history import HistoryEnv
 from lambdas.trace_processor.job import JobContext, job_context, s3_path
 from lambdas.trace_processor.pipeline import trace_reader
@@ -50,6 +44,7 @@ from profstack import layout
 from profstack.actions import ACTIONS_FILE, Decision, action_lines, decide, live_enabled
 from profstack.escape import ascii_line, one_line
 from profstack.jobs.events import DETAIL_TYPE, SOURCE
+from profstack.jobs.instances import accelerator_count
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +59,7 @@ SUBJECT_MAX = 99
 class LiveOutcome:
     job: str
     #: analysed | not_running | live_off | no_tensorboard | not_owned | unverified_owner | final_report_exists
-    #: | no_traces | not_settled | not_readable_yet | superseded
+    #: | no_traces | no_evidence | not_settled | not_readable_yet | superseded
     action: str
     report: str | None = None
     files: int = 0
@@ -109,17 +104,21 @@ def _context(job: str, describe: Mapping[str, Any], tags: Mapping[str, str], env
     return job_context(event, describe, tags, env)
 
 
-def _choose(settled: Sequence[ListedTrace], env: LiveEnv) -> tuple[list[ListedTrace], list[dict[str, Any]]]:
+def _when(obj: S3Object) -> datetime:
+    return obj.modified or datetime.max.replace(tzinfo=UTC)
+
+
+def _choose(settled: Sequence[S3Object], env: LiveEnv) -> tuple[list[S3Object], list[dict[str, Any]]]:
     """The newest files (what the job does now), at most env.max_files and, in all, at most the single-Lambda byte
     budget; in key order (the engine's order for the final report)."""
-    chosen: list[ListedTrace] = []
+    chosen: list[S3Object] = []
     total = 0
-    for item in sorted(settled, key=lambda t: (t.modified, t.obj.key), reverse=True)[: env.max_files]:
-        if total + item.obj.size > env.fanout_bytes_threshold:
+    for item in sorted(settled, key=lambda t: (_when(t), t.key), reverse=True)[: env.max_files]:
+        if total + item.size > env.fanout_bytes_threshold:
             continue
         chosen.append(item)
-        total += item.obj.size
-    chosen.sort(key=lambda t: (t.obj.bucket, t.obj.key))
+        total += item.size
+    chosen.sort(key=lambda t: (t.bucket, t.key))
     warnings: list[dict[str, Any]] = []
     if len(chosen) < len(settled):
         warnings.append(
@@ -133,6 +132,34 @@ def _choose(settled: Sequence[ListedTrace], env: LiveEnv) -> tuple[list[ListedTr
             }
         )
     return chosen, warnings
+
+
+def _evidence_warnings(rejected: Sequence[tuple[S3Object, str]], cut: bool, seen: int) -> list[dict[str, Any]]:
+    """The summary warnings for files that are not this run's evidence, and for a listing cut short."""
+    warnings: list[dict[str, Any]] = []
+    if rejected:
+        named = ", ".join(f"{o.uri} ({why})" for o, why in rejected[:NAMED_LEFT_OUT])
+        more = len(rejected) - NAMED_LEFT_OUT
+        warnings.append(
+            {
+                "source": "profstack",
+                "error_type": "LiveFilesNotEvidence",
+                "message": f"{len(rejected)} file(s) in this job's folders cannot have been written by this run, so "
+                f"they were not analysed and no action rests on them: {named}"
+                + (f" and {more} more" if more > 0 else ""),
+                "fatal": False,
+            }
+        )
+    if cut:
+        warnings.append(
+            {
+                "source": "profstack",
+                "error_type": "TraceListingCut",
+                "message": f"this job's folders hold more than {seen:,} objects; only those were listed",
+                "fatal": False,
+            }
+        )
+    return warnings
 
 
 def mark_in_progress(
@@ -272,7 +299,7 @@ def _describe(clients: Clients, job: str) -> dict[str, Any] | None:
 
 def _running_job(
     job: str, *, env: LiveEnv, clients: Clients, now: datetime
-) -> tuple[JobContext, dict[str, str]] | LiveOutcome:
+) -> tuple[JobContext, dict[str, str], dict[str, Any]] | LiveOutcome:
     """The job's context and tags when it runs, has a TensorBoard output, keeps live analysis on and has a verified
     owner; else the outcome that says which of these it lacks."""
     describe = _describe(clients, job)
@@ -291,7 +318,7 @@ def _running_job(
         # no in-progress report, e-mail or action for a claim nothing confirms; the final report files it for an
         # administrator (docs/security.md)
         return LiveOutcome(job, "unverified_owner", warnings=[str(w.get("message")) for w in ctx.warnings])
-    return ctx, tags
+    return ctx, tags, describe
 
 
 def analyse_job(
@@ -303,14 +330,23 @@ def analyse_job(
     running = _running_job(job, env=env, clients=clients, now=now)
     if isinstance(running, LiveOutcome):
         return running
-    ctx, tags = running
+    ctx, tags, describe = running
     prefixes = trace_prefixes(ctx, env)
     reader = trace_reader(clients, env, ctx, prefixes)
-    listed, more = list_traces(reader, prefixes, limit=env.max_files_per_job)
-    if not listed:
+    listing = list_traces(reader, prefixes)
+    if not listing.objects:
         return LiveOutcome(job, "no_traces")  # a job without traces costs this listing, nothing more
-    settled = [t for t in listed if (now - t.modified).total_seconds() >= env.settle_seconds]
-    unsettled = len(listed) - len(settled)
+    # only what this run can have written is evidence (evidence.py): never a file from before its training started
+    window = RunWindow.of(describe, running=True)
+    rejected = [(o, why) for o in listing.objects if (why := window.action_problem(o, now))]
+    evidence = [o for o in listing.objects if not window.action_problem(o, now)]
+    extra = _evidence_warnings(rejected, listing.cut, listing.keys_seen)
+    if not evidence:
+        return LiveOutcome(job, "no_evidence", warnings=[str(w["message"]) for w in extra])
+    settled = [
+        t for t in evidence if t.modified is not None and (now - t.modified).total_seconds() >= env.settle_seconds
+    ]
+    unsettled = len(evidence) - len(settled)
     if not settled:
         return LiveOutcome(job, "not_settled", unsettled=unsettled)
     summary_loc, html_loc = ctx.reports.child("summary.json"), ctx.reports.child("report.html")
@@ -322,18 +358,10 @@ def analyse_job(
     again = _describe(clients, job)
     if again is None or again.get("TrainingJobStatus") != RUNNING:
         return LiveOutcome(job, "not_running")
-    chosen, extra = _choose(settled, env)
-    if more:
-        extra.append(
-            {
-                "source": "profstack",
-                "error_type": "TooManyTraceFiles",
-                "message": f"more than {env.max_files_per_job:,} trace files; only the first were listed",
-                "fatal": False,
-            }
-        )
+    chosen, left_out = _choose(settled, env)
+    extra += left_out
     try:
-        summary = analyze_objects(reader, engine, env, [t.obj for t in chosen])
+        summary = analyze_objects(reader, engine, env, chosen)
     except CorruptTracesError as exc:
         return LiveOutcome(job, "not_readable_yet", files=len(chosen), unsettled=unsettled, warnings=[str(exc)])
     mark_in_progress(
@@ -344,7 +372,7 @@ def analyse_job(
         interval_minutes=env.interval_minutes,
         extra_warnings=[*ctx.warnings, *extra],
     )
-    decisions = decide(summary, env.policy(), tags)
+    decisions = decide(summary, env.policy(), tags, ranks_possible=accelerator_count(describe.get("ResourceConfig")))
     taken, stopped = _act(clients, ctx, decisions, now)
     summary["actions"] = taken
     page = engine.render_html({**summary, "job_name": ctx.job}, sections=[live_section(summary)])

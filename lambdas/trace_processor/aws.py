@@ -7,6 +7,7 @@ import io
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 import boto3
@@ -97,6 +98,10 @@ class S3Object:
     #: sampled from the file's head (routing.sample_estimates): its JSON bytes and events; None: not sampled
     json_bytes: int | None = None
     events: int | None = None
+    #: as the listing gave them (evidence.py judges the object by them): when S3 stored this version, and its ETag,
+    #: which every read of it then requires (If-Match), so what is analysed is the object that was judged
+    modified: datetime | None = None
+    etag: str | None = None
 
     @property
     def uri(self) -> str:
@@ -113,7 +118,15 @@ def list_objects(s3: S3Client, bucket: str, prefix: str) -> Iterator[S3Object]:
     paginator = s3.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
-            yield S3Object(bucket, item["Key"], int(item.get("Size", 0)))
+            modified = item.get("LastModified")
+            etag = item.get("ETag")
+            yield S3Object(
+                bucket,
+                item["Key"],
+                int(item.get("Size", 0)),
+                modified=modified if isinstance(modified, datetime) else None,
+                etag=str(etag) if etag else None,
+            )
 
 
 class TraceReadError(OSError):
@@ -152,10 +165,13 @@ class _ResumableS3Reader(io.RawIOBase):
     def _open(self) -> Any:
         while True:
             kwargs: dict[str, Any] = {"Bucket": self._obj.bucket, "Key": self._obj.key}
+            # the object must be the one listed (and judged, evidence.py), and must not change under us: a 412 is a
+            # TraceReadError, so the job is retried and listed afresh, never analysed from a swapped object
+            pinned = self._etag or self._obj.etag
+            if pinned:
+                kwargs["IfMatch"] = pinned
             if self._pos:
                 kwargs["Range"] = f"bytes={self._pos}-"
-                if self._etag:
-                    kwargs["IfMatch"] = self._etag  # the object must not change under us
             try:
                 response = self._s3.get_object(**kwargs)
             except ClientError as exc:

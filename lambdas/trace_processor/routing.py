@@ -123,6 +123,11 @@ def _start_execution(sfn: SFNClient, machine: str, ctx: JobContext, payload: Map
     raise ProcessingError(f"could not start a fan-out execution for {ctx.job!r}: every name tried is taken")
 
 
+def manifest_bytes(items: Sequence[Mapping[str, Any]]) -> bytes:
+    """The manifest as stored (a JSON array the Distributed Map reads), in one deterministic spelling."""
+    return json.dumps(list(items), sort_keys=True, separators=(",", ":")).encode()
+
+
 def manifest_location(ctx: JobContext) -> S3Location:
     return ctx.reports.child("partials", "manifest.json")
 
@@ -164,6 +169,8 @@ def start_fanout(
             "bucket": o.bucket,
             "key": o.key,
             "size": o.size,
+            # the version the processor judged (evidence.py): the map item reads exactly it (If-Match)
+            "etag": o.etag,
             "route": route_for(o, env),
             # The SageMaker Processing path writes its summary.json here (ASL cannot zero-pad).
             "partial_prefix": partial_location(ctx, i).key.rsplit("/", 1)[0] + "/",
@@ -175,10 +182,12 @@ def start_fanout(
             target = S3Location(ctx.trace_bucket, str(item["partial_prefix"]) + PROCESSING_INPUT_MANIFEST)
             put_json(clients.s3, target, processing_input_manifest(obj))
     manifest = manifest_location(ctx)
-    put_json(clients.s3, manifest, items)
+    body = manifest_bytes(items)
+    aws.put_bytes(clients.s3, manifest, body, content_type="application/json")
     payload = {
         "context": ctx.to_json(),
-        "manifest": {"bucket": manifest.bucket, "key": manifest.key},
+        # the digest lets each map item check itself against this manifest (fanout.manifest_item) and cache it
+        "manifest": {"bucket": manifest.bucket, "key": manifest.key, "sha256": hashlib.sha256(body).hexdigest()},
         "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},
         "job": describe_for_fanout(describe or {}),
     }

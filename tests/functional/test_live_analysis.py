@@ -10,6 +10,7 @@ in-process, as Lambda would.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,7 @@ from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
     DataPlane,
+    backdate,
     create_data_plane,
     emulate_run,
     job_event,
@@ -399,3 +401,60 @@ def test_a_job_whose_owner_nothing_confirms_gets_no_live_report_and_no_action(
     assert stopped == []
     assert keys(plane, "reports/") == []
     assert plane.notifications() == []
+
+
+# --- evidence: only what this run wrote may decide a stop (#42 item 7) -------------------------------------------
+
+
+def test_traces_planted_before_the_job_or_its_training_started_stop_nothing_and_are_named(
+    plane: DataPlane, traces_dir: Path, stopped: list[str]
+) -> None:
+    """Before: the stop acted on any object in the job's folder, newest first: one planted idle trace stopped it."""
+    # GIVEN a running job that opted in to stopping, created two hours ago, training for the last 30 minutes
+    start_job(plane, "planted-run", tags={"profstack:actions": "stop"})
+    now = datetime.now(UTC)
+    job = _backend_job("planted-run")
+    job.creation_time = now - timedelta(hours=2)
+    job.training_start_time = now - timedelta(minutes=30)
+    # AND two idle traces in its folder, named to sort last (newest first): one planted before the job existed,
+    # one after it was created but before its training started; and the job's own busy trace
+    before_job = upload_trace(plane, traces_dir, IDLE, "planted-run", "zz-before-job.pt.trace.json.gz")
+    backdate(before_job, now - timedelta(hours=3))
+    before_training = upload_trace(plane, traces_dir, IDLE, "planted-run", "zz-before-training.pt.trace.json.gz")
+    backdate(before_training, now - timedelta(hours=1))
+    upload_trace(plane, traces_dir, BUSY, "planted-run", "algo-1.pt.trace.json.gz")
+    # WHEN the scheduled run analyses it
+    _, (outcome,) = run_dispatch_and_deliver(plane)
+    # THEN it runs on: its own trace is analysed, the planted ones are not, and no action rests on them
+    assert stopped == []
+    assert outcome["action"] == "analysed"
+    assert plane.sagemaker.describe_training_job(TrainingJobName="planted-run")["TrainingJobStatus"] == "InProgress"
+    summary = report_of(plane, "planted-run")
+    assert [i["name"].rsplit("/", 1)[-1] for i in summary["inputs"]] == ["algo-1.pt.trace.json.gz"]
+    assert not [a for a in summary["actions"] if a["action"] == "stop"]
+    (warning,) = [w for w in summary["warnings"] if w.get("error_type") == "LiveFilesNotEvidence"]
+    assert f"s3://{TRACE_BUCKET}/{before_job} (written before the job was created)" in warning["message"]
+    assert f"s3://{TRACE_BUCKET}/{before_training} (written before the job's training started)" in warning["message"]
+
+
+def test_a_trace_claiming_a_rank_the_job_cannot_have_stops_nothing(
+    plane: DataPlane, traces_dir: Path, stopped: list[str], tmp_path: Path
+) -> None:
+    # GIVEN a running job on 2 x ml.p4d.24xlarge (16 GPUs: ranks 0-15) that opted in to stopping
+    start_job(plane, "rank-claim", tags={"profstack:actions": "stop"})
+    # AND an idle trace written while it runs that says it is rank 63 (distributedInfo)
+    doc = json.loads(gzip.decompress((traces_dir / IDLE).read_bytes()))
+    doc["distributedInfo"] = {"rank": 63, "world_size": 64}
+    forged = tmp_path / "rank63.pt.trace.json.gz"
+    forged.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    plane.s3.upload_file(
+        str(forged), TRACE_BUCKET, f"{layout.job_tensorboard_prefix(USER, 'rank-claim')}r63.pt.trace.json.gz"
+    )
+    # WHEN analysed
+    _, (outcome,) = run_dispatch_and_deliver(plane)
+    # THEN the idle finding is reported, but it stops nothing: rank 63 is not one this job can have
+    assert outcome["action"] == "analysed"
+    assert stopped == []
+    (low,) = [a for a in report_of(plane, "rank-claim")["actions"] if a["rule_id"] == "LowGPUUtilization"]
+    assert low["action"] == "notify"
+    assert "rank 63 behind the finding is beyond the job's 16 GPUs" in low["reason"]

@@ -13,7 +13,6 @@ import jsonschema
 import pytest
 from botocore.exceptions import ClientError
 
-from lambdas.live_analysis.aws import ListedTrace
 from lambdas.live_analysis.dispatch_env import DispatchEnv
 from lambdas.live_analysis.env import EnvError, LiveEnv
 from lambdas.live_analysis.jobs import DispatchError, due_jobs
@@ -153,11 +152,10 @@ def test_a_run_analyses_the_newest_files_within_its_caps() -> None:
     )
     t0 = datetime(2026, 12, 4, 5, 0, tzinfo=UTC)
     files = [
-        ListedTrace(S3Object("b", f"k{i}", size), t0 + timedelta(minutes=i))
-        for i, size in enumerate([100, 100, 200, 100])
+        S3Object("b", f"k{i}", size, modified=t0 + timedelta(minutes=i)) for i, size in enumerate([100, 100, 200, 100])
     ]
     chosen, warnings = _choose(files, env)
     # the newest two are k3 (100) and k2 (200): both would exceed the 250-byte budget, so k2 is left out too
-    assert [c.obj.key for c in chosen] == ["k3"]
+    assert [c.key for c in chosen] == ["k3"]
     assert warnings[0]["error_type"] == "LiveFilesLeftOut"
     assert "3 of 4" in warnings[0]["message"]
