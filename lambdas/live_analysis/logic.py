@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lambdas.live_analysis.aws import Existing, existing, put_unless_changed, stop_training_job
+from botocore.exceptions import ClientError
+
+from lambdas.live_analysis.aws import Existing, etag_of, existing, marker_names, put_unless_changed, stop_training_job
 from lambdas.live_analysis.env import LiveEnv
 from lambdas.live_analysis.jobs import RUNNING
 from lambdas.trace_processor import aws
@@ -38,6 +40,7 @@ from lambdas.trace_processor.events import TrainingJobStateChange
 from lambdas.trace_processor.evidence import NAMED_LEFT_OUT, RunWindow, list_traces
 from lambdas.trace_processor.history import HistoryEnv
 from lambdas.trace_processor.job import JobContext, job_context, s3_path
+from lambdas.trace_processor.notification import LIVE_LOCK, LIVE_LOCK_MAX_AGE_S
 from lambdas.trace_processor.pipeline import trace_reader
 from lambdas.trace_processor.report_index import update_index
 from profstack import layout
@@ -248,9 +251,54 @@ def _act(
     return taken, stopped
 
 
-def _notify(clients: Clients, env: LiveEnv, ctx: JobContext, taken: Sequence[Mapping[str, Any]]) -> bool:
+#: a terminal status's e-mail marker (lambdas/trace_processor/notification.notify_once): the final e-mail is out or
+#: going out, so no "is running" e-mail may follow
+FINAL_MARKERS = frozenset({".notified-Completed", ".notified-Failed", ".notified-Stopped"})
+
+
+def _overtaken(clients: Clients, ctx: JobContext, summary_etag: str) -> bool:
+    """Whether the final report overtook this run: summary.json is no longer the in-progress one it wrote, or the
+    final e-mail's marker is there."""
+    if etag_of(clients.s3, ctx.reports.child("summary.json")) != summary_etag:
+        return True
+    return bool(marker_names(clients.s3, ctx.reports) & FINAL_MARKERS)
+
+
+def _take_lock(clients: Clients, ctx: JobContext, now: datetime) -> bool:
+    """The job's live lock (notification.LIVE_LOCK), by conditional create; a lock older than LIVE_LOCK_MAX_AGE_S
+    is a run that died holding it, and is replaced once."""
+    lock = ctx.reports.child(LIVE_LOCK)
+    for _ in range(2):
+        if put_bytes(clients.s3, lock, b"", content_type="text/plain", only_if_absent=True):
+            return True
+        try:
+            held = clients.s3.head_object(Bucket=lock.bucket, Key=lock.key)["LastModified"]
+        except ClientError as exc:
+            if aws.error_code(exc) in {"404", "NoSuchKey", "NotFound"}:
+                continue  # released meanwhile
+            raise
+        if (now - held).total_seconds() <= LIVE_LOCK_MAX_AGE_S:
+            return False  # another live run of this job is e-mailing now
+        aws.delete_object(clients.s3, lock)
+    return False
+
+
+def _notify(
+    clients: Clients,
+    env: LiveEnv,
+    ctx: JobContext,
+    taken: Sequence[Mapping[str, Any]],
+    *,
+    summary_etag: str,
+    now: datetime,
+) -> bool:
     """One e-mail for what is new since the job's last e-mail: each rule is e-mailed once per job (a conditional
-    marker per rule), a stop always. A failed publish removes the markers, so the next run sends it."""
+    marker per rule), a stop always. A failed publish removes the markers, so the next run sends it.
+
+    Never after the final e-mail (#42 item 12): under the job's live lock, the run checks that summary.json is still
+    the in-progress one it wrote and that no final e-mail marker exists, and only then publishes; the final e-mail
+    (notification.notify_once) writes its marker first and then waits while the lock is held. A run that is
+    overtaken sends nothing: the final report and its e-mail state everything, the stop included."""
     new: list[tuple[Mapping[str, Any], S3Location]] = []
     for entry in taken:
         marker = ctx.reports.child(f".notified-live-{entry['action']}-{entry['rule_id']}")
@@ -258,35 +306,47 @@ def _notify(clients: Clients, env: LiveEnv, ctx: JobContext, taken: Sequence[Map
             new.append((entry, marker))
     if not new:
         return False
-    stops = [str(e["rule_id"]) for e, _ in new if e.get("result") == "stopped"]
-    subject = (
-        f"ProfStack stopped {ctx.job} ({', '.join(stops)})"
-        if stops
-        else f"ProfStack: {ctx.job} is running, {len(new)} new finding(s)"
-    )
-    report = ctx.reports.child("report.html").uri
-    lines = [
-        f"Training job {ctx.job} is still running. ProfStack analysed the traces uploaded so far.",
-        "",
-        *action_lines({"actions": [e for e, _ in new]}),
-        "",
-        *[f"[{e.get('severity')}] {e.get('rule_id')}: {e.get('message')}" for e, _ in new],
-        "",
-        f"In-progress report: {report}",
-        "The final report replaces it when the job ends.",
-    ]
-    try:
-        aws.publish(
-            clients.sns,
-            topic_arn=env.topic_arn,
-            subject=ascii_line(subject, SUBJECT_MAX),
-            message="\n".join(one_line(line) for line in lines),
-            attributes={"job": ctx.job, "status": RUNNING},
-        )
-    except BaseException:
+
+    def retract() -> None:
         for _, marker in new:
             aws.delete_object(clients.s3, marker)
-        raise
+
+    if not _take_lock(clients, ctx, now):
+        retract()  # another run is e-mailing this job: the next run sends these
+        return False
+    try:
+        if _overtaken(clients, ctx, summary_etag):
+            return False
+        stops = [str(e["rule_id"]) for e, _ in new if e.get("result") == "stopped"]
+        subject = (
+            f"ProfStack stopped {ctx.job} ({', '.join(stops)})"
+            if stops
+            else f"ProfStack: {ctx.job} is running, {len(new)} new finding(s)"
+        )
+        report = ctx.reports.child("report.html").uri
+        lines = [
+            f"Training job {ctx.job} is still running. ProfStack analysed the traces uploaded so far.",
+            "",
+            *action_lines({"actions": [e for e, _ in new]}),
+            "",
+            *[f"[{e.get('severity')}] {e.get('rule_id')}: {e.get('message')}" for e, _ in new],
+            "",
+            f"In-progress report: {report}",
+            "The final report replaces it when the job ends.",
+        ]
+        try:
+            aws.publish(
+                clients.sns,
+                topic_arn=env.topic_arn,
+                subject=ascii_line(subject, SUBJECT_MAX),
+                message="\n".join(one_line(line) for line in lines),
+                attributes={"job": ctx.job, "status": RUNNING},
+            )
+        except BaseException:
+            retract()
+            raise
+    finally:
+        aws.delete_object(clients.s3, ctx.reports.child(LIVE_LOCK))
     return True
 
 
@@ -379,16 +439,19 @@ def analyse_job(
     outcome = LiveOutcome(job, "analysed", html_loc.uri, len(chosen), unsettled, stopped)
     written = put_unless_changed(
         clients.s3, html_loc, page.encode(), content_type="text/html; charset=utf-8", etag=before_html.etag
-    ) and put_unless_changed(
-        clients.s3,
-        summary_loc,
-        json.dumps(summary, indent=2, sort_keys=True, default=str).encode(),
-        content_type="application/json",
-        etag=before_summary.etag,
     )
-    if not written:
-        outcome.action = "superseded"  # the final report arrived meanwhile: it stays
-    else:  # the owner's report index lists the running job (a finished job's row is never replaced by it)
-        update_index(clients.s3, ctx, summary, describe=again, rules=HistoryEnv.from_environ().rules(), row_file=False)
-    outcome.notified = _notify(clients, env, ctx, taken)
+    if written is not None:
+        written = put_unless_changed(
+            clients.s3,
+            summary_loc,
+            json.dumps(summary, indent=2, sort_keys=True, default=str).encode(),
+            content_type="application/json",
+            etag=before_summary.etag,
+        )
+    if written is None:
+        outcome.action = "superseded"  # the final report arrived meanwhile: it stays, and its e-mail says it all
+        return outcome
+    # the owner's report index lists the running job (a finished job's row is never replaced by it)
+    update_index(clients.s3, ctx, summary, describe=again, rules=HistoryEnv.from_environ().rules(), row_file=False)
+    outcome.notified = _notify(clients, env, ctx, taken, summary_etag=written, now=now)
     return outcome

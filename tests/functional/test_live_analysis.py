@@ -458,3 +458,125 @@ def test_a_trace_claiming_a_rank_the_job_cannot_have_stops_nothing(
     (low,) = [a for a in report_of(plane, "rank-claim")["actions"] if a["rule_id"] == "LowGPUUtilization"]
     assert low["action"] == "notify"
     assert "rank 63 behind the finding is beyond the job's 16 GPUs" in low["reason"]
+
+
+# --- no live e-mail after the final one (#42 item 12) ----------------------------------------------------------
+
+
+def _finish(plane: DataPlane, job: str) -> None:
+    """SageMaker ends the job; its event reaches the trace processor, which writes the final report and e-mail."""
+    now = datetime.now(UTC)
+    emulate_run(job, start=now - timedelta(hours=1), end=now, status="Completed")
+    put_event(plane, job_event(job, "Completed"))
+    drain(plane)
+
+
+def test_a_live_run_overtaken_after_writing_its_report_sends_no_email_after_the_final_one(
+    plane: DataPlane, traces_dir: Path, stopped: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lambdas.live_analysis import logic
+
+    # GIVEN a running job whose GPUs idle (a new LowGPUUtilization finding: a live e-mail is due)
+    start_job(plane, "overtaken")
+    upload_trace(plane, traces_dir, IDLE, "overtaken")
+    real_update_index = logic.update_index
+
+    def index_then_job_ends(*args: Any, **kwargs: Any) -> Any:
+        # WHEN, after the live run wrote its in-progress report and before it e-mails, the job ends and the final
+        # report and its e-mail go out
+        result = real_update_index(*args, **kwargs)
+        _finish(plane, "overtaken")
+        return result
+
+    monkeypatch.setattr(logic, "update_index", index_then_job_ends)
+    _, (outcome,) = run_dispatch_and_deliver(plane)
+    # THEN the only e-mail is the final one: no "is running, 1 new finding(s)" after it (before: there was)
+    mails = plane.notifications()
+    assert [m["Subject"] for m in mails] == [m["Subject"] for m in mails if "Completed" in m["Subject"]]
+    assert len(mails) == 1
+    assert outcome["notified"] is False
+    assert "in_progress" not in report_of(plane, "overtaken")  # the final report stands
+
+
+def test_a_live_run_superseded_while_it_analyses_sends_no_email(
+    plane: DataPlane, traces_dir: Path, stopped: list[str]
+) -> None:
+    from lambdas.live_analysis import handler
+    from lambdas.live_analysis.logic import analyse_job
+
+    start_job(plane, "superseded")
+    upload_trace(plane, traces_dir, IDLE, "superseded")
+
+    class FinishingEngine:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def analyze(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            result: dict[str, Any] = self._inner.analyze(*args, **kwargs)
+            _finish(plane, "superseded")  # the final report and e-mail land while this run analyses
+            return result
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+    outcome = analyse_job(
+        "superseded", env=handler.ENV, clients=handler._clients(), engine=FinishingEngine(handler._engine())
+    )
+    # THEN the run gives way and e-mails nothing (before: "is running, N new finding(s)" after the final e-mail)
+    assert outcome.action == "superseded"
+    assert outcome.notified is False
+    (final,) = plane.notifications()
+    assert final["Subject"].startswith("ProfStack: superseded Completed")
+
+
+def test_a_final_email_waits_for_a_live_email_already_going_out(
+    plane: DataPlane, traces_dir: Path, stopped: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from lambdas.trace_processor import aws as tp_aws
+
+    # GIVEN a running job with a new finding, and a live run that is publishing its e-mail (slowly) when the job
+    # ends and the final report's e-mail is sent
+    start_job(plane, "photo-finish")
+    upload_trace(plane, traces_dir, IDLE, "photo-finish")
+    real_publish = tp_aws.publish
+    order: list[str] = []
+    finisher: list[threading.Thread] = []
+
+    def publish(sns: Any, **kwargs: Any) -> None:
+        if kwargs["attributes"]["status"] == "InProgress" and not finisher:
+            thread = threading.Thread(target=_finish, args=(plane, "photo-finish"))
+            finisher.append(thread)
+            thread.start()
+            thread.join(timeout=3)  # the final e-mail has every chance to overtake this one
+        order.append(kwargs["attributes"]["status"])
+        real_publish(sns, **kwargs)
+
+    monkeypatch.setattr(tp_aws, "publish", publish)
+    run_dispatch_and_deliver(plane)
+    finisher[0].join(timeout=30)
+    # THEN the final e-mail went out after the live one (it waited for the live lock), never before it
+    assert order == ["InProgress", "Completed"]
+    subjects = [m["Subject"] for m in plane.notifications()]
+    assert len(subjects) == 2
+    assert plane.list_keys(f"{layout.job_reports_prefix(USER, 'photo-finish')}.notified-live-lock") == []
+
+
+def test_a_lock_left_by_a_dead_live_run_delays_the_final_email_at_most_its_age_limit(plane: DataPlane) -> None:
+    from lambdas.trace_processor.aws import S3Location
+    from lambdas.trace_processor.notification import LIVE_LOCK, LIVE_LOCK_MAX_AGE_S, wait_for_live_notification
+
+    folder = S3Location(TRACE_BUCKET, layout.job_reports_prefix(USER, "dead-run"))
+    # GIVEN no lock: no wait
+    assert wait_for_live_notification(plane.s3, folder, sleep=lambda _: None) == 0
+    # GIVEN a lock a live run took and never released (it died)
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=folder.child(LIVE_LOCK).key, Body=b"")
+    now = [datetime.now(UTC).timestamp()]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    # WHEN the final e-mail checks it THEN it waits until the lock is LIVE_LOCK_MAX_AGE_S old, then goes
+    waited = wait_for_live_notification(plane.s3, folder, sleep=sleep, clock=lambda: now[0])
+    assert LIVE_LOCK_MAX_AGE_S - 2 <= waited <= LIVE_LOCK_MAX_AGE_S + 2
