@@ -35,6 +35,9 @@ NEVER_STOP = frozenset({"UnreadableTraceFiles"})
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 #: reports/<user>/<job>/actions.json: the stops taken while the job ran, for the final report and e-mail
 ACTIONS_FILE = "actions.json"
+#: the idempotency table's item that carries the live dispatcher's cursor between runs (lambdas/live_analysis/
+#: dispatch.py); the dispatcher may read and write this one item only (stacks/components/live_analysis.py)
+DISPATCH_STATE_ID = "live-dispatch#state"
 
 Action = Literal["notify", "stop"]
 

@@ -19,6 +19,7 @@ from profstack.migrate.rule_output import merge_object_tag
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sns import SNSClient
@@ -65,6 +66,8 @@ class Clients:
     sts: STSClient | None = None  # assumes the trace-reader role (READER_ROLE_ARN)
     #: GetMetricData: the job's instance metrics (system_view.py); None: the report says they are unavailable
     cloudwatch: CloudWatchClient | None = None
+    #: the fan-out's fair shares of the analyze-file slots (slots.py); None: no admission (local runs)
+    dynamodb: DynamoDBClient | None = None
 
 
 @dataclass(frozen=True)

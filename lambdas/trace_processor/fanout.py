@@ -23,8 +23,9 @@ from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.outputs import publish_report, write_perfetto
-from lambdas.trace_processor.routing import input_location, manifest_location, partial_location
+from lambdas.trace_processor.routing import fanout_key, input_location, manifest_location, partial_location
 from lambdas.trace_processor.scope import owner_read_spaces
+from lambdas.trace_processor.slots import LEASE_MARGIN_S, SlotStore
 from lambdas.trace_processor.system_view import SystemView, for_job
 from profstack.analysis.merge import PartialMerger, partial_problem
 from profstack.jobs.links import job_links
@@ -149,10 +150,18 @@ def analyze_one(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clien
     ctx, stored = trusted_input(payload, env=env, clients=clients)
     obj = _owned_item(manifest_item(payload, ctx, stored, clients), ctx, env)
     index = int(payload["item"]["index"])
-    summary = analyze_objects(clients.s3, engine, env, [obj])
-    write_perfetto(clients.s3, engine, ctx, [obj], summary)
-    target = partial_location(ctx, index)
-    put_json(clients.s3, target, summary)
+    store = SlotStore(clients.dynamodb, env.idempotency_table) if clients.dynamodb is not None else None
+    lease = f"{ctx.user}/{ctx.job}-{ctx.status}/{index}"
+    if store is not None:  # the owner's fair share of the slots, or OwnerBusyError (retried by the state machine)
+        store.acquire(lease, ctx.user, env.fanout_reserved_concurrency, env.function_timeout_s + LEASE_MARGIN_S)
+    try:
+        summary = analyze_objects(clients.s3, engine, env, [obj])
+        write_perfetto(clients.s3, engine, ctx, [obj], summary)
+        target = partial_location(ctx, index)
+        put_json(clients.s3, target, summary)
+    finally:
+        if store is not None:
+            store.release(lease)
     return {"index": index, "partial": target.uri, "complete": bool(summary.get("complete", False))}
 
 
@@ -251,7 +260,7 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
             name = f"s3://{item['bucket']}/{item['key']}"
             missing.append({"name": name, "size": item.get("size"), "reason": reason or _missing_reason(item)})
     summary = cast(dict[str, Any], merger.finish(missing))
-    return publish_report(
+    outcome = publish_report(
         clients,
         env,
         ctx,
@@ -261,6 +270,9 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
         system=system,
         describe=payload.get("job") if isinstance(payload.get("job"), Mapping) else None,
     )
+    if clients.dynamodb is not None:  # this owner's fan-out no longer counts towards the slots' shares
+        SlotStore(clients.dynamodb, env.idempotency_table).unregister(fanout_key(ctx))
+    return outcome
 
 
 def _system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, job: Any, *, final: bool) -> SystemView:

@@ -21,6 +21,7 @@ from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_json
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.errors import ProcessingError
 from lambdas.trace_processor.job import JobContext
+from lambdas.trace_processor.slots import SlotStore
 from lambdas.trace_processor.system_view import describe_for_fanout
 from lambdas.trace_processor.telemetry import logger
 from profstack.layout import PROCESSING_INPUT_MANIFEST
@@ -123,6 +124,11 @@ def _start_execution(sfn: SFNClient, machine: str, ctx: JobContext, payload: Map
     raise ProcessingError(f"could not start a fan-out execution for {ctx.job!r}: every name tried is taken")
 
 
+def fanout_key(ctx: JobContext) -> str:
+    """The job's fan-out in the slots' shares (slots.py): registered when it starts, removed when it aggregates."""
+    return f"{ctx.user}/{ctx.job}-{ctx.status}"
+
+
 def manifest_bytes(items: Sequence[Mapping[str, Any]]) -> bytes:
     """The manifest as stored (a JSON array the Distributed Map reads), in one deterministic spelling."""
     return json.dumps(list(items), sort_keys=True, separators=(",", ":")).encode()
@@ -192,4 +198,6 @@ def start_fanout(
         "job": describe_for_fanout(describe or {}),
     }
     put_json(clients.s3, input_location(ctx), payload)
+    if clients.dynamodb is not None:  # the owner counts towards the slots' shares before any item of it runs
+        SlotStore(clients.dynamodb, env.idempotency_table).register(fanout_key(ctx), ctx.user)
     return _start_execution(clients.sfn, env.state_machine_arn, ctx, payload)

@@ -148,9 +148,9 @@ def run_dispatch_and_deliver(plane: DataPlane) -> tuple[list[str], list[dict[str
     from lambdas.live_analysis import dispatch, handler
 
     recorder = RecordingLambda()
-    due = dispatch.dispatch(sagemaker=plane.sagemaker, lambda_client=recorder, env=dispatch.ENV)  # type: ignore[arg-type]
+    result = dispatch.dispatch(sagemaker=plane.sagemaker, lambda_client=recorder, env=dispatch.ENV)  # type: ignore[arg-type]
     outcomes = [handler.handler(payload, LambdaContext()) for payload in recorder.payloads]
-    return due, outcomes
+    return result.invoked, outcomes
 
 
 def report_of(plane: DataPlane, job: str, name: str = "summary.json") -> Any:
@@ -395,9 +395,14 @@ def test_a_job_whose_owner_nothing_confirms_gets_no_live_report_and_no_action(
         role_arn=f"arn:aws:iam::{ACCOUNT}:role/SomeTeamRole",
     )
     upload_trace(plane, traces_dir, IDLE, "claimed")
-    _, outcomes = run_dispatch_and_deliver(plane)
-    # THEN nothing is analysed, written, e-mailed or stopped (the final report goes to _unowned, docs/security.md)
-    assert [o["action"] for o in outcomes] == ["unverified_owner"]
+    due, outcomes = run_dispatch_and_deliver(plane)
+    # THEN the dispatcher does not even invoke the analyser for it (it is no one's: it cannot take alice's turns)
+    assert (due, outcomes) == ([], [])
+    # AND the analyser, invoked anyway, analyses, writes, e-mails and stops nothing (the final report goes to
+    # _unowned, docs/security.md)
+    from lambdas.live_analysis import handler
+
+    assert handler.handler({"job": "claimed"}, LambdaContext())["action"] == "unverified_owner"
     assert stopped == []
     assert keys(plane, "reports/") == []
     assert plane.notifications() == []
