@@ -1,16 +1,21 @@
 """A small IAM policy evaluator for synthesized templates (identity and resource policies).
 
 Enough of IAM's logic to prove isolation between users: explicit Deny wins, then any
-Allow; `Action` with `*`/`?` wildcards (case-insensitive), `Resource` ARNs with wildcards
-(case-sensitive), `NotAction`/`NotResource` refused, and the condition operators ProfStack
-uses (StringEquals, StringLike, StringNotEquals, StringNotLike, ArnEquals, ArnLike, ArnNotEquals,
-ArnNotLike, Bool; the ...IfExists forms are refused). A negated operator holds when its key is
-absent, as in IAM. An operator it does not know raises, so a policy it cannot judge never passes
-silently.
+Allow; `Action`/`NotAction` with `*`/`?` wildcards (case-insensitive), `Resource`/`NotResource` ARNs with
+wildcards (case-sensitive), `NotPrincipal` refused, and the condition operators ProfStack uses (StringEquals,
+StringLike, StringNotEquals, StringNotLike, ArnEquals, ArnLike, ArnNotEquals, ArnNotLike, Bool, Null, and the
+`ForAnyValue:`/`ForAllValues:` set forms; the ...IfExists forms are refused). A negated operator holds when its
+key is absent, as in IAM; `ForAllValues:` holds when the key is absent or empty. An operator it does not know
+raises, so a policy it cannot judge never passes silently.
 
-Resource policies (bucket and queue policies): `same_account_decision` combines a principal's
-identity statements with a resource policy the way IAM does inside one account: an explicit Deny
-in either wins, otherwise an Allow in either suffices.
+Resource policies (bucket, queue, key and trust policies): `same_account_decision` combines a principal's
+identity statements with a resource policy the way IAM does inside one account: an explicit Deny in either
+wins; otherwise an Allow in the resource policy that names the caller itself (its ARN, or a service) suffices,
+an Allow that names only the account (`:root` or the account id) delegates to the account's identity policies,
+so the identity policy must allow too, and an Allow in the identity policy suffices.
+
+Guardrails outside the account's identity policies (`decision`): a permissions boundary and service control
+policies only limit: the request must be allowed by every one of them (and denied by none) as well.
 
 Intrinsics are resolved to concrete text first: pseudo parameters, `Fn::Join`, `Fn::GetAtt`
 and `Fn::ImportValue` are replaced by the values the test supplies (an unlisted same-template
@@ -124,6 +129,18 @@ def _condition_holds(conditions: Mapping[str, Any], context: Mapping[str, Any]) 
                 if not any(_positive(inner, str(a), values) for a in _as_list(actual or [])):
                     return False
                 continue
+            if operator.startswith("ForAllValues:"):
+                # every value of the request's multivalued key must match (vacuously true when absent or empty);
+                # a negated inner operator: every value must match none of the policy's values
+                inner = operator.removeprefix("ForAllValues:")
+                positive = _NEGATED.get(inner, inner)
+                if positive not in _KNOWN:
+                    raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
+                for value in _as_list(actual or []):
+                    matches = _positive(positive, str(value), values)
+                    if matches is (inner in _NEGATED):
+                        return False
+                continue
             if _NEGATED.get(operator, operator) not in _KNOWN:
                 raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
             if operator in _NEGATED:
@@ -166,11 +183,16 @@ def _substituted(values: Any, context: Mapping[str, str]) -> list[str]:
 
 
 def _statement_applies(statement: Mapping[str, Any], request: Request) -> bool:
-    if "NotAction" in statement or "NotPrincipal" in statement:
-        raise UnsupportedPolicyError("NotAction/NotPrincipal are not modelled")
+    if "NotPrincipal" in statement:
+        raise UnsupportedPolicyError("NotPrincipal is not modelled")
     if ("Resource" in statement) == ("NotResource" in statement):
         raise UnsupportedPolicyError("a statement needs exactly one of Resource and NotResource")
-    if not any(_action_matches(a, request.action) for a in _as_list(statement["Action"])):
+    if ("Action" in statement) == ("NotAction" in statement):
+        raise UnsupportedPolicyError("a statement needs exactly one of Action and NotAction")
+    if "Action" in statement:
+        if not any(_action_matches(a, request.action) for a in _as_list(statement["Action"])):
+            return False
+    elif any(_action_matches(a, request.action) for a in _as_list(statement["NotAction"])):
         return False
     if "Resource" in statement:
         if not any(
@@ -198,20 +220,28 @@ def is_allowed(statements: Iterable[Mapping[str, Any]], request: Request) -> boo
     return allowed
 
 
-def _principal_matches(principal: Any, caller: Principal) -> bool:
+#: how a resource policy's Principal names the caller: itself (its ARN, a service, or everyone) or only its account
+_ITSELF = "itself"
+_ACCOUNT = "account"
+
+
+def _principal_matches(principal: Any, caller: Principal) -> str | None:
     if principal == "*":
-        return True
+        return _ITSELF
     if not isinstance(principal, Mapping):
         raise UnsupportedPolicyError(f"principal {principal!r} is not modelled")
+    found: str | None = None
     for kind, values in principal.items():
+        if kind not in {"AWS", "Service"}:
+            raise UnsupportedPolicyError(f"principal type {kind} is not modelled")
         for value in _as_list(values):
-            if kind == "AWS" and (value == "*" or value in {caller.arn, caller.account_root}):
-                return True
-            if kind == "Service" and value == caller.service:
-                return True
-            if kind not in {"AWS", "Service"}:
-                raise UnsupportedPolicyError(f"principal type {kind} is not modelled")
-    return False
+            if kind == "AWS" and caller.arn and value in {"*", caller.arn}:
+                return _ITSELF
+            if kind == "Service" and caller.service and value == caller.service:
+                return _ITSELF
+            if kind == "AWS" and caller.arn and value in {caller.account_root, caller.account}:
+                found = _ACCOUNT
+    return found
 
 
 @dataclass(frozen=True)
@@ -230,22 +260,27 @@ class Principal:
 def resource_policy_decision(
     statements: Iterable[Mapping[str, Any]], caller: Principal, request: Request
 ) -> str | None:
-    """ "Deny", "Allow" or None (no statement applies) for `caller` under a resource policy."""
+    """ "Deny", "Allow" (a statement names the caller itself), "AllowAccount" (a statement names only the caller's
+    account: the account's identity policies must allow too) or None (no statement applies)."""
     context = dict(request.context)
     if caller.arn:
         context.setdefault("aws:PrincipalArn", caller.arn)
         context.setdefault("aws:PrincipalAccount", caller.account)
     scoped = Request(request.action, request.resource, context)
-    decision: str | None = None
+    verdict: str | None = None
     for statement in statements:
-        if "Principal" not in statement or not _principal_matches(statement["Principal"], caller):
+        if "Principal" not in statement:
             continue
-        if not _statement_applies(statement, scoped):
+        named = _principal_matches(statement["Principal"], caller)
+        if named is None or not _statement_applies(statement, scoped):
             continue
         if statement["Effect"] == "Deny":
             return "Deny"
-        decision = "Allow"
-    return decision
+        if named == _ITSELF:
+            verdict = "Allow"
+        elif verdict is None:
+            verdict = "AllowAccount"
+    return verdict
 
 
 def same_account_decision(
@@ -254,36 +289,110 @@ def same_account_decision(
     caller: Principal,
     request: Request,
 ) -> bool:
-    """IAM inside one account: an explicit Deny anywhere wins; else an Allow in either policy."""
+    """IAM inside one account: an explicit Deny anywhere wins; else an Allow in the resource policy that names the
+    caller, or an Allow in the identity policy (an Allow naming only the account needs the identity's too)."""
+    return decision(identity, caller, request, resource_policy=resource_policy)
+
+
+def _layer_allows(statements: list[Mapping[str, Any]], request: Request) -> bool:
+    """A guardrail layer (permissions boundary, one SCP): it must Allow the request and Deny nothing of it."""
+    return is_allowed(statements, request)
+
+
+def decision(
+    identity: Iterable[Mapping[str, Any]],
+    caller: Principal,
+    request: Request,
+    *,
+    resource_policy: Iterable[Mapping[str, Any]] | None = None,
+    boundary: Iterable[Mapping[str, Any]] | None = None,
+    scps: Iterable[Iterable[Mapping[str, Any]]] = (),
+) -> bool:
+    """The whole same-account decision: SCPs (each must allow), the permissions boundary (must allow), explicit
+    Denies anywhere, then the resource policy's and identity policy's Allows."""
     context = dict(request.context)
     if caller.arn:
         context.setdefault("aws:PrincipalArn", caller.arn)
+        context.setdefault("aws:PrincipalAccount", caller.account)
     scoped = Request(request.action, request.resource, context)
     identity = list(identity)
+    for scp in scps:
+        if not _layer_allows(list(scp), scoped):
+            return False
+    if boundary is not None and not _layer_allows(list(boundary), scoped):
+        return False
     if any(s["Effect"] == "Deny" and _statement_applies(s, scoped) for s in identity):
         return False
-    resource = resource_policy_decision(resource_policy, caller, scoped)
+    resource = resource_policy_decision(resource_policy or [], caller, scoped)
     if resource == "Deny":
         return False
-    return resource == "Allow" or is_allowed(identity, scoped)
+    if resource == "Allow":
+        return True
+    return is_allowed(identity, scoped)
+
+
+def can_assume(
+    identity: Iterable[Mapping[str, Any]],
+    trust: Iterable[Mapping[str, Any]],
+    caller: Principal,
+    role_arn: str,
+    *,
+    context: Mapping[str, Any] | None = None,
+    boundary: Iterable[Mapping[str, Any]] | None = None,
+    scps: Iterable[Iterable[Mapping[str, Any]]] = (),
+) -> bool:
+    """sts:AssumeRole of `role_arn` inside one account. Unlike other resource policies a trust policy is required:
+    without a statement that allows the caller, no identity policy helps; one that names only the account (root)
+    needs the caller's identity policy to allow sts:AssumeRole on the role as well; and explicit Denies, the
+    boundary and SCPs apply as everywhere."""
+    request = Request("sts:AssumeRole", role_arn, dict(context or {}))
+    full = dict(request.context)
+    if caller.arn:
+        full.setdefault("aws:PrincipalArn", caller.arn)
+        full.setdefault("aws:PrincipalAccount", caller.account)
+    scoped = Request(request.action, request.resource, full)
+    trusted = resource_policy_decision(trust, caller, scoped)
+    if trusted not in {"Allow", "AllowAccount"}:
+        return False
+    identity = list(identity)
+    if not decision(identity, caller, scoped, boundary=boundary, scps=scps, resource_policy=trust):
+        return False
+    return trusted == "Allow" or is_allowed(identity, scoped)
+
+
+def _managed_policy_id(arn: Any, resources: Mapping[str, Any], role: str) -> str:
+    """The logical id of a customer-managed policy of this template that a role's ManagedPolicyArns names."""
+    if isinstance(arn, Mapping) and set(arn) == {"Ref"} and resources.get(arn["Ref"], {}).get("Type") == (
+        "AWS::IAM::ManagedPolicy"
+    ):
+        return str(arn["Ref"])
+    raise UnsupportedPolicyError(f"{role} has a managed policy from outside the template ({arn!r}); not modelled")
 
 
 def principal_statements(template: Mapping[str, Any], resolve: Resolver) -> dict[str, list[dict[str, Any]]]:
-    """Resolved statements per principal: each role (inline + attached AWS::IAM::Policy) and each
-    customer-managed policy on its own (it is attached to a person outside the stack)."""
+    """Resolved statements per principal: each role (inline, attached AWS::IAM::Policy and customer-managed
+    policies of the template attached to it) and each customer-managed policy on its own (it may also be
+    attached to a person outside the stack)."""
     resources = template["Resources"]
     found: dict[str, list[dict[str, Any]]] = {}
+    managed: dict[str, list[dict[str, Any]]] = {}
+    for logical_id, resource in resources.items():
+        if resource["Type"] == "AWS::IAM::ManagedPolicy":
+            managed[logical_id] = list(resolve(resource["Properties"]["PolicyDocument"])["Statement"])
+            found.setdefault(logical_id, []).extend(managed[logical_id])
     for logical_id, resource in resources.items():
         props = resource.get("Properties", {})
         if resource["Type"] == "AWS::IAM::Role":
-            if props.get("ManagedPolicyArns"):
-                raise UnsupportedPolicyError(f"{logical_id} has managed policies; not modelled")
             statements = found.setdefault(logical_id, [])
             for policy in props.get("Policies", []):
                 statements.extend(resolve(policy["PolicyDocument"])["Statement"])
-        elif resource["Type"] == "AWS::IAM::ManagedPolicy":
-            found.setdefault(logical_id, []).extend(resolve(props["PolicyDocument"])["Statement"])
-    for resource in resources.values():
+            for arn in props.get("ManagedPolicyArns", []):
+                statements.extend(managed[_managed_policy_id(arn, resources, logical_id)])
+    for logical_id, resource in resources.items():
+        if resource["Type"] == "AWS::IAM::ManagedPolicy":
+            for role in resource["Properties"].get("Roles", []):
+                if isinstance(role, Mapping) and "Ref" in role:
+                    found.setdefault(role["Ref"], []).extend(managed[logical_id])
         if resource["Type"] != "AWS::IAM::Policy":
             continue
         props = resource["Properties"]
@@ -291,3 +400,10 @@ def principal_statements(template: Mapping[str, Any], resolve: Resolver) -> dict
         for role in props.get("Roles", []):
             found.setdefault(role["Ref"], []).extend(statements)
     return found
+
+
+def trust_statements(template: Mapping[str, Any], role: str, resolve: Resolver) -> list[dict[str, Any]]:
+    """A role's trust policy (AssumeRolePolicyDocument), resolved."""
+    document = template["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]
+    statements: list[dict[str, Any]] = resolve(document)["Statement"]
+    return statements
