@@ -403,7 +403,12 @@ def principal_statements(template: Mapping[str, Any], resolve: Resolver) -> dict
 
 
 def trust_statements(template: Mapping[str, Any], role: str, resolve: Resolver) -> list[dict[str, Any]]:
-    """A role's trust policy (AssumeRolePolicyDocument), resolved."""
+    """A role's trust policy (AssumeRolePolicyDocument), resolved. A trust policy has no Resource element (it is
+    about the role it is attached to): each statement gets `Resource: "*"` so that the evaluator can judge it."""
     document = template["Resources"][role]["Properties"]["AssumeRolePolicyDocument"]
     statements: list[dict[str, Any]] = resolve(document)["Statement"]
+    for statement in statements:
+        if "Resource" in statement or "NotResource" in statement:
+            raise UnsupportedPolicyError(f"{role}: a trust policy statement with a Resource element")
+        statement["Resource"] = "*"
     return statements
