@@ -3,6 +3,8 @@
     arn:<partition>:iam::<account>:role/<prefix>/users/<user>/<generated name>   a user's execution role
     arn:<partition>:iam::<account>:role/<prefix>/processing/<generated name>     the trace-processing roles
     arn:<partition>:iam::<account>:role/<prefix>/analysts/<generated name>       the history analyst role
+    arn:<partition>:iam::<account>:role/<prefix>/platform/<generated name>       roles that manage every user's
+                                                                                 TensorBoard app (provider, reaper)
 
 The trace bucket's policy (stacks/components/trace_store.py) matches `aws:PrincipalArn` against these
 patterns instead of naming the roles: the roles live in the TensorBoard and processing stacks, which
@@ -33,6 +35,12 @@ def processing_role_path(prefix: str) -> str:
 def analyst_role_path(prefix: str) -> str:
     """The history analyst role's path: it may read every user's history rows, through Athena."""
     return f"/{_segment(prefix, 'prefix')}/analysts/"
+
+
+def platform_role_path(prefix: str) -> str:
+    """Roles that act on every user's Studio apps for the platform (the TensorBoard app provider, the idle reaper):
+    the service control policy template spares this path (profstack/guardrails.py)."""
+    return f"/{_segment(prefix, 'prefix')}/platform/"
 
 
 def user_role_path(prefix: str, user: str) -> str:

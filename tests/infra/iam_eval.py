@@ -3,7 +3,8 @@
 Enough of IAM's logic to prove isolation between users: explicit Deny wins, then any
 Allow; `Action`/`NotAction` with `*`/`?` wildcards (case-insensitive), `Resource`/`NotResource` ARNs with
 wildcards (case-sensitive), `NotPrincipal` refused, and the condition operators ProfStack uses (StringEquals,
-StringLike, StringNotEquals, StringNotLike, ArnEquals, ArnLike, ArnNotEquals, ArnNotLike, Bool, Null, and the
+StringLike, StringNotEquals, StringNotLike, ArnEquals, ArnLike, ArnNotEquals, ArnNotLike (the Arn operators match
+each of an ARN's six parts with wildcards, ArnEquals as ArnLike, as in IAM), Bool, Null, and the
 `ForAnyValue:`/`ForAllValues:` set forms; the ...IfExists forms are refused). A negated operator holds when its
 key is absent, as in IAM; `ForAllValues:` holds when the key is absent or empty. An operator it does not know
 raises, so a policy it cannot judge never passes silently.
@@ -92,11 +93,22 @@ def _resource_matches(pattern: str, resource: str) -> bool:
     return re.fullmatch(regex, resource) is not None
 
 
+def _arn_matches(pattern: str, arn: str) -> bool:
+    """IAM's ARN condition operators (ArnEquals and ArnLike alike): each of the six colon-separated parts is
+    matched on its own, with `*` and `?` wildcards; a value that is not an ARN of six parts matches nothing."""
+    wanted, actual = pattern.split(":", 5), arn.split(":", 5)
+    if len(wanted) != 6 or len(actual) != 6:
+        return False
+    return all(_resource_matches(w, a) for w, a in zip(wanted, actual, strict=True))
+
+
 def _positive(operator: str, actual: str, values: list[str]) -> bool:
-    if operator in {"StringEquals", "ArnEquals"}:
+    if operator == "StringEquals":
         return actual in values
-    if operator in {"StringLike", "ArnLike"}:
+    if operator == "StringLike":
         return any(_resource_matches(v, actual) for v in values)
+    if operator in {"ArnEquals", "ArnLike"}:
+        return any(_arn_matches(v, actual) for v in values)
     if operator == "Bool":
         return actual.lower() in {v.lower() for v in values}
     raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
@@ -111,44 +123,39 @@ _NEGATED = {
 }
 
 
+def _set_operator_holds(operator: str, actual: Any, values: list[str]) -> bool:
+    """`ForAnyValue:` (any of the request's values matches; false when absent) and `ForAllValues:` (every value
+    matches, vacuously true when absent or empty; a negated inner operator: every value matches none)."""
+    qualifier, _, inner = operator.partition(":")
+    if qualifier == "ForAnyValue":
+        if inner not in _KNOWN:
+            raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
+        return any(_positive(inner, str(a), values) for a in _as_list(actual or []))
+    positive = _NEGATED.get(inner, inner)
+    if positive not in _KNOWN:
+        raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
+    negated = inner in _NEGATED
+    return all(_positive(positive, str(value), values) is not negated for value in _as_list(actual or []))
+
+
+def _operator_holds(operator: str, actual: Any, values: list[str]) -> bool:
+    if operator == "Null":
+        # "true": the key must be absent; "false": present
+        return (actual is None) is (values[0].lower() == "true")
+    if operator.startswith(("ForAnyValue:", "ForAllValues:")):
+        return _set_operator_holds(operator, actual, values)
+    if _NEGATED.get(operator, operator) not in _KNOWN:
+        raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
+    if operator in _NEGATED:
+        # IAM: a negated operator matches when the key is missing from the request
+        return actual is None or not _positive(_NEGATED[operator], actual, values)
+    return actual is not None and _positive(operator, actual, values)
+
+
 def _condition_holds(conditions: Mapping[str, Any], context: Mapping[str, Any]) -> bool:
     for operator, clauses in conditions.items():
         for key, expected in clauses.items():
-            values = [str(v) for v in _as_list(expected)]
-            actual = context.get(key)
-            if operator == "Null":
-                # "true": the key must be absent; "false": present
-                if (actual is None) is not (values[0].lower() == "true"):
-                    return False
-                continue
-            if operator.startswith("ForAnyValue:"):
-                # a multivalued key (a list in the context): true when any of its values matches; false when absent
-                inner = operator.removeprefix("ForAnyValue:")
-                if inner not in _KNOWN:
-                    raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
-                if not any(_positive(inner, str(a), values) for a in _as_list(actual or [])):
-                    return False
-                continue
-            if operator.startswith("ForAllValues:"):
-                # every value of the request's multivalued key must match (vacuously true when absent or empty);
-                # a negated inner operator: every value must match none of the policy's values
-                inner = operator.removeprefix("ForAllValues:")
-                positive = _NEGATED.get(inner, inner)
-                if positive not in _KNOWN:
-                    raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
-                for value in _as_list(actual or []):
-                    matches = _positive(positive, str(value), values)
-                    if matches is (inner in _NEGATED):
-                        return False
-                continue
-            if _NEGATED.get(operator, operator) not in _KNOWN:
-                raise UnsupportedPolicyError(f"condition operator {operator} is not modelled")
-            if operator in _NEGATED:
-                # IAM: a negated operator matches when the key is missing from the request
-                ok = actual is None or not _positive(_NEGATED[operator], actual, values)
-            else:
-                ok = actual is not None and _positive(operator, actual, values)
-            if not ok:
+            if not _operator_holds(operator, context.get(key), [str(v) for v in _as_list(expected)]):
                 return False
     return True
 
@@ -362,11 +369,37 @@ def can_assume(
 
 def _managed_policy_id(arn: Any, resources: Mapping[str, Any], role: str) -> str:
     """The logical id of a customer-managed policy of this template that a role's ManagedPolicyArns names."""
-    if isinstance(arn, Mapping) and set(arn) == {"Ref"} and resources.get(arn["Ref"], {}).get("Type") == (
-        "AWS::IAM::ManagedPolicy"
+    if (
+        isinstance(arn, Mapping)
+        and set(arn) == {"Ref"}
+        and resources.get(arn["Ref"], {}).get("Type") == ("AWS::IAM::ManagedPolicy")
     ):
         return str(arn["Ref"])
     raise UnsupportedPolicyError(f"{role} has a managed policy from outside the template ({arn!r}); not modelled")
+
+
+def _managed_statements(resources: Mapping[str, Any], resolve: Resolver) -> dict[str, list[dict[str, Any]]]:
+    return {
+        logical_id: list(resolve(resource["Properties"]["PolicyDocument"])["Statement"])
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::IAM::ManagedPolicy"
+    }
+
+
+def _role_statements(
+    logical_id: str,
+    props: Mapping[str, Any],
+    resources: Mapping[str, Any],
+    managed: Mapping[str, list[Any]],
+    resolve: Resolver,
+) -> list[dict[str, Any]]:
+    """A role's inline policies and the template's managed policies its ManagedPolicyArns name."""
+    statements: list[dict[str, Any]] = []
+    for policy in props.get("Policies", []):
+        statements.extend(resolve(policy["PolicyDocument"])["Statement"])
+    for arn in props.get("ManagedPolicyArns", []):
+        statements.extend(managed[_managed_policy_id(arn, resources, logical_id)])
+    return statements
 
 
 def principal_statements(template: Mapping[str, Any], resolve: Resolver) -> dict[str, list[dict[str, Any]]]:
@@ -374,31 +407,23 @@ def principal_statements(template: Mapping[str, Any], resolve: Resolver) -> dict
     policies of the template attached to it) and each customer-managed policy on its own (it may also be
     attached to a person outside the stack)."""
     resources = template["Resources"]
-    found: dict[str, list[dict[str, Any]]] = {}
-    managed: dict[str, list[dict[str, Any]]] = {}
+    managed = _managed_statements(resources, resolve)
+    found: dict[str, list[dict[str, Any]]] = {k: list(v) for k, v in managed.items()}
     for logical_id, resource in resources.items():
-        if resource["Type"] == "AWS::IAM::ManagedPolicy":
-            managed[logical_id] = list(resolve(resource["Properties"]["PolicyDocument"])["Statement"])
-            found.setdefault(logical_id, []).extend(managed[logical_id])
+        if resource["Type"] == "AWS::IAM::Role":
+            props = resource.get("Properties", {})
+            found.setdefault(logical_id, []).extend(_role_statements(logical_id, props, resources, managed, resolve))
     for logical_id, resource in resources.items():
         props = resource.get("Properties", {})
-        if resource["Type"] == "AWS::IAM::Role":
-            statements = found.setdefault(logical_id, [])
-            for policy in props.get("Policies", []):
-                statements.extend(resolve(policy["PolicyDocument"])["Statement"])
-            for arn in props.get("ManagedPolicyArns", []):
-                statements.extend(managed[_managed_policy_id(arn, resources, logical_id)])
-    for logical_id, resource in resources.items():
         if resource["Type"] == "AWS::IAM::ManagedPolicy":
-            for role in resource["Properties"].get("Roles", []):
-                if isinstance(role, Mapping) and "Ref" in role:
-                    found.setdefault(role["Ref"], []).extend(managed[logical_id])
-        if resource["Type"] != "AWS::IAM::Policy":
+            attached, statements = props.get("Roles", []), managed[logical_id]
+        elif resource["Type"] == "AWS::IAM::Policy":
+            attached, statements = props.get("Roles", []), resolve(props["PolicyDocument"])["Statement"]
+        else:
             continue
-        props = resource["Properties"]
-        statements = resolve(props["PolicyDocument"])["Statement"]
-        for role in props.get("Roles", []):
-            found.setdefault(role["Ref"], []).extend(statements)
+        for role in attached:
+            if isinstance(role, Mapping) and "Ref" in role:
+                found.setdefault(role["Ref"], []).extend(statements)
     return found
 
 

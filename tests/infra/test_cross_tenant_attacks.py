@@ -83,15 +83,25 @@ def world(example_config: Any) -> World:
     storage = app.templates[f"{prefix}-storage"]
     tensorboard = app.templates[f"{prefix}-tensorboard"]
     processing = app.templates[f"{prefix}-processing"]
-    (bucket_id,) = [k for k, r in storage["Resources"].items() if k.startswith("TraceStoreTraces")
-                    and r["Type"] == "AWS::S3::Bucket"]  # fmt: skip
-    (bucket_policy,) = [r["Properties"]["PolicyDocument"] for r in storage["Resources"].values()
-                        if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"]["Bucket"] == {"Ref": bucket_id}]  # fmt: skip
+    (bucket_id,) = [
+        k
+        for k, r in storage["Resources"].items()
+        if k.startswith("TraceStoreTraces") and r["Type"] == "AWS::S3::Bucket"
+    ]
+    (bucket_policy,) = [
+        r["Properties"]["PolicyDocument"]
+        for r in storage["Resources"].values()
+        if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"]["Bucket"] == {"Ref": bucket_id}
+    ]
     (domain_id,) = [k for k, r in tensorboard["Resources"].items() if r["Type"] == "AWS::SageMaker::Domain"]
     resolve = Resolver(
         get_att={f"{domain_id}.DomainId": DOMAIN},
-        imports={r"TraceStoreTraces.*Arn": BUCKET_ARN, r"TraceStoreTraces": "profstack-traces",
-                 r"DataKey.*Arn": KEY_ARN, r".": "arn:aws:other:::unrelated"},  # fmt: skip
+        imports={
+            r"TraceStoreTraces.*Arn": BUCKET_ARN,
+            r"TraceStoreTraces": "profstack-traces",
+            r"DataKey.*Arn": KEY_ARN,
+            r".": "arn:aws:other:::unrelated",
+        },
     )
     policies: dict[str, list[dict[str, Any]]] = {}
     trust: dict[str, list[dict[str, Any]]] = {}
@@ -166,7 +176,10 @@ def attack_1c_alices_execution_role_assumes_bobs_reader(world: World) -> bool:
 
 
 def _pass(world: World, who: Principal, identity: list[dict[str, Any]], role: str, **tags: str) -> bool:
-    context = {"iam:PassedToService": "sagemaker.amazonaws.com", **{f"aws:PrincipalTag/{k}": v for k, v in tags.items()}}
+    context = {
+        "iam:PassedToService": "sagemaker.amazonaws.com",
+        **{f"aws:PrincipalTag/{k}": v for k, v in tags.items()},
+    }
     return decision(identity, who, Request("iam:PassRole", world.arns[role], context))
 
 
@@ -271,7 +284,9 @@ def attack_6b_outside_writer_plants_a_trace(world: World) -> bool:
 def attack_6c_alices_role_plants_a_trace_in_bobs_folder(world: World) -> bool:
     alice = world.role("alice", "ExecutionRole")
     identity = [*world.policies[alice], *BROAD]
-    return _s3(world, world.caller(alice), identity, "s3:PutObject", "traces/bob/job-1/idle.pt.trace.json", **{TAG: "alice"})
+    return _s3(
+        world, world.caller(alice), identity, "s3:PutObject", "traces/bob/job-1/idle.pt.trace.json", **{TAG: "alice"}
+    )
 
 
 # --- item 9: behaviour tags of bob's job, and the consent tag of a stop -------------------------------------------
@@ -306,8 +321,12 @@ def attack_9c_alice_moves_bobs_job_to_another_family(world: World) -> bool:
 
 
 def attack_9d_the_actions_role_stops_a_job_that_did_not_consent(world: World) -> bool:
-    analyser = next(k for k, r in world.processing["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
-                    and r["Properties"].get("Handler", "").startswith("lambdas.live_analysis.handler"))  # fmt: skip
+    analyser = next(
+        k
+        for k, r in world.processing["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"].get("Handler", "").startswith("lambdas.live_analysis.handler")
+    )
     role = world.processing["Resources"][analyser]["Properties"]["Role"]["Fn::GetAtt"][0]
     context = {f"aws:ResourceTag/{TAG}": "bob"}  # bob's job, without profstack:actions=stop
     return decision(world.policies[role], world.caller(role), Request("sagemaker:StopTrainingJob", BOB_JOB, context))
@@ -336,7 +355,9 @@ def test_the_legitimate_counterparts_still_work(world: World) -> None:
     assert decision(bob_person, bob, Request("sagemaker:CreateApp", _app("bob", "tensorboard"), tags))
     # AND bob's own execution role writes his traces; the pipeline writes his report
     identity = [*world.policies[bob_role], *BROAD]
-    assert _s3(world, world.caller(bob_role), identity, "s3:PutObject", "traces/bob/job-1/a.pt.trace.json", **{TAG: "bob"})
+    assert _s3(
+        world, world.caller(bob_role), identity, "s3:PutObject", "traces/bob/job-1/a.pt.trace.json", **{TAG: "bob"}
+    )
     processor = next(k for k in world.arns if k.startswith("TraceProcessorRole"))
     assert _s3(world, world.caller(processor), BROAD, "s3:ReplicateObject", "reports/bob/job-1/summary.json")
     # AND bob may tag his own job; the actions role stops a job that consented

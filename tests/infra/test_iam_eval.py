@@ -11,13 +11,13 @@ import pytest
 from tests.infra.iam_eval import (
     Principal,
     Request,
+    Resolver,
     UnsupportedPolicyError,
     can_assume,
     decision,
     is_allowed,
     principal_statements,
     same_account_decision,
-    Resolver,
 )
 
 ACCOUNT = "123456789012"
@@ -138,7 +138,9 @@ def test_managed_policies_of_the_template_count_for_the_roles_they_are_attached_
     }
     found = principal_statements(template, Resolver())
     # THEN both ways of attaching it (the role's ManagedPolicyArns, the policy's Roles) are counted
-    assert deny in found["Role"] and deny in found["Other"] and deny in found["Isolation"]
+    assert deny in found["Role"]
+    assert deny in found["Other"]
+    assert deny in found["Isolation"]
     # AND a managed policy from outside the template (an AWS managed policy) is refused, not ignored
     template["Resources"]["Role"]["Properties"]["ManagedPolicyArns"] = ["arn:aws:iam::aws:policy/AdministratorAccess"]
     with pytest.raises(UnsupportedPolicyError):
