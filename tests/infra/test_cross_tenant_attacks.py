@@ -52,6 +52,7 @@ class World:
     policies: dict[str, list[dict[str, Any]]]  # logical id -> statements (roles, managed policies)
     trust: dict[str, list[dict[str, Any]]]  # logical id of a role -> its trust policy
     arns: dict[str, str]  # logical id of a role -> its ARN (path included)
+    tags: dict[str, dict[str, str]]  # logical id of a role -> its tags
     tensorboard: dict[str, Any]
     processing: dict[str, Any]
 
@@ -62,6 +63,14 @@ class World:
 
     def caller(self, logical_id: str) -> Principal:
         return Principal(arn=self.arns[logical_id])
+
+    def about(self, logical_id: str) -> dict[str, str]:
+        """What IAM knows of a role as the resource of a request: its tags, under both condition keys."""
+        tags = self.tags[logical_id]
+        return {
+            **{f"iam:ResourceTag/{k}": v for k, v in tags.items()},
+            **{f"aws:ResourceTag/{k}": v for k, v in tags.items()},
+        }
 
 
 def _tagged_guard_config(example_config: Any) -> Any:
@@ -106,6 +115,7 @@ def world(example_config: Any) -> World:
     policies: dict[str, list[dict[str, Any]]] = {}
     trust: dict[str, list[dict[str, Any]]] = {}
     arns: dict[str, str] = {}
+    tags: dict[str, dict[str, str]] = {}
     for template in (tensorboard, processing):
         policies.update(principal_statements(template, resolve))
         for logical_id, resource in template["Resources"].items():
@@ -113,11 +123,13 @@ def world(example_config: Any) -> World:
                 trust[logical_id] = trust_statements(template, logical_id, resolve)
                 path = resource["Properties"].get("Path", "/")
                 arns[logical_id] = f"arn:aws:iam::{ACCOUNT}:role{path}{logical_id}"
+                tags[logical_id] = {t["Key"]: t["Value"] for t in resource["Properties"].get("Tags", [])}
     return World(
         bucket_policy=Resolver(get_att={f"{bucket_id}.Arn": BUCKET_ARN})(bucket_policy)["Statement"],
         policies=policies,
         trust=trust,
         arns=arns,
+        tags=tags,
         tensorboard=tensorboard,
         processing=processing,
     )
@@ -156,19 +168,19 @@ def _s3_attackers(world: World) -> list[tuple[Principal, list[dict[str, Any]], d
 
 def attack_1a_a_power_user_assumes_bobs_reader(world: World) -> bool:
     reader = world.role("bob", "ReportReaderRole")
-    return can_assume(BROAD, world.trust[reader], POWER_USER, world.arns[reader])
+    return can_assume(BROAD, world.trust[reader], POWER_USER, world.arns[reader], context=world.about(reader))
 
 
 def attack_1b_alice_assumes_bobs_reader(world: World) -> bool:
     reader = world.role("bob", "ReportReaderRole")
-    context = {f"aws:PrincipalTag/{TAG}": "alice"}
+    context = {f"aws:PrincipalTag/{TAG}": "alice", **world.about(reader)}
     return can_assume(_person(world, "alice"), world.trust[reader], ALICE, world.arns[reader], context=context)
 
 
 def attack_1c_alices_execution_role_assumes_bobs_reader(world: World) -> bool:
     reader, alice = world.role("bob", "ReportReaderRole"), world.role("alice", "ExecutionRole")
     identity = [*world.policies[alice], *BROAD]
-    context = {f"aws:PrincipalTag/{TAG}": "alice"}
+    context = {f"aws:PrincipalTag/{TAG}": "alice", **world.about(reader)}
     return can_assume(identity, world.trust[reader], world.caller(alice), world.arns[reader], context=context)
 
 
@@ -178,6 +190,7 @@ def attack_1c_alices_execution_role_assumes_bobs_reader(world: World) -> bool:
 def _pass(world: World, who: Principal, identity: list[dict[str, Any]], role: str, **tags: str) -> bool:
     context = {
         "iam:PassedToService": "sagemaker.amazonaws.com",
+        **world.about(role),
         **{f"aws:PrincipalTag/{k}": v for k, v in tags.items()},
     }
     return decision(identity, who, Request("iam:PassRole", world.arns[role], context))
@@ -203,7 +216,8 @@ def attack_2c_alices_reader_role_passes_bobs_execution_role(world: World) -> boo
 
 
 def _studio(world: World, action: str, resource: str, **context: str) -> bool:
-    full = {f"aws:PrincipalTag/{TAG}": "alice", **context}
+    # the profile carries its owner's tag (the stack sets it), as IAM would see it on bob's profile
+    full = {f"aws:PrincipalTag/{TAG}": "alice", f"aws:ResourceTag/{TAG}": "bob", **context}
     return decision(_person(world, "alice"), ALICE, Request(action, resource, full))
 
 
@@ -231,7 +245,8 @@ def attack_3e_alice_opens_an_app_in_bobs_private_space(world: World) -> bool:
 def attack_3f_alices_execution_role_opens_bobs_profile(world: World) -> bool:
     alice = world.role("alice", "ExecutionRole")
     identity = [*world.policies[alice], *BROAD]
-    request = Request("sagemaker:CreatePresignedDomainUrl", _profile("bob"), {f"aws:PrincipalTag/{TAG}": "alice"})
+    context = {f"aws:PrincipalTag/{TAG}": "alice", f"aws:ResourceTag/{TAG}": "bob"}
+    request = Request("sagemaker:CreatePresignedDomainUrl", _profile("bob"), context)
     return decision(identity, world.caller(alice), request)
 
 
@@ -349,9 +364,12 @@ def test_the_legitimate_counterparts_still_work(world: World) -> None:
     bob = Principal(arn=f"arn:aws:iam::{ACCOUNT}:role/DataScientist-bob")
     bob_person = [*world.policies[world.role("bob", "AccessPolicy")], *BROAD]
     tags = {f"aws:PrincipalTag/{TAG}": "bob"}
-    assert can_assume(bob_person, world.trust[bob_reader], bob, world.arns[bob_reader], context=tags)
+    assert can_assume(
+        bob_person, world.trust[bob_reader], bob, world.arns[bob_reader], context={**tags, **world.about(bob_reader)}
+    )
     assert _pass(world, bob, bob_person, bob_role, **{TAG: "bob"})
-    assert decision(bob_person, bob, Request("sagemaker:CreatePresignedDomainUrl", _profile("bob"), tags))
+    profile = {**tags, f"aws:ResourceTag/{TAG}": "bob"}
+    assert decision(bob_person, bob, Request("sagemaker:CreatePresignedDomainUrl", _profile("bob"), profile))
     assert decision(bob_person, bob, Request("sagemaker:CreateApp", _app("bob", "tensorboard"), tags))
     # AND bob's own execution role writes his traces; the pipeline writes his report
     identity = [*world.policies[bob_role], *BROAD]

@@ -78,11 +78,19 @@ def test_prefix_of_another_name_grants_nothing(policies: Any) -> None:
     assert not is_allowed(policies["al"]["role"], _list("tensorboard/al"))  # would list 'alice/' too
 
 
-def test_execution_role_cannot_list_the_bucket_root_write_or_delete(policies: Any) -> None:
+def test_execution_role_cannot_list_the_bucket_root_and_writes_only_its_own_trace_folders(policies: Any) -> None:
     role = policies["alice"]["role"]
     assert not is_allowed(role, _list(None))
     assert not is_allowed(role, _list(""))
-    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/alice/x"))
+    # a job that runs as alice's role writes her traces and TensorBoard logs (issue 42: by default nobody else may)
+    assert is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/alice/job-1/x.pt.trace.json"))
+    assert is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/tensorboard/alice/job-1/events.out"))
+    assert is_allowed(role, Request("s3:AbortMultipartUpload", f"{BUCKET_ARN}/traces/alice/job-1/x"))
+    # AND nothing else: no report, no other user's folder (al is a prefix of alice), no delete
+    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/reports/alice/x"))
+    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/al/x"))
+    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/alicex/x"))
+    assert not is_allowed(role, Request("s3:DeleteObject", f"{BUCKET_ARN}/traces/alice/x"))
     assert not is_allowed(role, Request("s3:DeleteObject", f"{BUCKET_ARN}/reports/alice/x"))
 
 
