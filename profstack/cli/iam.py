@@ -117,15 +117,21 @@ def run_boundary(args: argparse.Namespace) -> int:
     return 0
 
 
+def default_exempt(config: ProfStackConfig, partition: str, account: str) -> list[str]:
+    """Principals the SCP always spares: CDK's CloudFormation execution role (it deploys ProfStack's identities),
+    ProfStack's processing roles (the actions role stops jobs) and platform roles (they start and stop every
+    user's TensorBoard), and break-glass."""
+    return [
+        CDK_DEPLOY_ROLE.format(partition=partition, account=account),
+        f"arn:{partition}:iam::{account}:role/{config.prefix}/processing/*",
+        f"arn:{partition}:iam::{account}:role/{config.prefix}/platform/*",
+        *config.storage.break_glass_principal_arns,
+    ]
+
+
 def run_scp(args: argparse.Namespace) -> int:
     config, scope = _scope(args)
-    exempt = [
-        CDK_DEPLOY_ROLE.format(partition=args.partition, account=scope.account),
-        f"arn:{args.partition}:iam::{scope.account}:role/{config.prefix}/processing/*",
-        f"arn:{args.partition}:iam::{scope.account}:role/{config.prefix}/platform/*",
-        *config.storage.break_glass_principal_arns,
-        *args.exempt,
-    ]
+    exempt = [*default_exempt(config, args.partition, scope.account), *args.exempt]
     bucket = f"arn:{args.partition}:s3:::{args.bucket}" if args.bucket else None
     documents = scp_documents(scope, exempt=exempt, bucket_arn=bucket)
     if len(documents) > SCPS_PER_TARGET:

@@ -1,6 +1,7 @@
 """IAM role paths that say, in the role's own ARN, whose data a ProfStack role may touch.
 
     arn:<partition>:iam::<account>:role/<prefix>/users/<user>/<generated name>   a user's execution role
+    arn:<partition>:iam::<account>:role/<prefix>/users/<user>/reader/<name>      the user's report reader role
     arn:<partition>:iam::<account>:role/<prefix>/processing/<generated name>     the trace-processing roles
     arn:<partition>:iam::<account>:role/<prefix>/analysts/<generated name>       the history analyst role
     arn:<partition>:iam::<account>:role/<prefix>/platform/<generated name>       roles that manage every user's
@@ -45,6 +46,15 @@ def platform_role_path(prefix: str) -> str:
 
 def user_role_path(prefix: str, user: str) -> str:
     return f"/{_segment(prefix, 'prefix')}/users/{_segment(user, 'user')}/"
+
+
+def reader_role_path(role_path: str) -> str:
+    """A user's report reader role sits below the user's path (so every rule for the user's roles holds it too),
+    in `reader/`, where the bucket policy lets it write nothing."""
+    return f"{role_path}{READER_SEGMENT}/"
+
+
+READER_SEGMENT = "reader"
 
 
 def users_role_path_root(prefix: str) -> str:

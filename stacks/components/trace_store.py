@@ -22,6 +22,7 @@ from profstack.layout import (
 )
 from stacks.components.nag import acknowledge
 from stacks.components.role_paths import (
+    READER_SEGMENT,
     analyst_role_path,
     processing_role_path,
     role_arn_pattern,
@@ -154,7 +155,8 @@ class BucketBoundary:
         user_roles = role_arn_pattern(users_role_path_root(self.prefix))
         user_data = [bucket.arn_for_objects(f"{p}*") for p in USER_DATA_PREFIXES]
         own_data = [bucket.arn_for_objects(f"{p}{self._tag_variable()}/*") for p in USER_DATA_PREFIXES]
-        listers = [*privileged, user_roles, role_arn_pattern(analyst_role_path(self.prefix))]
+        analysts = role_arn_pattern(analyst_role_path(self.prefix))
+        analyst_prefixes = (HISTORY_PREFIX, ATHENA_RESULTS_PREFIX)
         tag_key = LEGACY_RULE_OUTPUT_TAG[0]
         return [
             # the expiry tag deletes what it is on: only ProfStack's processing roles (they tag a finished job's
@@ -183,30 +185,15 @@ class BucketBoundary:
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
             ),
             # key names under ProfStack's prefixes are users' data: principals outside ProfStack (a training job's
-            # role, an administrator) list none of them, nor the bucket's top level; users list their own (below)
+            # role, an administrator) list none of them, nor the bucket's top level; users list their own (below),
+            # the history analysts only history/ and their query results
+            *self._listing_statements(bucket, USER_DATA_PREFIXES, [*privileged, user_roles], "UserData"),
+            *self._listing_statements(bucket, analyst_prefixes, [*privileged, analysts], "History"),
             _deny(
-                "ProfStackKeysListedOnlyByProfStack",
+                "BucketListedWithoutPrefixOnlyByProcessingBreakGlass",
                 actions=["s3:ListBucket", "s3:ListBucketVersions"],
                 resources=[bucket.bucket_arn],
-                conditions={
-                    "ArnNotLike": {"aws:PrincipalArn": listers},
-                    "StringLike": {"s3:prefix": [f"{p}*" for p in PROFSTACK_PREFIXES]},
-                },
-            ),
-            _deny(
-                "ProfStackKeysListedOnlyByProfStackEvenByTheirBeginning",
-                actions=["s3:ListBucket", "s3:ListBucketVersions"],
-                resources=[bucket.bucket_arn],
-                conditions={
-                    "ArnNotLike": {"aws:PrincipalArn": listers},
-                    "StringEquals": {"s3:prefix": _leading_parts(PROFSTACK_PREFIXES)},
-                },
-            ),
-            _deny(
-                "BucketListedWithoutPrefixOnlyByProfStack",
-                actions=["s3:ListBucket", "s3:ListBucketVersions"],
-                resources=[bucket.bucket_arn],
-                conditions={"ArnNotLike": {"aws:PrincipalArn": listers}, "Null": {"s3:prefix": "true"}},
+                conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}, "Null": {"s3:prefix": "true"}},
             ),
             # the read family (GetObjectAcl, GetObjectAttributes, ListMultipartUploadParts, ... answer for a key)
             _deny(
@@ -250,10 +237,46 @@ class BucketBoundary:
                     }
                 },
             ),
+            # a user's report reader role reads; it writes nothing, whatever its identity policy says
+            _write_family(
+                "ReportReadersWriteNothing",
+                resources=[bucket.arn_for_objects("*")],
+                conditions={
+                    "ArnLike": {
+                        "aws:PrincipalArn": role_arn_pattern(f"{users_role_path_root(self.prefix)}*/{READER_SEGMENT}/")
+                    }
+                },
+            ),
             _write_family(
                 "ReportsWrittenOnlyByProcessingBreakGlass",
                 resources=[bucket.arn_for_objects(f"{REPORTS_PREFIX}*")],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
+            ),
+        ]
+
+    def _listing_statements(
+        self, bucket: s3.IBucket, prefixes: tuple[str, ...], listers: list[str], name: str
+    ) -> list[iam.PolicyStatement]:
+        """Listing `prefixes` only by `listers`: with a prefix under them, and with one that begins them (`t` lists
+        `traces/`; the empty prefix lists everything)."""
+        return [
+            _deny(
+                f"{name}KeysListedOnlyByTheirReaders",
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "ArnNotLike": {"aws:PrincipalArn": listers},
+                    "StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]},
+                },
+            ),
+            _deny(
+                f"{name}KeysListedOnlyByTheirReadersEvenByTheirBeginning",
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "ArnNotLike": {"aws:PrincipalArn": listers},
+                    "StringEquals": {"s3:prefix": _leading_parts(prefixes)},
+                },
             ),
         ]
 

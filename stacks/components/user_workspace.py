@@ -11,12 +11,13 @@ The role sits on the IAM path `/<prefix>/users/<user>/` and carries the tag `<us
 the trace bucket's policy lets such a role touch only the prefixes of the user its path names
 (stacks/components/trace_store.py, BucketBoundary), whatever its identity policy says.
 
-`reader_role` is the person's way to their reports from their own machine (`profstack reports --reader`): on the
-same path and with the same tag as the execution role, so the bucket policy holds it to the same user's prefixes;
-it may list and read `reports/<user>/` only. Its trust policy names the person, never the account alone (issue 42
-item 1): a principal of this account that carries the principal tag `<user_tag_key>=<user>` (an IAM user or role
-tag, or a session tag from the identity provider), or one of the user's `principals` from the config, and whose own
-policy allows `sts:AssumeRole` on it (the access policy does, for that user's role alone).
+`reader_role` is the person's way to their reports from their own machine (`profstack reports --reader`): below the
+execution role's path (`/<prefix>/users/<user>/reader/`) and with the same tag, so the bucket policy holds it to the
+same user's prefixes, and lets it write nothing; it may list and read `reports/<user>/` only. Its trust policy
+names the person, never the account alone (issue 42 item 1): a principal of this account that carries the
+principal tag `<user_tag_key>=<user>` (an IAM user or role tag, or a session tag from the identity provider), or one
+of the user's `principals` from the config, and whose own policy allows `sts:AssumeRole` on it (the access policy
+does, for that user's role alone).
 
 Every ProfStack identity policy of the user (both roles, the access policy) carries the explicit Denies of
 profstack/guardrails.py: nothing of another user (roles, Studio profile, apps, spaces, jobs' tags) whatever an Allow
@@ -44,6 +45,7 @@ from profstack.tensorboard.names import app_arn_patterns, user_profile_name
 from stacks.components.iam import key_use_statement, managed_policies, no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import cross_stack, iam5_resource
+from stacks.components.role_paths import reader_role_path
 
 
 def user_read_prefixes(user: str) -> tuple[str, ...]:
@@ -248,7 +250,7 @@ class UserWorkspace(Construct):
                 {"StringEquals": {f"aws:PrincipalTag/{user_tag_key}": user_name}}
             ),
             description=f"ProfStack report reader of user {user_name}: lists and reads reports/{user_name}/ only",
-            path=role_path,
+            path=reader_role_path(role_path),
             max_session_duration=cdk.Duration.hours(1),
         )
         if user.principals:
