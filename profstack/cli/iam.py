@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from profstack.cli import CliError
+from profstack.cli._aws import add_config_argument
 from profstack.config import ConfigError, ProfStackConfig, load_config
 from profstack.guardrails import (
     MANAGED_POLICY_MAX_CHARS,
@@ -60,7 +61,7 @@ def register(subparsers: Any) -> None:
                      "policy, replication, inventory, notifications and lifecycle change only by deploy")  # fmt: skip
     scp.add_argument("--out-dir", type=Path, metavar="DIR", help="write scp-1.json, scp-2.json, ... here")
     for sub in (boundary, scp):
-        sub.add_argument("--config", type=Path, default=Path("config/profstack.yaml"), metavar="PATH")
+        add_config_argument(sub)
         sub.add_argument("--account", metavar="ID", help="AWS account id (default: environment.account, else *)")
         sub.add_argument("--partition", default="aws", metavar="P", help="aws, aws-cn or aws-us-gov (default aws)")
         sub.add_argument(

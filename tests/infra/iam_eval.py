@@ -242,8 +242,8 @@ def _principal_matches(principal: Any, caller: Principal) -> str | None:
         if kind not in {"AWS", "Service"}:
             raise UnsupportedPolicyError(f"principal type {kind} is not modelled")
         for value in _as_list(values):
-            if kind == "AWS" and caller.arn and value in {"*", caller.arn}:
-                return _ITSELF
+            if kind == "AWS" and (value == "*" or (caller.arn and value == caller.arn)):
+                return _ITSELF  # {"AWS": "*"} is everyone, as "*" is (services included)
             if kind == "Service" and caller.service and value == caller.service:
                 return _ITSELF
             if kind == "AWS" and caller.arn and value in {caller.account_root, caller.account}:
