@@ -33,6 +33,8 @@ Statement = dict[str, Any]
 #: IAM's size limits (characters without whitespace) of what these documents are installed as
 MANAGED_POLICY_MAX_CHARS = 6144
 SCP_MAX_CHARS = 5120
+#: other users' profiles and apps per Deny statement (a policy is split between statements when it grows too large)
+OTHERS_PER_STATEMENT = 10
 #: the default user tag value of a principal without the tag: no user name (they start with a letter) equals it
 UNTAGGED = "_untagged"
 #: every IAM action that creates, changes or deletes an identity, its policies or its tags (not PassRole, not reads)
@@ -155,6 +157,13 @@ class Scope:
 
         return self._sagemaker(f"app/{self.domain_id}/{user_profile_name(user)}/*")
 
+    def any_profile(self, user: str) -> str:
+        """The user's profile in the domain, in any region and account (a domain id is unique: shorter, as exact)."""
+        return self.profile(user).replace(f":{self.region}:{self.account}:", ":*:*:", 1)
+
+    def any_apps(self, user: str) -> str:
+        return self.apps(user).replace(f":{self.region}:{self.account}:", ":*:*:", 1)
+
     def domain(self) -> str:
         return self._sagemaker(f"domain/{self.domain_id}")
 
@@ -253,9 +262,12 @@ def isolation_statements(scope: Scope, user: str | None) -> list[Statement]:
         # ProfStack's domain and profiles are CloudFormation's, and so is their owner tag
         _deny("ProfStackDomainChangesOnlyByDeploy", PROFILE_CHANGES, [scope.profiles(), scope.domain()]),
     ]
-    if others:
-        studio = [arn for other in others for arn in (scope.profile(other), scope.apps(other))]
-        statements.append(_deny("OtherUsersProfilesAndApps", STUDIO_PROFILE_ACTIONS, studio))
+    # a statement per OTHERS_PER_STATEMENT other users, so that a policy with many users can be split between them
+    for start in range(0, len(others), OTHERS_PER_STATEMENT):
+        group = others[start : start + OTHERS_PER_STATEMENT]
+        studio = [arn for other in group for arn in (scope.any_profile(other), scope.any_apps(other))]
+        sid = f"OtherUsersProfilesAndApps{start // OTHERS_PER_STATEMENT + 1}"
+        statements.append(_deny(sid, STUDIO_PROFILE_ACTIONS, studio))
     own_profile = [scope.profile(user)] if user is not None else []
     owner_condition: dict[str, Any] = {"ArnLike": {"sagemaker:OwnerUserProfileArn": [scope.profiles()]}}
     if own_profile:

@@ -109,13 +109,17 @@ class TensorBoardStack(cdk.Stack):
                 instance_type=user.tensorboard_instance_type or tensorboard.default_instance_type,
                 depends_on=[workspace.profile, workspace.role],
             )
-            # Scoped to the workspace: output ids stay unique even for names like "a-l" and "al".
-            cdk.CfnOutput(
-                workspace,
-                "AccessPolicyArn",
-                value=workspace.access_policy.managed_policy_arn,
-                description=f"Attach to {user.name}'s IAM identity to open their TensorBoard",
-            )
+            # Scoped to the workspace: output ids stay unique even for names like "a-l" and "al". With many users
+            # the access policy comes in parts (IAM's size limit): every part is attached to the person.
+            parts = workspace.access_policies
+            for index, policy in enumerate(parts, start=1):
+                cdk.CfnOutput(
+                    workspace,
+                    "AccessPolicyArn" if index == 1 else f"AccessPolicyArn{index}",
+                    value=policy.managed_policy_arn,
+                    description=f"Attach to {user.name}'s IAM identity to open their TensorBoard"
+                    + (f" (part {index} of {len(parts)}: attach every part)" if len(parts) > 1 else ""),
+                )
         self.reaper = IdleReaper(
             self,
             "IdleReaper",

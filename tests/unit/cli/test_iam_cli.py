@@ -23,7 +23,7 @@ def test_the_boundary_of_a_user_is_printed_as_one_policy(capsys: pytest.CaptureF
     assert document_chars(document) <= MANAGED_POLICY_MAX_CHARS
     assert "profstack-boundary-alice" in err
     sids = {st["Sid"] for st in document["Statement"]}
-    assert {"OtherUsersRoles", "OtherUsersProfilesAndApps", "BoundaryStays", "NewIdentitiesCarryTheBoundary"} <= sids
+    assert {"OtherUsersRoles", "OtherUsersProfilesAndApps1", "BoundaryStays", "NewIdentitiesCarryTheBoundary"} <= sids
     # AND bob's app is named, alice's is not
     rendered = json.dumps(document)
     assert "/bob/*" in rendered
