@@ -308,10 +308,19 @@ def _variable(scope: Scope) -> str:
     return f"${{aws:PrincipalTag/{scope.user_tag_key}, '{UNTAGGED}'}}"
 
 
-def scp_statements(scope: Scope, *, exempt: Sequence[str], bucket_arn: str | None = None) -> list[Statement]:
+def scp_statements(
+    scope: Scope,
+    *,
+    exempt: Sequence[str],
+    bucket_arn: str | None = None,
+    app_managers: Sequence[str] | None = None,
+) -> list[Statement]:
     """Service control policy statements (all Deny; install them next to FullAWSAccess). `exempt`: ARN patterns of
     principals that administer identities and deploy ProfStack (the CloudFormation execution role, an identity
-    administrator, break-glass) and ProfStack's own processing and platform roles."""
+    administrator, break-glass) and ProfStack's own processing and platform roles. `app_managers` (default:
+    `exempt`): those that start and stop every user's Studio apps (the platform roles, break-glass); the statements
+    per user name only them, which keeps each short."""
+    managers = list(exempt if app_managers is None else app_managers)
     key = scope.user_tag_key
     mine = _variable(scope)
     spare = {"ArnNotLike": {"aws:PrincipalArn": list(exempt)}}
@@ -375,7 +384,7 @@ def scp_statements(scope: Scope, *, exempt: Sequence[str], bucket_arn: str | Non
                 [scope.apps(user)],
                 {
                     "StringNotEquals": {f"aws:PrincipalTag/{key}": user},
-                    "ArnNotLike": {"aws:PrincipalArn": [*exempt, *own]},
+                    "ArnNotLike": {"aws:PrincipalArn": [*managers, *own]},
                 },
             )
         )
@@ -433,6 +442,13 @@ def pack(
     return [{"Version": "2012-10-17", "Statement": list(d)} for d in documents if d]
 
 
-def scp_documents(scope: Scope, *, exempt: Sequence[str], bucket_arn: str | None = None) -> list[dict[str, Any]]:
+def scp_documents(
+    scope: Scope,
+    *,
+    exempt: Sequence[str],
+    bucket_arn: str | None = None,
+    app_managers: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
     """`scp_statements` packed into service control policies of at most SCP_MAX_CHARS characters each."""
-    return pack(scp_statements(scope, exempt=exempt, bucket_arn=bucket_arn), SCP_MAX_CHARS)
+    statements = scp_statements(scope, exempt=exempt, bucket_arn=bucket_arn, app_managers=app_managers)
+    return pack(statements, SCP_MAX_CHARS)

@@ -130,11 +130,20 @@ def default_exempt(config: ProfStackConfig, partition: str, account: str) -> lis
     ]
 
 
+def app_managers(config: ProfStackConfig, partition: str, account: str) -> list[str]:
+    """Who starts and stops every user's Studio apps: ProfStack's platform roles and break-glass."""
+    return [
+        f"arn:{partition}:iam::{account}:role/{config.prefix}/platform/*",
+        *config.storage.break_glass_principal_arns,
+    ]
+
+
 def run_scp(args: argparse.Namespace) -> int:
     config, scope = _scope(args)
     exempt = [*default_exempt(config, args.partition, scope.account), *args.exempt]
     bucket = f"arn:{args.partition}:s3:::{args.bucket}" if args.bucket else None
-    documents = scp_documents(scope, exempt=exempt, bucket_arn=bucket)
+    managers = app_managers(config, args.partition, scope.account)
+    documents = scp_documents(scope, exempt=exempt, bucket_arn=bucket, app_managers=managers)
     if len(documents) > SCPS_PER_TARGET:
         print(
             f"profstack: warning: {len(documents)} policies; AWS attaches at most 5 SCPs to an account or OU (one "

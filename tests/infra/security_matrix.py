@@ -366,7 +366,7 @@ IDENTITY_ACTIONS: dict[str, Attempt] = {
 
 
 def identity_actors(world: World, config: Any) -> list[Actor]:
-    from profstack.cli.iam import default_exempt
+    from profstack.cli.iam import app_managers, default_exempt
     from profstack.guardrails import Scope, behaviour_tag_keys, boundary_document, scp_documents
 
     scope = Scope(
@@ -377,10 +377,10 @@ def identity_actors(world: World, config: Any) -> list[Actor]:
         account=ACCOUNT,
         domain_id="*",
     )
-    scp = [
-        *EVERYTHING,
-        *(st for d in scp_documents(scope, exempt=default_exempt(config, "aws", ACCOUNT)) for st in d["Statement"]),
-    ]
+    documents = scp_documents(
+        scope, exempt=default_exempt(config, "aws", ACCOUNT), app_managers=app_managers(config, "aws", ACCOUNT)
+    )
+    scp = [*EVERYTHING, *(st for document in documents for st in document["Statement"])]
     alice_person = Principal(arn=f"arn:aws:iam::{ACCOUNT}:role/DataScientist-alice")
     person = [*world.access_policies["alice"], *BROAD]
     admin = Principal(arn=f"arn:aws:iam::{ACCOUNT}:role/Admin")

@@ -105,7 +105,8 @@ def _boundary(user: str) -> list[dict[str, Any]]:
 
 def _scps() -> list[list[dict[str, Any]]]:
     """One Organizations level: FullAWSAccess and ProfStack's deny-only policies (a request must pass them all)."""
-    ours = [st for document in scp_documents(SCOPE, exempt=EXEMPT, bucket_arn=BUCKET) for st in document["Statement"]]
+    documents = scp_documents(SCOPE, exempt=EXEMPT, bucket_arn=BUCKET, app_managers=EXEMPT[2:])
+    ours = [st for document in documents for st in document["Statement"]]
     return [[*FULL_AWS_ACCESS, *ours]]
 
 
