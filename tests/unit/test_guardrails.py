@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from profstack.guardrails import (
     MANAGED_POLICY_MAX_CHARS,
@@ -261,3 +263,35 @@ def test_a_statement_larger_than_the_limit_is_refused_not_cut() -> None:
     huge = {"Sid": "Huge", "Effect": "Deny", "Action": "s3:*", "Resource": ["arn:aws:s3:::x" * 1000]}
     with pytest.raises(PolicyTooLargeError):
         pack([huge], SCP_MAX_CHARS)
+
+
+NAMES = st.from_regex(r"[a-z][a-z0-9-]{0,14}", fullmatch=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(me=NAMES, other=NAMES)
+def test_any_two_user_names_stay_apart_under_the_boundary(me: str, other: str) -> None:
+    # GIVEN two users whose names may be prefixes or look-alikes of each other ("al", "alice", "a-l", "al-")
+    assume(me != other)
+    scope = Scope(
+        prefix="profstack",
+        users=(me, other),
+        user_tag_key=KEY,
+        behaviour_tags=BEHAVIOUR,
+        account=ACCOUNT,
+        domain_id=DOMAIN,
+    )
+    boundary: list[dict[str, Any]] = boundary_document(scope, me)["Statement"]
+    caller = Principal(arn=f"arn:aws:iam::{ACCOUNT}:role/person-{me}")
+    for what in (
+        "pass the execution role",
+        "open the Studio profile",
+        "create an app in the profile",
+        "open an app in the private space",
+        "stop the job",
+    ):
+        # THEN with everything allowed, the boundary keeps `me` out of `other`'s things and in its own
+        theirs = _with(_attempts(other)[what], _tagged(me))
+        mine = _with(_attempts(me)[what], _tagged(me))
+        assert not decision(EVERYTHING, caller, theirs, boundary=boundary), (me, other, what)
+        assert decision(EVERYTHING, caller, mine, boundary=boundary), (me, other, what)
