@@ -20,7 +20,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from profstack.analysis.errors import NOT_RECORDED
 
-SUMMARY_SCHEMA_VERSION = "1.7"
+SUMMARY_SCHEMA_VERSION = "1.8"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -81,8 +81,9 @@ class KernelStat(TypedDict):
     std_us: float
     pct_of_gpu_op_time: float
     #: schema 1.6: where ``precision`` was read: the kernel's argument types, its name only (a fallback), neither;
-    #: schema 1.7: ``op_types``: the input types of the operators that launched it (record_shapes)
-    precision_source: NotRequired[Literal["types", "op_types", "name", "none", "n/a"]]
+    #: schema 1.7: ``op_types``: the input types of the operators that launched it (record_shapes); schema 1.8:
+    #: ``context``: a name that says only "16-bit float", decided by the rank's typed 16-bit kernels
+    precision_source: NotRequired[Literal["types", "op_types", "name", "context", "none", "n/a"]]
 
 
 class ErrorEntry(TypedDict):
@@ -193,6 +194,9 @@ class MathPrecisionShare(PrecisionShare):
     from_name_time_us: NotRequired[float]
     #: schema 1.7: of ``time_us``, the time whose class was read from the launching operators' input types
     from_op_types_time_us: NotRequired[float]
+    #: schema 1.8: of ``time_us``, the time of kernels whose names say only "16-bit float" (cuDNN's ``..._f16_...``),
+    #: decided by the rank's own typed 16-bit kernels (its operators did not say)
+    from_context_time_us: NotRequired[float]
 
 
 class ConversionKernels(TypedDict):
