@@ -34,7 +34,8 @@ from profstack.analysis.parse import FileData
 DEFAULT_MAX_CYCLE_GAP_S = 1800.0
 
 # torch.profiler.tensorboard_trace_handler: f"{worker_name}.{time.time_ns() // 1_000_000}.pt.trace.json[.gz]"
-_HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.(?P<ms>\d{13})\.pt\.trace\.json(?:\.gz)?$")
+# (milliseconds, 13 digits), since torch 2.x f"{worker_name}.{time.time_ns()}.pt.trace.json" (nanoseconds, 19)
+_HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.(?P<ms>\d{13}|\d{19})\.pt\.trace\.json(?:\.gz)?$")
 
 
 @dataclass(frozen=True)
