@@ -53,9 +53,11 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                     "idle_time_us": tb["idle_time_us"],
                     "gpu_span_us": tb["gpu_span_us"],
                     "threshold_pct": th.low_gpu_util_busy_pct,
+                    **_idle_cause_shares(r),
                 },
-                "Find what the GPU waits for in the idle breakdown: host-bound launch (CPUBound), input pipeline "
-                "(DataloaderBottleneck) or synchronisation (ExcessiveSync).",
+                "Find what the GPU waits for in the idle causes: collectives (CommunicationBound, Straggler), the "
+                "input pipeline (DataloaderBottleneck), synchronisation (ExcessiveSync) or the host launching late or "
+                "busy elsewhere (CPUBound).",
                 rank,
             )
         )
@@ -272,6 +274,15 @@ def host_side_share(r: RankSummary) -> float | None:
         + (causes["host_unexplained_us"] or 0.0)
     )
     return round(100.0 * host / idle, 2)
+
+
+def _idle_cause_shares(r: RankSummary) -> dict[str, float]:
+    """The idle causes' shares of GPU idle time that are known (evidence for LowGPUUtilization)."""
+    causes = r["idle_breakdown"].get("causes")
+    if causes is None:
+        return {}
+    keys = ("collective_wait_pct", "data_wait_pct", "sync_wait_pct", "late_launch_pct", "host_busy_pct", "gpu_side_pct")
+    return {f"idle_{k}": v for k in keys if (v := causes[k]) is not None}  # type: ignore[literal-required]
 
 
 _CAUSE_WORDS = (
