@@ -9,6 +9,9 @@ CPU counterpart of an NCCL kernel. The calling thread's dispatcher op (``c10d::a
 (tens of µs), and its wait (``work.wait()``) is not recorded, so the worker spans are the measure. NCCL's
 ``nccl:all_reduce`` spans are not counted: NCCL communicates on the GPU, where its kernels are measured.
 
+JAX's collectives on the CPU (``jax_cpu_collectives_implementation``: gloo, MPI) are XLA ops named after the HLO
+(``all-reduce.3``); an XSpace without accelerator planes gives them as such spans (profstack/analysis/xplane.py).
+
 **Idle time by cause.** The GPU's idle time (its span less the union of its ops) is split by what the host was doing
 meanwhile, in this order, each part counted once:
 
@@ -50,8 +53,12 @@ from profstack.analysis.stats import pct_or_none, r2
 from profstack.analysis.summary import HostCollectives, IdleCauses, NameStat
 from profstack.analysis.timebins import TimeBins
 
-#: the record_function names of collectives that run on the CPU (gloo, MPI, UCC process groups)
-HOST_COLLECTIVE_RE = re.compile(r"^(gloo|mpi|ucc):[A-Za-z_]")
+#: the record_function names of collectives that run on the CPU (gloo, MPI, UCC process groups), and XLA's collective
+#: ops on a host without accelerators (JAX's CPU collectives: profstack.analysis.xplane.XLA_CPU_COLLECTIVE)
+HOST_COLLECTIVE_RE = re.compile(
+    r"^((gloo|mpi|ucc):[A-Za-z_]"
+    r"|(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast)(-start|-done)?(\.\d+)?$)"
+)
 _BUSY = GPU_SERIES.index("busy")
 _LAUNCHES = GPU_SERIES.index("launch_calls")
 #: bins the idle split is computed on, at most (the GPU timeline has 1,024)
