@@ -104,6 +104,11 @@ def file_span(fd: FileData) -> tuple[float, float] | None:
         hi = max(hi, *(t + d for t, d in zip(fd.st_ts, fd.st_dur, strict=True)))
     if fd.launch_span is not None:
         lo, hi = min(lo, fd.launch_span[0]), max(hi, fd.launch_span[1])
+    tl = fd.cpu_timeline
+    if ".xplane.pb" in fd.name and tl.lo <= tl.hi:
+        # one device of an XSpace (profstack.analysis.xplane.expand): the host's events, shared by the host's devices,
+        # are its time too, so the devices of one host are one run even where their own work does not overlap
+        lo, hi = min(lo, tl.lo), max(hi, tl.hi)
     if lo > hi:
         return None
     return fd.time_offset_us + lo, fd.time_offset_us + hi

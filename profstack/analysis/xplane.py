@@ -44,6 +44,7 @@ Bounded: the protobuf is parsed whole (the format has no streaming reader), so a
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -271,7 +272,13 @@ _NAME_PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this f
 def plane_names(buf: BinaryIO) -> list[str]:
     """The names of an XSpace's planes, in order, without parsing it: XSpace field 1 (planes) is a repeated message,
     XPlane field 2 its name. Reads only the first bytes of each plane (seeks past the rest where it can)."""
-    names: list[str] = []
+    return [name for name, _ in plane_heads(buf)]
+
+
+def plane_heads(buf: BinaryIO) -> list[tuple[str, bool]]:
+    """(name, whether it has a line) of each plane, in order (``plane_names``): a plane's fields are written in
+    field order, so its lines (field 3) follow its id and name in the bytes read."""
+    names: list[tuple[str, bool]] = []
     while (key := _varint(buf)) is not None:
         field, wire = key >> 3, key & 7
         if wire == 0:
@@ -295,24 +302,32 @@ def plane_names(buf: BinaryIO) -> list[str]:
     return names
 
 
-def _name_in(head: bytes) -> str:
-    """XPlane's field 2 (name) among the first fields of ``head`` ("" where it is not there)."""
+def _name_in(head: bytes) -> tuple[str, bool]:
+    """XPlane's field 2 (name) among the first fields of ``head`` ("" where it is not there), and whether a line
+    (field 3) comes right after it."""
     b = io.BytesIO(head)
+    name = ""
     try:
         while (key := _varint(b)) is not None:
             field, wire = key >> 3, key & 7
+            if field == 3:
+                return name, True
+            if field > 3:
+                return name, False
             if wire == 0:
                 _varint(b)
             elif wire == 2:
                 length = _varint(b) or 0
                 data = b.read(length)
                 if field == 2:
-                    return data.decode("utf-8", "replace")
+                    name = data.decode("utf-8")  # strict, as the parser: invalid UTF-8 is no XSpace
             else:
-                return ""
+                return name, False
     except TraceSourceError:
-        return ""
-    return ""
+        return name, False
+    except UnicodeDecodeError as exc:
+        raise TraceSourceError(f"not a readable XSpace profile (.xplane.pb): a plane name is not UTF-8: {exc}") from exc
+    return name, False
 
 
 def _event_json(ev: dict[str, Any]) -> bytes:
@@ -435,22 +450,36 @@ def _plane_events(
             yield out
 
 
-def xspace_to_kineto(
-    data: bytes, *, max_events: int = MAX_XPLANE_EVENTS, device: int | None = None, rank: Rank | None = None
-) -> Iterator[bytes]:
-    """The Kineto JSON of the XSpace ``data``, in pieces (header, events, footer). With ``device`` (an index among the
-    file's GPU/TPU/XPU planes), only that device's ops and the host events (its own launches among them); with
-    ``rank`` (rank, world size), the header's ``distributedInfo``."""
+_LAST: dict[str, Any] = {}  # the last XSpace parsed: its digest, the message, its devices' correlation ids
+
+
+def _parsed(data: bytes) -> tuple[Any, dict[int, set[int]]]:
+    """The XSpace of ``data`` and each device plane's correlation ids, parsed once for the sources of its devices
+    (opened one after the other): the last one is kept, keyed by the bytes' digest."""
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    if _LAST.get("digest") == digest:
+        return _LAST["space"], _LAST["corr"]
     space = parse_xspace(data)
+    corr = {k: _device_correlations(p) for k, p in enumerate(space.planes) if _DEVICE_PLANE.match(p.name)}
+    _LAST.clear()
+    _LAST.update(digest=digest, space=space, corr=corr)
+    return space, corr
+
+
+def xspace_to_kineto(
+    data: bytes, *, max_events: int = MAX_XPLANE_EVENTS, plane: str | None = None, rank: Rank | None = None
+) -> Iterator[bytes]:
+    """The Kineto JSON of the XSpace ``data``, in pieces (header, events, footer). With ``plane`` (a GPU/TPU/XPU
+    plane's name), only that device's ops and the host events (its own launches among them); with ``rank`` (rank,
+    world size), the header's ``distributedInfo``."""
+    space, corr_by_plane = _parsed(data)
     budget, skipped = [max_events], [0]
-    planes = [(k, plane) for k, plane in enumerate(space.planes)]
-    accel = [k for k, plane in planes if _accelerator(plane.name)]
-    chosen = accel[device] if device is not None and 0 <= device < len(accel) else None
-    corr_by_plane = {k: _device_correlations(plane) for k, plane in planes if _DEVICE_PLANE.match(plane.name)}
+    planes = [(k, p) for k, p in enumerate(space.planes)]
+    accel = [k for k, p in planes if _accelerator(p.name)]
+    chosen = next((k for k in accel if space.planes[k].name == plane), None) if plane is not None else None
     all_corr = set().union(*corr_by_plane.values()) if corr_by_plane else set()
-    scope = _Scope(
-        all_corr, corr_by_plane.get(chosen) if chosen is not None else None, device in (None, 0), cpu_only=not accel
-    )
+    first = chosen is None or chosen == min((k for k in accel if len(space.planes[k].lines)), default=chosen)
+    scope = _Scope(all_corr, corr_by_plane.get(chosen) if chosen is not None else None, first, cpu_only=not accel)
     if chosen is not None:  # the other devices' planes are other ranks'
         planes = [(k, p) for k, p in planes if k == chosen or not _DEVICE_PLANE.match(p.name)]
     device_props = [
@@ -471,8 +500,8 @@ def xspace_to_kineto(
         head["deviceProperties"] = device_props
     yield _event_json(head)[:-1] + b',"traceEvents":['
     first = True
-    for pid, plane in planes:
-        for ev in _plane_events(plane, pid, budget, skipped, scope):
+    for pid, xplane in planes:
+        for ev in _plane_events(xplane, pid, budget, skipped, scope):
             yield (b"" if first else b",\n") + _event_json(ev)
             first = False
     tail: dict[str, Any] = {"xplaneSkippedAggregated": skipped[0]}
@@ -518,14 +547,14 @@ class XPlaneSource:
     ``device``, of one of its GPU/TPU/XPU planes: ``name`` then ends ``#<plane name>``; with ``rank``, the rank and
     world size its header states)."""
 
-    def __init__(self, inner: Any, *, device: int | None = None, plane: str | None = None, rank: Rank | None = None):
+    def __init__(self, inner: Any, *, plane: str | None = None, rank: Rank | None = None) -> None:
         self.inner = inner
-        self.device, self.rank = device, rank
+        self.plane, self.rank = plane, rank
         self.name: str = inner.name if plane is None else f"{inner.name}#{plane}"
         self.size_hint: int | None = inner.size_hint
 
     def __getattr__(self, attr: str) -> Any:  # path, obj, failure: what callers read off the wrapped source
-        if attr.startswith("__") or attr in ("inner", "device", "rank"):  # pickling looks these up before __init__
+        if attr.startswith("__") or attr in ("inner", "plane", "rank"):  # pickling looks these up before __init__
             raise AttributeError(attr)
         return getattr(self.inner, attr)
 
@@ -539,7 +568,7 @@ class XPlaneSource:
             data = fh.read(MAX_XPLANE_BYTES + 1)
         if len(data) > MAX_XPLANE_BYTES:
             raise TraceSourceError(f"XSpace profile larger than {MAX_XPLANE_BYTES} bytes; open it in XProf instead")
-        pieces = xspace_to_kineto(data, device=self.device, rank=self.rank)
+        pieces = xspace_to_kineto(data, plane=self.plane, rank=self.rank)
         reader = _Converted(_ChunkReader(pieces), buffer_size=1 << 20)
         reader.converted_from_bytes = len(data)
         return cast(BinaryIO, reader)
@@ -556,11 +585,11 @@ def as_kineto(source: S) -> S:
 
 
 def device_planes(source: Any) -> list[str] | None:
-    """The GPU/TPU/XPU plane names of the XSpace ``source`` holds (``plane_names``); None where it cannot be read
-    (its analysis then says why)."""
+    """The GPU/TPU/XPU planes of the XSpace ``source`` holds that recorded anything (a line: TensorFlow lists every
+    visible GPU, used or not), by name (``plane_heads``); None where it cannot be read (its analysis says why)."""
     try:
         with source.open() as fh:
-            return [n for n in plane_names(fh) if _accelerator(n)]
+            return [n for n, has_lines in plane_heads(fh) if has_lines and _accelerator(n)]
     except (TraceSourceError, OSError):
         return None
 
@@ -588,9 +617,7 @@ def expand(sources: list[Any]) -> list[Any]:
                 replace[i] = [XPlaneSource(inner, rank=(rank, world) if world > 1 else None)]
                 rank += 1
                 continue
-            replace[i] = [
-                XPlaneSource(inner, device=d, plane=devices[d], rank=(rank + d, world)) for d in range(len(devices))
-            ]
+            replace[i] = [XPlaneSource(inner, plane=name, rank=(rank + d, world)) for d, name in enumerate(devices)]
             rank += len(devices)
     out: list[Any] = []
     for i, src in enumerate(sources):
