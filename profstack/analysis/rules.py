@@ -351,6 +351,7 @@ def cpu_bound(r: RankSummary, th: RuleThresholds, graphs: float | None) -> Findi
     }
     if graphs is not None:
         evidence["graph_replay_kernel_pct"] = round(100.0 * graphs, 2)
+    evidence = {k: v for k, v in evidence.items() if v is not None}  # a part that cannot be told is not evidence
     if unexplained > late + busy_host:
         what = "the host's (launching too late or doing other work: launch calls outside the launch-delay set)"
         advice = _late_launch_advice(graphs) + " " + HOST_BUSY_RECOMMENDATION + " " + UNSPLIT_HINT
@@ -551,6 +552,10 @@ def communication_bound(r: RankSummary, th: RuleThresholds) -> Finding | None:
             [int(r["rank"])],
         )
     backend = hc["backend"] or ", ".join(sorted({n["name"].split(":", 1)[0] for n in hc["by_name"]}))
+    if not cm["kernel_count"]:  # no GPU communication: its numbers are not evidence
+        for key in ("exposed_time_us", "comm_time_us", "overlap_pct_of_comm"):
+            evidence.pop(key, None)
+    evidence = {k: v for k, v in evidence.items() if v is not None}
     evidence |= {
         "host_collective_calls": hc["calls"],
         "host_collective_time_us": hc["time_us"],
