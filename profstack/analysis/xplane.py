@@ -267,6 +267,10 @@ def _skip(buf: BinaryIO, n: int) -> None:
 
 
 _NAME_PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this far into a plane for its name
+#: planes scanned at most, and device planes made ranks at most (a host has a few dozen devices): beyond, the file is
+#: read whole as one rank, as before (a hostile file cannot make thousands of conversions of itself)
+MAX_PLANES_SCANNED = 65_536
+MAX_DEVICE_RANKS = 64
 
 
 def plane_names(buf: BinaryIO) -> list[str]:
@@ -280,6 +284,8 @@ def plane_heads(buf: BinaryIO) -> list[tuple[str, bool]]:
     field order, so its lines (field 3) follow its id and name in the bytes read."""
     names: list[tuple[str, bool]] = []
     while (key := _varint(buf)) is not None:
+        if len(names) >= MAX_PLANES_SCANNED:
+            raise TraceSourceError(f"an XSpace with more than {MAX_PLANES_SCANNED} planes: not expanded")
         field, wire = key >> 3, key & 7
         if wire == 0:
             _varint(buf)
@@ -613,7 +619,7 @@ def expand(sources: list[Any]) -> list[Any]:
         rank = 0
         for i in members:
             inner, devices = _inner(sources[i]), planes[i] or []
-            if len(devices) <= 1:  # one timeline: read whole, as before
+            if len(devices) <= 1 or len(devices) > MAX_DEVICE_RANKS:  # one timeline (or too many): read whole
                 replace[i] = [XPlaneSource(inner, rank=(rank, world) if world > 1 else None)]
                 rank += 1
                 continue

@@ -379,3 +379,17 @@ def test_a_real_tensorflow_host_with_eight_gpus_is_a_rank_per_used_device() -> N
     assert sum(r["launch_delay"]["count"] for r in summary["ranks"]) == 1556
     assert not [f for f in summary["findings"] if f["rule_id"] == "BatchSize"]
     assert len(summary["runs"]) == 1
+
+
+def test_a_hostile_xspace_cannot_multiply_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN an XSpace with more device planes holding work than a host has devices (bound lowered to 2 here)
+    monkeypatch.setattr(xp, "MAX_DEVICE_RANKS", 2)
+    sources = xp.expand([xp.as_kineto(BytesTraceSource(_tf_host_gpu_space(3), name="h.xplane.pb"))])
+    # THEN it is read whole, one source, as before (its result then says MultipleDevicesError)
+    assert [s.name for s in sources] == ["h.xplane.pb"]
+    # AND a plane scan stops at its bound with an error (no expansion), never reads on without end
+    monkeypatch.setattr(xp, "MAX_PLANES_SCANNED", 2)
+    import io
+
+    with pytest.raises(TraceSourceError):
+        xp.plane_heads(io.BytesIO(_tf_host_gpu_space(3)))
