@@ -423,13 +423,19 @@ INDEX_LINK_HTML = (
     '<p class="notice indexlink">All your jobs: <a href="../index.html">your report index</a> '
     "(or <code>profstack reports list</code>)</p>"
 )
+#: the same link as the first entry of the report's navigation bar
+INDEX_NAV_HTML = '<a class="up" href="../index.html">← All your reports</a>'
 
 
 def with_index_link(page: str) -> str:
-    """A job's page with the link to its owner's index (reports/<user>/index.html, one folder up) on top."""
-    marker = '<div class="wrap">'
-    if marker in page:
-        return page.replace(marker, marker + INDEX_LINK_HTML, 1)
+    """A job's page with the link to its owner's index (reports/<user>/index.html, one folder up): first in the
+    report's navigation bar, else a line on top of the page."""
+    nav = '<nav class="toc" aria-label="Sections of this report">'
+    if nav in page:
+        return page.replace(nav, nav + INDEX_NAV_HTML, 1)
+    for marker in ('<div class="wrap" id="top">', '<div class="wrap">'):
+        if marker in page:
+            return page.replace(marker, marker + INDEX_LINK_HTML, 1)
     return page.replace("<body>", "<body>" + INDEX_LINK_HTML, 1)
 
 
