@@ -340,9 +340,7 @@ def _chips(evidence: object, skip: Sequence[str] = ("host", "source")) -> str:
         return ""
     return (
         '<div class="chips">'
-        + "".join(
-            f'<span class="chip">{esc(evidence_label(k))} <b>{evidence_value(k, v)}</b></span>' for k, v in items
-        )
+        + "".join(f'<span class="chip">{esc(evidence_label(k))} <b>{evidence_value(k, v)}</b></span>' for k, v in items)
         + "</div>"
     )
 

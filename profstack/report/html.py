@@ -43,6 +43,9 @@ from profstack.report.svg import Slice, columns, donut, stacked_bar
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
 MAX_RANK_DETAILS = 8
 MAX_STEP_BARS = 400
+#: annotation rows per side: the longest-running shown, the next folded behind "more", the rest in summary.json
+ANNOTATIONS_SHOWN = 10
+MAX_ANNOTATIONS = 25
 
 
 def render_html(summary: Mapping[str, Any], *, title: str | None = None, sections: Sequence[str] = ()) -> str:
@@ -65,9 +68,7 @@ def render_html(summary: Mapping[str, Any], *, title: str | None = None, section
     util = panels.utilisation_overview(ranks)
     timelines = panels.timelines_section(summary)
     cost = render_cost(summary, every_cause)  # summary 1.2 `cost` (the processor adds it), else nothing
-    rank_html = [
-        _rank_section(r, _not_recorded(summary, r), anchor=f"rank-{i}") for i, r in enumerate(detailed)
-    ]
+    rank_html = [_rank_section(r, _not_recorded(summary, r), anchor=f"rank-{i}") for i, r in enumerate(detailed)]
     body = [
         _header(summary, ranks, page_title),
         _nav(
@@ -181,10 +182,7 @@ def _header(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]], page_tit
             f'<details class="inputs"><summary>The {len(names)} trace file{"s" if len(names) != 1 else ""} '
             f'analysed</summary><ul class="src">{listed}{more}</ul></details>'
         )
-    return (
-        f'<header class="top"><h1>{esc(page_title)} {status}</h1>'
-        f'<div class="meta">{meta_html}</div>{files}</header>'
-    )
+    return f'<header class="top"><h1>{esc(page_title)} {status}</h1><div class="meta">{meta_html}</div>{files}</header>'
 
 
 def _listed(items: Sequence[str], *, open_up_to: int = 3) -> str:
@@ -421,6 +419,12 @@ def _not_recorded(summary: Mapping[str, Any], rank: Mapping[str, Any]) -> list[M
     ]
 
 
+def _file_name(path: object) -> str:
+    """A trace file by its name, its whole path (an S3 URI) on hover."""
+    text = str(path)
+    return f'<span title="{esc(text)}">{esc(text.rstrip("/").rsplit("/", 1)[-1] or text)}</span>'
+
+
 def _rank_section(rank: Mapping[str, Any], unrecorded: Sequence[Mapping[str, Any]] = (), *, anchor: str = "") -> str:
     label = get(rank, "label") or get(rank, "rank") or "0"
     has_gpu = bool(get(rank, "has_gpu"))
@@ -458,7 +462,7 @@ def _rank_section(rank: Mapping[str, Any], unrecorded: Sequence[Mapping[str, Any
     id_attr = f' id="{esc(anchor)}"' if anchor else ""
     head = (
         f'<section class="rank"{id_attr}><h2>Rank {esc(label)} {"".join(badges)}</h2>'
-        f'<div class="src">{esc(", ".join(str(s) for s in sources))}</div>'
+        f'<div class="src">{", ".join(_file_name(s) for s in sources)}</div>'
         f'<p class="muted" style="margin:4px 0 12px">{" · ".join(esc(f) for f in facts)}</p>'
     )
     cards: list[str] = []
@@ -1093,18 +1097,33 @@ def _panel_annotations(rank: Mapping[str, Any]) -> str:
         items = [a for a in (get(ann, side) or []) if isinstance(a, Mapping)]
         if not items:
             continue
-        rows = "".join(
-            f'<tr><td class="name"><span class="k" title="{esc(get(a, "name"))}">{esc(get(a, "name"))}</span></td>'
-            f"<td class='n'>{count(get(a, 'count'))}</td><td class='n'>{dur(get(a, 'total_us'))}</td>"
-            f"<td class='n'>{dur(get(a, 'mean_us'))}</td><td class='n'>{dur(get(a, 'max_us'))}</td>"
-            f"<td>{_durations_cell(a)}</td></tr>"
-            for a in items[:25]
+
+        def row(a: Mapping[str, Any]) -> str:
+            return (
+                f'<tr><td class="name"><span class="k" title="{esc(get(a, "name"))}">{esc(get(a, "name"))}</span></td>'
+                f"<td class='n'>{count(get(a, 'count'))}</td><td class='n'>{dur(get(a, 'total_us'))}</td>"
+                f"<td class='n'>{dur(get(a, 'mean_us'))}</td><td class='n'>{dur(get(a, 'max_us'))}</td>"
+                f"<td>{_durations_cell(a)}</td></tr>"
+            )
+
+        head = (
+            '<thead><tr><th>Annotation</th><th class="n">Count</th><th class="n">Total</th><th class="n">Mean</th>'
+            '<th class="n">Max</th><th>Durations</th></tr></thead>'
         )
-        more = f'<p class="muted">{len(items) - 25} more in summary.json</p>' if len(items) > 25 else ""
+        shown, folded = items[:ANNOTATIONS_SHOWN], items[ANNOTATIONS_SHOWN:MAX_ANNOTATIONS]
+        table = f"<table>{head}<tbody>{''.join(row(a) for a in shown)}</tbody></table>"
+        if folded:
+            table += (
+                f"<details><summary>{len(folded)} more</summary><table>{head}<tbody>"
+                f"{''.join(row(a) for a in folded)}</tbody></table></details>"
+            )
+        more = (
+            f'<p class="muted">{len(items) - MAX_ANNOTATIONS} more in summary.json</p>'
+            if len(items) > MAX_ANNOTATIONS
+            else ""
+        )
         blocks.append(
-            f'<h3 style="margin-top:8px">{esc(title)}</h3><table><thead><tr><th>Annotation</th>'
-            '<th class="n">Count</th><th class="n">Total</th><th class="n">Mean</th><th class="n">Max</th>'
-            f"<th>Durations</th></tr></thead><tbody>{rows}</tbody></table>{more}" + panels.annotation_histograms(items)
+            f'<h3 style="margin-top:8px">{esc(title)}</h3>{table}{more}' + panels.annotation_histograms(items)
         )
     if not blocks:
         return ""

@@ -33,8 +33,7 @@ def donut(slices: Sequence[Slice], *, center: str, caption: str = "", size: int 
     circ = 2 * math.pi * r
     name = f"{label or caption or 'ring chart'}: {center}; {shares_text(slices)}"
     parts = [
-        f'<svg class="donut" viewBox="0 0 150 150" width="{size}" height="{size}" role="img" '
-        f'aria-label="{esc(name)}">',
+        f'<svg class="donut" viewBox="0 0 150 150" width="{size}" height="{size}" role="img" aria-label="{esc(name)}">',
         f'<circle cx="75" cy="75" r="{r}" fill="none" class="track-ring" stroke-width="{stroke}"/>',
     ]
     offset = 0.0
