@@ -37,53 +37,68 @@ AA_LARGE = 3.0
 
 AUDIT_JS = r"""
 (viewportHeight) => {
+  const styles = new Map();
+  const style = (e) => { let cs = styles.get(e); if (!cs) { cs = getComputedStyle(e); styles.set(e, cs); } return cs; };
   const parse = (c) => {
     const m = c && c.match(/rgba?\(([^)]+)\)/);
     if (!m) return null;
     const p = m[1].split(/[ ,\/]+/).filter(Boolean).map(Number);
     return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
   };
-  const over = (fg, bg) => {  // fg (with alpha) composited over an opaque bg
-    const a = fg[3];
-    return [0, 1, 2].map(i => fg[i] * a + bg[i] * (1 - a)).concat([1]);
-  };
+  const over = (fg, bg) => [0, 1, 2].map(i => fg[i] * fg[3] + bg[i] * (1 - fg[3])).concat([1]);
   const lum = (c) => {
-    const ch = c.slice(0, 3).map(v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });
+    const ch = c.slice(0, 3).map(v => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    });
     return 0.2126 * ch[0] + 0.7152 * ch[1] + 0.0722 * ch[2];
   };
   const ratio = (a, b) => { const x = lum(a), y = lum(b); return (Math.max(x, y) + 0.05) / (Math.min(x, y) + 0.05); };
-  const gradientStops = (img) => (img.match(/rgba?\([^)]+\)/g) || []).map(parse);
-  // the backgrounds an element's text may be drawn on (several when a gradient is in the way)
+  const stopsOf = (img) => (img.match(/rgba?\([^)]+\)/g) || []).map(parse);
+  // the backgrounds an element's text may be drawn on: ancestors' colours composited (several when a gradient
+  // is in the way: each of its stops)
+  const bgCache = new Map();
   const backgrounds = (el) => {
-    const layers = [];
-    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
-      const cs = getComputedStyle(e);
-      const stops = cs.backgroundImage && cs.backgroundImage !== 'none' ? gradientStops(cs.backgroundImage) : [];
-      if (stops.length) { layers.push({stops}); break; }
-      const c = parse(cs.backgroundColor);
-      if (c && c[3] > 0) { layers.push({stops: [c]}); if (c[3] >= 1) break; }
+    if (!el || el.nodeType !== 1) return [[255, 255, 255, 1]];
+    if (bgCache.has(el)) return bgCache.get(el);
+    const cs = style(el);
+    const stops = cs.backgroundImage && cs.backgroundImage !== 'none' ? stopsOf(cs.backgroundImage) : [];
+    const c = parse(cs.backgroundColor);
+    let out;
+    if (stops.length) {
+      const opaque = stops.every(s => s[3] >= 1);
+      out = opaque ? stops : backgrounds(el.parentElement).flatMap(b => stops.map(s => over(s, b)));
+    } else if (c && c[3] >= 1) {
+      out = [c];
+    } else if (c && c[3] > 0) {
+      out = backgrounds(el.parentElement).map(b => over(c, b));
+    } else {
+      out = backgrounds(el.parentElement);
     }
-    let bases = [[255, 255, 255, 1]];
-    const last = layers[layers.length - 1];
-    if (last && last.stops.every(s => s[3] >= 1)) { bases = last.stops; layers.pop(); }
-    for (let i = layers.length - 1; i >= 0; i--) {
-      const next = [];
-      for (const b of bases) for (const s of layers[i].stops) next.push(over(s, b));
-      bases = next;
-    }
-    return bases;
+    bgCache.set(el, out);
+    return out;
+  };
+  const shown = new Map();
+  const visibleChain = (e) => {  // display, visibility, opacity and closed <details> of the element and ancestors
+    if (!e || e.nodeType !== 1) return true;
+    if (shown.has(e)) return shown.get(e);
+    const cs = style(e);
+    let v = cs.display !== 'none' && cs.visibility !== 'hidden' && Number(cs.opacity) !== 0;
+    const parent = e.parentElement;
+    if (v && parent && parent.tagName === 'DETAILS' && !parent.open && e.tagName !== 'SUMMARY') v = false;
+    v = v && visibleChain(parent);
+    shown.set(e, v);
+    return v;
   };
   const visible = (el) => {
     const r = el.getBoundingClientRect();
-    if (r.width === 0 || r.height === 0) return false;
-    for (let e = el; e && e.nodeType === 1; e = e.parentElement) {
-      const cs = getComputedStyle(e);
-      if (cs.display === 'none' || cs.visibility === 'hidden' || Number(cs.opacity) === 0) return false;
-      if (e.tagName === 'DETAILS' && !e.open && e !== el && !el.closest('summary')) return false;
-    }
-    return true;
+    return r.width > 0 && r.height > 0 && visibleChain(el);
   };
-  const opacity = (el) => { let o = 1; for (let e = el; e && e.nodeType === 1; e = e.parentElement) o *= Number(getComputedStyle(e).opacity); return o; };
+  const opacity = (el) => {
+    let o = 1;
+    for (let e = el; e && e.nodeType === 1; e = e.parentElement) o *= Number(style(e).opacity);
+    return o;
+  };
   const describe = (el) => {
     let s = el.tagName.toLowerCase();
     if (el.className && typeof el.className === 'string') s += '.' + el.className.trim().split(/\s+/).join('.');
@@ -98,7 +113,7 @@ AUDIT_JS = r"""
     if (['SCRIPT', 'STYLE', 'TITLE'].includes(el.tagName)) continue;
     const own = [...el.childNodes].some(n => n.nodeType === 3 && n.textContent.trim());
     if (!own || !visible(el)) continue;
-    const cs = getComputedStyle(el);
+    const cs = style(el);
     let fg = parse(isSvgText ? cs.fill : cs.color);
     if (!fg) continue;
     fg = [fg[0], fg[1], fg[2], fg[3] * opacity(el)];
@@ -117,10 +132,10 @@ AUDIT_JS = r"""
     let spill = 0, what = '';
     for (const d of card.querySelectorAll('*')) {
       if (!visible(d)) continue;
-      // content clipped inside a scroll container of its own is the container's business
+      // content inside a scroll box of its own (a wide table's) scrolls there, it does not spill
       let clipped = false;
       for (let e = d.parentElement; e && e !== card; e = e.parentElement) {
-        const ox = getComputedStyle(e).overflowX;
+        const ox = style(e).overflowX;
         if (ox === 'auto' || ox === 'scroll' || ox === 'hidden') { clipped = true; break; }
       }
       if (clipped) continue;
@@ -135,9 +150,9 @@ AUDIT_JS = r"""
   for (const svg of document.querySelectorAll('svg')) {
     if (svg.closest('[aria-hidden="true"]') || !visible(svg)) continue;
     const title = svg.querySelector(':scope > title');
-    const label = svg.getAttribute('aria-label') || (svg.getAttribute('aria-labelledby') &&
-      [...svg.getAttribute('aria-labelledby').split(/\s+/)].map(id => (document.getElementById(id) || {}).textContent || '').join(' ').trim());
-    const name = (label || (title && title.textContent) || '').trim();
+    const ids = (svg.getAttribute('aria-labelledby') || '').split(/\s+/).filter(Boolean);
+    const labelled = ids.map(id => (document.getElementById(id) || {}).textContent || '').join(' ').trim();
+    const name = (svg.getAttribute('aria-label') || labelled || (title && title.textContent) || '').trim();
     charts.push({role: svg.getAttribute('role'), name, cls: svg.getAttribute('class') || ''});
   }
 
@@ -145,8 +160,9 @@ AUDIT_JS = r"""
   for (const el of document.querySelectorAll('h1, h2, .kpis, nav, .overview, .causes')) {
     const r = el.getBoundingClientRect();
     if (visible(el) && r.top + window.scrollY < viewportHeight) {
-      fold.push({tag: el.tagName.toLowerCase() + (el.className ? '.' + el.className : ''), top: Math.round(r.top + window.scrollY),
-                 text: (el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 60)});
+      const tag = el.tagName.toLowerCase() + (el.className ? '.' + el.className : '');
+      const text = (el.textContent || '').trim().replace(/\s+/g, ' ').slice(0, 60);
+      fold.push({tag, top: Math.round(r.top + window.scrollY), text});
     }
   }
   const kpis = document.querySelector('.kpis');

@@ -247,7 +247,7 @@ class Server:
 
 def start(site: ReportSite, *, port: int = 0) -> Server:
     """A server for `site` on 127.0.0.1:`port` (0: any free port), not yet serving (Server.serve_until_idle)."""
-    handler = type("SiteHandler", (ReportHandler,), {"site": site})
+    handler: type[ReportHandler] = type("SiteHandler", (ReportHandler,), {"site": site})
     httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
     httpd.daemon_threads = True
     bound = int(httpd.server_address[1])

@@ -449,11 +449,11 @@ def _why_host_silent(summary: Mapping[str, Any], groups: Sequence[Group]) -> tup
     over = over and max(waits) > (wait_th or 0) and max(idles) >= (idle_th or 0)
     if comm is not None and (over or wait_th is None):
         why = (
-            f"No CPUBound finding although {wait_txt}"
-            + (f" (its threshold: {pct(wait_th, 0)})" if wait_th is not None else "")
-            + f": the CommunicationBound rule fired on {comm.scope()}, and where it fires CPUBound stays silent, "
-            "because a GPU waiting on collectives also makes the host launch late. Fix the communication first; "
-            "the host waits that remain are the host's own."
+            f"No finding names the host waits (rule CPUBound) although {wait_txt}"
+            + (f", above that rule's {pct(wait_th, 0)}" if wait_th is not None else "")
+            + f": where communication is not overlapped (CommunicationBound, on {comm.scope()}) CPUBound stays "
+            "silent, because a GPU waiting on collectives also makes the host launch late. Fix the communication "
+            "first; the host waits that remain are the host's own."
         )
         return why, f"{ONE_CHANGE['CommunicationBound']} Then, if the GPU still waits: {ONE_CHANGE['CPUBound']}"
     if wait_th is not None and idle_th is not None:
@@ -486,7 +486,8 @@ def _why_silent(cause: str, summary: Mapping[str, Any], groups: Sequence[Group])
     low = next((g for g in groups if g.rule_id == "LowGPUUtilization"), None)
     if cause == "other_idle" and low is not None:
         return (
-            f"No rule names these gaps one by one; LowGPUUtilization fired on {low.scope()}.",
+            f"No rule names these gaps one by one; the GPU under-used finding (LowGPUUtilization) covers them, on "
+            f"{low.scope()}.",
             CAUSE_CHANGE[cause],
         )
     return "No rule fired on it at the configured thresholds.", CAUSE_CHANGE.get(cause, "")
@@ -511,7 +512,7 @@ def top_causes(summary: Mapping[str, Any], groups: Sequence[Group], limit: int =
 def explanation_html(c: Cause) -> str:
     if c.explained_by is not None:
         g = c.explained_by
-        return f'Explained by <a href="#{g.anchor}">{esc(g.title)}</a> <span class="muted">({esc(g.scope())})</span>'
+        return f'Finding: <a href="#{g.anchor}">{esc(g.title)}</a> <span class="muted">({esc(g.scope())})</span>'
     return f'<span class="silent">{prose(c.why_no_finding)}</span>'
 
 
@@ -532,7 +533,8 @@ def render_causes(summary: Mapping[str, Any], causes: Sequence[Cause]) -> str:
             if c.usd is not None
             else ""
         )
-        bar = f'<span class="meter" aria-hidden="true"><i style="width:{min(max(c.share_pct, 0.0), 100.0):.1f}%"></i></span>'
+        width = min(max(c.share_pct, 0.0), 100.0)
+        bar = f'<span class="meter" aria-hidden="true"><i style="width:{width:.1f}%"></i></span>'
         items.append(
             f'<li class="cause"><div class="cause-head"><span class="n">{i}</span>'
             f'<span class="what">{esc(c.title)}</span>'

@@ -75,7 +75,7 @@ def render_html(summary: Mapping[str, Any], *, title: str | None = None, section
             [
                 ("overview", "Overview"),
                 ("causes", "Lost GPU time") if causes else None,
-                ("findings", f"Findings ({len(groups)})" if groups else "Findings"),
+                ("findings", "Findings"),
                 ("cost", "Cost") if cost else None,
                 ("system", "System") if any('id="system"' in s for s in others) else None,
                 ("ranks", "Ranks compared") if cross else None,
@@ -278,7 +278,7 @@ def _overview(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]]) -> str
             pct(busy) if gpu else "no GPU",
             "GPU busy",
             busy_cls,
-            f"mean over {len(gpu)} GPU rank{'s' if len(gpu) != 1 else ''}" if gpu else "CPU-only trace",
+            f"mean over {len(gpu)} GPU rank{'s' if len(gpu) != 1 else ''}" if gpu else "no GPU activity in the traces",
         ),
         _kpi(dur(step), "step time", "", _steps_text(max(steps, default=0))),
     ]

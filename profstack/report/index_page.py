@@ -73,8 +73,8 @@ def nice_ceiling(value: float) -> float:
     """The smallest of 1, 2, 2.5, 5 x 10^k at or above `value` (an axis top a person reads at a glance)."""
     if not value > 0 or not math.isfinite(value):
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
-    return next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= value * (1 - 1e-12))
+    power = 10.0 ** math.floor(math.log10(value))
+    return float(next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= value * (1 - 1e-12)))
 
 
 def trend_svg(jobs: Sequence[Mapping[str, Any]], key: str, *, fmt: str, color: str, what: str, family: str) -> str:
@@ -240,7 +240,8 @@ def _row(row: Mapping[str, Any], family_ids: Mapping[str, int], now: datetime) -
     partial = "" if row.get("complete") or row.get("no_traces") else ' <span class="badge warning">partial</span>'
     cells = [
         ("Job", "jobcell", f'<a href="{job}/report.html">{job}</a>{partial}<div class="sub">'
-         f'{esc(family) if isinstance(family, str) else "no family"} · <a href="{job}/summary.json">summary.json</a></div>'),
+         f'{esc(family) if isinstance(family, str) else "no family"} · '
+         f'<a href="{job}/summary.json">summary.json</a></div>'),
         ("Status", "", esc(row.get("status") or "—")),
         ("Ended (UTC)", "n", f"<span class=d>{esc(day)}</span><div class=sub>{esc(clock[:5])}</div>"),
         ("Duration", "n", esc(duration_text(row.get("duration_s")))),

@@ -17,7 +17,10 @@ from profstack.jobs.links import console_base
 
 def s3_object_console_url(region: str, bucket: str, key: str) -> str:
     """The S3 console's page of one object (its Open and Download buttons presign for the signed-in user)."""
-    return f"{console_base(region)}/s3/object/{quote(bucket, safe='')}?region={region}&bucketType=general&prefix={quote(key, safe='')}"
+    return (
+        f"{console_base(region)}/s3/object/{quote(bucket, safe='')}?region={region}&bucketType=general"
+        f"&prefix={quote(key, safe='')}"
+    )
 
 
 def s3_folder_console_url(region: str, bucket: str, prefix: str) -> str:

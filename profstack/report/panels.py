@@ -257,7 +257,8 @@ def timelines_section(summary: Mapping[str, Any]) -> str:
     if isinstance(listed, list):
         if not listed:
             return (
-                '<h2 id="timelines">Timelines</h2><div class="card p-timelines"><p class="empty">No timeline files were written '
+                '<h2 id="timelines">Timelines</h2><div class="card p-timelines"><p class="empty">'
+                "No timeline files were written "
                 "with this report (<code>profstack analyze --format perfetto</code> writes them).</p></div>"
             )
         rows = []
@@ -295,7 +296,8 @@ def timelines_section(summary: Mapping[str, Any]) -> str:
         for o in plan.outputs
     )
     return (
-        '<h2 id="timelines">Timelines</h2><div class="card p-timelines"><p>Trimmed timelines are written next to this report '
+        '<h2 id="timelines">Timelines</h2><div class="card p-timelines">'
+        "<p>Trimmed timelines are written next to this report "
         "(a representative window of steps):</p>"
         f'<ul style="margin:4px 0 0 0;padding-left:18px">{links}</ul>{howto}</div>'
     )

@@ -152,7 +152,8 @@ li.cause:first-child { border-top: 0; padding-top: 0; }
 .cause-head .what { font-weight: 650; font-size: 15px; }
 .cause-head .share { font-variant-numeric: tabular-nums; }
 .cause-head .cost { font-weight: 650; font-variant-numeric: tabular-nums; }
-.meter { display: block; height: 6px; border-radius: 3px; background: var(--track); margin: 6px 0 4px; max-width: 520px; }
+.meter { display: block; height: 6px; border-radius: 3px; background: var(--track); margin: 6px 0 4px;
+  max-width: 520px; }
 .meter i { display: block; height: 6px; border-radius: 3px; background: var(--warn-edge); }
 li.cause p { margin: 4px 0 0; }
 li.cause .change b { color: var(--fg); }

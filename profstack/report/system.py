@@ -35,7 +35,8 @@ _STYLE = """
 .sys-chart svg { display: block; width: 100%; height: 170px; }
 .sys-chart .grid line { stroke: var(--gridline); stroke-width: 1; }
 .sys-chart polyline { fill: none; stroke-width: 1.6; vector-effect: non-scaling-stroke; }
-.sys-axis { display: flex; justify-content: space-between; gap: 6px; font-size: 11px; color: var(--faint); margin-top: 2px; }
+.sys-axis { display: flex; justify-content: space-between; gap: 6px; font-size: 11px; color: var(--faint);
+  margin-top: 2px; }
 .sys-axis span:not(:first-child):not(:last-child) { text-align: center; }
 @media (max-width: 640px) { .sys-axis span:nth-child(2), .sys-axis span:nth-child(4) { display: none; } }
 .sys-ymax { position: absolute; top: 0; left: 4px; font-size: 11px; color: var(--faint); background: var(--label-bg);
@@ -205,7 +206,10 @@ def system_panel(
 ) -> str:
     """The system-metrics section of a report (an HTML fragment). `unavailable`: why CloudWatch could not be
     read (the section says so instead of looking like a job without metrics)."""
-    head = '<h2 id="system">System metrics <span class="hint">CloudWatch instance metrics, 1-min averages, per host</span></h2>'
+    head = (
+        '<h2 id="system">System metrics <span class="hint">CloudWatch instance metrics, 1-min averages, per host'
+        "</span></h2>"
+    )
     link_html = ""
     links = {k: v for k, v in (links or {}).items() if v.startswith("https://")}  # never javascript: or data:
     if links:

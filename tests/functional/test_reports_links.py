@@ -23,8 +23,8 @@ from lambdas.trace_processor import report_index
 from profstack import layout
 from profstack.analysis import AnalysisOptions, analyze, discover_sources
 from profstack.cli import main, reports_serve
-from profstack.report import render_html
 from profstack.report import index as idx
+from profstack.report import render_html
 from tests.conftest import TRACES_DIR
 from tests.unit.report.test_report_browser import BROWSER
 
@@ -154,7 +154,10 @@ def _crawl(start: str, max_pages: int = 12) -> tuple[dict[str, dict[str, Any]], 
                 seen[url] = {"kind": kind, "status": response.status, "title": page.title(), "body": response.body()}
                 if kind != "page":
                     continue
-                links = page.eval_on_selector_all("a[href]", "a => a.map(x => [new URL(x.getAttribute('href'), document.baseURI).href, x.getAttribute('href')])")
+                links = page.eval_on_selector_all(
+                    "a[href]",
+                    "a => a.map(x => [new URL(x.getAttribute('href'), document.baseURI).href, x.getAttribute('href')])",
+                )
                 for href, written in links:
                     target = href.split("#", 1)[0]
                     if not target.startswith(origin):
@@ -171,7 +174,8 @@ def test_from_the_index_every_link_opens_hop_after_hop(s3: Any, served: _Served)
     # GIVEN alice's reports as the processor writes them (pages with relative links, SSE-KMS in a real bucket)
     # WHEN she runs `profstack reports index` and her browser follows every link, page after page
     start = served.start(["reports", "index", "--no-browser"])
-    assert start.startswith("http://127.0.0.1:") and start.endswith("/index.html")
+    assert start.startswith("http://127.0.0.1:")
+    assert start.endswith("/index.html")
     visited, outside = _crawl(start)
 
     # THEN every page and file answered, read from her reports/alice/ with her credentials
@@ -233,7 +237,7 @@ def test_only_the_owners_report_files_are_served(s3: Any, served: _Served) -> No
         "bob": 404, "bob-encoded": 404, "partial": 404, "token": 404, "host": 421, "missing": 404,
     }  # fmt: skip
     assert "does not exist" in asked["missing"][1]
-    assert not any("bob-secret" in body and k != "bob" and k != "bob-encoded" for k, (_, body) in asked.items())
+    assert not any("bob-secret" in body for k, (_, body) in asked.items() if k not in {"bob", "bob-encoded"})
 
 
 def test_an_s3_refusal_is_a_page_saying_why(s3: Any, served: _Served, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -280,7 +284,9 @@ def test_the_email_gives_links_that_open_and_the_exact_command(monkeypatch: pyte
     assert [(a.reports_command, a.user) for a in seen] == [("open", "alice"), ("index", "alice")]
     # AND S3 console pages that open for her signed in (https links, the right region and keys), never an s3://
     # URI alone as the way in
-    console = [w for line in lines for w in line.split() if w.startswith("https://eu-west-1.console.aws.amazon.com/s3/")]
+    console = [
+        w for line in lines for w in line.split() if w.startswith("https://eu-west-1.console.aws.amazon.com/s3/")
+    ]
     prefixes = [parse_qs(urlsplit(u).query)["prefix"][0] for u in console]
     assert prefixes == ["reports/alice/bert-2/report.html", "reports/alice/bert-2/", "reports/alice/index.html"]
     assert all(parse_qs(urlsplit(u).query)["region"] == ["eu-west-1"] for u in console)
