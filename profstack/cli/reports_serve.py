@@ -19,6 +19,8 @@ or on Ctrl-C.
 from __future__ import annotations
 
 import html
+import io
+import re
 import secrets
 import sys
 import threading
@@ -42,6 +44,11 @@ JOB_FILES = {
 }
 TOP_FILES = {"index.html": "text/html; charset=utf-8", "index.json": "application/json"}
 TIMELINE_SUFFIX = ".trace.json.gz"
+#: `perfetto/<timeline>.open.html`: the page that opens that timeline in the Perfetto UI (perfetto_helper)
+HELPER_SUFFIX = ".open.html"
+PERFETTO_ORIGIN = "https://ui.perfetto.dev"
+#: a report page larger than this is served as it is, without the "open in Perfetto" links
+MAX_REWRITTEN_PAGE_BYTES = 64 << 20
 CHUNK = 1 << 20
 #: stop after this long without a request
 IDLE_SECONDS = 30 * 60
@@ -56,6 +63,7 @@ class Target:
     key: str
     content_type: str
     download_as: str | None = None  # a file name: sent as an attachment
+    perfetto_helper: bool = False  # the page that hands the timeline `key` to the Perfetto UI
 
 
 def resolve(user: str, relative: str) -> Target:
@@ -78,9 +86,12 @@ def resolve(user: str, relative: str) -> Target:
         if name in JOB_FILES:
             return Target(f"{prefix}{job}/{name}", JOB_FILES[name])
         raise NotServed(path)
-    timeline = parts[-1].endswith(TIMELINE_SUFFIX) and layout.is_segment(parts[-1])
+    name = parts[-1].removesuffix(HELPER_SUFFIX)
+    timeline = name.endswith(TIMELINE_SUFFIX) and layout.is_segment(name)
     if len(parts) == 3 and parts[1] == "perfetto" and timeline:
-        return Target(f"{prefix}{job}/perfetto/{parts[2]}", "application/gzip", f"{job}-{parts[2]}")
+        if parts[2].endswith(HELPER_SUFFIX):
+            return Target(f"{prefix}{job}/perfetto/{name}", "text/html; charset=utf-8", perfetto_helper=True)
+        return Target(f"{prefix}{job}/perfetto/{name}", "application/gzip", f"{job}-{name}")
     raise NotServed(path)
 
 
@@ -98,6 +109,7 @@ class ReportSite:
     user: str
     token: str = field(default_factory=lambda: secrets.token_urlsafe(16))
     last_request: float = field(default_factory=time.monotonic)
+    perfetto_origin: str = field(default_factory=lambda: PERFETTO_ORIGIN)
 
     def open(self, target: Target) -> tuple[Any, int | None]:
         """The object's body (a stream: read and close it) and length. Raises the client's error (NoSuchKey,
@@ -105,6 +117,89 @@ class ReportSite:
         response = self.s3.get_object(Bucket=self.bucket, Key=target.key)
         length = response.get("ContentLength")
         return response["Body"], int(length) if isinstance(length, int) else None
+
+
+# ------------------------------------------------------------------------------------------ open in Perfetto
+
+#: Perfetto's documented way to open a trace that needs credentials (perfetto.dev/docs/visualization/
+#: deep-linking-to-perfetto-ui): open the UI in a new tab, PING until it answers PONG, post the bytes. The page reads
+#: the timeline from this server (same origin, the owner's credentials), so no URL of the trace leaves the machine
+#: and the bucket needs no CORS rule. A click starts it: browsers open a tab only on a user's gesture.
+_HELPER_SCRIPT = """
+const ORIGIN = %s;
+const name = decodeURIComponent(location.pathname.split('/').pop()).replace(/\\.open\\.html$/, '');
+const status = document.getElementById('status');
+document.getElementById('go').addEventListener('click', async () => {
+  const win = window.open(ORIGIN + '/#!/', '_blank');
+  if (!win) {
+    status.textContent = 'The browser blocked the new tab: allow pop-ups for this page and click again.';
+    return;
+  }
+  status.textContent = 'Reading ' + name + ' ...';
+  const response = await fetch(name);
+  if (!response.ok) { status.textContent = 'Could not read the timeline (HTTP ' + response.status + ').'; return; }
+  const buffer = await response.arrayBuffer();
+  status.textContent = 'Waiting for the Perfetto UI to start ...';
+  let answered = false;
+  const timer = setInterval(() => win.postMessage('PING', ORIGIN), 50);
+  window.addEventListener('message', (event) => {
+    if (answered || event.source !== win || event.data !== 'PONG') return;
+    answered = true;
+    clearInterval(timer);
+    win.postMessage({perfetto: {buffer: buffer, title: name, fileName: name}}, ORIGIN);
+    status.textContent = 'Sent ' + buffer.byteLength + ' bytes to the Perfetto tab.';
+  });
+  setTimeout(() => { if (!answered) { clearInterval(timer);
+    status.textContent = 'The Perfetto UI did not answer in 60 s: download the file and drag it onto it.'; } }, 60000);
+});
+"""
+
+
+def perfetto_helper(name: str, origin: str) -> tuple[bytes, str]:
+    """(the page, its Content-Security-Policy): one inline script, allowed by its hash and nothing else."""
+    import base64
+    import hashlib
+    import json
+
+    script = _HELPER_SCRIPT % json.dumps(origin)
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    csp = (
+        f"default-src 'none'; script-src 'sha256-{digest}'; connect-src 'self'; style-src 'unsafe-inline'; "
+        "base-uri 'none'; form-action 'none'"
+    )
+    page = (
+        "<!DOCTYPE html>\n"
+        f'<html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="{csp}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta name="referrer" content="no-referrer">'
+        f"<title>Open in Perfetto: {html.escape(name)}</title><style>body{{font:15px/1.5 system-ui,sans-serif;"
+        "margin:40px auto;max-width:680px;padding:0 16px}button{font:inherit;padding:8px 18px;border-radius:8px}"
+        "</style></head><body>"
+        f'<h1 style="font-size:20px">Open {html.escape(name)} in Perfetto</h1>'
+        f"<p>ProfStack reads the timeline with your credentials and hands it to the Perfetto UI "
+        f"({html.escape(origin)}) in a new tab: the bytes go from this page to that tab, to no server. Perfetto "
+        "may ask whether to trust this page's address: it is this machine's.</p>"
+        '<p><button id="go" type="button">Open in Perfetto</button> '
+        f'or <a href="{html.escape(name)}" download>download it</a> and drag it onto the Perfetto UI.</p>'
+        f'<p id="status" role="status"></p><script>{script}</script></body></html>\n'
+    )
+    return page.encode(), csp
+
+
+_TIMELINE_LINK = re.compile(r'(<a href="(perfetto/[A-Za-z0-9._-]+\.trace\.json\.gz)" download>[^<]*</a>)')
+
+
+def with_perfetto_links(page: bytes) -> bytes:
+    """A report page with "open in Perfetto" beside each timeline link (served pages only: the stored report
+    cannot run the helper, which needs this server)."""
+    text = page.decode("utf-8", errors="replace")
+    return _TIMELINE_LINK.sub(
+        lambda m: (
+            f'{m.group(1)} · <a class="perfetto-open" href="{m.group(2)}{HELPER_SUFFIX}" target="_blank">'
+            "open in Perfetto</a>"
+        ),
+        text,
+    ).encode()
 
 
 def _stream(body: Any) -> Iterator[bytes]:
@@ -155,7 +250,9 @@ class ReportHandler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return  # no access log on the user's terminal
 
-    def _headers(self, content_type: str, length: int | None, download_as: str | None = None) -> None:
+    def _headers(
+        self, content_type: str, length: int | None, download_as: str | None = None, *, csp: str = CSP
+    ) -> None:
         self.send_header("Content-Type", content_type)
         if length is not None:
             self.send_header("Content-Length", str(length))
@@ -164,7 +261,7 @@ class ReportHandler(BaseHTTPRequestHandler):
         self.send_header("Referrer-Policy", "no-referrer")
         self.send_header("Cross-Origin-Resource-Policy", "same-origin")
         if content_type.startswith("text/html"):
-            self.send_header("Content-Security-Policy", CSP)
+            self.send_header("Content-Security-Policy", csp)
         if download_as:
             self.send_header("Content-Disposition", f'attachment; filename="{download_as}"')
 
@@ -194,16 +291,34 @@ class ReportHandler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET()
 
+    def _helper(self, target: Target) -> None:
+        page, csp = perfetto_helper(target.key.rsplit("/", 1)[-1], self.site.perfetto_origin)
+        self.send_response(HTTPStatus.OK)
+        self._headers("text/html; charset=utf-8", len(page), csp=csp)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(page)
+
     def do_GET(self) -> None:
         self.site.last_request = time.monotonic()
         target = self._target()
         if target is None:
+            return
+        if target.perfetto_helper:
+            self._helper(target)
             return
         try:
             body, length = self.site.open(target)
         except Exception as exc:  # the S3 client's errors, shown on the page in one line
             self._send(*failure(exc, f"s3://{self.site.bucket}/{target.key}", self.site.user))
             return
+        if target.key.endswith("/report.html") and (length or 0) <= MAX_REWRITTEN_PAGE_BYTES:
+            try:
+                data = with_perfetto_links(b"".join(_stream(body)))
+            except Exception as exc:  # the stream broke: the S3 client's error, as a page
+                self._send(*failure(exc, f"s3://{self.site.bucket}/{target.key}", self.site.user))
+                return
+            body, length = io.BytesIO(data), len(data)
         self.send_response(HTTPStatus.OK)
         self._headers(target.content_type, length, target.download_as)
         self.end_headers()

@@ -291,3 +291,79 @@ def test_the_email_gives_links_that_open_and_the_exact_command(monkeypatch: pyte
     assert prefixes == ["reports/alice/bert-2/report.html", "reports/alice/bert-2/", "reports/alice/index.html"]
     assert all(parse_qs(urlsplit(u).query)["region"] == ["eu-west-1"] for u in console)
     assert not any(line.startswith("All your reports: s3://") for line in lines)
+
+
+#: a stand-in for ui.perfetto.dev speaking its postMessage protocol (PING -> PONG, then {perfetto: {...}})
+STUB_PERFETTO = b"""<!DOCTYPE html><html><head><title>stub perfetto</title></head><body><script>
+window.addEventListener('message', (e) => {
+  if (e.data === 'PING') { e.source.postMessage('PONG', e.origin); return; }
+  if (e.data && e.data.perfetto) {
+    const p = e.data.perfetto, head = new Uint8Array(p.buffer.slice(0, 2));
+    document.title = ['got', p.buffer.byteLength, head[0], head[1], p.fileName, e.origin].join(' ');
+  }
+});
+</script></body></html>"""
+
+
+@pytest.fixture
+def stub_perfetto(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Stub(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(STUB_PERFETTO)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    origin = f"http://127.0.0.1:{httpd.server_address[1]}"
+    monkeypatch.setattr(reports_serve, "PERFETTO_ORIGIN", origin)
+    yield origin
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_timeline_opens_in_perfetto_from_the_served_report(s3: Any, served: _Served, stub_perfetto: str) -> None:
+    from playwright.sync_api import sync_playwright
+
+    from scripts.screenshot_report import CHROMIUM_ARGS
+
+    # GIVEN alice's report served by `profstack reports open` (the stored page has no such link: it cannot run
+    # the helper, which needs the server)
+    start = served.start(["reports", "open", "bert-1", "--no-browser"])
+    stored = s3.get_object(Bucket=BUCKET, Key="reports/alice/bert-1/report.html")["Body"].read().decode()
+    assert "open in Perfetto" not in stored
+    size = s3.head_object(Bucket=BUCKET, Key="reports/alice/bert-1/perfetto/rank-0.trace.json.gz")["ContentLength"]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=BROWSER, args=list(CHROMIUM_ARGS))
+        try:
+            context = browser.new_context()
+            page = context.new_page()
+            errors: list[str] = []
+            context.on("weberror", lambda e: errors.append(str(e.error)))
+            page.goto(start)
+            assert page.locator("a.perfetto-open").count() == 2
+            # WHEN she clicks "open in Perfetto" beside rank 0's timeline, then the button on the page it opens
+            with context.expect_page() as helper_page:
+                page.click('a.perfetto-open[href="perfetto/rank-0.trace.json.gz.open.html"]')
+            helper = helper_page.value
+            helper.wait_for_load_state()
+            with context.expect_page() as perfetto_page:
+                helper.click("#go")
+            perfetto = perfetto_page.value
+            perfetto.wait_for_function("document.title.startsWith('got')", timeout=15_000)
+            got = perfetto.title().split(" ")
+            status = helper.locator("#status").text_content()
+        finally:
+            browser.close()
+    # THEN the Perfetto tab received the timeline's bytes (gzip, read with her credentials through the server) and
+    # its name, posted by the page at 127.0.0.1, whose one script ran under its hash-only policy
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(start))
+    assert got == ["got", str(size), "31", "139", "rank-0.trace.json.gz", origin]
+    assert status == f"Sent {size} bytes to the Perfetto tab."
+    assert errors == []
