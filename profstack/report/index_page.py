@@ -250,9 +250,7 @@ def _row(row: Mapping[str, Any], family_ids: Mapping[str, int], now: datetime) -
         ("Cost", "n", esc(cost_text(row.get("cost_usd")))),
         ("Top finding", "topfinding", _finding_cell(row)),
     ]  # fmt: skip
-    tds = "".join(
-        f'<td{f" class={cls}" if cls else ""} data-label="{label}">{content}</td>' for label, cls, content in cells
-    )
+    tds = "".join(f"<td{f' class={cls}' if cls else ''}>{content}</td>" for _, cls, content in cells)
     return f'<tr class="{classes.strip()}">{tds}</tr>'
 
 
@@ -353,7 +351,7 @@ p.matches::before { content: counter(shown) " shown "; font-weight: 650; color: 
 p.matches { color: var(--muted); font-size: 13px; margin: 8px 0 0; }
 table.jobs td { vertical-align: top; }
 table.jobs .sub { color: var(--muted); font-size: 12px; }
-table.jobs .d { white-space: nowrap; }
+table.jobs .d, table.jobs td:nth-child(3) .sub { white-space: nowrap; }
 table.jobs td.jobcell { min-width: 180px; overflow-wrap: anywhere; }
 table.jobs td.topfinding { min-width: 240px; max-width: 560px; }
 .grid.trends { grid-template-columns: repeat(auto-fit, minmax(min(700px, 100%), 1fr)); }
@@ -363,8 +361,15 @@ table.jobs td.topfinding { min-width: 240px; max-width: 560px; }
   table.jobs tr.job { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 2px 8px;
     border-bottom: 2px solid var(--line); padding: 8px 0; }
   table.jobs td { display: block; border: 0; padding: 0; text-align: left; white-space: normal; }
-  table.jobs td::before { content: attr(data-label); display: block; font-size: 10px; font-weight: 650;
+  table.jobs td::before { display: block; font-size: 10px; font-weight: 650;
     color: var(--muted); text-transform: uppercase; letter-spacing: 0.04em; }
+  table.jobs td:nth-child(2)::before { content: "Status"; }
+  table.jobs td:nth-child(3)::before { content: "Ended (UTC)"; }
+  table.jobs td:nth-child(4)::before { content: "Duration"; }
+  table.jobs td:nth-child(5)::before { content: "Step time p50"; }
+  table.jobs td:nth-child(6)::before { content: "GPU idle"; }
+  table.jobs td:nth-child(7)::before { content: "Cost"; }
+  table.jobs td:nth-child(8)::before { content: "Top finding"; }
   table.jobs td .sub { display: inline; margin-left: 4px; }
   table.jobs td.jobcell, table.jobs td.topfinding { grid-column: 1 / -1; min-width: 0; }
   table.jobs td.jobcell { font-size: 15px; }
