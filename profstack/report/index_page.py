@@ -17,7 +17,7 @@ from typing import Any
 
 from profstack import layout
 from profstack.report.findings import prose, rule_title
-from profstack.report.format import dur, esc, num, pct
+from profstack.report.format import dur, dur_tick, esc, num, pct
 from profstack.report.html import page
 from profstack.report.index import cost_text, duration_text
 
@@ -28,6 +28,8 @@ MAX_TREND_POINTS = 60
 #: families charted (the ones with the newest jobs first) and offered as filters; the table lists every job
 MAX_FAMILIES_CHARTED = 24
 MAX_FAMILY_FILTERS = 40
+#: trend cards open on the page (the families with the newest jobs); the others behind "more"
+FAMILIES_OPEN = 6
 #: status filters (SageMaker's TrainingJobStatus, and the live analysis's InProgress)
 STATUSES = ("Completed", "Failed", "Stopped", "InProgress")
 SEVERITIES = ("critical", "warning", "info")
@@ -82,7 +84,7 @@ def trend_svg(jobs: Sequence[Mapping[str, Any]], key: str, *, fmt: str, color: s
     name, date and value as the tooltip). Labelled axes: the scale's top and bottom with their unit at the left,
     the first and last job's end dates under the plot (never job names, which collide), and an axis title. Jobs
     without the number leave a gap, never a zero."""
-    width, height, left, right, top, bottom = 320.0, 132.0, 50.0, 10.0, 8.0, 36.0
+    width, height, left, right, top, bottom = 280.0, 128.0, 48.0, 8.0, 8.0, 34.0
     values = [num(j.get(key)) for j in jobs]
     clean = [v if v is not None and math.isfinite(v) else None for v in values]
     known = [v for v in clean if v is not None]
@@ -94,6 +96,9 @@ def trend_svg(jobs: Sequence[Mapping[str, Any]], key: str, *, fmt: str, color: s
 
     def label(v: float) -> str:
         return pct(v, 0) if fmt == "pct" else dur(v)
+
+    def tick(v: float) -> str:  # the axis: round numbers, short (`250 ms`, `0`)
+        return pct(v, 0) if fmt == "pct" else dur_tick(v)
 
     points = [
         None
@@ -113,10 +118,10 @@ def trend_svg(jobs: Sequence[Mapping[str, Any]], key: str, *, fmt: str, color: s
         f'<rect x="{left}" y="{top}" width="{plot_w:.1f}" height="{plot_h:.1f}" class="plot"/>',
         f'<line x1="{left}" y1="{top + plot_h / 2:.1f}" x2="{left + plot_w:.1f}" y2="{top + plot_h / 2:.1f}" '
         'class="gridline"/>',
-        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" class="axis">{esc(label(hi))}</text>',
+        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" class="axis">{esc(tick(hi))}</text>',
         f'<text x="{left - 4}" y="{top + plot_h / 2 + 3:.1f}" text-anchor="end" class="axis">'
-        f"{esc(label((hi + lo) / 2))}</text>",
-        f'<text x="{left - 4}" y="{base:.1f}" text-anchor="end" class="axis">{esc(label(lo))}</text>',
+        f"{esc(tick((hi + lo) / 2))}</text>",
+        f'<text x="{left - 4}" y="{base:.1f}" text-anchor="end" class="axis">{esc(tick(lo))}</text>',
     ]
     for run in _segments(points):
         if len(run) > 1:
@@ -190,9 +195,16 @@ def _trend_cards(families: Sequence[tuple[str, list[Mapping[str, Any]]]]) -> str
         if len(families) > MAX_FAMILIES_CHARTED
         else ""
     )
+    shown, folded = cards[:FAMILIES_OPEN], cards[FAMILIES_OPEN:]
+    rest = (
+        f'<details class="more-trends"><summary>the trends of {len(folded)} more famil'
+        f'{"y" if len(folded) == 1 else "ies"}</summary><div class="grid trends">{"".join(folded)}</div></details>'
+        if folded
+        else ""
+    )
     return (
         '<h2 id="trends">Trends per job family <span class="hint">each dot is a job: hover for its name, click '
-        f'to open its report</span></h2><div class="grid trends">{"".join(cards)}</div>{more}'
+        f'to open its report</span></h2><div class="grid trends">{"".join(shown)}</div>{rest}{more}'
     )
 
 
@@ -354,7 +366,9 @@ table.jobs .sub { color: var(--muted); font-size: 12px; }
 table.jobs .d, table.jobs td:nth-child(3) .sub { white-space: nowrap; }
 table.jobs td.jobcell { min-width: 180px; overflow-wrap: anywhere; }
 table.jobs td.topfinding { min-width: 240px; max-width: 560px; }
-.grid.trends { grid-template-columns: repeat(auto-fit, minmax(min(700px, 100%), 1fr)); }
+.grid.trends { grid-template-columns: repeat(auto-fit, minmax(min(560px, 100%), 1fr)); }
+details.more-trends { margin-top: 10px; }
+details.more-trends .grid { margin-top: 10px; }
 @media (max-width: 640px) {
   table.jobs thead { display: none; }
   table.jobs, table.jobs tbody { display: block; width: 100%; }
@@ -377,10 +391,10 @@ table.jobs td.topfinding { min-width: 240px; max-width: 560px; }
   table.jobs td.jobcell .sub { display: block; margin-left: 0; }
 }
 .trendcard h3.family { text-transform: none; letter-spacing: 0; font-size: 15px; color: var(--fg); }
-.trendpair { display: grid; gap: 12px 20px; grid-template-columns: repeat(auto-fit, minmax(min(260px, 100%), 1fr)); }
+.trendpair { display: grid; gap: 12px 18px; grid-template-columns: repeat(auto-fit, minmax(min(250px, 100%), 1fr)); }
 .trendpair figure { margin: 0; min-width: 0; }
 .trendpair figcaption { font-size: 13px; margin-bottom: 2px; }
-svg.trend { display: block; width: 100%; max-width: 400px; height: auto; }
+svg.trend { display: block; width: 100%; max-width: 360px; height: auto; }
 svg.trend text.axis { font-size: 10px; fill: var(--muted); }
 svg.trend text.title { font-size: 9.5px; }
 svg.trend .gridline { stroke: var(--gridline); stroke-width: 1; }

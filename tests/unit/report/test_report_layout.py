@@ -197,8 +197,8 @@ def test_the_index_filters_and_pages_without_a_script(chromium: Any, index_file:
 
 def test_trend_labels_never_overlap(chromium: Any, index_file: Path) -> None:
     # GIVEN families of 30 jobs with long names (the old charts printed the first and last job names on top of
-    # each other) WHEN the trends are drawn at each width THEN no two labels of a chart overlap, and the x axis
-    # says dates
+    # each other) WHEN the trends are drawn at each width THEN no two labels of a chart overlap, none is cut off
+    # at the chart's edge, and the x axis says dates
     for width in WIDTHS:
         context = chromium.new_context(viewport={"width": width, "height": 900})
         try:
@@ -206,10 +206,10 @@ def test_trend_labels_never_overlap(chromium: Any, index_file: Path) -> None:
             page.goto(index_file.resolve().as_uri())
             charts = page.eval_on_selector_all(
                 "svg.trend",
-                """svgs => svgs.map(s => [...s.querySelectorAll('text')].map(t => {
-                    const b = t.getBoundingClientRect();
-                    return [b.left, b.top, b.right, b.bottom, t.textContent];
-                }))""",
+                """svgs => svgs.map(s => { const box = s.getBoundingClientRect();
+                    return [...s.querySelectorAll('text')].map(t => { const b = t.getBoundingClientRect();
+                        return [b.left, b.top, b.right, b.bottom, t.textContent,
+                                b.left >= box.left - 0.5 && b.right <= box.right + 0.5]; }); })""",
             )
         finally:
             context.close()
@@ -219,6 +219,7 @@ def test_trend_labels_never_overlap(chromium: Any, index_file: Path) -> None:
                 for b in labels[i + 1 :]:
                     apart = a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
                     assert apart, (width, a, b)
+            assert all(t[5] for t in labels), (width, [t[4] for t in labels if not t[5]])  # none cut off
             texts = [t[4] for t in labels]
             assert any(t.startswith("2026-1") for t in texts), texts
             assert "job end date (UTC), oldest to newest" in texts
