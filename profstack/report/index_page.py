@@ -195,7 +195,7 @@ def _trend_cards(families: Sequence[tuple[str, list[Mapping[str, Any]]]]) -> str
         if len(families) > MAX_FAMILIES_CHARTED
         else ""
     )
-    shown, folded = cards[:FAMILIES_OPEN], cards[FAMILIES_OPEN:]
+    opened, folded = cards[:FAMILIES_OPEN], cards[FAMILIES_OPEN:]
     rest = (
         f'<details class="more-trends"><summary>the trends of {len(folded)} more famil'
         f'{"y" if len(folded) == 1 else "ies"}</summary><div class="grid trends">{"".join(folded)}</div></details>'
@@ -204,7 +204,7 @@ def _trend_cards(families: Sequence[tuple[str, list[Mapping[str, Any]]]]) -> str
     )
     return (
         '<h2 id="trends">Trends per job family <span class="hint">each dot is a job: hover for its name, click '
-        f'to open its report</span></h2><div class="grid trends">{"".join(shown)}</div>{rest}{more}'
+        f'to open its report</span></h2><div class="grid trends">{"".join(opened)}</div>{rest}{more}'
     )
 
 
