@@ -23,6 +23,12 @@ def _hours(value: object) -> str:
     return f"{v:,.2f} h" if v is not None else "—"
 
 
+def _sentence(text: object) -> str:
+    """The first letter upper-case, the rest as written (`GPU` stays `GPU`)."""
+    s = str(text or "")
+    return s[:1].upper() + s[1:]
+
+
 def render_cost(summary: Mapping[str, Any], causes: Sequence[Cause] = ()) -> str:
     cost = get(summary, "cost")
     if not isinstance(cost, Mapping):
@@ -50,7 +56,7 @@ def render_cost(summary: Mapping[str, Any], causes: Sequence[Cause] = ()) -> str
         f"On-demand prices of {esc(get(price, 'as_of'))}, {esc(get(price, 'region'))} "
         f"({'from the config' if get(price, 'overridden') else 'pinned table'}"
         f"{'' if get(price, 'verified') else ', not verified against the AWS Price List'}). "
-        f"{esc(str(get(cost, 'basis') or '').capitalize())}."
+        f"{esc(_sentence(get(cost, 'basis')))}."
     )
     notes = "".join(f"<li>{esc(n)}</li>" for n in get(cost, "notes") or [])
     table = (
