@@ -18,6 +18,7 @@ from profstack.report.cost import render_cost
 from profstack.report.findings import (
     CAUSE_TITLES,
     evidence_label,
+    evidence_value,
     group_findings,
     prose,
     render_causes,
@@ -327,9 +328,12 @@ def _cross_rank(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]]) -> s
         s = stragglers.get(rank)
         flag = ""
         if s is not None:
-            flag = (
-                f' <span class="badge warning" title="{esc(get(s, "metric"))} {plain(get(s, "value"))} '
-                f'vs median {plain(get(s, "median"))}">straggler {pct(get(s, "deviation_pct"), 0)}</span>'
+            metric = str(get(s, "metric") or "")
+            what = _METRIC_NAMES.get(metric, evidence_label(metric))
+            flag = (  # evidence_value escapes
+                f' <span class="badge warning" title="{esc(what)}: {evidence_value(metric, get(s, "value"))} against '
+                f'a median of {evidence_value(metric, get(s, "median"))}">straggler '
+                f"{pct(get(s, 'deviation_pct'), 0)}</span>"
             )
         compute = num(get(t, "compute_time_us")) or 0
         rows.append(
