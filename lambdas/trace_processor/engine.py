@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 from lambdas.trace_processor.aws import S3Object, S3TraceSource
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.errors import CorruptTracesError, TraceIOError
-from profstack.analysis.xplane import as_kineto
+from profstack.analysis.xplane import expand
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -107,7 +107,9 @@ def analyze_objects(
     retry (TraceIOError); a file the engine cannot parse is an input with status failed/partial; when no
     file at all can be parsed, CorruptTracesError (retried, then dead-lettered), unless `all_failed_ok` (files were
     left out by a cap: the report then says which failed and which were left out, evidence.py)."""
-    sources = [as_kineto(S3TraceSource(s3, o)) for o in objects]  # an .xplane.pb is read as its Kineto events
+    # an .xplane.pb is read as its Kineto events, one rank per device plane, a folder's XSpaces (one per host) as
+    # one job: the same sources `profstack analyze` reads (profstack.analysis.xplane.expand)
+    sources = expand([S3TraceSource(s3, o) for o in objects])
     summary = engine.analyze(
         sources, top_k=env.top_k, rule_thresholds=env.rule_thresholds, include_last_step=env.include_last_step
     )
