@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from profstack.migrate._cst import Finding
-from profstack.migrate.dependencies import is_requirement
+from profstack.migrate.dependencies import is_requirement, mentions_profiler
 from profstack.migrate.provenance import (
     BOTO_KEYWORDS,
     PROFILER_CLASSES,
@@ -193,10 +193,13 @@ def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:
     return bound.sagemaker
 
 
-# the Profiler's names, not a package whose name starts the same (`smprof-docs`, `smprofiler`)
-_NOTEBOOK_MENTION = re.compile(
-    r"(?<![A-Za-z0-9-])(?:smprof|smppy)(?![A-Za-z0-9]|-[A-Za-z])|smdebug\.profiler", re.IGNORECASE
-)
+_SMDEBUG_PROFILER = re.compile(r"smdebug\.profiler", re.IGNORECASE)
+
+
+def _names_profiler(code: str) -> bool:
+    """The Profiler's names (PEP 503), wheels or index host, not a package whose name starts the same
+    (`smprof-docs`, `smprofiler`, `smppy_lint`)."""
+    return mentions_profiler(code) or bool(_SMDEBUG_PROFILER.search(code))
 
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})  # the rest of the cell is Python
@@ -224,7 +227,7 @@ def notebook_uses(text: str) -> list[Finding]:
             continue  # `%%html`, `%%markdown`, ...: text, not code
         python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
         uses = [f.message for f in remaining_uses(python) if not f.message.startswith("cannot parse")]
-        if uses or _NOTEBOOK_MENTION.search(code):
+        if uses or _names_profiler(code):
             why = uses[0] if uses else "names smprof/smppy (a magic or pip line)"
             found.append(Finding(0, f"cell {number}: {why}; convert it by hand"))
     return found
