@@ -3,10 +3,13 @@
 The cells are read and written with nbformat: outputs, execution counts and metadata stay as they
 were; only the `source` of the code cells changes. The codemods see the notebook as one module
 (an import in the first cell serves the profiler built in the third), so the code cells are joined,
-each behind a marker comment, rewritten once, and split again at the markers. IPython lines
-(`%pip ...`, `!pip ...`, `%matplotlib inline`) become placeholder comments while the Python is
-rewritten, then come back as they were, except the Profiler's install lines: `%pip install smppy`
-goes, `!pip install torch smprof` loses `smprof`, index options pointing at the Profiler's index go.
+each behind a marker comment, rewritten once, and split again at the markers. IPython syntax
+(`%pip ...`, `!pip ...`, `files = !ls`, `obj?`, a `%%time` first line; profstack.migrate.ipython reads
+it by IPython's own rules) becomes placeholder *statements* while the Python is rewritten, so a
+`!pip install` that is the only line of an `except:` block still leaves a block that parses, then comes
+back byte for byte, except the Profiler's install lines: `%pip install smppy` goes (a `pass` stands in
+when it was the only line of its block), `!pip install torch smprof` loses `smprof`, index options
+pointing at the Profiler's index go.
 Cell magics: `%%time`/`%%timeit`/`%%capture` cells are Python; a `%%writefile train.py` cell is
 rewritten as the file it writes (a script, launcher or requirements file, on its own); a `%%bash` cell's
 install lines lose the Profiler; other cell magics (`%%html`, ...) are left alone.
@@ -23,14 +26,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from profstack.migrate import ipython
 from profstack.migrate._cst import Finding
 from profstack.migrate.dependencies import rewrite_install_lines
 from profstack.migrate.scan import PYTHON_CELL_MAGICS, SHELL_CELL_MAGICS, notebook_uses
 
 CELL = "# profstack-cell-{}"
-MAGIC = "# profstack-magic-{}"
 _CELL = re.compile(r"^# profstack-cell-(\d+)$")
-_MAGIC = re.compile(r"^[ \t]*# profstack-magic-(\d+)[ \t]*$")
 _INSTALL = re.compile(r"\b(?:pip3?|conda|mamba)\b.*\binstall\b")
 
 
@@ -50,9 +52,13 @@ class NotebookResult:
 class _Cell:
     index: int  # position among all cells (1-based, as Jupyter numbers them)
     source: str
-    python: str = ""  # magics replaced by placeholders
-    magics: dict[int, str] = field(default_factory=dict)  # placeholder number -> the line that comes back
+    read: ipython.Cell | None = None  # the cell as Python, IPython syntax as placeholder statements
+    replacements: dict[int, list[str] | None] = field(default_factory=dict)  # install lines without the Profiler
     edits: list[Finding] = field(default_factory=list)
+
+    @property
+    def python(self) -> str:
+        return self.read.python if self.read is not None else self.source
 
 
 @dataclass
@@ -122,46 +128,42 @@ def _shell_cell(index: int, source: str) -> _Standalone:
     return out
 
 
-def _magic_line(line: str, cell: _Cell, number: int) -> str | None:
-    """What an IPython line (`%pip install smppy`) becomes: itself, without the Profiler, or None (gone)."""
-    stripped = line.strip()
-    if not _INSTALL.search(stripped):
-        return line
-    ending = line[len(line.rstrip("\r\n")) :]
-    rewritten = rewrite_install_lines([line.rstrip("\r\n")])
+def _install_line(special: ipython.Special, cell: _Cell) -> None:
+    """A `!pip install` / `%pip install` (its `\\`-continued lines too) without the Profiler's packages and
+    index options: kept as written otherwise, or gone when it installed nothing else."""
+    if special.kind != "escape" or special.escape not in {"!", "!!", "%"}:
+        return
+    command = "".join(special.original)
+    if not _INSTALL.search(command):
+        return
+    rewritten = rewrite_install_lines(special.original)
     if rewritten is None:
-        return line
+        return
     new, removed = rewritten
+    number = _line_of(cell, special)
+    stripped = special.original[0].strip()
     cell.edits.append(Finding(0, f"cell {cell.index}, line {number}: removed {', '.join(removed)} from `{stripped}`"))
-    return new[0] + ending if new else None
+    cell.replacements[special.number] = new or None
 
 
-def _prepare(cell: _Cell, counter: list[int]) -> None:
-    lines = cell.source.splitlines(keepends=True)
-    out = []
-    for number, line in enumerate(lines, start=1):
-        if line.lstrip().startswith(("%", "!")):
-            kept = _magic_line(line, cell, number)
-            counter[0] += 1
-            indent = line[: len(line) - len(line.lstrip())]
-            cell.magics[counter[0]] = "" if kept is None else kept.rstrip("\r\n")
-            out.append(indent + MAGIC.format(counter[0]) + "\n")
-            continue
-        out.append(line)
-    cell.python = "".join(out)
+def _line_of(cell: _Cell, special: ipython.Special) -> int:
+    """The 1-based line of the cell a placeholder stands on."""
+    for number, line in enumerate(cell.python.splitlines(), start=1):
+        if special.name in line and not line.lstrip().startswith("#"):
+            return number
+    return 0
 
 
-def _restore(text: str, magics: dict[int, str]) -> str:
-    out = []
-    for line in text.splitlines(keepends=True):
-        match = _MAGIC.match(line.rstrip("\r\n"))
-        if match is None:
-            out.append(line)
-            continue
-        original = magics.get(int(match.group(1)), "")
-        if original:
-            out.append(original + line[len(line.rstrip("\r\n")) :])
-    return "".join(out)
+def _prepare(cell: _Cell, counter: list[int]) -> str | None:
+    """Read the cell as IPython (placeholders numbered on from ``counter``); why it cannot be, or None."""
+    try:
+        cell.read = ipython.read_cell(cell.source, start=counter[0])
+    except ipython.IPythonError as exc:
+        return f"cell {cell.index}: {exc}"
+    counter[0] += len(cell.read.specials)
+    for special in cell.read.specials.values():
+        _install_line(special, cell)
+    return None
 
 
 def _cell_of(line: int, starts: list[tuple[int, _Cell]]) -> tuple[_Cell, int]:
@@ -214,13 +216,14 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _code_cells(notebook: Any, launcher: object | None) -> tuple[list[_Cell], list[_Standalone]]:
-    """The notebook's Python cells (IPython lines turned into placeholders; `%%time`-style cells are
-    Python too), and the cells rewritten on their own (`%%writefile`, `%%bash`). Other cell magics
-    (`%%html`, ...) are left alone."""
+def _code_cells(notebook: Any, launcher: object | None) -> tuple[list[_Cell], list[_Standalone], list[Finding]]:
+    """The notebook's Python cells (IPython syntax turned into placeholder statements; `%%time`-style cells
+    are Python too), the cells rewritten on their own (`%%writefile`, `%%bash`), and why a cell cannot be
+    read. Other cell magics (`%%html`, ...) are left alone."""
     cells: list[_Cell] = []
     standalone: list[_Standalone] = []
-    counter = [0]
+    unreadable: list[Finding] = []
+    counter = [1]
     for index, cell in enumerate(notebook.get("cells", []), start=1):
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
@@ -233,9 +236,11 @@ def _code_cells(notebook: Any, launcher: object | None) -> tuple[list[_Cell], li
             standalone.append(_shell_cell(index, source))
         elif magic is None or magic in PYTHON_CELL_MAGICS:
             prepared = _Cell(index=index, source=source)
-            _prepare(prepared, counter)
+            why = _prepare(prepared, counter)
+            if why is not None:
+                unreadable.append(Finding(0, why))
             cells.append(prepared)
-    return cells, standalone
+    return cells, standalone, unreadable
 
 
 def _join(cells: list[_Cell]) -> tuple[str, list[tuple[int, _Cell]]]:
@@ -249,17 +254,31 @@ def _join(cells: list[_Cell]) -> tuple[str, list[tuple[int, _Cell]]]:
     return joined, starts
 
 
-def _put_back(notebook: Any, cells: list[_Cell], split: dict[int, str], standalone: list[_Standalone]) -> bool:
-    """Each cell's new source, magics restored, into the notebook; whether any changed."""
+def _restored(cells: list[_Cell], split: dict[int, str]) -> tuple[dict[int, str], list[Finding]]:
+    """Each cell's new source, its IPython syntax put back; and the cells that cannot be put back."""
+    out: dict[int, str] = {}
+    problems: list[Finding] = []
+    for cell in cells:
+        if cell.read is None:
+            out[cell.index] = cell.source
+            continue
+        back = ipython.restore(split[cell.index], cell.read, cell.replacements)
+        if back.text is None:
+            problems.append(Finding(0, f"not rewritten: cell {cell.index}: {back.why}"))
+            continue
+        out[cell.index] = back.text
+    return out, problems
+
+
+def _put_back(notebook: Any, cells: list[_Cell], sources: dict[int, str], standalone: list[_Standalone]) -> bool:
+    """Each cell's new source into the notebook; whether any changed."""
     changed = False
     for alone in standalone:
         if alone.new != alone.source:
             notebook.cells[alone.index - 1].source = alone.new
             changed = True
     for cell in cells:
-        new = _restore(split[cell.index], cell.magics)
-        if not cell.source.endswith("\n") and new.endswith("\n"):
-            new = new[:-1]
+        new = sources[cell.index]
         if new != cell.source:
             notebook.cells[cell.index - 1].source = new
             changed = True
@@ -309,12 +328,17 @@ def rewrite_notebook(text: str, *, launcher: object | None = None) -> NotebookRe
         uses = notebook_uses(text)
         why = f"not rewritten: the notebook does not validate ({invalid}); open and save it in Jupyter, then rerun"
         return NotebookResult(source=text, changed=False, manual=[*uses, Finding(0, why)] if uses else [])
-    cells, standalone = _code_cells(notebook, launcher)
+    cells, standalone, unreadable = _code_cells(notebook, launcher)
+    if unreadable:
+        return NotebookResult(source=text, changed=False, manual=[*notebook_uses(text), *unreadable])
     joined = _rewrite_cells(cells, text, launcher)
     if joined.refusal is not None:
         return NotebookResult(source=text, changed=False, manual=joined.refusal)
+    sources, problems = _restored(cells, joined.split)
+    if problems:
+        return NotebookResult(source=text, changed=False, manual=[*notebook_uses(text), *problems])
     manual = joined.manual + [finding for alone in standalone for finding in alone.manual]
-    if not _put_back(notebook, cells, joined.split, standalone):
+    if not _put_back(notebook, cells, sources, standalone):
         return NotebookResult(source=text, changed=False, manual=sorted(set(manual + _magics_left(text))))
     writes: Any = nbformat.writes  # untyped
     written = str(writes(notebook))

@@ -202,6 +202,17 @@ def _names_profiler(code: str) -> bool:
     return mentions_profiler(code) or bool(_SMDEBUG_PROFILER.search(code))
 
 
+def _python_of(code: str) -> str:
+    """A cell's Python, its IPython syntax as placeholder statements (profstack.migrate.ipython), so a
+    `!pip install` alone in an `except:` block still leaves a cell that parses."""
+    from profstack.migrate.ipython import IPythonError, to_python
+
+    try:
+        return to_python(code)
+    except IPythonError:
+        return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
+
+
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})  # the rest of the cell is Python
 SHELL_CELL_MAGICS = frozenset({"bash", "sh", "script", "system"})
 READ_CELL_MAGICS = PYTHON_CELL_MAGICS | SHELL_CELL_MAGICS | {"writefile"}  # others (`%%html`) are not code we read
@@ -209,8 +220,9 @@ READ_CELL_MAGICS = PYTHON_CELL_MAGICS | SHELL_CELL_MAGICS | {"writefile"}  # oth
 
 def notebook_uses(text: str) -> list[Finding]:
     """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0): the
-    check after `profstack.migrate.notebook` has rewritten what it can. Magic and shell lines (`%pip`,
-    `!pip`) are blanked before parsing, and reported when they still name the Profiler. Unreadable JSON is
+    check after `profstack.migrate.notebook` has rewritten what it can. IPython syntax (`%pip`, `!pip`,
+    `x = !ls`, `obj?`) becomes placeholder statements before parsing, and is reported when it still names
+    the Profiler. Unreadable JSON is
     one finding."""
     try:
         cells = json.loads(text).get("cells", [])
@@ -225,7 +237,7 @@ def notebook_uses(text: str) -> list[Finding]:
         first = code.lstrip().split("\n", 1)[0]
         if first.startswith("%%") and (first[2:].split() or [""])[0] not in READ_CELL_MAGICS:
             continue  # `%%html`, `%%markdown`, ...: text, not code
-        python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
+        python = _python_of(code)
         uses = [f.message for f in remaining_uses(python) if not f.message.startswith("cannot parse")]
         if uses or _names_profiler(code):
             why = uses[0] if uses else "names smprof/smppy (a magic or pip line)"
