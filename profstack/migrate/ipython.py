@@ -18,7 +18,9 @@ re-tokenizing after each (the tokens after IPython syntax are not reliable):
 - a magic or system assignment: `target = %magic ...` / `target = !cmd ...` (the first `=` outside brackets);
 - a help request: a logical line ending in `?` or `??` whose text before it is a dotted name (`obj.attr?`);
   checked before the escaped command at the same place, so `%magic?` is a help request, as in IPython;
-- a `%%magic` first line (the cell magic's body is the caller's business).
+- a `%%magic` first line (the cell magic's body is the caller's business);
+- automagic: a one-line cell that starts with a line magic's name and is not Python (`pip install x`),
+  which IPython's prefilter runs as `%pip install x`.
 
 IPython also strips a whole-cell indentation and pasted prompts (`>>> `, `In [3]: `) before it reads a
 cell. A cell like that is read the same way here, and `restore` puts the indentation and prompts back
@@ -38,6 +40,104 @@ PLACEHOLDER = "_profstack_ipython_{}_"
 _PLACEHOLDER = re.compile(r"_profstack_ipython_(\d+)_")
 _CONTINUED = re.compile(r"^[ \t]*#[ \t]*_profstack_ipython_(\d+)_ continued[ \t]*$")
 ESCAPES = frozenset({"!", "?", "%", ",", ";", "/"})
+#: IPython's line magics and shell aliases, run without `%` when a one-line cell starts with them (automagic)
+AUTOMAGICS = frozenset(
+    [
+        "alias",
+        "alias_magic",
+        "autoawait",
+        "autocall",
+        "automagic",
+        "bookmark",
+        "cat",
+        "cd",
+        "colors",
+        "conda",
+        "config",
+        "cp",
+        "debug",
+        "dhist",
+        "dirs",
+        "doctest_mode",
+        "ed",
+        "edit",
+        "env",
+        "gui",
+        "hist",
+        "history",
+        "killbgscripts",
+        "ldir",
+        "lf",
+        "lk",
+        "ll",
+        "load",
+        "load_ext",
+        "loadpy",
+        "logoff",
+        "logon",
+        "logstart",
+        "logstate",
+        "logstop",
+        "ls",
+        "lsmagic",
+        "lx",
+        "macro",
+        "magic",
+        "mamba",
+        "matplotlib",
+        "micromamba",
+        "mkdir",
+        "mv",
+        "notebook",
+        "page",
+        "pastebin",
+        "pdb",
+        "pdef",
+        "pdoc",
+        "pfile",
+        "pinfo",
+        "pinfo2",
+        "pip",
+        "popd",
+        "pprint",
+        "precision",
+        "prun",
+        "psearch",
+        "psource",
+        "pushd",
+        "pwd",
+        "pycat",
+        "pylab",
+        "quickref",
+        "recall",
+        "rehashx",
+        "reload_ext",
+        "rep",
+        "rerun",
+        "reset",
+        "reset_selective",
+        "rm",
+        "rmdir",
+        "run",
+        "save",
+        "sc",
+        "set_env",
+        "store",
+        "sx",
+        "system",
+        "tb",
+        "time",
+        "timeit",
+        "unalias",
+        "unload_ext",
+        "uv",
+        "who",
+        "who_ls",
+        "whos",
+        "xdel",
+        "xmode",
+    ]
+)
 _HELP_TARGET = re.compile(r"%{0,2}[A-Za-z_*][\w*]*(?:\.[A-Za-z_*][\w*]*|\[-?[0-9]+\])*(\?\??)$")
 _PROMPT_CLASSIC_FIRST = re.compile(r"^>>>( |$)")
 _PROMPT_CLASSIC = re.compile(r"^(>>>|\.\.\.)( |$)")
@@ -56,7 +156,7 @@ class Special:
     """One piece of IPython syntax: the physical lines it spans, as written, and what stands in for them."""
 
     number: int
-    kind: str  # "escape", "magic-assign", "system-assign", "help", "cell-magic"
+    kind: str  # "escape", "magic-assign", "system-assign", "help", "cell-magic", "automagic"
     original: list[str]  # its physical lines, byte for byte (endings included)
     head: str  # the placeholder line's text before the name: indentation, or `target = ` for an assignment
     escape: str = ""  # `!`, `!!`, `%`, `?`, ...: what the command starts with
@@ -307,10 +407,31 @@ def read_cell(source: str, *, start: int = 1) -> Cell:
         lines, restart = found
     else:
         raise IPythonError(f"more than {MAX_SPECIALS} IPython lines in one cell")
+    _automagic(lines, reader)
     python = "".join(lines)
     if not source.endswith(("\n", "\r")) and python.endswith("\n"):
         python = python[:-1]
     return Cell(source=source, python=python, specials=reader.specials, cleanup=cleanup)
+
+
+def _automagic(lines: list[str], reader: _Reader) -> None:
+    """IPython runs a one-line cell `pip install x` as `%pip install x` (automagic, its prefilter: only for
+    single-line input, only a line magic's name, never an assignment `pip = 1` or a call). Taken as a magic
+    only when the line is not Python already."""
+    body = [i for i, line in enumerate(lines) if line.strip()]
+    if len(body) != 1:
+        return
+    line = lines[body[0]]
+    word = re.match(r"[ \t]*([A-Za-z_]\w*)(.*)", line.rstrip("\r\n"))
+    if word is None or word.group(1) not in AUTOMAGICS or re.match(r"[.(\[]|\s*=(?!=)", word.group(2)):
+        return
+    try:
+        ast.parse(line.strip())
+    except SyntaxError:
+        indent = line[: len(line) - len(line.lstrip())]
+        special = reader.special("automagic", [line], indent)
+        special.command = line.strip()
+        lines[body[0]] = special.python(_ending(line) or "\n")[0]
 
 
 def to_python(source: str) -> str:

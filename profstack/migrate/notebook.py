@@ -131,7 +131,7 @@ def _shell_cell(index: int, source: str) -> _Standalone:
 def _install_line(special: ipython.Special, cell: _Cell) -> None:
     """A `!pip install` / `%pip install` (its `\\`-continued lines too) without the Profiler's packages and
     index options: kept as written otherwise, or gone when it installed nothing else."""
-    if special.kind != "escape" or special.escape not in {"!", "!!", "%"}:
+    if not (special.kind == "automagic" or (special.kind == "escape" and special.escape in {"!", "!!", "%"})):
         return
     command = "".join(special.original)
     if not _INSTALL.search(command):

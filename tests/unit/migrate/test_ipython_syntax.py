@@ -183,3 +183,21 @@ def test_the_only_line_of_a_block_going_leaves_pass() -> None:
     result = rewrite_notebook(text)
     (cell,) = _sources(result.source)
     assert cell == "import os\nif os.environ.get('SM'):\n    pass\nprint('ready')"
+
+
+def test_a_one_line_automagic_cell_is_a_magic_and_python_stays_python() -> None:
+    # GIVEN one-line cells IPython runs through automagic (AWS's `pip install sagemaker --upgrade`)
+    for source in ("pip install sagemaker --upgrade", "cd ..\n", "store model_data"):
+        cell = read_cell(source)
+        assert [s.kind for s in cell.specials.values()] == ["automagic"]
+        ast.parse(cell.python)
+        assert restore(cell.python, cell).text == source
+    # AND lines that are Python (an assignment, a call, a bare name, two lines) stay Python
+    for source in ("pip = 1", "time.sleep(1)", "pwd", "ls -l\nx = 1\n"):
+        assert read_cell(source).specials == {}
+
+
+def test_an_automagic_install_of_the_profiler_is_removed() -> None:
+    result = rewrite_notebook(_notebook("pip install smprof", "import torch"))
+    assert _sources(result.source)[0] == ""
+    assert notebook_uses(result.source) == []
