@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profstack.migrate import ipython
-from profstack.migrate._cst import Finding
+from profstack.migrate._cst import CELL_MARKER, Finding
 from profstack.migrate.dependencies import rewrite_install_lines
 from profstack.migrate.scan import PYTHON_CELL_MAGICS, SHELL_CELL_MAGICS, notebook_uses
 
-CELL = "# profstack-cell-{}"
-_CELL = re.compile(r"^# profstack-cell-(\d+)$")
+CELL = CELL_MARKER + "{}"
+_CELL = re.compile("^" + re.escape(CELL_MARKER) + r"(\d+)$")
 _INSTALL = re.compile(r"\b(?:pip3?|conda|mamba)\b.*\binstall\b")
 
 
@@ -300,8 +300,8 @@ def _rewrite_cells(cells: list[_Cell], text: str, launcher: object | None) -> _J
     if not cells:
         return _Joined(split={})
     joined, starts = _join(cells)
-    try:
-        result = rewrite_source(joined, filename="<notebook>", launcher=launcher)
+    try:  # the ProfStack constants go into the cell of the first launcher, above it (not in cell 1)
+        result = rewrite_source(joined, filename="<notebook>", launcher=_first_use(launcher))
     except RewriteError as exc:
         why = str(exc).removeprefix("<notebook>:").strip()
         refused = Finding(0, f"not rewritten: the code cells do not parse as Python ({why})")
@@ -317,6 +317,15 @@ def _rewrite_cells(cells: list[_Cell], text: str, launcher: object | None) -> _J
     edits = [Finding(0, _where(f, starts) + f.message) for f in result.edits]
     edits += [finding for cell in cells for finding in cell.edits]
     return _Joined(split=split, edits=edits, manual=manual)
+
+
+def _first_use(launcher: object | None) -> object:
+    import dataclasses
+
+    from profstack.migrate.launcher import LauncherOptions
+
+    options = launcher if isinstance(launcher, LauncherOptions) else LauncherOptions()
+    return dataclasses.replace(options, constants_at="first-use")
 
 
 def rewrite_notebook(text: str, *, launcher: object | None = None) -> NotebookResult:

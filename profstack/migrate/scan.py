@@ -35,6 +35,13 @@ def _sagemaker_module(module: str | None) -> bool:
     return bool(module) and (module == "sagemaker" or str(module).startswith("sagemaker."))
 
 
+#: what to do about an analysis that reads the Profiler's output
+_SMDEBUG_HINT = (
+    " (reads SageMaker Profiler output, which a migrated job no longer writes: read its traces with "
+    "`profstack analyze` or the ProfStack report instead)"
+)
+
+
 def _smdebug_profiler(module: str | None) -> bool:
     return bool(module) and (module == "smdebug.profiler" or str(module).startswith("smdebug.profiler."))
 
@@ -106,15 +113,17 @@ def remaining_uses(source: str) -> list[Finding]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] in SMPROF_MODULES or _smdebug_profiler(alias.name):
+                if alias.name.split(".")[0] in SMPROF_MODULES:
                     found.append(Finding(node.lineno, f"imports {alias.name}"))
+                elif _smdebug_profiler(alias.name):
+                    found.append(Finding(node.lineno, f"imports {alias.name}{_SMDEBUG_HINT}"))
         elif isinstance(node, ast.ImportFrom):
-            if node.level == 0 and (
-                (node.module or "").split(".")[0] in SMPROF_MODULES or _smdebug_profiler(node.module)
-            ):
+            if node.level == 0 and (node.module or "").split(".")[0] in SMPROF_MODULES:
                 found.append(Finding(node.lineno, f"imports from {node.module}"))
+            elif node.level == 0 and _smdebug_profiler(node.module):
+                found.append(Finding(node.lineno, f"imports from {node.module}{_SMDEBUG_HINT}"))
             elif node.module == "smdebug" and any(a.name == "profiler" for a in node.names):
-                found.append(Finding(node.lineno, "imports smdebug.profiler"))
+                found.append(Finding(node.lineno, f"imports smdebug.profiler{_SMDEBUG_HINT}"))
             elif _sagemaker_module(node.module):
                 for alias in node.names:
                     if alias.name in PROFILER_CLASSES:
@@ -123,7 +132,7 @@ def remaining_uses(source: str) -> list[Finding]:
             found.append(Finding(node.lineno, f"uses {ast.unparse(node)}"))
         elif (
             isinstance(node, ast.Attribute)
-            and node.attr in PROFILER_METHODS
+            and node.attr in PROFILER_METHODS - {"disable_profiling"}  # that one stops a running job's Profiler
             and bound.sagemaker
             and node.end_lineno not in foreign
         ):
