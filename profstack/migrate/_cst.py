@@ -15,6 +15,8 @@ replaced by the body of an `if smprof:` guard).
 
 from __future__ import annotations
 
+import ast
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Union, cast
@@ -230,6 +232,15 @@ class PlannedTransformer(cst.CSTTransformer):
 
     def _touches(self, body: Sequence[cst.BaseStatement]) -> bool:
         return any(self.plan.touches(s) for s in body)
+
+
+def parse_quietly(source: str, filename: str = "<unknown>") -> ast.Module:
+    """ast.parse of a user's file without the warnings its code draws (`"\\s"` in a plain string is a
+    SyntaxWarning since 3.12): they are the user's to fix, not the codemod's to print."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source, filename=filename)
 
 
 def dotted(node: cst.BaseExpression) -> str | None:

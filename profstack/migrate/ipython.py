@@ -36,6 +36,8 @@ import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from profstack.migrate._cst import parse_quietly
+
 PLACEHOLDER = "_profstack_ipython_{}_"
 _PLACEHOLDER = re.compile(r"_profstack_ipython_(\d+)_")
 _CONTINUED = re.compile(r"^[ \t]*#[ \t]*_profstack_ipython_(\d+)_ continued[ \t]*$")
@@ -426,7 +428,7 @@ def _automagic(lines: list[str], reader: _Reader) -> None:
     if word is None or word.group(1) not in AUTOMAGICS or re.match(r"[.(\[]|\s*=(?!=)", word.group(2)):
         return
     try:
-        ast.parse(line.strip())
+        parse_quietly(line.strip())
     except SyntaxError:
         indent = line[: len(line) - len(line.lstrip())]
         special = reader.special("automagic", [line], indent)
@@ -515,7 +517,7 @@ def _only_statements(python: str, dropped: set[int]) -> set[int]:
     if not dropped:
         return set()
     try:
-        tree = ast.parse(python)
+        tree = parse_quietly(python)
     except SyntaxError:
         return set(dropped)  # cannot tell: a `pass` where each went is always valid
     lonely: set[int] = set()

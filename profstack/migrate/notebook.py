@@ -21,13 +21,14 @@ left byte-identical. Every finding names its cell: `cell 3, line 2: ...`.
 
 from __future__ import annotations
 
-import ast
+import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from profstack.migrate import ipython
-from profstack.migrate._cst import CELL_MARKER, Finding
+from profstack.migrate._cst import CELL_MARKER, Finding, parse_quietly
 from profstack.migrate.dependencies import rewrite_install_lines
 from profstack.migrate.scan import PYTHON_CELL_MAGICS, SHELL_CELL_MAGICS, notebook_uses
 
@@ -200,11 +201,14 @@ def _split(new: str, cells: list[_Cell]) -> dict[int, str] | None:
 def _read(text: str) -> tuple[Any, str | None]:
     """(the notebook, why it does not validate or None)."""
     import nbformat
+    from nbformat.warnings import MissingIDFieldWarning
 
     reads: Any = nbformat.reads  # untyped
     invalid: dict[str, Exception] = {}
     try:
-        notebook = reads(text, as_version=nbformat.NO_CONVERT, capture_validation_error=invalid)
+        with warnings.catch_warnings():  # a 4.5 notebook saved without cell ids is read (and written) as it is
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            notebook = reads(text, as_version=nbformat.NO_CONVERT, capture_validation_error=invalid)
     except Exception as exc:  # nbformat raises JSON, schema-version and key errors of several kinds
         raise NotebookError(f"not a notebook nbformat reads: {_first_line(exc)}") from None
     error = invalid.get("ValidationError")
@@ -270,18 +274,15 @@ def _restored(cells: list[_Cell], split: dict[int, str]) -> tuple[dict[int, str]
     return out, problems
 
 
-def _put_back(notebook: Any, cells: list[_Cell], sources: dict[int, str], standalone: list[_Standalone]) -> bool:
-    """Each cell's new source into the notebook; whether any changed."""
+def _put_back(data: Any, cells: list[_Cell], sources: dict[int, str], standalone: list[_Standalone]) -> bool:
+    """Each cell's new source into the notebook's JSON, stored as the cell stored it; whether any changed."""
     changed = False
-    for alone in standalone:
-        if alone.new != alone.source:
-            notebook.cells[alone.index - 1].source = alone.new
-            changed = True
-    for cell in cells:
-        new = sources[cell.index]
-        if new != cell.source:
-            notebook.cells[cell.index - 1].source = new
-            changed = True
+    new_sources = {alone.index: alone.new for alone in standalone if alone.new != alone.source}
+    new_sources |= {cell.index: sources[cell.index] for cell in cells if sources[cell.index] != cell.source}
+    for index, new in new_sources.items():
+        cell = data["cells"][index - 1]
+        cell["source"] = _as_read(new, cell.get("source"))
+        changed = True
     return changed
 
 
@@ -328,10 +329,26 @@ def _first_use(launcher: object | None) -> object:
     return dataclasses.replace(options, constants_at="first-use")
 
 
+def _dumps(data: Any, original: str) -> str:
+    """The notebook's JSON in the layout it was read in (Jupyter's: one-space indent, keys in their order,
+    non-ASCII as is), so that only the edited sources differ: nbformat's writer would also add an `id`
+    (random) to every cell of a 4.5 notebook saved without them."""
+    second = original.split("\n", 2)[1] if original.count("\n") >= 2 else ""
+    indent = len(second) - len(second.lstrip(" ")) or 1
+    ascii_only = original.isascii() and bool(re.search(r"\\u[0-9a-fA-F]{4}", original))
+    written = json.dumps(data, indent=indent, separators=(",", ": "), ensure_ascii=ascii_only)
+    if original.endswith("\n") and not written.endswith("\n"):
+        written += "\n"
+    return written
+
+
+def _as_read(new: str, old: object) -> object:
+    """A cell source in the form it was stored: a list of lines (Jupyter's) or one string."""
+    return new.splitlines(keepends=True) if isinstance(old, list) else new
+
+
 def rewrite_notebook(text: str, *, launcher: object | None = None) -> NotebookResult:
     """Rewrite the notebook's code cells; raises NotebookError when nbformat cannot read it."""
-    import nbformat
-
     notebook, invalid = _read(text)
     if invalid is not None:  # nbformat would write it back changed (or not at all): report, never edit
         uses = notebook_uses(text)
@@ -347,12 +364,10 @@ def rewrite_notebook(text: str, *, launcher: object | None = None) -> NotebookRe
     if problems:
         return NotebookResult(source=text, changed=False, manual=[*notebook_uses(text), *problems])
     manual = joined.manual + [finding for alone in standalone for finding in alone.manual]
-    if not _put_back(notebook, cells, sources, standalone):
+    data = json.loads(text)  # written back as read: only the changed cells' sources differ
+    if not _put_back(data, cells, sources, standalone):
         return NotebookResult(source=text, changed=False, manual=sorted(set(manual + _magics_left(text))))
-    writes: Any = nbformat.writes  # untyped
-    written = str(writes(notebook))
-    if text.endswith("\n") and not written.endswith("\n"):
-        written += "\n"
+    written = _dumps(data, text)
     edits = joined.edits + [finding for alone in standalone for finding in alone.edits]
     return NotebookResult(source=written, changed=True, edits=edits, manual=sorted(set(manual + _magics_left(written))))
 
@@ -376,7 +391,7 @@ def _cells_that_break(split: dict[int, str] | None, cells: list[_Cell]) -> str |
     broken = []
     for cell in cells:
         try:
-            ast.parse(split[cell.index])
+            parse_quietly(split[cell.index])
         except SyntaxError:
             broken.append(str(cell.index))
     if broken:

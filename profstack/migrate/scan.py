@@ -17,7 +17,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from profstack.migrate._cst import Finding
+from profstack.migrate._cst import Finding, parse_quietly
 from profstack.migrate.dependencies import is_requirement, mentions_profiler
 from profstack.migrate.provenance import (
     BOTO_KEYWORDS,
@@ -104,7 +104,7 @@ def _turns_profiler_off(value: ast.expr | None) -> bool:
 def remaining_uses(source: str) -> list[Finding]:
     """Every line that still uses the Profiler. Unparsable text gives one finding at its error line."""
     try:
-        tree = ast.parse(source)
+        tree = parse_quietly(source)
     except SyntaxError as exc:
         return [Finding(exc.lineno or 0, f"cannot parse: {exc.msg}")]
     bound = _bindings(tree)

@@ -24,7 +24,6 @@ handled by `profstack.migrate.launcher`; `rewrite_source` runs both.
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
 from profstack.migrate import _steps
-from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted
+from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted, parse_quietly
 from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR, TRACE_DIR_ENV
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
@@ -85,7 +84,7 @@ class _NewerSyntax(RewriteError):
 
 def _parse(source: str, filename: str) -> cst.Module:
     try:
-        ast.parse(source, filename=filename)
+        parse_quietly(source, filename=filename)
     except RecursionError:
         raise RewriteError(f"{filename}: nested too deeply for the codemod to walk; left as is") from None
     except SyntaxError as exc:
@@ -1586,7 +1585,7 @@ def rewrite_source(source: str, *, filename: str = "<script>", launcher: object 
     changed = new_source != source
     if changed:
         try:
-            ast.parse(new_source, filename=filename)
+            parse_quietly(new_source, filename=filename)
         except SyntaxError as exc:  # our bug: never hand back code that does not parse
             raise RewriteError(
                 f"{filename}: rewrite produced invalid Python at line {exc.lineno}; left as is"
