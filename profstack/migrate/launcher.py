@@ -730,7 +730,13 @@ class _Analysis:
     def _still_used(self, binder: cst.CSTNode, local: str) -> None:
         for ref in self._references(binder, local):
             if ref not in self.handled:
-                self.blocking.append(Finding(self.line(ref), f"`{local}` is still used after its removal"))
+                self.blocking.append(
+                    Finding(
+                        self.line(ref),
+                        f"`{local}` is still used here after its removal (Profiler settings this line needs): "
+                        "change the line so it does not need them, then rerun",
+                    )
+                )
 
     # --- the names the added code uses
     def _site_nodes(self, name: str) -> list[cst.CSTNode]:

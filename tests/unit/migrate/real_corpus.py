@@ -32,13 +32,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import libcst as cst
-from libcst.metadata import MetadataWrapper
-
+from bench.launcher_corpus import still_profiling
 from profstack.cli.migrate import _process
 from profstack.migrate._cst import parse_quietly
 from profstack.migrate.ipython import read_cell
-from profstack.migrate.provenance import Provenance, launcher_flavour, walk
 from profstack.migrate.scan import READ_CELL_MAGICS, remaining_uses
 
 CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "notebooks_real"
@@ -94,15 +91,7 @@ def ruff_findings(program: str) -> Counter[str]:
 
 def estimators_without_disable_profiler(program: str) -> list[str]:
     """SDK v2 estimator calls (proven by provenance) that do not pass disable_profiler=True."""
-    module = cst.parse_module(program)
-    prov = Provenance(MetadataWrapper(module, unsafe_skip_copy=True))
-    out = []
-    for node in walk(module):
-        if isinstance(node, cst.Call) and launcher_flavour(prov, node) == "estimator":
-            value = next((a.value for a in node.args if a.keyword and a.keyword.value == "disable_profiler"), None)
-            if not (isinstance(value, cst.Name) and value.value == "True"):
-                out.append(module.code_for_node(node.func))
-    return out
+    return still_profiling(program)
 
 
 def _cells_parse(path: Path, text: str) -> list[str]:
