@@ -421,3 +421,40 @@ def test_generated_launchers_convert_run_and_add_no_ruff_findings(source: str) -
     assert not any(p.endswith("update_profiler") for p, _ in calls)
     # AND a second run changes nothing
     assert not rewrite_source(new).changed
+
+
+@st.composite
+def notebooks(draw: st.DrawFn) -> str:
+    """A generated launcher (module level) cut into cells at random top-level statement boundaries."""
+    source = draw(launchers().filter(lambda s: "def launch" not in s))
+    statements = source.rstrip("\n").split("\n")
+    cuts = sorted(set(draw(st.lists(st.integers(min_value=1, max_value=len(statements) - 1), max_size=4))))
+    cells, start = [], 0
+    for cut in [*cuts, len(statements)]:
+        if statements[cut - 1 : cut] == [""] or cut == start:
+            continue
+        cells.append("\n".join(statements[start:cut]).strip("\n"))
+        start = cut
+    if start < len(statements):
+        cells.append("\n".join(statements[start:]).strip("\n"))
+    return nbformat.writes(new_notebook(cells=[new_code_cell(c) for c in cells if c.strip()])) + "\n"
+
+
+@settings(max_examples=25, deadline=None)
+@given(text=notebooks())
+def test_generated_notebooks_convert_cell_by_cell_and_run_in_order(text: str) -> None:
+    # GIVEN a launcher cut into notebook cells anywhere (os imported in a later cell, or not at all)
+    # WHEN converted
+    result = rewrite_notebook(text)
+    assert result.changed
+    assert [f for f in result.manual if f.message.startswith(("cell", "not rewritten"))] == [], result.manual
+    program = python_of(Path("n.ipynb"), result.source)
+    # THEN the cells, run in order, launch every job without a NameError, each without the Profiler
+    jobs = [
+        kw for p, kw in run_launcher(program).calls if p.rsplit(".", 1)[-1] in {"PyTorch", "TensorFlow", "HuggingFace"}
+    ]
+    assert jobs
+    assert all(str(kw.get("disable_profiler")) == "True" for kw in jobs)
+    assert not any(PROFILER_KEYWORDS & set(kw) for kw in jobs)
+    # AND ruff finds nothing the original cells did not have
+    assert not (_ruff(program) - _ruff(python_of(Path("n.ipynb"), text)))
