@@ -84,8 +84,9 @@ PROFILER_RULE_CONFIGS = frozenset(
     }
 )
 
-#: SageMaker Python SDK v2 estimators: every sagemaker.estimator.EstimatorBase subclass (SDK 2.257), by the
-#: module that defines it; each is also reached through the package that re-exports it (below)
+#: SageMaker Python SDK v2 estimators: the names of the sagemaker.estimator.EstimatorBase subclasses (as of
+#: SDK 2.257), by the module that defines each; each is also reached through the package that re-exports it
+#: (below). Names only, listed here by hand: no SDK code is part of this repository.
 ESTIMATOR_DEFINITIONS = {
     "sagemaker.estimator": ("EstimatorBase", "Estimator", "Framework"),
     "sagemaker.algorithm": ("AlgorithmEstimator",),

@@ -27,7 +27,7 @@ from profstack.migrate.notebook import rewrite_notebook
 from profstack.migrate.scan import remaining_uses
 from profstack.migrate.smprof import rewrite_source
 from tests.unit.migrate.launcher_stubs import run_launcher
-from tests.unit.migrate.real_corpus import python_of
+from tests.unit.migrate.own_corpus import python_of
 
 PROFILER_KEYWORDS = {"profiler_config", "profiler_rule_configurations"}
 

@@ -1,20 +1,23 @@
-"""Measure the codemod on real files: AWS's Profiler/Debugger notebooks and the SageMaker SDK's own launcher.
+"""Measure the codemod on the notebook corpus: Profiler/Debugger notebooks, launchers and an SDK-style test file.
 
-Each file of tests/fixtures/notebooks_real/ (provenance and licences in its README) goes through the CLI's
-own path (`_process`, as `profstack migrate smprof` runs it) and is classed as converted whole, converted
-with a note (its analysis cells read the Profiler's output and stay for a person), refused with a reason
-(left byte-identical), untouched, or *wrong*: a conversion that fails one of the checks below. Checks on a
-converted file, each against its original:
+Each file of tests/fixtures/notebooks_own/ (written for this repository; its README says what each one is
+for) goes through the CLI's own path (`_process`, as `profstack migrate smprof` runs it) and is classed as
+converted whole, converted with a note (its analysis cells read the Profiler's output and stay for a
+person), refused with a reason (left byte-identical), untouched, or *wrong*: a conversion that fails one
+of the checks below. Checks on a converted file, each against its original:
 
 - every code cell is still valid IPython (read as IPython reads it, then compiled);
-- the notebook validates, and only code cells' sources changed (outputs, metadata and cell count kept);
+- the notebook validates, and only code cells' sources changed (outputs, metadata, cell ids or their
+  absence, and cell count kept), in the JSON layout it was saved in (indent, escaped or raw non-ASCII,
+  sources as lists of lines or strings, the final newline or its absence);
 - no ruff F821 / F401 / F841 finding the original did not have (undefined names, unused imports and locals),
   on the cells as one program in their order, IPython syntax as placeholders;
 - every SageMaker SDK v2 estimator it creates passes `disable_profiler=True`, and nothing of the Profiler's
   launcher settings is left (the --check gate finds only analysis code, for the note);
 - a second run changes nothing.
 
-Used by test_notebooks_real.py and to publish the table in docs/migration.md.
+Used by test_notebooks_own.py and to publish the table in docs/migration.md
+(`python -m tests.unit.migrate.own_corpus` prints it, then each file's problems).
 """
 
 from __future__ import annotations
@@ -36,9 +39,9 @@ from bench.launcher_corpus import still_profiling
 from profstack.cli.migrate import _process
 from profstack.migrate._cst import parse_quietly
 from profstack.migrate.ipython import read_cell
-from profstack.migrate.scan import READ_CELL_MAGICS, remaining_uses
+from profstack.migrate.scan import PYTHON_CELL_MAGICS, remaining_uses
 
-CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "notebooks_real"
+CORPUS = Path(__file__).resolve().parents[2] / "fixtures" / "notebooks_own"
 KINDS = ("launchers", "analysis", "decoys", "sdk")
 COLUMNS = ("converted whole", "converted, with a note", "refused with a reason", "untouched", "wrong")
 RUFF_RULES = "F821,F401,F841"
@@ -52,10 +55,18 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     ruff_added: list[str] = field(default_factory=list)
     source: str = ""
+    reported: list[str] = field(default_factory=list)  # every finding left for a person
 
 
 def files() -> list[Path]:
     return sorted(p for kind in KINDS for p in (CORPUS / kind).glob("*") if p.suffix in {".ipynb", ".py"})
+
+
+def _is_python(source: str) -> bool:
+    """A code cell whose body is Python: no cell magic, or one that runs its body as Python (`%%time`);
+    `%%bash`, `%%writefile`, `%%html` cells hold another language or another file."""
+    first = source.lstrip().split("\n", 1)[0]
+    return not first.startswith("%%") or (first[2:].split() or [""])[0] in PYTHON_CELL_MAGICS
 
 
 def python_of(path: Path, text: str) -> str:
@@ -67,9 +78,8 @@ def python_of(path: Path, text: str) -> str:
         if cell["cell_type"] != "code":
             continue
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        first = source.lstrip().split("\n", 1)[0]
-        if first.startswith("%%") and (first[2:].split() or [""])[0] not in READ_CELL_MAGICS - {"writefile"}:
-            continue  # a cell in another language (%%bash, %%writefile, %%html): not this program's Python
+        if not _is_python(source):
+            continue
         parts.append(_PLACEHOLDER.sub("None", read_cell(source).python))
     return "\n".join(parts) + "\n"
 
@@ -106,8 +116,7 @@ def _cells_parse(path: Path, text: str) -> list[str]:
         if cell["cell_type"] != "code":
             continue
         source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        first = source.lstrip().split("\n", 1)[0]
-        if first.startswith("%%") and (first[2:].split() or [""])[0] not in READ_CELL_MAGICS - {"writefile"}:
+        if not _is_python(source):
             continue
         try:
             with warnings.catch_warnings():  # the notebook's own `"\s"` strings: not what is checked
@@ -141,6 +150,24 @@ def _kept_structure(before: str, after: str) -> list[str]:
     return problems
 
 
+def _layout(text: str) -> dict[str, object]:
+    second = text.split("\n", 2)[1] if text.count("\n") >= 2 else ""
+    cells = json.loads(text)["cells"]
+    return {
+        "indent": len(second) - len(second.lstrip(" ")),
+        "non-ASCII escaped": text.isascii() and bool(re.search(r"\\u[0-9a-fA-F]{4}", text)),
+        "final newline": text.endswith("\n"),
+        "cell ids": [("id" in cell) for cell in cells],
+        "sources as lists": [isinstance(cell["source"], list) for cell in cells],
+    }
+
+
+def _kept_layout(before: str, after: str) -> list[str]:
+    """The JSON layout the notebook was saved in (Jupyter, VS Code and other tools differ), kept."""
+    old, new = _layout(before), _layout(after)
+    return [f"layout changed: {key} {old[key]!r} -> {new[key]!r}" for key in old if old[key] != new[key]]
+
+
 @functools.cache
 def measure_file(path: Path) -> Outcome:
     args = argparse.Namespace(user=None, trace_bucket=None, no_tensorboard_config=False)
@@ -148,13 +175,16 @@ def measure_file(path: Path) -> Outcome:
     text = path.read_text()
     result = _process(path, kind, text, args)
     noted = [f for f in result.manual if f.line or f.message.startswith("cell ")]
+    reported = [f"{f.line}: {f.message}" if f.line else f.message for f in result.manual]
     if not result.changed:
-        return Outcome(path, "refused with a reason" if noted else "untouched", source=text)
-    outcome = Outcome(path, "converted, with a note" if noted else "converted whole", source=result.source)
+        return Outcome(path, "refused with a reason" if noted else "untouched", source=text, reported=reported)
+    state = "converted, with a note" if noted else "converted whole"
+    outcome = Outcome(path, state, source=result.source, reported=reported)
     before, after = python_of(path, text), python_of(path, result.source)
     outcome.problems += _cells_parse(path, result.source)
     if path.suffix == ".ipynb":
         outcome.problems += _kept_structure(text, result.source)
+        outcome.problems += _kept_layout(text, result.source)
     outcome.ruff_added = sorted((ruff_findings(after) - ruff_findings(before)).elements())
     outcome.problems += [f"ruff: {f}" for f in outcome.ruff_added]
     profiling = estimators_without_disable_profiler(after)
@@ -187,7 +217,7 @@ def table(counts: dict[str, Counter[str]], outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # python -m tests.unit.migrate.real_corpus: the table, and each file's problems
+if __name__ == "__main__":  # python -m tests.unit.migrate.own_corpus: the table, and each file's problems
     measured, every = measure()
     print(table(measured, every))
     for item in every:
