@@ -34,7 +34,7 @@ class TrainingJobDetail(_Loose):
     output_data_config: Annotated[OutputDataConfig | None, Field(alias="OutputDataConfig")] = None
     tags: Annotated[dict[str, str], Field(alias="Tags")] = {}
     training_end_time: Annotated[int | None, Field(alias="TrainingEndTime")] = None
-    #: set only by `profstack reports reanalyse` / `backfill` (profstack/cli/reanalyse.py): a fresh id that makes
+    #: set only by `profstack reports reanalyze` / `backfill` (profstack/cli/reanalyze.py): a fresh id that makes
     #: the idempotency key and the fan-out execution new; everything else is checked as for SageMaker's events
     reanalysis: Annotated[str | None, Field(alias=REANALYSIS_FIELD, pattern=REANALYSIS_ID_PATTERN)] = None
 

@@ -159,7 +159,7 @@ def start_fanout(
     Returns False when an execution for this job and status already exists. `describe` travels in the
     execution input (system_view.describe_for_fanout: the keys the aggregate step's system view and e-mail
     need), so the aggregate step reads no SageMaker API. `request`: a re-analysis request's id
-    (profstack reports reanalyse), which makes the payload, and so the execution, new."""
+    (profstack reports reanalyze), which makes the payload, and so the execution, new."""
     if clients.sfn is None or not env.state_machine_arn:
         raise ProcessingError("fan-out needed but no state machine is configured")
     items = [

@@ -50,7 +50,7 @@ def engine() -> Engine:
 def idempotency() -> tuple[IdempotencyConfig, DynamoDBPersistenceLayer]:
     config = IdempotencyConfig(
         # One report per job and terminal status, however often SageMaker repeats the event (A5); a re-analysis
-        # request (profstack reports reanalyse) adds its own id, so it runs once more (and once per request).
+        # request (profstack reports reanalyze) adds its own id, so it runs once more (and once per request).
         event_key_jmespath=IDEMPOTENCY_KEY,
         raise_on_no_idempotency_key=True,
         expires_after_seconds=env().idempotency_ttl_seconds,

@@ -4,7 +4,7 @@
     profstack reports open JOB [--print] [--expires SECONDS] [--json]
     profstack reports get JOB [DIR] [--json]
     profstack reports diff A B [--html FILE] [--limit N] [--json]
-    profstack reports reanalyse JOB [--apply]                      (administrators: profstack/cli/reanalyse.py)
+    profstack reports reanalyze JOB [--apply]                      (administrators: profstack/cli/reanalyze.py)
     profstack reports backfill --since WHEN [--until WHEN] [--apply]
 
 Common options: --user USER (default $PROFSTACK_USER), --bucket BUCKET (default $PROFSTACK_TRACE_BUCKET, else the
@@ -155,9 +155,9 @@ def register(subparsers: Any) -> None:
     _common(diff)
     diff.set_defaults(handler=_with_hint(run_diff))
 
-    from profstack.cli import reanalyse  # the administrators' actions: re-run the pipeline for jobs
+    from profstack.cli import reanalyze  # the administrators' actions: re-run the pipeline for jobs
 
-    reanalyse.register(commands)
+    reanalyze.register(commands)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

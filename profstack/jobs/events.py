@@ -13,7 +13,7 @@ TERMINAL_STATUSES = ("Completed", "Failed", "Stopped")
 TRAINING_DETAIL_TYPE = DETAIL_TYPE
 SCHEDULE_DETAIL_TYPE = "Scheduled Event"
 
-#: `detail.ProfStackReanalysis` of a re-analysis request (`profstack reports reanalyse` / `backfill`): an id that
+#: `detail.ProfStackReanalysis` of a re-analysis request (`profstack reports reanalyze` / `backfill`): an id that
 #: makes the processor's idempotency key (and fan-out execution name) new, so a job is analysed again. The
 #: request is otherwise the job's own state-change event: the processor reads the job's status and owner from
 #: DescribeTrainingJob and ListTags as for SageMaker's events, so it can file a job under no one else.

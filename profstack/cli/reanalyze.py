@@ -1,6 +1,6 @@
-"""`profstack reports reanalyse JOB` and `profstack reports backfill`: run the pipeline again (administrators).
+"""`profstack reports reanalyze JOB` and `profstack reports backfill`: run the pipeline again (administrators).
 
-    profstack reports reanalyse JOB [--apply] [--queue-url URL] [--config PATH] [--region REGION] [--json]
+    profstack reports reanalyze JOB [--apply] [--queue-url URL] [--config PATH] [--region REGION] [--json]
     profstack reports backfill --since WHEN [--until WHEN] [--status LIST] [--include-reported] [--rate PER_SECOND]
                                [--max-jobs N] [--apply] [--queue-url URL] [--bucket BUCKET] [--json]
 
@@ -51,25 +51,25 @@ PAGE = 100
 
 
 def register(commands: Any) -> None:
-    """Add `reanalyse` and `backfill` to `profstack reports`."""
+    """Add `reanalyze` and `backfill` to `profstack reports`."""
     again = command(
         commands,
-        "reanalyse",
-        help="(administrators) analyse a finished job again; its report is rewritten (dry run unless --apply)",
+        "reanalyze",
+        help="(administrators) analyze a finished job again; its report is rewritten (dry run unless --apply)",
         description="Put a re-analysis request for JOB on the job queue: the processor checks the job with "
         "DescribeTrainingJob and ListTags as it checks SageMaker's own events, and rewrites its report under "
         "its owner. A dry run unless --apply.",
         examples=(
-            "profstack reports reanalyse my-training-job",
-            "profstack reports reanalyse my-training-job --apply",
-            "profstack reports reanalyse my-training-job --apply --queue-url "
+            "profstack reports reanalyze my-training-job",
+            "profstack reports reanalyze my-training-job --apply",
+            "profstack reports reanalyze my-training-job --apply --queue-url "
             "https://sqs.us-east-1.amazonaws.com/111122223333/profstack-processing-JobsQueue --region us-east-1",
         ),
-        aliases=["reanalyze"],
+        aliases=["reanalyse"],
     )
     again.add_argument("job", metavar=JOB, help="training job name")
     _target_arguments(again)
-    again.set_defaults(handler=run_reanalyse)
+    again.set_defaults(handler=run_reanalyze)
 
     back = command(
         commands,
@@ -187,7 +187,7 @@ def queue_url(where: Deployment) -> str:
 
 
 def request_id(kind: str) -> str:
-    """A fresh id: `reanalyse-<12 hex>` or `backfill-<12 hex>` (REANALYSIS_ID_PATTERN)."""
+    """A fresh id: `reanalyze-<12 hex>` or `backfill-<12 hex>` (REANALYSIS_ID_PATTERN)."""
     return f"{kind}-{uuid.uuid4().hex[:12]}"
 
 
@@ -258,7 +258,7 @@ def send(where: Deployment, event: Mapping[str, Any]) -> str:
     return str(response.get("MessageId", ""))
 
 
-def run_reanalyse(args: argparse.Namespace) -> int:
+def run_reanalyze(args: argparse.Namespace) -> int:
     job = _job_name(args.job)
     where = deployment(args)
     described = describe(where, job)
@@ -268,7 +268,7 @@ def run_reanalyse(args: argparse.Namespace) -> int:
             f"'{job}' is {status}: its report is written when it ends (the in-progress report meanwhile: "
             "docs/processing.md, While a job runs)"
         )
-    request = request_id("reanalyse")
+    request = request_id("reanalyze")
     event = reanalysis_event(described, request, datetime.now(UTC))
     result: dict[str, Any] = {"job": job, "status": status, "request": request, "queued": False}
     if args.apply:
