@@ -180,7 +180,7 @@ def start_fanout(
             put_json(clients.s3, target, processing_input_manifest(obj))
     manifest = manifest_location(ctx)
     put_json(clients.s3, manifest, items)
-    payload = {
+    payload: dict[str, Any] = {
         "context": ctx.to_json(),
         "manifest": {"bucket": manifest.bucket, "key": manifest.key},
         "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},

@@ -65,8 +65,7 @@ def register(subparsers: Any) -> None:
 
 def run_check(args: argparse.Namespace) -> int:
     stream = io.StringIO() if args.json else sys.stderr
-    mode = "warn" if args.allow_example_values else "refuse"
-    config = load_config_reporting(args.file, stream, example_values=mode)
+    config = load_config_reporting(args.file, stream, example_values="warn" if args.allow_example_values else "refuse")
     if args.json:
         lines = stream.getvalue().splitlines() if isinstance(stream, io.StringIO) else []
         print(

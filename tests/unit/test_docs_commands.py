@@ -75,7 +75,8 @@ def test_the_extractor_sees_the_commands_people_type() -> None:
     found = all_doc_commands()
     kinds = {command.kind for _, _, command, _ in found}
     assert kinds == {"profstack", "make", "python-m"}
-    assert any(full for *_, full in found) and any(not full for *_, full in found)
+    assert any(full for *_, full in found)
+    assert any(not full for *_, full in found)
     texts = {command.text for _, _, command, _ in found}
     assert "profstack reports list --user carol --since 7d" in texts or any(
         t.startswith("profstack reports list") for t in texts
@@ -104,7 +105,9 @@ def test_a_stale_command_is_caught(line: str, full: bool, problem: str) -> None:
 
 def test_usage_notation_is_read_as_the_options_it_shows() -> None:
     # GIVEN the usage notation docs use ([--x], A | B, PATH...) WHEN checked THEN it passes when the options exist
-    (good,) = commands_in("profstack legacy tag-rule-output --bucket B [--prefix P] [--apply] [--batch | --batch-threshold N]")
+    (good,) = commands_in(
+        "profstack legacy tag-rule-output --bucket B [--prefix P] [--apply] [--batch | --batch-threshold N]"
+    )
     assert check(good, full=False) == []
     (bad,) = commands_in("profstack legacy tag-rule-output --bucket B [--dry-run-only]")
     assert check(bad, full=False) == ["`profstack legacy tag-rule-output` has no option --dry-run-only"]

@@ -60,7 +60,7 @@ def commands_in(line: str) -> list[Command]:
             if len(words) > 1 and re.fullmatch(r"\d+\.\d+(\.\d+)?", words[1]):
                 continue  # `profstack 0.1.0 (engine: c)`: what --version prints, quoted
             found.append(Command("profstack", tuple(words[1:]), part.strip()))
-        elif head == "make" or head == "$(MAKE)":
+        elif head in {"make", "$(MAKE)"}:
             found.append(Command("make", tuple(words[1:]), part.strip()))
         elif head in PYTHONS and len(words) > 2 and words[1] == "-m":
             if words[2] == "profstack" or words[2] == "profstack.cli":
@@ -74,8 +74,8 @@ def usage_words(words: tuple[str, ...]) -> list[str]:
     """Usage notation read as the options it shows: `[--x N]` -> `--x N`, a lone `|` or `...` dropped,
     `PATH...` -> `PATH`."""
     out = []
-    for word in words:
-        word = word.strip("[]")
+    for raw in words:
+        word = raw.strip("[]")
         if word in {"", "|", "...", "…"}:
             continue
         out.append(word.removesuffix("...").removesuffix("…") or word)
@@ -200,7 +200,11 @@ def check_python_module(words: tuple[str, ...]) -> list[str]:
     if not flags:
         return []
     shown = module_help(module)
-    return [f"`python -m {module}` does not know {flag} (its --help does not list it)" for flag in flags if flag not in shown]
+    return [
+        f"`python -m {module}` does not know {flag} (its --help does not list it)"
+        for flag in flags
+        if flag not in shown
+    ]
 
 
 def check(command: Command, *, full: bool) -> list[str]:

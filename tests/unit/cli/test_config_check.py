@@ -62,7 +62,9 @@ def test_every_problem_is_its_own_line(tmp_path: Path, capsys: pytest.CaptureFix
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("profstack: invalid config:")]
     assert len(lines) == 3, lines
     joined = "\n".join(lines)
-    assert "prefix:" in joined and "users[0].email" in joined and "processing.reserved_concurrency" in joined
+    assert "prefix:" in joined
+    assert "users[0].email" in joined
+    assert "processing.reserved_concurrency" in joined
 
 
 @pytest.mark.parametrize(

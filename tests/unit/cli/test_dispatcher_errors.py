@@ -107,5 +107,6 @@ def test_without_the_aws_extra_local_commands_work_and_aws_ones_say_what_to_inst
     deep = _cli_without_boto3("legacy", "audit", "--days", "1")
     assert deep.returncode == 2
     assert deep.stderr.strip().splitlines() == [
-        f"profstack: error: this command talks to AWS and needs boto3, which is not installed in {sys.prefix}: {install}"
+        "profstack: error: this command talks to AWS and needs boto3, which is not installed in "
+        f"{sys.prefix}: {install}"
     ]

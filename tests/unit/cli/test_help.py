@@ -73,7 +73,7 @@ def test_every_command_shows_examples_its_parser_accepts() -> None:
     for name, parser in parsers:
         for example in example_commands(parser.epilog):
             (command,) = commands_in(example)
-            if not example.startswith(name + " ") and example != name and name != "profstack":
+            if not example.startswith(name + " ") and name not in (example, "profstack"):
                 problems.append(f"{name}: example {example!r} is another command's")
             problems += [f"{name}: {example!r}: {p}" for p in check(command, full="--help" not in example)]
     assert not problems, "\n".join(problems)
@@ -109,7 +109,8 @@ def test_days_means_a_lookback_and_expiry_has_its_own_name(capsys: pytest.Captur
         main(["legacy", "expire-rule-output", "--bucket", "b", "--days", "14"])
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert "--expire-after-days" in err and "lookback" in err
+    assert "--expire-after-days" in err
+    assert "lookback" in err
 
 
 def test_dry_run_and_apply_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
