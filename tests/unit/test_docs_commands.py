@@ -111,3 +111,11 @@ def test_usage_notation_is_read_as_the_options_it_shows() -> None:
     assert check(good, full=False) == []
     (bad,) = commands_in("profstack legacy tag-rule-output --bucket B [--dry-run-only]")
     assert check(bad, full=False) == ["`profstack legacy tag-rule-output` has no option --dry-run-only"]
+
+
+def test_the_schema_page_names_the_current_schema_version() -> None:
+    from profstack.analysis.summary import SUMMARY_SCHEMA_VERSION
+
+    # GIVEN docs/summary-schema.md WHEN its title is read THEN it names the version the engine writes
+    title = (REPO_ROOT / "docs" / "summary-schema.md").read_text(encoding="utf-8").splitlines()[0]
+    assert title.endswith(f"schema {SUMMARY_SCHEMA_VERSION}"), title

@@ -189,6 +189,8 @@ def module_help(module: str) -> str:
 
 
 def check_python_module(words: tuple[str, ...]) -> list[str]:
+    if not usage_words(words):
+        return []  # `python -m ...`: prose about the form, not a command
     module, *rest = usage_words(words)
     try:
         spec = importlib.util.find_spec(module)
