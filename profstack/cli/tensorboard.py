@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any
 
@@ -65,7 +66,7 @@ def register(subparsers: Any) -> None:
             "profstack tensorboard url --user alice --json",
         ),
     )
-    url.add_argument("--user", required=True, metavar=USER, help="user name from the config")
+    _user_argument(url)
     url.add_argument("--job", metavar=JOB, help="open this training job in TensorBoard")
     url.add_argument(
         "--expires",
@@ -87,7 +88,7 @@ def register(subparsers: Any) -> None:
             "profstack tensorboard start --user alice --apply --wait",
         ),
     )
-    start.add_argument("--user", required=True, metavar=USER, help="user name from the config")
+    _user_argument(start)
     start.add_argument("--wait", action="store_true", help="wait until it is InService")
     start.add_argument("--apply", action="store_true", help="really start it (default: say what would happen)")
     add_aws_arguments(start)
@@ -99,16 +100,29 @@ def register(subparsers: Any) -> None:
         help="stop (delete) the user's TensorBoard app; its data stays in S3 (a dry run unless --apply)",
         examples=("profstack tensorboard stop --user alice", "profstack tensorboard stop --user alice --apply"),
     )
-    stop.add_argument("--user", required=True, metavar=USER, help="user name from the config")
+    _user_argument(stop)
     stop.add_argument("--apply", action="store_true", help="really stop it (default: say what would happen)")
     add_aws_arguments(stop)
     stop.set_defaults(handler=run_stop)
 
 
+def _user_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--user", metavar=USER, help="user name from the config (default $PROFSTACK_USER)")
+
+
+def _user(args: argparse.Namespace) -> str:
+    user = args.user or os.environ.get("PROFSTACK_USER")
+    if not user:
+        raise CliError("which user? pass --user USER or set PROFSTACK_USER (a user name from the config)")
+    args.user = user
+    return str(user)
+
+
 def _target(args: argparse.Namespace) -> tuple[Any, str, str, str]:
     """(SageMaker client, domain id, profile name, instance type) for --user, or a CliError."""
+    name = _user(args)
     config = load(args)
-    user = config_user(config, args.user)
+    user = config_user(config, name)
     region = region_of(args, config)
     domain = domain_id(args, config, region)
     instance_type = user.tensorboard_instance_type or config.tensorboard.default_instance_type
