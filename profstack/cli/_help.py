@@ -54,8 +54,10 @@ class HelpFormatter(argparse.HelpFormatter):
 
 def examples(*lines: str, note: str = "") -> str:
     """The epilog: `examples:` then one command per line (`#` comments allowed after two spaces)."""
+    import textwrap
+
     body = "\n".join(f"  {line}" for line in lines)
-    return f"{EXAMPLES_HEADING}\n{body}" + (f"\n\n{note}" if note else "")
+    return f"{EXAMPLES_HEADING}\n{body}" + (f"\n\n{textwrap.fill(note, width=79)}" if note else "")
 
 
 def command(
