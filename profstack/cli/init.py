@@ -2,7 +2,8 @@
 
     profstack init [--output FILE] [--force] [--print] [--region REGION] [--prefix PREFIX]
                    [--domain-id ID | --vpc-id VPC [--subnet-ids SUBNET,...]] [--network-access MODE]
-                   [--user NAME=EMAIL ...] [--identity-center-group GROUP [--identity-store-id ID]]
+                   [--user NAME=EMAIL ...] [--identity-center-group GROUP [--identity-store-id ID]
+                   [--identity-center-region REGION]]
                    [--notify EMAIL ...]
 
 What it reads (read-only calls; nothing in the account changes):
@@ -108,6 +109,11 @@ def register(subparsers: Any) -> None:
         "--identity-store-id",
         metavar="ID",
         help="the Identity Center identity store (default: the account's instance, from sso-admin ListInstances)",
+    )
+    parser.add_argument(
+        "--identity-center-region",
+        metavar=REGION,
+        help="IAM Identity Center's home region, when it is not --region",
     )
     parser.add_argument(
         "--notify",
@@ -288,6 +294,7 @@ def domain_plan(args: argparse.Namespace, region: str) -> tuple[dict[str, Any], 
 
 
 def _identity_store(args: argparse.Namespace, region: str) -> str:
+    region = args.identity_center_region or region
     if args.identity_store_id:
         return str(args.identity_store_id)
     admin = _aws.make_client("sso-admin", region)
@@ -295,8 +302,8 @@ def _identity_store(args: argparse.Namespace, region: str) -> str:
         instances = admin.list_instances().get("Instances", [])
     if len(instances) != 1:
         raise CliError(
-            f"found {len(instances)} IAM Identity Center instances in {region}: pass --identity-store-id ID (and "
-            "--region of Identity Center's home region if it differs)"
+            f"found {len(instances)} IAM Identity Center instances in {region}: pass --identity-center-region with "
+            "Identity Center's home region, or --identity-store-id ID"
         )
     return str(instances[0]["IdentityStoreId"])
 
@@ -304,7 +311,7 @@ def _identity_store(args: argparse.Namespace, region: str) -> str:
 def group_members(args: argparse.Namespace, region: str) -> list[tuple[str, str]]:
     """(user name, primary e-mail) of each member of --identity-center-group."""
     store = _identity_store(args, region)
-    ids = _aws.make_client("identitystore", region)
+    ids = _aws.make_client("identitystore", args.identity_center_region or region)
     group = args.identity_center_group
     with aws_errors(f"Identity Center group {group!r}"):
         group_id = ids.get_group_id(

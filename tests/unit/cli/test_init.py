@@ -159,3 +159,14 @@ def test_init_asks_which_domain_when_the_region_has_several(account: None, capsy
 )
 def test_identity_names_become_profstack_names(raw: str, name: str) -> None:
     assert profstack_name(raw) == name
+
+
+def test_without_an_identity_store_it_says_which_flags_find_one(
+    account: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN no IAM Identity Center instance in the region WHEN init is asked for a group's members
+    rc, _, err = _init(capsys, "--print", "--identity-center-group", "ml-engineers")
+    # THEN one line says where it looked and what to pass
+    assert rc == 2
+    assert f"found 0 IAM Identity Center instances in {REGION}" in err
+    assert "--identity-center-region" in err
