@@ -161,12 +161,11 @@ def test_identity_names_become_profstack_names(raw: str, name: str) -> None:
     assert profstack_name(raw) == name
 
 
-def test_without_an_identity_store_it_says_which_flags_find_one(
-    account: None, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # GIVEN no IAM Identity Center instance in the region WHEN init is asked for a group's members
+def test_a_group_that_does_not_exist_is_one_line_naming_it(account: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # GIVEN the account's Identity Center (sso-admin ListInstances finds it) without such a group
     rc, _, err = _init(capsys, "--print", "--identity-center-group", "ml-engineers")
-    # THEN one line says where it looked and what to pass
+    # THEN one line names the group and what Identity Center said
     assert rc == 2
-    assert f"found 0 IAM Identity Center instances in {REGION}" in err
-    assert "--identity-center-region" in err
+    assert err.strip().splitlines() == [
+        "profstack: error: Identity Center group 'ml-engineers': ResourceNotFoundException: GROUP not found."
+    ]
