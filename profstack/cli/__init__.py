@@ -25,6 +25,7 @@ SUBCOMMAND_MODULES = (
     "verify",
     "cost",
     "users",
+    "iam",
     "tensorboard",
     "legacy",
     "migrate",

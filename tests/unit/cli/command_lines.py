@@ -114,6 +114,8 @@ def check_profstack(words: tuple[str, ...], *, full: bool) -> list[str]:
         subs = _subcommands(parser)
         if not subs or args[i].startswith("-"):
             break
+        if "|" in args[i] and all(alt in subs for alt in args[i].split("|")):
+            args[i] = args[i].split("|")[0]  # `iam boundary|scp`: alternatives, each a sub-command
         if args[i] not in subs:
             if args[i] in {"COMMAND", "ACTION", "TOOL"}:  # the help's own placeholder
                 return []

@@ -81,6 +81,11 @@ def test_every_problem_is_its_own_line(tmp_path: Path, capsys: pytest.CaptureFix
             ["arn:aws:iam::123456789012:role/IncidentResponse"],
             "storage.break_glass_principal_arns[0]",
         ),
+        (
+            ("users",),
+            [{"name": "dana", "email": "dana@mlplatform.io", "principals": ["arn:aws:iam::123456789012:user/dana"]}],
+            "users[0].principals[0]",
+        ),
     ],
 )
 def test_each_kind_of_example_value_is_named(path: tuple[str, ...], value: object, field: str) -> None:
