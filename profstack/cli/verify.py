@@ -42,7 +42,8 @@ OK, WARN, FAIL = "ok", "warn", "FAIL"
 #: checks them against the synthesized policy)
 BOUNDARY_SIDS = (
     "UserDataReadOnlyByOwnerProcessingBreakGlass",
-    "UserRolesOnlyTheirOwnPrefixes",
+    "UserRolesOnlyTheirOwnObjects",
+    "TraceFoldersWrittenOnlyByOwnersPipelineWriters",
     "ReportsWrittenOnlyByProcessingBreakGlass",
 )
 #: statements of the job queue's policy (stacks/components/job_events.py)
