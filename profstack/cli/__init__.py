@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES = (
     "analyze",
     "diff",
     "reports",
+    "reanalyze",  # adds `reports reanalyze` and `reports backfill`
     "init",
     "config",
     "verify",

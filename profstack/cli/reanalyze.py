@@ -50,8 +50,10 @@ DEFAULT_USER_TAG_KEY = "profstack:user"
 PAGE = 100
 
 
-def register(commands: Any) -> None:
-    """Add `reanalyze` and `backfill` to `profstack reports`."""
+def register(subparsers: Any) -> None:
+    """Add `reanalyze` and `backfill` to `profstack reports` (registered after it: reports.py need not know them)."""
+    reports = subparsers.choices["reports"]
+    commands = next(a for a in reports._actions if isinstance(a, argparse._SubParsersAction))
     again = command(
         commands,
         "reanalyze",

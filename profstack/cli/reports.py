@@ -155,10 +155,6 @@ def register(subparsers: Any) -> None:
     _common(diff)
     diff.set_defaults(handler=_with_hint(run_diff))
 
-    from profstack.cli import reanalyze  # the administrators' actions: re-run the pipeline for jobs
-
-    reanalyze.register(commands)
-
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--user", metavar=USER, help="your ProfStack user name (default $PROFSTACK_USER)")

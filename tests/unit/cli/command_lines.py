@@ -103,6 +103,18 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
     return {flag: action for action in parser._actions for flag in action.option_strings}
 
 
+def _unknown_options(parser: argparse.ArgumentParser, args: list[str], path: str) -> list[str]:
+    options = _options(parser)
+    problems = []
+    for word in args:
+        match = _FLAG.match(word)
+        if match and not re.fullmatch(r"-\d+(\.\d+)?", word):
+            flag = match.group(0)
+            if flag not in options:  # an abbreviation argparse would take is still not what the docs should show
+                problems.append(f"`{path}` has no option {flag}")
+    return problems
+
+
 def check_profstack(words: tuple[str, ...], *, full: bool) -> list[str]:
     """Problems of `profstack <words>`: an unknown sub-command or option anywhere; with `full`, whatever
     argparse itself refuses (a missing required argument, a bad choice)."""
@@ -125,14 +137,7 @@ def check_profstack(words: tuple[str, ...], *, full: bool) -> list[str]:
         i += 1
     if _subcommands(parser) and i == len(args):
         return []  # a group named on its own (`profstack legacy`): a reference, not a command line
-    options = _options(parser)
-    problems = []
-    for word in args[i:]:
-        match = _FLAG.match(word)
-        if match and not re.fullmatch(r"-\d+(\.\d+)?", word):
-            flag = match.group(0)
-            if flag not in options:  # an abbreviation argparse would take is still not what the docs should show
-                problems.append(f"`{' '.join(path)}` has no option {flag}")
+    problems = _unknown_options(parser, args[i:], " ".join(path))
     if problems or not full:
         return problems
     stderr = io.StringIO()
