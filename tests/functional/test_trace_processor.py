@@ -643,17 +643,15 @@ def test_an_mi300x_job_gets_a_complete_report_and_no_incomplete_email(plane: Dat
     assert "partial" not in note["Subject"].lower()
 
 
-def test_a_multi_gpu_xspace_job_gets_one_rank_and_one_timeline_per_device(plane: DataPlane, traces_dir: Path) -> None:
-    # GIVEN a job whose profile is a real 8-GPU TensorFlow XSpace (XProf's demo: 3 devices recorded work), as
-    # TensorBoard's profile plugin writes it (plugins/profile/<run>/<host>.xplane.pb)
+def test_a_multi_gpu_xspace_job_gets_one_rank_and_one_timeline_per_device(plane: DataPlane) -> None:
+    from tests.unit.analysis.test_xplane import _tf_host_gpu_space
+
+    # GIVEN a job whose profile is a TensorFlow-style XSpace of one host with three GPUs (launches merged into
+    # /host:CPU, named after their kernels, linked by correlation id), as TensorBoard's profile plugin writes it
     job = "tf-multi-gpu"
     register_training_job(plane, job)
-    upload(
-        plane,
-        traces_dir,
-        "tensorflow_profiler/demo/plugins/profile/GPU-multi-worker/34.83.195.179_6003.xplane.pb",
-        _tb_key(job, "plugins/profile/run1/host0.xplane.pb"),
-    )
+    key = _tb_key(job, "plugins/profile/run1/host0.xplane.pb")
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=key, Body=_tf_host_gpu_space(3))
     from lambdas.trace_processor import handler
 
     # WHEN the pipeline processes its completion
@@ -663,11 +661,12 @@ def test_a_multi_gpu_xspace_job_gets_one_rank_and_one_timeline_per_device(plane:
     assert response["batchItemFailures"] == []
     reports = layout.job_reports_prefix(USER, job)
     summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert summary["complete"], summary["warnings"]
     assert [r["rank"] for r in summary["ranks"]] == [0, 1, 2]
-    assert {s.rsplit("#", 1)[-1] for r in summary["ranks"] for s in r["sources"]} == {
+    assert [s.rsplit("#", 1)[-1] for r in summary["ranks"] for s in r["sources"]] == [
+        "/device:GPU:0",
         "/device:GPU:1",
-        "/device:GPU:4",
-        "/device:GPU:6",
-    }
+        "/device:GPU:2",
+    ]
     perfetto = sorted(k.rsplit("/", 1)[-1] for k in plane.list_keys(reports) if "/perfetto/" in k)
     assert perfetto == [f"rank-{r}.trace.json.gz" for r in (0, 1, 2)]

@@ -1,5 +1,5 @@
 """The trace bucket's policy governs actions by family, not by list (issue 42 item 4), proven over S3's whole action
-list (tests/infra/data/s3-iam-actions.txt, from AWS's Service Authorization Reference via awacs) and over every
+list (AWS's Service Authorization Reference, as the pinned awacs package lists it) and over every
 object operation of botocore's S3 service model, on the example config's synthesized templates.
 
 On another user's key every S3 action is refused to everyone outside the pipeline and break-glass; on its own keys a
@@ -11,16 +11,15 @@ ACL and legal-hold verbs fell through the list.
 from __future__ import annotations
 
 import fnmatch
-from pathlib import Path
 
 import pytest
 
 from stacks.components.trace_store import READ_FAMILY, TAG_WRITE_ACTIONS
 from tests.infra.conftest import SynthesizedApp
 from tests.infra.iam_eval import Principal, Request, same_account_decision
+from tests.infra.security_matrix import s3_actions
 from tests.infra.test_bucket_boundary import ACCOUNT, BUCKET_ARN, S3_EVERYTHING, World, _can, _user_role, _world
 
-ACTION_LIST = Path(__file__).parent / "data" / "s3-iam-actions.txt"
 #: API operations whose IAM action has another name (Service Authorization Reference, "API operations defined by
 #: Amazon S3"); every other object operation is authorised as the action of its own name
 ALIASES = {
@@ -36,10 +35,6 @@ ALIASES = {
 ADMIN = Principal(arn=f"arn:aws:iam::{ACCOUNT}:role/Admin")
 TRAINING = Principal(arn=f"arn:aws:iam::{ACCOUNT}:role/SageMakerTrainingRole")
 OWNER_PREFIXES = ("traces", "tensorboard", "reports")
-
-
-def s3_actions() -> list[str]:
-    return [line.strip() for line in ACTION_LIST.read_text().splitlines() if line.strip()]
 
 
 def object_operations() -> dict[str, tuple[str, ...]]:
