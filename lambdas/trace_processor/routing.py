@@ -111,7 +111,9 @@ def _start_execution(sfn: SFNClient, machine: str, ctx: JobContext, payload: Map
     a name with the payload's digest, or, if that is taken by another input too, a random one."""
     sent = json.loads(json.dumps(payload))  # what DescribeExecution gives back
     digest = hashlib.sha256(json.dumps(sent, sort_keys=True).encode()).hexdigest()[:16]
-    for suffix in ("", digest, uuid.uuid4().hex[:16]):
+    # a re-analysis (its payload names the request) never is the job's first execution: its own name first
+    first = () if payload.get("request") else ("",)
+    for suffix in (*first, digest, uuid.uuid4().hex[:16]):
         name = execution_name(ctx.job, ctx.status, suffix)
         if aws.start_execution(sfn, state_machine_arn=machine, name=name, payload=payload):
             return True
@@ -162,11 +164,13 @@ def start_fanout(
     objects: Sequence[S3Object],
     *,
     describe: Mapping[str, Any] | None = None,
+    request: str | None = None,
 ) -> bool:
     """Write the item manifest (a JSON array the Distributed Map reads) and start the execution.
     Returns False when an execution for this job and status already exists. `describe` travels in the
     execution input (system_view.describe_for_fanout: the keys the aggregate step's system view and e-mail
-    need), so the aggregate step reads no SageMaker API."""
+    need), so the aggregate step reads no SageMaker API. `request`: a re-analysis request's id
+    (profstack reports reanalyze), which makes the payload, and so the execution, new."""
     if clients.sfn is None or not env.state_machine_arn:
         raise ProcessingError("fan-out needed but no state machine is configured")
     items = [
@@ -190,13 +194,15 @@ def start_fanout(
     manifest = manifest_location(ctx)
     body = manifest_bytes(items)
     aws.put_bytes(clients.s3, manifest, body, content_type="application/json")
-    payload = {
+    payload: dict[str, Any] = {
         "context": ctx.to_json(),
         # the digest lets each map item check itself against this manifest (fanout.manifest_item) and cache it
         "manifest": {"bucket": manifest.bucket, "key": manifest.key, "sha256": hashlib.sha256(body).hexdigest()},
         "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},
         "job": describe_for_fanout(describe or {}),
     }
+    if request:
+        payload["request"] = request
     put_json(clients.s3, input_location(ctx), payload)
     if clients.dynamodb is not None:  # the owner counts towards the slots' shares before any item of it runs
         SlotStore(clients.dynamodb, env.idempotency_table).register(fanout_key(ctx), ctx.user)

@@ -24,6 +24,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from demo.lambda_harness import ACCOUNT, REGION, LambdaContext, patched_environ
+from lambdas.live_analysis.dispatch_env import DispatchEnv
 from lambdas.trace_processor import report_index
 from profstack import layout
 from profstack.analysis import summary_schema
@@ -148,7 +149,9 @@ def run_dispatch_and_deliver(plane: DataPlane) -> tuple[list[str], list[dict[str
     from lambdas.live_analysis import dispatch, handler
 
     recorder = RecordingLambda()
-    result = dispatch.dispatch(sagemaker=plane.sagemaker, lambda_client=recorder, env=dispatch.ENV)  # type: ignore[arg-type]
+    # the function's environment as deployed here (dispatch.ENV is whichever environment first imported the module)
+    env = DispatchEnv.from_environ()
+    result = dispatch.dispatch(sagemaker=plane.sagemaker, lambda_client=recorder, env=env)  # type: ignore[arg-type]
     outcomes = [handler.handler(payload, LambdaContext()) for payload in recorder.payloads]
     return result.invoked, outcomes
 
