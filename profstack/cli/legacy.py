@@ -61,6 +61,14 @@ def register(subparsers: Any) -> None:
         help=f"where the manifest and job report go, in --bucket (default {DEFAULT_MANIFEST_PREFIX})",
     )
     tag.add_argument(
+        "--expire-days",
+        type=int,
+        default=30,
+        metavar="N",
+        help="when no lifecycle rule of the bucket expires the tag, add ProfStack's first: expire after N days "
+        "(default 30); tags are never written without the rule that expires them",
+    )
+    tag.add_argument(
         "--replace-existing-tags",
         action="store_true",
         help="confirm batch mode: S3 Batch Operations replaces each object's whole tag set",
@@ -177,6 +185,37 @@ def _verified_prefixes(args: argparse.Namespace) -> list[str]:
     )
 
 
+def _expiry_rule_first(s3: Any, bucket: str, account: str, days: int) -> None:
+    """Before any tag: a lifecycle rule that expires the tag (the bucket's own, or ProfStack's, merged in), so a run
+    stopped part-way never leaves tagged objects that nothing expires."""
+    from profstack.migrate.legacy_profiler import (
+        EXPIRY_RULE_ID,
+        LegacyProfilerError,
+        apply_expiry_rule,
+        current_lifecycle_rules,
+        expires_tag,
+    )
+
+    if days <= 0:
+        raise CliError("--expire-days must be positive")
+    rules = _aws_call(f"reading the lifecycle of {bucket}", current_lifecycle_rules, s3, bucket, expected_owner=account)
+    if expires_tag(rules):
+        return
+    try:
+        _aws_call(
+            f"writing the lifecycle of {bucket}",
+            apply_expiry_rule,
+            s3,
+            bucket,
+            days=days,
+            apply=True,
+            expected_owner=account,
+        )
+    except LegacyProfilerError as exc:
+        raise CliError(f"{bucket}: {exc}; no object was tagged") from None
+    print(f"added lifecycle rule {EXPIRY_RULE_ID} to {bucket} (expire tagged objects after {days} days)")
+
+
 def _keys(spool: IO[str]) -> Iterator[str]:
     spool.seek(0)
     for line in spool:
@@ -227,6 +266,7 @@ def tag_rule_output_command(args: argparse.Namespace) -> int:
             for prefix in prefixes[:20]:
                 print(f"  s3://{args.bucket}/{prefix}")
             return 0
+        _expiry_rule_first(s3, args.bucket, account, args.expire_days)
         if batch:
             if not args.role_arn:
                 raise CliError("batch mode needs --role-arn (a role S3 Batch Operations can assume)")

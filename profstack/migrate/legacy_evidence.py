@@ -215,7 +215,7 @@ def match_json(text: str, paths: LegacyPaths) -> Evidence | None:
     its settings, not by the words in it: `ProfilerConfig: {DisableProfiler: true}` is what a migrated launcher
     looks like, never Profiler evidence (request_evidence)."""
     try:
-        value = json.loads(text)
+        value = expand_json(json.loads(text))
     except ValueError:
         return paths.match(text)
     requests, rest = split_requests(value)
@@ -224,6 +224,24 @@ def match_json(text: str, paths: LegacyPaths) -> Evidence | None:
         return found
     launched = strongest(request_evidence(r) for r in requests)
     return strongest([launched, found]) if launched is not None else found
+
+
+MAX_JSON_DEPTH = 4  # JSON inside a string inside JSON (an environment variable holding a request): a few levels
+
+
+def expand_json(value: Any, depth: int = 0) -> Any:
+    """A string that holds a JSON object or array (a function's environment variable holding a training request)
+    is read as that JSON, so the request inside is judged by its settings, not by its words."""
+    if isinstance(value, dict):
+        return {k: expand_json(v, depth) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_json(v, depth) for v in value]
+    if isinstance(value, str) and depth < MAX_JSON_DEPTH and value.strip()[:1] in {"{", "["}:
+        try:
+            return expand_json(json.loads(value), depth + 1)
+        except ValueError:
+            return value
+    return value
 
 
 def strongest(found: Iterable[Evidence | None]) -> Evidence | None:

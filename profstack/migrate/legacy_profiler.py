@@ -64,6 +64,8 @@ S3_USD_PER_GB_MONTH = 0.023
 LOGS_USD_PER_GB_MONTH = 0.03
 GB = 1024**3
 MAX_LOG_PAGES = 20  # per stream; beyond it the byte count is a lower bound
+#: the sections that read what may run as an IAM role
+RUNNER_SECTIONS = frozenset({"eventbridge rules", "step functions", "lambda functions", "sagemaker pipelines"})
 
 
 class LegacyProfilerError(Exception):
@@ -963,7 +965,10 @@ def _read_region(
             ("sagemaker pipelines", "sagemaker", here.sagemaker, lambda c: read_pipelines(c, graph, paths, region))
         )
     for name, service, client, read in reads:
+        before = len(report.failed_sections)
         _guarded(report, section(name), service, client, read)
+        if name in RUNNER_SECTIONS and len(report.failed_sections) > before:
+            graph.users_complete = False  # a role's users there are unknown: none is Profiler-only by its users
 
 
 def _read_watchers(
@@ -1069,6 +1074,18 @@ def merge_expiry_rule(existing: Sequence[dict[str, Any]], *, days: int) -> list[
             f"bucket already has {len(others)} lifecycle rules; the limit is {MAX_LIFECYCLE_RULES}"
         )
     return [*others, ours]
+
+
+def expires_tag(rules: Sequence[dict[str, Any]]) -> bool:
+    """An enabled rule expires objects carrying the legacy tag (ProfStack's own, or the StorageStack's bucket rule)."""
+    key, value = LEGACY_RULE_OUTPUT_TAG
+    wanted = {"Key": key, "Value": value}
+    for rule in rules:
+        selector = rule.get("Filter") or {}
+        tags = [selector.get("Tag")] + list((selector.get("And") or {}).get("Tags") or [])
+        if rule.get("Status") == "Enabled" and rule.get("Expiration") and wanted in tags:
+            return True
+    return False
 
 
 def current_lifecycle_rules(s3: S3Client, bucket: str, *, expected_owner: str) -> list[dict[str, Any]]:
