@@ -230,7 +230,7 @@ def read_rules(events: Any, graph: Graph, paths: LegacyPaths, region: str = "") 
 
 def read_pipelines(sm: Any, graph: Graph, paths: LegacyPaths, region: str = "") -> None:
     """SageMaker pipelines: Profiler's (an edit) when a training step still profiles; their roles serve them."""
-    for page in sm.get_paginator("list_pipelines").paginate(PaginationConfig={"PageSize": 100}):
+    for page in sm.get_paginator("list_pipelines").paginate(PaginationConfig={"PageSize": 50}):
         for summary in page.get("PipelineSummaries", []):
             described = sm.describe_pipeline(PipelineName=summary["PipelineName"])
             try:

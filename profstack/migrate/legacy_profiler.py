@@ -1082,7 +1082,7 @@ def expires_tag(rules: Sequence[dict[str, Any]]) -> bool:
     wanted = {"Key": key, "Value": value}
     for rule in rules:
         selector = rule.get("Filter") or {}
-        tags = [selector.get("Tag")] + list((selector.get("And") or {}).get("Tags") or [])
+        tags = [selector.get("Tag"), *list((selector.get("And") or {}).get("Tags") or [])]
         if rule.get("Status") == "Enabled" and rule.get("Expiration") and wanted in tags:
             return True
     return False

@@ -33,7 +33,7 @@ HOME, OTHER = "us-east-1", "eu-west-1"
 PARTNER = "210987654321"  # another account: its bucket holds one of our jobs' output
 NOW = datetime(2026, 11, 29, tzinfo=UTC)
 PLAIN_JOBS = {HOME: 1100, OTHER: 150}  # ListTrainingJobs answers 10 a page by default: many pages
-FILLER_ROLES, FILLER_FUNCTIONS, FILLER_RULES, FILLER_PIPELINES = 110, 55, 55, 105
+FILLER_ROLES, FILLER_FUNCTIONS, FILLER_RULES, FILLER_PIPELINES = 20, 55, 55, 55
 
 KINDS = {  # the table's rows: finding kinds, as the audit names them
     "S3 output folders": ("rule-output", "profiler-output"),
@@ -377,7 +377,7 @@ class Builder:
         for region in (home, eu):
             for i in range(PLAIN_JOBS[region.name]):
                 name = f"etl-{region.name[:2]}-{i:04d}"
-                region.jobs[name] = _job(region.name, name, output=f"s3://ml-artifacts-east/etl")
+                region.jobs[name] = _job(region.name, name, output="s3://ml-artifacts-east/etl")
                 region.jobs[name]["CreationTime"] = NOW - timedelta(minutes=2 + i)
 
     def logs(self) -> None:
@@ -536,7 +536,7 @@ class Builder:
         self.iam.attach_user_policy(UserName="oncall", PolicyArn=alerts_shared)
         for i in range(FILLER_FUNCTIONS):
             self.expect.padding.add(
-                ("lambda", self.function(HOME, f"svc-fn-{i:03d}", f"svc-role-{10 + i:03d}", {"N": str(i)}))
+                ("lambda", self.function(HOME, f"svc-fn-{i:03d}", f"svc-role-{10 + i % 10:03d}", {"N": str(i)}))
             )
         self.decoy("iam-role", self.role("profiler-named-role", lambda_trust))  # a name only
         self.decoy(
@@ -1060,6 +1060,14 @@ def _covers(found: set[tuple[str, str]], kind: str, resource: str) -> bool:
 def snapshot(account: Account) -> dict[str, Any]:
     """What cleanup must never change, per resource: tags of the decoy objects, lifecycles, streams, apps, IAM,
     rules, state machines, functions, pipelines, alarms and dashboards."""
+    account.owners.recording = False  # the test's own reads are not the tools' calls
+    try:
+        return _snapshot(account)
+    finally:
+        account.owners.recording = True
+
+
+def _snapshot(account: Account) -> dict[str, Any]:
     s3, state = account.s3, {}
     for uri, objects in account.expect.decoy_objects.items():
         state[uri] = [
@@ -1099,26 +1107,23 @@ def snapshot(account: Account) -> dict[str, Any]:
             for p in region.events.get_paginator("list_rules").paginate(EventBusName=bus)
             for r in p["Rules"]
         )
+    pipelines = account.regions[HOME].sagemaker.get_paginator("list_pipelines")
     state["pipelines"] = sorted(
-        (
-            p["PipelineName"],
-            account.regions[HOME].sagemaker.describe_pipeline(PipelineName=p["PipelineName"])["PipelineDefinition"],
-        )
-        for page in account.regions[HOME].sagemaker.get_paginator("list_pipelines").paginate()
+        (p["PipelineName"], str(p.get("LastModifiedTime")))
+        for page in pipelines.paginate()
         for p in page["PipelineSummaries"]
     )
+    decoy_roles = [r.rsplit("/", 1)[-1] for k, r in account.expect.decoys if k == "iam-role"]
     state["roles"] = sorted(
         (
-            r["RoleName"],
+            name,
             tuple(
                 sorted(
-                    a["PolicyArn"]
-                    for a in account.iam.list_attached_role_policies(RoleName=r["RoleName"])["AttachedPolicies"]
+                    a["PolicyArn"] for a in account.iam.list_attached_role_policies(RoleName=name)["AttachedPolicies"]
                 )
             ),
         )
-        for p in account.iam.get_paginator("list_roles").paginate()
-        for r in p["Roles"]
+        for name in decoy_roles
     )
     state["policies"] = sorted(
         (p["Arn"], p["DefaultVersionId"])
@@ -1169,13 +1174,39 @@ def _touched(before: dict[str, Any], after: dict[str, Any], kind: str, resource:
     )
 
 
-def scoreboard(audit: Callable[[Account], Any], clean: Callable[[Account, Any], Any]) -> dict[str, Row]:
-    """Build the account, audit it, clean it up (applied, log streams too), and count per kind."""
-    account = build()
+@dataclass
+class Scored:
+    rows: dict[str, Row]
+    account: Account
+    report: Any
+    cleaned: Any
+
+
+def audit(account: Account) -> Any:
+    """The audit as the CLI runs it with `--regions all`: both regions whole, every region's role users."""
+    from profstack.migrate.legacy_profiler import audit_account
+
+    return audit_account(account.clients(), since_days=30, max_jobs=5000, now=NOW)
+
+
+def clean(account: Account, report: Any) -> Any:
+    from profstack.migrate.legacy_profiler import cleanup
+
+    return cleanup(report, account.clients(), apply=True, delete_log_streams=True)
+
+
+def scoreboard(
+    audit: Callable[[Account], Any] = audit,
+    clean: Callable[[Account, Any], Any] = clean,
+    account: Account | None = None,
+) -> Scored:
+    """Build the account (or take one built), audit it, clean it up (applied, log streams too), and count per kind.
+    The callables let an older ProfStack be measured on the same account."""
+    account = account or build()
     report = audit(account)
     found = {(f.kind, f.resource) for f in report.found}
     before = snapshot(account)
-    clean(account, report)
+    cleaned = clean(account, report)
     after = snapshot(account)
     rows = {kind: Row() for kind in KINDS}
     for kind, resource in account.expect.legacy:
@@ -1187,7 +1218,7 @@ def scoreboard(audit: Callable[[Account], Any], clean: Callable[[Account, Any], 
         row.decoys += 1
         row.flagged += _covers(found, kind, resource)
         row.touched += _touched(before, after, kind, resource)
-    return rows
+    return Scored(rows, account, report, cleaned)
 
 
 def table(rows: dict[str, Row]) -> str:

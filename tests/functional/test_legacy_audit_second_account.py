@@ -115,7 +115,7 @@ def _stub(stubber: Stubber, *, apps: bool = True, pipelines: bool = False) -> No
     if apps:
         stubber.add_response("list_apps", {"Apps": []}, {})
     if pipelines:  # the CLI reads SageMaker pipelines too (their training steps may still profile)
-        stubber.add_response("list_pipelines", {"PipelineSummaries": []}, {"MaxResults": 100})
+        stubber.add_response("list_pipelines", {"PipelineSummaries": []}, {"MaxResults": 50})
 
 
 def _policy(statements: list[dict[str, Any]]) -> str:

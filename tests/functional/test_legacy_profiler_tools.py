@@ -145,7 +145,7 @@ def _stub_account(stubber: Stubber, *, cli: bool = False) -> None:
     _stub_jobs(stubber, SEEDED_JOBS)
     stubber.add_response("list_apps", {"Apps": APPS}, {})
     if cli:  # the CLI also reads SageMaker pipelines (their training steps may still profile)
-        stubber.add_response("list_pipelines", {"PipelineSummaries": []}, {"MaxResults": 100})
+        stubber.add_response("list_pipelines", {"PipelineSummaries": []}, {"MaxResults": 50})
 
 
 @dataclass

@@ -65,14 +65,18 @@ def test_a_request_with_the_profiler_off_is_never_profiler_evidence(disable: Any
 
 def test_a_request_that_profiles_is_an_edit_and_a_run_time_setting_is_for_review() -> None:
     on = request_evidence({"ProfilerConfig": {"S3OutputPath": "s3://b/p"}})
-    assert on is not None and on.verdict == "profiler" and on.edit
+    assert on is not None
+    assert on.verdict == "profiler"
+    assert on.edit
     rules = request_evidence(
         {
             "ProfilerConfig": {"DisableProfiler": True},
             "ProfilerRuleConfigurations": [{"RuleConfigurationName": "LowGPUUtilization"}],
         }
     )
-    assert rules is not None and rules.verdict == "profiler" and "LowGPUUtilization" in rules.reason
+    assert rules is not None
+    assert rules.verdict == "profiler"
+    assert "LowGPUUtilization" in rules.reason
     assert _verdict(request_evidence({"ProfilerConfig.$": "$.profiler"})) == "review"
     assert _verdict(request_evidence({"ProfilerConfig": {"DisableProfiler.$": "$.off"}})) == "review"
     debugger = request_evidence(
@@ -95,7 +99,9 @@ def test_a_state_machine_that_reads_profiler_results_is_automation_not_an_edit()
     }
     found = match_json(json.dumps(machine), PATHS)
     # THEN the Profiler field it reads decides: Profiler automation, removed with the Profiler
-    assert found is not None and found.verdict == "profiler" and not found.edit
+    assert found is not None
+    assert found.verdict == "profiler"
+    assert not found.edit
 
 
 def test_json_inside_a_string_is_read_as_json() -> None:
@@ -138,7 +144,10 @@ def test_a_pipeline_step_is_judged_at_any_depth_by_its_parameters_default(depth:
     if default:
         assert found is None
     else:
-        assert found is not None and found.verdict == "profiler" and found.edit and "step Train" in found.reason
+        assert found is not None
+        assert found.verdict == "profiler"
+        assert found.edit
+        assert "step Train" in found.reason
 
 
 def test_a_pipeline_setting_known_only_at_run_time_is_for_review_and_roles_are_collected() -> None:
@@ -185,7 +194,8 @@ def test_a_statement_on_profiler_automation_only_is_profilers() -> None:
     assert classify_document(_grant("arn:aws:lambda:us-east-1:1:function:*"), PATHS, AUTOMATION).evidence is None
     assert classify_document(_grant("*"), PATHS, AUTOMATION).evidence is None
     mixed = classify_document(_grant(FN, OTHER_FN), PATHS, AUTOMATION)
-    assert not mixed.profiler_only and _verdict(mixed.evidence) == "review"
+    assert not mixed.profiler_only
+    assert _verdict(mixed.evidence) == "review"
     # a wildcard that names the Profiler function and none of the account's others is evidence; `*` never is
     assert AUTOMATION.names("arn:aws:lambda:us-east-1:1:function:rulejob-*") == FN
     assert AUTOMATION.names("arn:aws:lambda:us-east-1:1:function:*") is None
