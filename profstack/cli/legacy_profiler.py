@@ -24,7 +24,9 @@ def _window(parser: argparse.ArgumentParser, days: int) -> None:
     parser.add_argument(
         "--days", type=int, default=days, help=f"look at jobs created in the last N days (default {days})"
     )
-    parser.add_argument("--max-jobs", type=int, default=1000, help="stop after N training jobs (default 1000)")
+    parser.add_argument(
+        "--max-jobs", type=int, default=1000, help="stop after N training jobs in a region (default 1000)"
+    )
     parser.add_argument("--region", metavar="REGION", help=REGION_HELP)
     parser.add_argument(
         "--regions",
@@ -191,7 +193,8 @@ def print_findings(findings: list[Any], *, title: str) -> None:
         size = human_bytes(f.bytes) if f.bytes is not None else "-"
         cost = f"{f.monthly_usd:.4f}" if f.monthly_usd is not None else "-"
         only = " [Profiler-only]" if f.profiler_only else ""
-        print(f"  {f.kind:<16} {size:>10} {cost:>10}  {f.resource}{only}")
+        where = f" ({f.region})" if f.region and f.region not in f.resource else ""
+        print(f"  {f.kind:<16} {size:>10} {cost:>10}  {f.resource}{where}{only}")
         print(f"  {'':<16} {'':>10} {'':>10}    {f.why}")
         if f.command:
             print(f"  {'':<16} {'':>10} {'':>10}    $ {f.command}")
