@@ -660,13 +660,19 @@ def test_cli_expire_rule_output_dry_run_and_apply(
     services = {"s3": seeded.clients.s3, "sts": boto3.client("sts", region_name=REGION)}
     s3 = seeded.clients.s3
     monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14"]) == 0
+    expire = ["legacy", "expire-rule-output", "--bucket", "legacy-out", "--expire-after-days"]
+    assert main([*expire, "14"]) == 0
     assert "dry run" in capsys.readouterr().out
     assert current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT) == []
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14", "--apply"]) == 0
+    assert main([*expire, "14", "--apply"]) == 0
     assert "set (expire after 14 days); 0 existing rule(s) kept" in capsys.readouterr().out
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "-1"]) == 2
-    assert capsys.readouterr().err.strip() == "profstack: error: --days must be a positive number, got -1"
+    assert main([*expire, "-1"]) == 2
+    assert capsys.readouterr().err.strip() == "profstack: error: --expire-after-days must be a positive number, got -1"
+    # the old spelling, --days, means a lookback window in every other legacy command: refused here, with a hint
+    with pytest.raises(SystemExit):
+        main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14", "--apply"])
+    assert "--expire-after-days" in capsys.readouterr().err
+    assert current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT) != []  # the --apply above
 
 
 def test_cli_audit_without_credentials_is_one_line(

@@ -363,24 +363,6 @@ def test_a_recorded_two_process_jax_job_is_one_job_with_its_late_process_found()
     assert straggler["ranks"] == [1]
 
 
-def test_a_real_tensorflow_host_with_eight_gpus_is_a_rank_per_used_device() -> None:
-    # GIVEN XProf's demo profile of a TensorFlow multi-worker job (tensorflow/profiler, Apache-2.0): one host, 8 GPU
-    # planes, work on GPUs 1, 4 and 6, 1,556 launches on the host named after their kernels
-    folder = TRACES_DIR / "tensorflow_profiler"
-    sources = discover_sources([folder])
-    # THEN one rank per device that recorded work (before: one rank over every GPU, partial, no launch recognised,
-    # and a BatchSize finding claiming "no host bottleneck")
-    assert [s.name.rsplit("#", 1)[1] for s in sources] == ["/device:GPU:1", "/device:GPU:4", "/device:GPU:6"]
-    summary: dict[str, Any] = dict(analyze(sources, AnalysisOptions(launch_calls="all")).summary)
-    assert summary["complete"], summary["warnings"]
-    assert [r["rank"] for r in summary["ranks"]] == [0, 1, 2]
-    assert [r["counts"]["gpu_kernels"] for r in summary["ranks"]] == [0, 665, 665]
-    # AND every GPU op found its launch by correlation id: 19 + 759 + 778 = 1,556
-    assert sum(r["launch_delay"]["count"] for r in summary["ranks"]) == 1556
-    assert not [f for f in summary["findings"] if f["rule_id"] == "BatchSize"]
-    assert len(summary["runs"]) == 1
-
-
 def test_a_hostile_xspace_cannot_multiply_itself(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN an XSpace with more device planes holding work than a host has devices (bound lowered to 2 here)
     monkeypatch.setattr(xp, "MAX_DEVICE_RANKS", 2)

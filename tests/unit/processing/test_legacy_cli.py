@@ -289,7 +289,7 @@ def test_a_bucket_that_already_expires_the_tag_keeps_its_own_rule(s3: Any, capsy
             "Rules": [{"ID": "archive", "Status": "Enabled", "Filter": {"Prefix": "a/"}, "Expiration": {"Days": 400}}]
         },
     )
-    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--apply", "--expire-days", "7"]) == 0
+    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--apply", "--expire-after-days", "7"]) == 0
     assert (
         f"added lifecycle rule {EXPIRY_RULE_ID} to {BUCKET} (expire tagged objects after 7 days)"
         in capsys.readouterr().out
