@@ -29,7 +29,8 @@ from profstack.migrate.legacy_evidence import Evidence, LegacyPaths, strongest
 
 MAX_WIDGETS = 500  # CloudWatch allows 500 widgets a dashboard
 _SOURCE = re.compile(r"SOURCE\s+'([^']+)'", re.IGNORECASE)
-_ALARM_REF = re.compile(r"ALARM\(\s*\"?([^\")]+)\"?\s*\)", re.IGNORECASE)
+#: an alarm a composite's rule names: ALARM(name), OK("name"), INSUFFICIENT_DATA(arn), by name or ARN
+_ALARM_REF = re.compile(r"\b(?:ALARM|OK|INSUFFICIENT_DATA)\(\s*\"?([^\")]+?)\"?\s*\)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,8 @@ def read_alarms(cloudwatch: Any, watched: Watched, watchers: Watchers) -> None:
     for _ in range(len(composites)):  # a composite may name another composite: settle in at most n passes
         changed = False
         for alarm in composites:
-            names = _ALARM_REF.findall(str(alarm.get("AlarmRule", "")))
-            found = [watchers.alarms.get(n.strip(), ({}, None))[1] for n in names]
+            names = [n.strip().split(":alarm:")[-1] for n in _ALARM_REF.findall(str(alarm.get("AlarmRule", "")))]
+            found = [watchers.alarms.get(n, ({}, None))[1] for n in names]
             evidence = _all_or_review(found, "the alarms its rule names") if names else None
             if watchers.alarms.get(alarm["AlarmName"], ({}, None))[1] != evidence:
                 watchers.alarms[alarm["AlarmName"]] = (alarm, evidence)
@@ -202,10 +203,16 @@ def read_dashboards(cloudwatch: Any, watched: Watched, watchers: Watchers) -> No
             if profiler and len(profiler) == len(judged):
                 evidence = Evidence("profiler", "every widget watches Profiler's: " + verdicts[profiler[0]].reason)  # type: ignore[union-attr]
             elif profiler:
+                which = ", ".join(str(i) for i in profiler)
+                widgets_watch = (
+                    f"widgets {which} of {len(judged)} watch"
+                    if len(profiler) > 1
+                    else f"widget {which} of {len(judged)} watches"
+                )
                 evidence = Evidence(
                     "profiler",
-                    f"widgets {', '.join(str(i) for i in profiler)} of {len(judged)} watch Profiler's "
-                    f"({verdicts[profiler[0]].reason}): remove only those",  # type: ignore[union-attr]
+                    f"{widgets_watch} Profiler's ({verdicts[profiler[0]].reason}): remove only "  # type: ignore[union-attr]
+                    + ("those" if len(profiler) > 1 else "that one"),
                     edit=True,
                 )
             else:

@@ -829,19 +829,17 @@ def monitoring_findings(watchers: Watchers, region: str) -> list[Finding]:
     findings: list[Finding] = []
     for name, (alarm, evidence) in sorted(watchers.alarms.items()):
         if evidence is not None:
-            findings.append(
-                _watcher_finding(
-                    "alarm",
-                    str(alarm.get("AlarmArn") or name),
-                    evidence,
-                    region,
-                    f"aws cloudwatch delete-alarms --alarm-names {name}{_in(region)}",
+            command = f"aws cloudwatch delete-alarms --alarm-names {name}{_in(region)}"
+            if evidence.verdict == "review":  # it watches the Profiler's among other things: an edit, for a person
+                command = (
+                    f"aws cloudwatch describe-alarms --alarm-names {name} --alarm-types MetricAlarm CompositeAlarm"
+                    f"{_in(region)}   # remove what watches the Profiler's"
                 )
-            )
+            findings.append(_watcher_finding("alarm", str(alarm.get("AlarmArn") or name), evidence, region, command))
     for name, arn, evidence, widgets in watchers.dashboards:
         if evidence is None:
             continue
-        if evidence.edit:
+        if evidence.edit or evidence.verdict == "review":
             command = (
                 f"aws cloudwatch get-dashboard --dashboard-name {name}{_in(region)}   # remove widgets "
                 + ", ".join(str(i) for i in widgets)

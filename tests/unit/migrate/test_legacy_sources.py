@@ -330,3 +330,31 @@ def test_a_dashboard_widget_repeats_the_row_above_with_dots_and_text_is_neutral(
         "properties": {"query": "SOURCE '/aws/lambda/rulejob-notifier' | SOURCE '/aws/lambda/etl' | fields @message"},
     }
     assert _verdict(widget_evidence(logs, watched, watchers)) == "review"
+
+
+def test_a_composite_alarm_is_judged_by_every_alarm_its_rule_names() -> None:
+    from profstack.migrate.legacy_monitoring import read_alarms
+
+    watched = Watched.of(_graph(), PATHS, "")
+    profiler = _alarm("AWS/Lambda", "Errors", FunctionName="rulejob-notifier") | {"AlarmName": "p"}
+    other = _alarm("AWS/EC2", "CPUUtilization", InstanceId="i-1") | {"AlarmName": "o"}
+    arn = "arn:aws:cloudwatch:us-east-1:1:alarm:p"
+    composites = [
+        {"AlarmName": "only-p", "AlarmRule": f'ALARM("{arn}") OR INSUFFICIENT_DATA(p)'},
+        {"AlarmName": "mixed", "AlarmRule": 'ALARM(p) AND NOT OK("o")'},
+        {"AlarmName": "outer", "AlarmRule": "ALARM(only-p)"},  # a composite over a composite
+    ]
+
+    class Alarms:  # DescribeAlarms, one page
+        def get_paginator(self, name: str) -> Any:
+            assert name == "describe_alarms"
+            return self
+
+        def paginate(self, **kwargs: Any) -> list[dict[str, Any]]:
+            assert kwargs == {"AlarmTypes": ["MetricAlarm", "CompositeAlarm"]}  # composites only when asked
+            return [{"MetricAlarms": [profiler, other], "CompositeAlarms": composites}]
+
+    watchers = Watchers()
+    read_alarms(Alarms(), watched, watchers)
+    verdicts = {name: _verdict(evidence) for name, (_, evidence) in watchers.alarms.items()}
+    assert verdicts == {"p": "profiler", "o": None, "only-p": "profiler", "mixed": "review", "outer": "profiler"}
