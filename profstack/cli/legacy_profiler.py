@@ -13,6 +13,7 @@ Registered by profstack.cli.legacy beside tag-rule-output.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from profstack.cli import CliError
@@ -185,6 +186,8 @@ def account_clients(region: str | None, regions: str | None = None) -> Any:
     from profstack.cli._aws import make_client
     from profstack.migrate.legacy_profiler import AccountClients
 
+    if regions and regions.strip().lower() != "all":
+        _region_names(regions)
     sts = make_client("sts", region)
     # the account whose buckets cleanup may write: a job's output in another account's bucket is left alone
     account = str(sts.get_caller_identity()["Account"])
@@ -215,8 +218,17 @@ def account_clients(region: str | None, regions: str | None = None) -> Any:
         enabled = [r["RegionName"] for r in ec2.describe_regions().get("Regions", [])]
         clients.audit_regions = tuple(sorted(r for r in enabled if r != home))
     elif regions:
-        clients.audit_regions = tuple(r.strip() for r in regions.split(",") if r.strip() and r.strip() != home)
+        clients.audit_regions = tuple(dict.fromkeys(r for r in _region_names(regions) if r != home))
     return clients
+
+
+def _region_names(regions: str) -> list[str]:
+    """--regions R1,R2: each must look like a region name (checked before any AWS call)."""
+    named = [r.strip() for r in regions.split(",") if r.strip()]
+    wrong = [r for r in named if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d+", r)]
+    if wrong or not named:
+        raise CliError(f"--regions: not a region name: {', '.join(wrong) or regions!r} (e.g. eu-west-1, or `all`)")
+    return named
 
 
 def _positive(value: float, flag: str) -> Any:

@@ -71,7 +71,7 @@ class Node:
     document: Any = None  # policy: its default version's document
     attachments: int | None = None  # policy: AttachmentCount (roles, users and groups together)
     trusts: tuple[str, ...] = ()  # role: the principals its trust policy lets assume it
-    values: tuple[str, ...] = ()  # function: its environment values (a metric namespace it publishes to, ...)
+    env: tuple[tuple[str, str], ...] = ()  # function: its environment (a metric namespace it publishes to, ...)
     extra: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -126,7 +126,7 @@ def read_functions(lam: Any, graph: Graph, paths: LegacyPaths, region: str = "")
                     evidence=match_json(json.dumps(config), paths),
                     roles=[function["Role"]] if function.get("Role") else [],
                     region=region,
-                    values=tuple(str(v) for v in variables.values()),
+                    env=tuple((str(k), str(v)) for k, v in variables.items()),
                 )
             )
 

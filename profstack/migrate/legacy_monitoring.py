@@ -48,8 +48,8 @@ class Watched:
     def of(cls, graph: Graph, paths: LegacyPaths, region: str) -> Watched:
         here = [n for n in graph.nodes.values() if n.region == region or not n.region]
         functions = {n.name: n for n in here if n.kind == "lambda"}
-        mine = {v for f in functions.values() if f.is_profiler_automation for v in f.values}
-        others = {v for f in functions.values() if not f.is_profiler_automation for v in f.values}
+        mine = {v for f in functions.values() if f.is_profiler_automation for v in _namespaces(f)}
+        others = {v for f in functions.values() if not f.is_profiler_automation for v in _namespaces(f)}
         return cls(
             paths=paths,
             functions=functions,
@@ -87,6 +87,16 @@ class Watched:
 
     def log_source(self, group: str) -> Evidence | None:
         return self._automation(self.log_groups.get(group), "function's log")
+
+
+def _namespaces(function: Node) -> set[str]:
+    """The metric namespaces a function's configuration names: a variable called like one (`METRIC_NAMESPACE`,
+    `CW_NAMESPACE`), or a value shaped like one (`Team/ProfilerRules`); `prod` in `STAGE` is not a namespace."""
+    return {
+        value
+        for key, value in function.env
+        if value and ("NAMESPACE" in key.upper() or re.fullmatch(r"[A-Za-z0-9_.#:-]+(/[A-Za-z0-9_.#:-]+)+", value))
+    }
 
 
 def _dimensions(items: Any) -> dict[str, str]:

@@ -720,3 +720,19 @@ def test_cli_cleanup_dry_run_lists_every_object_it_would_tag(
     assert f"would tag for expiry ({len(LEGACY_KEYS)} objects):" in out
     assert not any(k in out for k in DECOY_KEYS)
     assert all(not c.s3.get_object_tagging(Bucket="legacy-out", Key=k)["TagSet"] for k in LEGACY_KEYS)
+
+
+@pytest.mark.parametrize("regions", ["eu-west", "us-east-1,../x", ","])
+def test_cli_refuses_a_region_list_with_a_wrong_name_before_any_aws_call(
+    regions: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import profstack.cli._aws as aws
+
+    def no_aws(service: str, region: str | None) -> Any:
+        raise AssertionError(f"{service} client made before --regions was checked")
+
+    monkeypatch.setattr(aws, "make_client", no_aws)
+    assert main(["legacy", "audit", "--regions", regions]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("profstack: error: --regions: not a region name")

@@ -253,10 +253,10 @@ def _graph() -> Graph:
             arn=FN,
             name="rulejob-notifier",
             evidence=Evidence("profiler", "x"),
-            values=("MLOps/Profiler", "shared"),
+            env=(("METRIC_NAMESPACE", "MLOps/Profiler"), ("PUBLISH_TO", "Team/shared"), ("STAGE", "prod")),
         )
     )
-    graph.add(Node(kind="lambda", arn=OTHER_FN, name="etl", values=("shared",)))
+    graph.add(Node(kind="lambda", arn=OTHER_FN, name="etl", env=(("NAMESPACE", "Team/shared"),)))
     return graph
 
 
@@ -281,7 +281,8 @@ def test_what_makes_a_metric_profilers() -> None:
         == "profiler"
     )
     assert verdict(_alarm("MLOps/Profiler", "IssuesFound")) == "profiler"  # only a Profiler function publishes there
-    assert verdict(_alarm("shared", "IssuesFound")) is None  # another function publishes there too
+    assert verdict(_alarm("Team/shared", "IssuesFound")) is None  # another function publishes there too
+    assert verdict(_alarm("prod", "IssuesFound")) is None  # a Profiler function's STAGE is not a namespace
     assert verdict(_alarm("AWS/Lambda", "Errors", FunctionName="etl")) is None
     assert (
         verdict(_alarm("/aws/sagemaker/TrainingJobs", "GPUUtilization", Host="run-1/algo-1")) is None
