@@ -160,7 +160,7 @@ def _aws_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _spool_matches(
-    s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress, owner: str | None = None
+    s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress, owner: str
 ) -> tuple[IO[str], int]:
     """Matching keys, one per line in a temp file: a bucket with millions of keys is never held whole."""
     from profstack.migrate.rule_output import iter_prefix_keys
