@@ -10,7 +10,10 @@ A job is stopped only when all of these hold, so that no single party can stop s
 3. the job opts in with the tag `profstack:actions=stop` (its creator's choice);
 4. the finding is at least `stop_min_severity` (default critical) and every trace file behind it (its ranks'
    inputs) was read in full: a file cut short, still being written, can make a rank look idle;
-5. at run time, IAM lets the function stop only jobs whose owner tag names a configured user
+5. the evidence is this job's: the live analysis analyses only files written after the job's training started
+   (lambdas/trace_processor/evidence.py), and every rank behind the finding is one the job can have (below its
+   GPUs, when the instance type says how many): a planted file claiming rank 63 of an 8-GPU job stops nothing;
+6. at run time, IAM lets the function stop only jobs whose owner tag names a configured user
    (stacks/components/live_analysis.py).
 
 Anything short of that is a `notify` decision whose `reason` says what was missing, so the report and e-mail can
@@ -32,6 +35,9 @@ NEVER_STOP = frozenset({"UnreadableTraceFiles"})
 SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 #: reports/<user>/<job>/actions.json: the stops taken while the job ran, for the final report and e-mail
 ACTIONS_FILE = "actions.json"
+#: the idempotency table's item that carries the live dispatcher's cursor between runs (lambdas/live_analysis/
+#: dispatch.py); the dispatcher may read and write this one item only (stacks/components/live_analysis.py)
+DISPATCH_STATE_ID = "live-dispatch#state"
 
 Action = Literal["notify", "stop"]
 
@@ -123,8 +129,22 @@ def _strongest(findings: Iterable[object]) -> dict[str, Mapping[str, Any]]:
     return best
 
 
+def ranks_behind(finding: Mapping[str, Any], summary: Mapping[str, Any]) -> set[int]:
+    """The ranks a finding rests on: the ranks it names, else every input's."""
+    ranks = finding.get("ranks")
+    named = {r for r in ranks if isinstance(r, int) and not isinstance(r, bool)} if isinstance(ranks, list) else set()
+    if named:
+        return named
+    inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
+    return {r for i in inputs if isinstance(r := i.get("rank"), int) and not isinstance(r, bool)}
+
+
 def _why_not_stop(
-    finding: Mapping[str, Any], policy: ActionPolicy, tags: Mapping[str, str], summary: Mapping[str, Any]
+    finding: Mapping[str, Any],
+    policy: ActionPolicy,
+    tags: Mapping[str, str],
+    summary: Mapping[str, Any],
+    ranks_possible: int | None,
 ) -> str | None:
     rule, severity = str(finding.get("rule_id")), str(finding.get("severity") or "")
     if rule in NEVER_STOP:
@@ -137,12 +157,21 @@ def _why_not_stop(
         return f"the finding is {severity}, below processing.actions.stop_min_severity ({policy.stop_min_severity})"
     if not read_in_full(finding, summary):
         return "a trace file behind the finding was not read in full yet"
+    beyond = sorted(r for r in ranks_behind(finding, summary) if ranks_possible is not None and r >= ranks_possible)
+    if beyond:
+        return (
+            f"rank {beyond[0]} behind the finding is beyond the job's {ranks_possible} GPUs: the file is not this "
+            "job's evidence"
+        )
     return None
 
 
-def decide(summary: Mapping[str, Any], policy: ActionPolicy, tags: Mapping[str, str]) -> list[Decision]:
+def decide(
+    summary: Mapping[str, Any], policy: ActionPolicy, tags: Mapping[str, str], *, ranks_possible: int | None = None
+) -> list[Decision]:
     """What each rule that fired does, ordered by rule id. Findings below warning do nothing; a rule configured
-    `stop` stops only when every condition of the module docstring holds, else it notifies and says why."""
+    `stop` stops only when every condition of the module docstring holds, else it notifies and says why.
+    `ranks_possible`: the job's GPUs in all (profstack.jobs.instances.accelerator_count), None when unknown."""
     decisions: list[Decision] = []
     for rule, finding in sorted(_strongest(summary.get("findings") or []).items()):
         severity = str(finding.get("severity") or "")
@@ -152,7 +181,7 @@ def decide(summary: Mapping[str, Any], policy: ActionPolicy, tags: Mapping[str, 
         if policy.rules.get(rule) != "stop":
             decisions.append(Decision(rule, "notify", severity, message))
             continue
-        why = _why_not_stop(finding, policy, tags, summary)
+        why = _why_not_stop(finding, policy, tags, summary, ranks_possible)
         decisions.append(Decision(rule, "notify" if why else "stop", severity, message, why))
     return decisions
 

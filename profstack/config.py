@@ -335,6 +335,10 @@ class Processing(_Model):
     #: queues the rest (a throttled file is retried with backoff by the state machine). One big job can no longer
     #: take the account's whole concurrency. The aggregate step reserves `reserved_concurrency` (one per fan-out).
     fanout_reserved_concurrency: Annotated[int, Field(ge=1, le=1000)] = 40
+    #: one fan-out's map items at once (its Distributed Map's MaxConcurrency): 10 lets four fan-outs run at full width
+    #: in the 40 slots; beyond that, the owners of running fan-outs share the slots equally
+    #: (lambdas/trace_processor/slots.py, docs/security.md "Capacity")
+    fanout_max_concurrency_per_job: Annotated[int, Field(ge=1, le=1000)] = 10
     max_receive_count: Annotated[int, Field(ge=1, le=20)] = 3
     fanout_file_threshold: Annotated[int, Field(ge=1)] = 8
     #: the most trace files one job's report covers (the first by key); the rest are listed as left out
@@ -356,6 +360,16 @@ class Processing(_Model):
     ] = "median"
     #: overrides of the analysis engine's rule thresholds (profstack.analysis.options.RuleThresholds)
     rule_thresholds: Annotated[dict[str, float], WithJsonSchema(_RULE_THRESHOLDS_SCHEMA)] = {}
+
+    @model_validator(mode="after")
+    def _fanout_fits_its_slots(self) -> Processing:
+        if self.fanout_max_concurrency_per_job > self.fanout_reserved_concurrency:
+            raise ValueError(
+                f"fanout_max_concurrency_per_job ({self.fanout_max_concurrency_per_job}) must be at most "
+                f"fanout_reserved_concurrency ({self.fanout_reserved_concurrency}): one fan-out cannot run more "
+                "files at once than the function has slots"
+            )
+        return self
 
     @field_validator("extra_trace_prefixes")
     @classmethod

@@ -127,3 +127,6 @@ def expand_prefix_template(template: str, *, user: str, job: str | None) -> str:
 #: Name of the SageMaker Processing `ManifestFile` input written next to a fan-out partial: it names exactly
 #: one trace object (an `S3Prefix` input would also pull every key that starts with it).
 PROCESSING_INPUT_MANIFEST = "input.manifest"
+#: the idempotency table's item holding the owners' fair shares of the fan-out's analyze-file slots
+#: (lambdas/trace_processor/slots.py); the fan-out roles may touch this one item of the table only
+FANOUT_SLOTS_ID = "fanout-slots"

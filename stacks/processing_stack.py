@@ -172,6 +172,7 @@ class ProcessingStack(cdk.Stack):
                     users=users,
                     name_prefix=name_prefix,
                 ),
+                table=idempotency_table,
                 topic=self.notifications.topic,
                 processing=processing,
                 user_tag_key=user_tag_key,

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from lambdas.trace_processor.aws import S3Location, S3Object, error_code
-from profstack import layout
+from lambdas.trace_processor.aws import S3Location, error_code
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -19,33 +17,6 @@ if TYPE_CHECKING:
 
 _PRECONDITION = {"PreconditionFailed", "ConditionalRequestConflict"}
 _ABSENT = {"404", "NoSuchKey", "NotFound"}
-
-
-@dataclass(frozen=True)
-class ListedTrace:
-    obj: S3Object
-    modified: datetime
-
-
-def list_traces(s3: S3Client, prefixes: Sequence[S3Location], *, limit: int) -> tuple[list[ListedTrace], bool]:
-    """The job's trace objects (deduplicated, by key) with their LastModified; listing stops one past `limit`
-    (second value: whether it did, so a caller can say files were left out)."""
-    found: dict[tuple[str, str], ListedTrace] = {}
-    for prefix in prefixes:
-        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=prefix.bucket, Prefix=prefix.key):
-            for item in page.get("Contents", []):
-                key = str(item["Key"])
-                if not layout.is_trace_key(key):
-                    continue
-                modified = item.get("LastModified")
-                when = modified if isinstance(modified, datetime) else datetime.now(UTC)
-                found.setdefault(
-                    (prefix.bucket, key),
-                    ListedTrace(S3Object(prefix.bucket, key, int(item.get("Size", 0))), when),
-                )
-                if len(found) > limit:
-                    return sorted(found.values(), key=lambda t: (t.obj.bucket, t.obj.key)), True
-    return sorted(found.values(), key=lambda t: (t.obj.bucket, t.obj.key)), False
 
 
 @dataclass(frozen=True)
@@ -73,21 +44,40 @@ def existing(s3: S3Client, location: S3Location, *, summary: bool = False) -> Ex
     return Existing(str(got["ETag"]), isinstance(data, Mapping) and data.get("in_progress") is True)
 
 
-def put_unless_changed(s3: S3Client, location: S3Location, data: bytes, *, content_type: str, etag: str | None) -> bool:
-    """Write only if the key still holds what `etag` named (absent when None): S3's conditional write. False when
-    someone (the final report) wrote it in between: the caller must not overwrite it."""
+def put_unless_changed(
+    s3: S3Client, location: S3Location, data: bytes, *, content_type: str, etag: str | None
+) -> str | None:
+    """Write only if the key still holds what `etag` named (absent when None): S3's conditional write; the ETag of
+    what was written. None when someone (the final report) wrote it in between: the caller must not overwrite it."""
     kwargs: dict[str, Any] = {"Bucket": location.bucket, "Key": location.key, "Body": data, "ContentType": content_type}
     if etag is None:
         kwargs["IfNoneMatch"] = "*"
     else:
         kwargs["IfMatch"] = etag
     try:
-        s3.put_object(**kwargs)
+        written = s3.put_object(**kwargs)
     except ClientError as exc:
         if error_code(exc) in _PRECONDITION:
-            return False
+            return None
         raise
-    return True
+    return str(written.get("ETag") or "")
+
+
+def etag_of(s3: S3Client, location: S3Location) -> str | None:
+    """The ETag at a key now (None: absent)."""
+    try:
+        return str(s3.head_object(Bucket=location.bucket, Key=location.key)["ETag"])
+    except ClientError as exc:
+        if error_code(exc) in _ABSENT:
+            return None
+        raise
+
+
+def marker_names(s3: S3Client, folder: S3Location) -> set[str]:
+    """The names of the e-mail markers (`.notified-*`) in a job's report folder (one listing)."""
+    prefix = folder.child(".notified-").key
+    page = s3.list_objects_v2(Bucket=folder.bucket, Prefix=prefix, MaxKeys=1000)
+    return {str(item["Key"])[len(folder.key.rstrip("/")) + 1 :] for item in page.get("Contents", [])}
 
 
 def stop_training_job(sagemaker: SageMakerClient, job: str) -> str:

@@ -26,30 +26,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from lambdas.live_analysis.aws import (
-    Existing,
-    ListedTrace,
-    existing,
-    list_traces,
-    put_unless_changed,
-    stop_training_job,
-)
+from botocore.exceptions import ClientError
+
+from lambdas.live_analysis.aws import Existing, etag_of, existing, marker_names, put_unless_changed, stop_training_job
 from lambdas.live_analysis.env import LiveEnv
 from lambdas.live_analysis.jobs import RUNNING
 from lambdas.trace_processor import aws
-from lambdas.trace_processor.aws import Clients, S3Location, put_bytes, put_json
+from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_bytes, put_json
 from lambdas.trace_processor.discovery import trace_prefixes
 from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.errors import CorruptTracesError, NotOwnedError
 from lambdas.trace_processor.events import TrainingJobStateChange
+from lambdas.trace_processor.evidence import NAMED_LEFT_OUT, RunWindow, list_traces
 from lambdas.trace_processor.history import HistoryEnv
 from lambdas.trace_processor.job import JobContext, job_context, s3_path
+from lambdas.trace_processor.notification import LIVE_LOCK, LIVE_LOCK_MAX_AGE_S
 from lambdas.trace_processor.pipeline import trace_reader
 from lambdas.trace_processor.report_index import update_index
 from profstack import layout
 from profstack.actions import ACTIONS_FILE, Decision, action_lines, decide, live_enabled
-from profstack.escape import one_line
+from profstack.escape import ascii_line, one_line
 from profstack.jobs.events import DETAIL_TYPE, SOURCE
+from profstack.jobs.instances import accelerator_count
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +62,7 @@ SUBJECT_MAX = 99
 class LiveOutcome:
     job: str
     #: analysed | not_running | live_off | no_tensorboard | not_owned | unverified_owner | final_report_exists
-    #: | no_traces | not_settled | not_readable_yet | superseded
+    #: | no_traces | no_evidence | not_settled | not_readable_yet | superseded
     action: str
     report: str | None = None
     files: int = 0
@@ -109,17 +107,21 @@ def _context(job: str, describe: Mapping[str, Any], tags: Mapping[str, str], env
     return job_context(event, describe, tags, env)
 
 
-def _choose(settled: Sequence[ListedTrace], env: LiveEnv) -> tuple[list[ListedTrace], list[dict[str, Any]]]:
+def _when(obj: S3Object) -> datetime:
+    return obj.modified or datetime.max.replace(tzinfo=UTC)
+
+
+def _choose(settled: Sequence[S3Object], env: LiveEnv) -> tuple[list[S3Object], list[dict[str, Any]]]:
     """The newest files (what the job does now), at most env.max_files and, in all, at most the single-Lambda byte
     budget; in key order (the engine's order for the final report)."""
-    chosen: list[ListedTrace] = []
+    chosen: list[S3Object] = []
     total = 0
-    for item in sorted(settled, key=lambda t: (t.modified, t.obj.key), reverse=True)[: env.max_files]:
-        if total + item.obj.size > env.fanout_bytes_threshold:
+    for item in sorted(settled, key=lambda t: (_when(t), t.key), reverse=True)[: env.max_files]:
+        if total + item.size > env.fanout_bytes_threshold:
             continue
         chosen.append(item)
-        total += item.obj.size
-    chosen.sort(key=lambda t: (t.obj.bucket, t.obj.key))
+        total += item.size
+    chosen.sort(key=lambda t: (t.bucket, t.key))
     warnings: list[dict[str, Any]] = []
     if len(chosen) < len(settled):
         warnings.append(
@@ -133,6 +135,34 @@ def _choose(settled: Sequence[ListedTrace], env: LiveEnv) -> tuple[list[ListedTr
             }
         )
     return chosen, warnings
+
+
+def _evidence_warnings(rejected: Sequence[tuple[S3Object, str]], cut: bool, seen: int) -> list[dict[str, Any]]:
+    """The summary warnings for files that are not this run's evidence, and for a listing cut short."""
+    warnings: list[dict[str, Any]] = []
+    if rejected:
+        named = ", ".join(f"{o.uri} ({why})" for o, why in rejected[:NAMED_LEFT_OUT])
+        more = len(rejected) - NAMED_LEFT_OUT
+        warnings.append(
+            {
+                "source": "profstack",
+                "error_type": "LiveFilesNotEvidence",
+                "message": f"{len(rejected)} file(s) in this job's folders cannot have been written by this run, so "
+                f"they were not analysed and no action rests on them: {named}"
+                + (f" and {more} more" if more > 0 else ""),
+                "fatal": False,
+            }
+        )
+    if cut:
+        warnings.append(
+            {
+                "source": "profstack",
+                "error_type": "TraceListingCut",
+                "message": f"this job's folders hold more than {seen:,} objects; only those were listed",
+                "fatal": False,
+            }
+        )
+    return warnings
 
 
 def mark_in_progress(
@@ -221,9 +251,54 @@ def _act(
     return taken, stopped
 
 
-def _notify(clients: Clients, env: LiveEnv, ctx: JobContext, taken: Sequence[Mapping[str, Any]]) -> bool:
+#: a terminal status's e-mail marker (lambdas/trace_processor/notification.notify_once): the final e-mail is out or
+#: going out, so no "is running" e-mail may follow
+FINAL_MARKERS = frozenset({".notified-Completed", ".notified-Failed", ".notified-Stopped"})
+
+
+def _overtaken(clients: Clients, ctx: JobContext, summary_etag: str) -> bool:
+    """Whether the final report overtook this run: summary.json is no longer the in-progress one it wrote, or the
+    final e-mail's marker is there."""
+    if etag_of(clients.s3, ctx.reports.child("summary.json")) != summary_etag:
+        return True
+    return bool(marker_names(clients.s3, ctx.reports) & FINAL_MARKERS)
+
+
+def _take_lock(clients: Clients, ctx: JobContext, now: datetime) -> bool:
+    """The job's live lock (notification.LIVE_LOCK), by conditional create; a lock older than LIVE_LOCK_MAX_AGE_S
+    is a run that died holding it, and is replaced once."""
+    lock = ctx.reports.child(LIVE_LOCK)
+    for _ in range(2):
+        if put_bytes(clients.s3, lock, b"", content_type="text/plain", only_if_absent=True):
+            return True
+        try:
+            held = clients.s3.head_object(Bucket=lock.bucket, Key=lock.key)["LastModified"]
+        except ClientError as exc:
+            if aws.error_code(exc) in {"404", "NoSuchKey", "NotFound"}:
+                continue  # released meanwhile
+            raise
+        if (now - held).total_seconds() <= LIVE_LOCK_MAX_AGE_S:
+            return False  # another live run of this job is e-mailing now
+        aws.delete_object(clients.s3, lock)
+    return False
+
+
+def _notify(
+    clients: Clients,
+    env: LiveEnv,
+    ctx: JobContext,
+    taken: Sequence[Mapping[str, Any]],
+    *,
+    summary_etag: str,
+    now: datetime,
+) -> bool:
     """One e-mail for what is new since the job's last e-mail: each rule is e-mailed once per job (a conditional
-    marker per rule), a stop always. A failed publish removes the markers, so the next run sends it."""
+    marker per rule), a stop always. A failed publish removes the markers, so the next run sends it.
+
+    Never after the final e-mail (#42 item 12): under the job's live lock, the run checks that summary.json is still
+    the in-progress one it wrote and that no final e-mail marker exists, and only then publishes; the final e-mail
+    (notification.notify_once) writes its marker first and then waits while the lock is held. A run that is
+    overtaken sends nothing: the final report and its e-mail state everything, the stop included."""
     new: list[tuple[Mapping[str, Any], S3Location]] = []
     for entry in taken:
         marker = ctx.reports.child(f".notified-live-{entry['action']}-{entry['rule_id']}")
@@ -231,35 +306,47 @@ def _notify(clients: Clients, env: LiveEnv, ctx: JobContext, taken: Sequence[Map
             new.append((entry, marker))
     if not new:
         return False
-    stops = [str(e["rule_id"]) for e, _ in new if e.get("result") == "stopped"]
-    subject = (
-        f"ProfStack stopped {ctx.job} ({', '.join(stops)})"
-        if stops
-        else f"ProfStack: {ctx.job} is running, {len(new)} new finding(s)"
-    )
-    report = ctx.reports.child("report.html").uri
-    lines = [
-        f"Training job {ctx.job} is still running. ProfStack analysed the traces uploaded so far.",
-        "",
-        *action_lines({"actions": [e for e, _ in new]}),
-        "",
-        *[f"[{e.get('severity')}] {e.get('rule_id')}: {e.get('message')}" for e, _ in new],
-        "",
-        f"In-progress report: {report}",
-        "The final report replaces it when the job ends.",
-    ]
-    try:
-        aws.publish(
-            clients.sns,
-            topic_arn=env.topic_arn,
-            subject=" ".join("".join(c if " " <= c <= "~" else " " for c in subject).split())[:SUBJECT_MAX],
-            message="\n".join(one_line(line) for line in lines),
-            attributes={"job": ctx.job, "status": RUNNING},
-        )
-    except BaseException:
+
+    def retract() -> None:
         for _, marker in new:
             aws.delete_object(clients.s3, marker)
-        raise
+
+    if not _take_lock(clients, ctx, now):
+        retract()  # another run is e-mailing this job: the next run sends these
+        return False
+    try:
+        if _overtaken(clients, ctx, summary_etag):
+            return False
+        stops = [str(e["rule_id"]) for e, _ in new if e.get("result") == "stopped"]
+        subject = (
+            f"ProfStack stopped {ctx.job} ({', '.join(stops)})"
+            if stops
+            else f"ProfStack: {ctx.job} is running, {len(new)} new finding(s)"
+        )
+        report = ctx.reports.child("report.html").uri
+        lines = [
+            f"Training job {ctx.job} is still running. ProfStack analysed the traces uploaded so far.",
+            "",
+            *action_lines({"actions": [e for e, _ in new]}),
+            "",
+            *[f"[{e.get('severity')}] {e.get('rule_id')}: {e.get('message')}" for e, _ in new],
+            "",
+            f"In-progress report: {report}",
+            "The final report replaces it when the job ends.",
+        ]
+        try:
+            aws.publish(
+                clients.sns,
+                topic_arn=env.topic_arn,
+                subject=ascii_line(subject, SUBJECT_MAX),
+                message="\n".join(one_line(line) for line in lines),
+                attributes={"job": ctx.job, "status": RUNNING},
+            )
+        except BaseException:
+            retract()
+            raise
+    finally:
+        aws.delete_object(clients.s3, ctx.reports.child(LIVE_LOCK))
     return True
 
 
@@ -272,7 +359,7 @@ def _describe(clients: Clients, job: str) -> dict[str, Any] | None:
 
 def _running_job(
     job: str, *, env: LiveEnv, clients: Clients, now: datetime
-) -> tuple[JobContext, dict[str, str]] | LiveOutcome:
+) -> tuple[JobContext, dict[str, str], dict[str, Any]] | LiveOutcome:
     """The job's context and tags when it runs, has a TensorBoard output, keeps live analysis on and has a verified
     owner; else the outcome that says which of these it lacks."""
     describe = _describe(clients, job)
@@ -291,7 +378,7 @@ def _running_job(
         # no in-progress report, e-mail or action for a claim nothing confirms; the final report files it for an
         # administrator (docs/security.md)
         return LiveOutcome(job, "unverified_owner", warnings=[str(w.get("message")) for w in ctx.warnings])
-    return ctx, tags
+    return ctx, tags, describe
 
 
 def analyse_job(
@@ -303,14 +390,23 @@ def analyse_job(
     running = _running_job(job, env=env, clients=clients, now=now)
     if isinstance(running, LiveOutcome):
         return running
-    ctx, tags = running
+    ctx, tags, describe = running
     prefixes = trace_prefixes(ctx, env)
     reader = trace_reader(clients, env, ctx, prefixes)
-    listed, more = list_traces(reader, prefixes, limit=env.max_files_per_job)
-    if not listed:
+    listing = list_traces(reader, prefixes)
+    if not listing.objects:
         return LiveOutcome(job, "no_traces")  # a job without traces costs this listing, nothing more
-    settled = [t for t in listed if (now - t.modified).total_seconds() >= env.settle_seconds]
-    unsettled = len(listed) - len(settled)
+    # only what this run can have written is evidence (evidence.py): never a file from before its training started
+    window = RunWindow.of(describe, running=True)
+    rejected = [(o, why) for o in listing.objects if (why := window.action_problem(o, now))]
+    evidence = [o for o in listing.objects if not window.action_problem(o, now)]
+    extra = _evidence_warnings(rejected, listing.cut, listing.keys_seen)
+    if not evidence:
+        return LiveOutcome(job, "no_evidence", warnings=[str(w["message"]) for w in extra])
+    settled = [
+        t for t in evidence if t.modified is not None and (now - t.modified).total_seconds() >= env.settle_seconds
+    ]
+    unsettled = len(evidence) - len(settled)
     if not settled:
         return LiveOutcome(job, "not_settled", unsettled=unsettled)
     summary_loc, html_loc = ctx.reports.child("summary.json"), ctx.reports.child("report.html")
@@ -322,18 +418,10 @@ def analyse_job(
     again = _describe(clients, job)
     if again is None or again.get("TrainingJobStatus") != RUNNING:
         return LiveOutcome(job, "not_running")
-    chosen, extra = _choose(settled, env)
-    if more:
-        extra.append(
-            {
-                "source": "profstack",
-                "error_type": "TooManyTraceFiles",
-                "message": f"more than {env.max_files_per_job:,} trace files; only the first were listed",
-                "fatal": False,
-            }
-        )
+    chosen, left_out = _choose(settled, env)
+    extra += left_out
     try:
-        summary = analyze_objects(reader, engine, env, [t.obj for t in chosen])
+        summary = analyze_objects(reader, engine, env, chosen)
     except CorruptTracesError as exc:
         return LiveOutcome(job, "not_readable_yet", files=len(chosen), unsettled=unsettled, warnings=[str(exc)])
     mark_in_progress(
@@ -344,23 +432,26 @@ def analyse_job(
         interval_minutes=env.interval_minutes,
         extra_warnings=[*ctx.warnings, *extra],
     )
-    decisions = decide(summary, env.policy(), tags)
+    decisions = decide(summary, env.policy(), tags, ranks_possible=accelerator_count(describe.get("ResourceConfig")))
     taken, stopped = _act(clients, ctx, decisions, now)
     summary["actions"] = taken
     page = engine.render_html({**summary, "job_name": ctx.job}, sections=[live_section(summary)])
     outcome = LiveOutcome(job, "analysed", html_loc.uri, len(chosen), unsettled, stopped)
     written = put_unless_changed(
         clients.s3, html_loc, page.encode(), content_type="text/html; charset=utf-8", etag=before_html.etag
-    ) and put_unless_changed(
-        clients.s3,
-        summary_loc,
-        json.dumps(summary, indent=2, sort_keys=True, default=str).encode(),
-        content_type="application/json",
-        etag=before_summary.etag,
     )
-    if not written:
-        outcome.action = "superseded"  # the final report arrived meanwhile: it stays
-    else:  # the owner's report index lists the running job (a finished job's row is never replaced by it)
-        update_index(clients.s3, ctx, summary, describe=again, rules=HistoryEnv.from_environ().rules(), row_file=False)
-    outcome.notified = _notify(clients, env, ctx, taken)
+    if written is not None:
+        written = put_unless_changed(
+            clients.s3,
+            summary_loc,
+            json.dumps(summary, indent=2, sort_keys=True, default=str).encode(),
+            content_type="application/json",
+            etag=before_summary.etag,
+        )
+    if written is None:
+        outcome.action = "superseded"  # the final report arrived meanwhile: it stays, and its e-mail says it all
+        return outcome
+    # the owner's report index lists the running job (a finished job's row is never replaced by it)
+    update_index(clients.s3, ctx, summary, describe=again, rules=HistoryEnv.from_environ().rules(), row_file=False)
+    outcome.notified = _notify(clients, env, ctx, taken, summary_etag=written, now=now)
     return outcome

@@ -7,16 +7,19 @@ import io
 import json
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
+from profstack import escape
 from profstack.migrate.rule_output import merge_object_tag
 
 if TYPE_CHECKING:
     from mypy_boto3_cloudwatch import CloudWatchClient
+    from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sagemaker import SageMakerClient
     from mypy_boto3_sns import SNSClient
@@ -63,6 +66,8 @@ class Clients:
     sts: STSClient | None = None  # assumes the trace-reader role (READER_ROLE_ARN)
     #: GetMetricData: the job's instance metrics (system_view.py); None: the report says they are unavailable
     cloudwatch: CloudWatchClient | None = None
+    #: the fan-out's fair shares of the analyze-file slots (slots.py); None: no admission (local runs)
+    dynamodb: DynamoDBClient | None = None
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,10 @@ class S3Object:
     #: sampled from the file's head (routing.sample_estimates): its JSON bytes and events; None: not sampled
     json_bytes: int | None = None
     events: int | None = None
+    #: as the listing gave them (evidence.py judges the object by them): when S3 stored this version, and its ETag,
+    #: which every read of it then requires (If-Match), so what is analysed is the object that was judged
+    modified: datetime | None = None
+    etag: str | None = None
 
     @property
     def uri(self) -> str:
@@ -112,7 +121,15 @@ def list_objects(s3: S3Client, bucket: str, prefix: str) -> Iterator[S3Object]:
     paginator = s3.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
         for item in page.get("Contents", []):
-            yield S3Object(bucket, item["Key"], int(item.get("Size", 0)))
+            modified = item.get("LastModified")
+            etag = item.get("ETag")
+            yield S3Object(
+                bucket,
+                item["Key"],
+                int(item.get("Size", 0)),
+                modified=modified if isinstance(modified, datetime) else None,
+                etag=str(etag) if etag else None,
+            )
 
 
 class TraceReadError(OSError):
@@ -151,10 +168,13 @@ class _ResumableS3Reader(io.RawIOBase):
     def _open(self) -> Any:
         while True:
             kwargs: dict[str, Any] = {"Bucket": self._obj.bucket, "Key": self._obj.key}
+            # the object must be the one listed (and judged, evidence.py), and must not change under us: a 412 is a
+            # TraceReadError, so the job is retried and listed afresh, never analysed from a swapped object
+            pinned = self._etag or self._obj.etag
+            if pinned:
+                kwargs["IfMatch"] = pinned
             if self._pos:
                 kwargs["Range"] = f"bytes={self._pos}-"
-                if self._etag:
-                    kwargs["IfMatch"] = self._etag  # the object must not change under us
             try:
                 response = self._s3.get_object(**kwargs)
             except ClientError as exc:
@@ -377,12 +397,19 @@ def execution_input(sfn: SFNClient, *, state_machine_arn: str, name: str) -> Any
     return json.loads(sfn.describe_execution(executionArn=arn).get("input") or "null")
 
 
+#: SNS: a Subject of "printable ASCII characters ... less than 100 characters"
+SUBJECT_MAX = 99
+
+
 def publish(sns: SNSClient, *, topic_arn: str, subject: str, message: str, attributes: Mapping[str, str]) -> None:
-    """Publish to an SNS topic; every attribute is a String message attribute."""
+    """Publish to an SNS topic; every attribute is a String message attribute. Every e-mail leaves through here, so
+    here the one escaping rule (profstack.escape) is applied to all of it: the subject becomes one line of printable
+    ASCII, the message keeps its line breaks and shows every other control or bidi character as a visible escape
+    (callers escape each line first, so that a name cannot add a line; this makes sure nothing else slips through)."""
     sns.publish(
         TopicArn=topic_arn,
-        Subject=subject,
-        Message=message,
+        Subject=escape.ascii_line(subject, SUBJECT_MAX),
+        Message=escape.lines(message),
         MessageAttributes={name: {"DataType": "String", "StringValue": value} for name, value in attributes.items()},
     )
 

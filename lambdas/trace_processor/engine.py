@@ -100,10 +100,13 @@ def raise_read_failures(sources: Sequence[S3TraceSource]) -> None:
         )
 
 
-def analyze_objects(s3: S3Client, engine: Engine, env: ProcessorEnv, objects: Sequence[S3Object]) -> dict[str, Any]:
+def analyze_objects(
+    s3: S3Client, engine: Engine, env: ProcessorEnv, objects: Sequence[S3Object], *, all_failed_ok: bool = False
+) -> dict[str, Any]:
     """The job's summary over its trace files, streamed from S3. An S3 read failure fails the job for a
     retry (TraceIOError); a file the engine cannot parse is an input with status failed/partial; when no
-    file at all can be parsed, CorruptTracesError (retried, then dead-lettered)."""
+    file at all can be parsed, CorruptTracesError (retried, then dead-lettered), unless `all_failed_ok` (files were
+    left out by a cap: the report then says which failed and which were left out, evidence.py)."""
     # an .xplane.pb is read as its Kineto events, one rank per device plane, a folder's XSpaces (one per host) as
     # one job: the same sources `profstack analyze` reads (profstack.analysis.xplane.expand)
     sources = expand([S3TraceSource(s3, o) for o in objects])
@@ -112,7 +115,7 @@ def analyze_objects(s3: S3Client, engine: Engine, env: ProcessorEnv, objects: Se
     )
     raise_read_failures(sources)
     inputs = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping)]
-    if inputs and all(i.get("status") == "failed" for i in inputs):
+    if inputs and all(i.get("status") == "failed" for i in inputs) and not all_failed_ok:
         reasons = "; ".join(str((i.get("error") or {}).get("message", i.get("name"))) for i in inputs)
         raise CorruptTracesError(f"no trace file could be analysed: {reasons}"[:1000])
     return summary

@@ -28,6 +28,10 @@ class ProcessorEnv(FunctionEnv):
     owner_tag_guard: Annotated[bool, Field(alias="OWNER_TAG_GUARD")] = False
     extra_trace_prefixes: Annotated[list[str], Field(alias="EXTRA_TRACE_PREFIXES", default_factory=list)]
     fanout_file_threshold: Annotated[int, Field(ge=1, alias="FANOUT_FILE_THRESHOLD")] = 8
+    #: the analyze-file function's reserved concurrency: the slots the owners of running fan-outs share (slots.py)
+    fanout_reserved_concurrency: Annotated[int, Field(ge=1, le=1000, alias="FANOUT_RESERVED_CONCURRENCY")] = 40
+    #: the functions' timeout: a slot's lease outlives it, so a function killed mid-item frees its slot by itself
+    function_timeout_s: Annotated[int, Field(ge=1, le=900, alias="FUNCTION_TIMEOUT_S")] = 900
     #: config processing.max_files_per_job: files beyond it are left out, and the report says so
     max_files_per_job: Annotated[int, Field(ge=1, alias="MAX_FILES_PER_JOB")] = 5000
     fanout_bytes_threshold: Annotated[int, Field(ge=1, alias="FANOUT_BYTES_THRESHOLD")] = 2048 * 2**20

@@ -9,8 +9,9 @@ and, for one map item, "item": {"index", "bucket", "key", "size", "route"}; the 
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar, cast
@@ -22,8 +23,9 @@ from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext, Outcome
 from lambdas.trace_processor.outputs import publish_report, write_perfetto
-from lambdas.trace_processor.routing import input_location, manifest_location, partial_location
+from lambdas.trace_processor.routing import fanout_key, input_location, manifest_location, partial_location
 from lambdas.trace_processor.scope import owner_read_spaces
+from lambdas.trace_processor.slots import LEASE_MARGIN_S, SlotStore
 from lambdas.trace_processor.system_view import SystemView, for_job
 from profstack.analysis.merge import PartialMerger, partial_problem
 from profstack.jobs.links import job_links
@@ -33,16 +35,16 @@ class FanoutInputError(ValueError):
     """The step's input is not what the state machine sends."""
 
 
-def _item(payload: Mapping[str, Any]) -> S3Object:
-    item = payload.get("item")
-    if not isinstance(item, Mapping):
-        raise FanoutInputError("map item input has no 'item'")
-    return S3Object(str(item["bucket"]), str(item["key"]), int(item.get("size", 0)))
-
-
 def trusted_context(
     payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, fields: tuple[str, ...] = ()
 ) -> JobContext:
+    """The input's job context, checked against the stored execution input (trusted_input)."""
+    return trusted_input(payload, env=env, clients=clients, fields=fields)[0]
+
+
+def trusted_input(
+    payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, fields: tuple[str, ...] = ()
+) -> tuple[JobContext, Mapping[str, Any]]:
     """The input's job context, if the processor sent it when it started this job's fan-out: it stored that
     execution input (routing.start_fanout: reports/<user>/<job>/partials/execution-input.json in the trace
     bucket, which only the processing roles may write). `fields`: the other input keys the step uses, which must
@@ -78,7 +80,59 @@ def trusted_context(
     if not same or differing:
         what = ", ".join(["context"] * (not same) + differing)
         raise FanoutInputError(f"the input's {what} is not what the processor sent (stored in {location.uri})")
-    return ctx
+    return ctx, stored
+
+
+#: manifests a warm analyze-file container keeps (by location and digest): one read per job, not per item
+MANIFEST_CACHE_SIZE = 4
+_manifests: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
+
+
+def _stored_manifest(clients: Clients, ctx: JobContext, stored: Mapping[str, Any]) -> list[Any]:
+    """This job's manifest (at the job's own key, never one the input names), as the processor wrote it: when the
+    stored execution input carries its digest, the bytes must match it, and the parsed manifest is cached."""
+    location = manifest_location(ctx)
+    ref = stored.get("manifest")
+    digest = str(ref.get("sha256") or "") if isinstance(ref, Mapping) else ""
+    cached = (location.bucket, location.key, digest)
+    if digest and cached in _manifests:
+        _manifests.move_to_end(cached)
+        return _manifests[cached]
+    body = clients.s3.get_object(Bucket=location.bucket, Key=location.key)["Body"]
+    try:
+        data = body.read()
+    finally:
+        body.close()
+    if digest and hashlib.sha256(data).hexdigest() != digest:
+        raise FanoutInputError(f"{location.uri} is not the manifest this fan-out was started with")
+    items = json.loads(data)
+    if not isinstance(items, list):
+        raise FanoutInputError(f"{location.uri} is not a JSON array")
+    if digest:
+        _manifests[cached] = items
+        while len(_manifests) > MANIFEST_CACHE_SIZE:
+            _manifests.popitem(last=False)
+    return items
+
+
+def manifest_item(payload: Mapping[str, Any], ctx: JobContext, stored: Mapping[str, Any], clients: Clients) -> S3Object:
+    """The map item, if it is exactly the item of its index in THIS job's stored manifest (#42 item 8b): an item of
+    another job of the same owner, sent with a genuine context of this one, would otherwise be analysed and its
+    partial would overwrite one of this job's."""
+    item = payload.get("item")
+    if not isinstance(item, Mapping):
+        raise FanoutInputError("map item input has no 'item'")
+    index = item.get("index")
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise FanoutInputError(f"map item index {index!r:.40} is not an integer")
+    items = _stored_manifest(clients, ctx, stored)
+    sent = json.loads(json.dumps(item, default=str))  # as the stored manifest reads
+    if not 0 <= index < len(items) or items[index] != sent:
+        raise FanoutInputError(
+            f"map item {index} is not item {index} of this job's manifest ({manifest_location(ctx).uri}); refused"
+        )
+    etag = item.get("etag")
+    return S3Object(str(item["bucket"]), str(item["key"]), int(item.get("size", 0)), etag=str(etag) if etag else None)
 
 
 def _owned_item(obj: S3Object, ctx: JobContext, env: ProcessorEnv) -> S3Object:
@@ -91,14 +145,23 @@ def _owned_item(obj: S3Object, ctx: JobContext, env: ProcessorEnv) -> S3Object:
 
 def analyze_one(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients, engine: Engine) -> dict[str, Any]:
     """One map item: analyse one file, write its partial summary and its trimmed trace. The job context must be
-    the stored one (trusted_context) and the file inside its owner's space."""
-    ctx = trusted_context(payload, env=env, clients=clients)
-    obj = _owned_item(_item(payload), ctx, env)
+    the stored one (trusted_input), the item the one of its index in the job's stored manifest (manifest_item), and
+    the file inside its owner's space."""
+    ctx, stored = trusted_input(payload, env=env, clients=clients)
+    obj = _owned_item(manifest_item(payload, ctx, stored, clients), ctx, env)
     index = int(payload["item"]["index"])
-    summary = analyze_objects(clients.s3, engine, env, [obj])
-    write_perfetto(clients.s3, engine, ctx, [obj], summary)
-    target = partial_location(ctx, index)
-    put_json(clients.s3, target, summary)
+    store = SlotStore(clients.dynamodb, env.idempotency_table) if clients.dynamodb is not None else None
+    lease = f"{ctx.user}/{ctx.job}-{ctx.status}/{index}"
+    if store is not None:  # the owner's fair share of the slots, or OwnerBusyError (retried by the state machine)
+        store.acquire(lease, ctx.user, env.fanout_reserved_concurrency, env.function_timeout_s + LEASE_MARGIN_S)
+    try:
+        summary = analyze_objects(clients.s3, engine, env, [obj])
+        write_perfetto(clients.s3, engine, ctx, [obj], summary)
+        target = partial_location(ctx, index)
+        put_json(clients.s3, target, summary)
+    finally:
+        if store is not None:
+            store.release(lease)
     return {"index": index, "partial": target.uri, "complete": bool(summary.get("complete", False))}
 
 
@@ -197,7 +260,7 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
             name = f"s3://{item['bucket']}/{item['key']}"
             missing.append({"name": name, "size": item.get("size"), "reason": reason or _missing_reason(item)})
     summary = cast(dict[str, Any], merger.finish(missing))
-    return publish_report(
+    outcome = publish_report(
         clients,
         env,
         ctx,
@@ -207,6 +270,9 @@ def aggregate(payload: Mapping[str, Any], *, env: ProcessorEnv, clients: Clients
         system=system,
         describe=payload.get("job") if isinstance(payload.get("job"), Mapping) else None,
     )
+    if clients.dynamodb is not None:  # this owner's fan-out no longer counts towards the slots' shares
+        SlotStore(clients.dynamodb, env.idempotency_table).unregister(fanout_key(ctx))
+    return outcome
 
 
 def _system_view(clients: Clients, env: ProcessorEnv, ctx: JobContext, job: Any, *, final: bool) -> SystemView:

@@ -14,13 +14,13 @@ with a warning: never in the claimed user's reports, e-mails or baseline."""
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from lambdas.common.owner import created_by_service, role_user
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import S3Location, S3UriError, parse_s3_uri
 from lambdas.trace_processor.env import ProcessorEnv
@@ -129,31 +129,6 @@ def resolve_user(tags: Mapping[str, str], tag_key: str, users: frozenset[str]) -
     if user not in users or not layout.is_segment(user):
         raise NotOwnedError(f"the job's {tag_key} tag names {user[:80]!r}, which is not a configured user")
     return user
-
-
-#: describe / tag markers of jobs another SageMaker service created on someone's behalf: the owner-tag guard only
-#: sees CreateTrainingJob and CreateHyperParameterTuningJob calls, so their tags are whatever that service was given
-_CREATED_BY_SERVICE = (("AutoMLJobArn", "AutoML"),)
-_PIPELINE_TAG = "sagemaker:pipeline"
-
-
-def role_user(role_arn: object, name_prefix: str) -> str | None:
-    """The ProfStack user whose execution role (IAM path /<prefix>/users/<user>/) the job runs as, if any."""
-    if not isinstance(role_arn, str):
-        return None
-    found = re.fullmatch(
-        rf"arn:aws[a-z-]*:iam::\d{{12}}:role/{re.escape(name_prefix)}/users/([a-z][a-z0-9-]*)/[\w+=,.@-]+", role_arn
-    )
-    return found.group(1) if found else None
-
-
-def created_by_service(describe: Mapping[str, Any], tags: Mapping[str, str]) -> str | None:
-    for key, service in _CREATED_BY_SERVICE:
-        if describe.get(key):
-            return service
-    if any(k.startswith(_PIPELINE_TAG) for k in tags):
-        return "SageMaker Pipelines"
-    return None
 
 
 def owner_of(

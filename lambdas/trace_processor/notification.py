@@ -10,21 +10,27 @@ shortening the middle (findings, warnings) so the failure and the links always s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
 
 from lambdas.trace_processor import aws
-from lambdas.trace_processor.aws import Clients, put_bytes
+from lambdas.trace_processor.aws import Clients, S3Location, error_code, put_bytes
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.job import JobContext
 from lambdas.trace_processor.summary_tools import findings
 from profstack import layout
 from profstack.actions import action_lines
 from profstack.analysis.errors import NOT_RECORDED
-from profstack.escape import one_line
+from profstack.escape import ascii_line, one_line
 from profstack.history.text import summary_lines
 from profstack.jobs import links as job_links
 from profstack.report.links import index_command, open_command, s3_folder_console_url, s3_object_console_url
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 TOP_FINDINGS_IN_NOTIFICATION = 5
 TOP_UNREADABLE_IN_NOTIFICATION = 10
@@ -34,9 +40,8 @@ _TRUNCATED = "... (shortened to fit the notification; the report and summary.jso
 
 
 def _subject(text: str) -> str:
-    """Printable ASCII, one line, under SNS's 100 characters."""
-    cleaned = "".join(ch if " " <= ch <= "~" else " " for ch in text)
-    return " ".join(cleaned.split())[:SUBJECT_MAX]
+    """Printable ASCII, one line, under SNS's 100 characters (profstack.escape, the one rule)."""
+    return ascii_line(text, SUBJECT_MAX)
 
 
 def _fit(body: Sequence[str], budget: int) -> list[str]:
@@ -145,6 +150,40 @@ def notification_text(
     return _subject(subject), message.encode()[:MESSAGE_MAX_BYTES].decode(errors="ignore")
 
 
+#: held by the live analysis while it checks for the final e-mail and sends its own (lambdas/live_analysis), so the
+#: final e-mail never goes out before a live one that began earlier: `.notified-*`, like the markers (same grants)
+LIVE_LOCK = ".notified-live-lock"
+#: a live lock older than this is a run that died holding it: the final e-mail stops waiting for it
+LIVE_LOCK_MAX_AGE_S = 120
+LIVE_LOCK_POLL_S = 1.0
+
+
+def wait_for_live_notification(
+    s3: S3Client,
+    reports: S3Location,
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.time,
+) -> float:
+    """Wait while a live run holds the job's live lock (its e-mail is going out), at most until the lock is
+    LIVE_LOCK_MAX_AGE_S old; the seconds waited. With the final marker written first, this makes "no live e-mail
+    after the final one" hold: a live run that checks for the final marker after it was written sends nothing, and
+    one that checked before holds the lock, so the final e-mail goes after its e-mail (#42 item 12)."""
+    lock = reports.child(LIVE_LOCK)
+    waited = 0.0
+    while True:
+        try:
+            modified = s3.head_object(Bucket=lock.bucket, Key=lock.key)["LastModified"]
+        except ClientError as exc:
+            if error_code(exc) in {"404", "NoSuchKey", "NotFound"}:
+                return waited
+            raise
+        if clock() - modified.timestamp() > LIVE_LOCK_MAX_AGE_S:
+            return waited
+        sleep(LIVE_LOCK_POLL_S)
+        waited += LIVE_LOCK_POLL_S
+
+
 def notify_once(
     clients: Clients,
     env: ProcessorEnv,
@@ -161,6 +200,7 @@ def notify_once(
     marker = ctx.reports.child(f".notified-{ctx.status}")
     if not put_bytes(clients.s3, marker, b"", content_type="text/plain", only_if_absent=True):
         return False
+    wait_for_live_notification(clients.s3, ctx.reports)  # a live e-mail already going out goes first
     subject, body = notification_text(ctx, summary, report, describe=describe, links=links)
     try:
         aws.publish(

@@ -2,7 +2,8 @@
 
 DescribeTrainingJob + ListTags: the owner (job.py) -> tag legacy rule output (legacy_rule_output.py)
 -> the owner's folders (scope.py) -> the trace reader: the reader role, its session limited to them
--> find traces (discovery.py) -> fan out (routing.py) | analyse here (engine.py)
+-> list traces and choose the job's evidence within the cap (evidence.py) -> fan out (routing.py) | analyse here
+   (engine.py)
 -> the job's CloudWatch instance metrics and system rules (system_view.py; once per job: here for a
    one-Lambda or no-traces job, in the aggregate step for a fanned-out one)
 -> publish the report (outputs.py, notification.py)
@@ -16,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 from lambdas.trace_processor import aws
 from lambdas.trace_processor.aws import Clients, S3Location
-from lambdas.trace_processor.discovery import cap_files, find_traces, trace_prefixes
+from lambdas.trace_processor.discovery import trace_prefixes
 from lambdas.trace_processor.engine import Engine, analyze_objects
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.events import TrainingJobStateChange
+from lambdas.trace_processor.evidence import RunWindow, list_traces, select
 from lambdas.trace_processor.job import JobContext, Outcome, describe_job, job_context, job_tags
 from lambdas.trace_processor.legacy_rule_output import (
     allowed_buckets,
@@ -80,10 +82,11 @@ def process_job(
         tagged = tag_rule_output(clients.s3, prefixes, allowed_buckets(env))
     prefixes = trace_prefixes(ctx, env)
     reader = trace_reader(clients, env, ctx, prefixes)
-    objects, too_many = cap_files(find_traces(reader, prefixes, limit=env.max_files_per_job), env.max_files_per_job)
-    if too_many is not None:
-        ctx = replace(ctx, warnings=(*ctx.warnings, too_many))  # the report, summary and e-mail say so
-    objects = sample_estimates(reader, objects)  # route by work (JSON bytes, events), not compressed bytes
+    # files written during the job's run first: files planted to sort first cannot push its own traces past the cap
+    selection = select(list_traces(reader, prefixes), RunWindow.of(describe), env.max_files_per_job)
+    if selection.warnings:
+        ctx = replace(ctx, warnings=(*ctx.warnings, *selection.warnings))  # the report, summary and e-mail say so
+    objects = sample_estimates(reader, selection.chosen)  # route by work (JSON bytes, events), not compressed bytes
     if not objects:
         outcome = publish_report(
             clients,
@@ -106,7 +109,8 @@ def process_job(
         )
     else:
         view = system_view(clients, env, ctx, describe, final_attempt=final_attempt)
-        summary = analyze_objects(reader, engine, env, objects)
+        # a cap never turns into "no report": with files left out, files that all fail still make a report saying so
+        summary = analyze_objects(reader, engine, env, objects, all_failed_ok=bool(selection.left_out))
         write_perfetto(clients.s3, engine, ctx, objects, summary, source_s3=reader)
         outcome = publish_report(
             clients,

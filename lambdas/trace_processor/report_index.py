@@ -7,8 +7,10 @@ No lost rows under concurrent reports (two jobs of one user finishing together, 
 1. the job's row goes to ``reports/<user>/<job>/index-row.json`` first (a fixed key: a re-delivery overwrites it);
 2. index.json is read (with its ETag), the row upserted, and written back **conditionally**: ``If-Match`` the
    ETag read, or ``If-None-Match: *`` when there was none. A writer that lost the race gets 412 (or 409 while the
-   other write is in flight), reads again and retries. A missing or unreadable index.json is rebuilt from the
-   row files of every job folder (so the first report after an upgrade, or a deleted index, loses nothing);
+   other write is in flight), reads again and retries. A missing or unreadable index.json, or one with a row that
+   cannot be read, is rebuilt from the row files of every job folder (so the first report after an upgrade, a
+   deleted index or a damaged row loses nothing). Rows beyond MAX_INDEX_JOBS are counted in index.json's `older`
+   (the page and `profstack reports list` say so; `--all` lists them from their row files), never dropped silently;
 3. index.html is rendered from the rows just committed; afterwards index.json's ETag is read again, and if
    another writer committed meanwhile the page is rendered again from its rows. The last page written is
    therefore always the rendering of the last index.json committed.
@@ -141,7 +143,7 @@ def _etag(s3: S3Client, location: S3Location) -> str | None:
 
 def rebuild_rows(s3: S3Client, bucket: str, user: str) -> list[dict[str, Any]]:
     """Every job folder's row file under reports/<user>/, read REBUILD_READERS at a time (a folder without one
-    is a job reported before the index existed, or still being written: skipped)."""
+    is a job reported before the index existed, or still being written: skipped), newest first, all of them."""
     prefix = layout.user_reports_prefix(user)
     jobs: list[str] = []
     paginator = s3.get_paginator("list_objects_v2")
@@ -186,6 +188,25 @@ def _conditional_put(s3: S3Client, location: S3Location, data: bytes, etag: str 
     return True
 
 
+def current_rows(s3: S3Client, bucket: str, user: str, found: bytes | None) -> tuple[list[dict[str, Any]], int]:
+    """(every row the index should hold, newest first, uncut; the `older` count they come with) from index.json's
+    bytes: rebuilt from the row files when it is missing or unreadable, or when a row of it cannot be read (its job's
+    row file has it; a running job's row, which has no row file, is kept from the index)."""
+    if found is None:
+        return rebuild_rows(s3, bucket, user), 0
+    try:
+        doc = idx.parse_index(found)
+    except idx.IndexFormatError as exc:
+        logger.warning("report index unreadable; rebuilt from the row files", extra={"error": str(exc)[:300]})
+        return rebuild_rows(s3, bucket, user), 0
+    if not doc.unreadable:
+        return doc.rows, doc.older
+    logger.warning("report index: rows unreadable; rebuilt from the row files", extra={"rows": doc.unreadable})
+    rebuilt = rebuild_rows(s3, bucket, user)
+    have = {r["job"] for r in rebuilt}
+    return idx.merge_rows([*rebuilt, *(r for r in doc.rows if r["job"] not in have)]), 0
+
+
 def commit_row(
     s3: S3Client,
     bucket: str,
@@ -196,20 +217,31 @@ def commit_row(
     sleep: Callable[[float], None] = time.sleep,
 ) -> tuple[list[dict[str, Any]], str]:
     """Upsert `row` into reports/<user>/index.json by conditional write; (the rows committed, their ETag)."""
+    rows, etag, _ = commit_row_counted(s3, bucket, user, row, now=now, sleep=sleep)
+    return rows, etag
+
+
+def commit_row_counted(
+    s3: S3Client,
+    bucket: str,
+    user: str,
+    row: Mapping[str, Any],
+    *,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[list[dict[str, Any]], str, int]:
+    """commit_row(), and the `older` count committed with the rows."""
     location = S3Location(bucket, layout.user_reports_prefix(user) + idx.INDEX_JSON)
     for attempt in range(MAX_ATTEMPTS):
         found = _get(s3, location)
         etag = found[1] if found is not None else None
-        try:
-            rows = idx.parse_rows(found[0]) if found is not None else rebuild_rows(s3, bucket, user)
-        except idx.IndexFormatError as exc:
-            logger.warning("report index unreadable; rebuilt from the row files", extra={"error": str(exc)[:300]})
-            rows = rebuild_rows(s3, bucket, user)
-        rows = idx.upsert(rows, row)
-        data = idx.dumps(idx.index_document(user, rows, generated_at=now()))
+        rows, older = current_rows(s3, bucket, user, found[0] if found is not None else None)
+        rows, fell_out = idx.upsert_counted(rows, row)
+        older += fell_out  # jobs beyond the index are counted, and said, never dropped silently
+        data = idx.dumps(idx.index_document(user, rows, generated_at=now(), older=older))
         if _conditional_put(s3, location, data, etag):
             committed = _etag(s3, location)
-            return rows, committed or ""
+            return rows, committed or "", older
         sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))  # noqa: S311 - jitter, not crypto
     raise IndexConflictError(f"{location.uri} changed under {MAX_ATTEMPTS} attempts")
 
@@ -221,14 +253,16 @@ def write_page(
     rows: list[dict[str, Any]],
     etag: str,
     *,
+    older: int = 0,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> None:
-    """index.html from `rows` (committed with `etag`); again from the newer rows if index.json changed meanwhile."""
+    """index.html from `rows` (committed with `etag`, with `older` jobs beyond them); again from the newer rows if
+    index.json changed meanwhile."""
     prefix = layout.user_reports_prefix(user)
     json_location = S3Location(bucket, prefix + idx.INDEX_JSON)
     page_location = S3Location(bucket, prefix + idx.INDEX_HTML)
     for _ in range(MAX_PAGE_PASSES):
-        page = idx.render_index_html(user, rows, generated_at=now())
+        page = idx.render_index_html(user, rows, generated_at=now(), older=older)
         put_bytes(s3, page_location, page.encode(), content_type="text/html; charset=utf-8")
         current = _etag(s3, json_location)
         if current is None or current == etag:
@@ -237,9 +271,10 @@ def write_page(
         if found is None:
             return
         try:
-            rows, etag = idx.parse_rows(found[0]), found[1]
+            doc = idx.parse_index(found[0])
         except idx.IndexFormatError:
             return  # that writer rewrites the page itself
+        rows, etag, older = doc.rows, found[1], doc.older
     logger.warning("report index page: index.json kept changing; the last writer renders it", extra={"user": user})
 
 
@@ -266,8 +301,8 @@ def update_index(
                 idx.dumps(row),
                 content_type="application/json",
             )
-        rows, etag = commit_row(s3, ctx.trace_bucket, ctx.user, row)
-        write_page(s3, ctx.trace_bucket, ctx.user, rows, etag)
+        rows, etag, older = commit_row_counted(s3, ctx.trace_bucket, ctx.user, row)
+        write_page(s3, ctx.trace_bucket, ctx.user, rows, etag, older=older)
     except ClientError as exc:
         if error_code(exc) in TRANSIENT_CODES:
             raise

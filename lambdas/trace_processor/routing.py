@@ -21,6 +21,7 @@ from lambdas.trace_processor.aws import Clients, S3Location, S3Object, put_json
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.errors import ProcessingError
 from lambdas.trace_processor.job import JobContext
+from lambdas.trace_processor.slots import SlotStore
 from lambdas.trace_processor.system_view import describe_for_fanout
 from lambdas.trace_processor.telemetry import logger
 from profstack.layout import PROCESSING_INPUT_MANIFEST
@@ -125,6 +126,16 @@ def _start_execution(sfn: SFNClient, machine: str, ctx: JobContext, payload: Map
     raise ProcessingError(f"could not start a fan-out execution for {ctx.job!r}: every name tried is taken")
 
 
+def fanout_key(ctx: JobContext) -> str:
+    """The job's fan-out in the slots' shares (slots.py): registered when it starts, removed when it aggregates."""
+    return f"{ctx.user}/{ctx.job}-{ctx.status}"
+
+
+def manifest_bytes(items: Sequence[Mapping[str, Any]]) -> bytes:
+    """The manifest as stored (a JSON array the Distributed Map reads), in one deterministic spelling."""
+    return json.dumps(list(items), sort_keys=True, separators=(",", ":")).encode()
+
+
 def manifest_location(ctx: JobContext) -> S3Location:
     return ctx.reports.child("partials", "manifest.json")
 
@@ -168,6 +179,8 @@ def start_fanout(
             "bucket": o.bucket,
             "key": o.key,
             "size": o.size,
+            # the version the processor judged (evidence.py): the map item reads exactly it (If-Match)
+            "etag": o.etag,
             "route": route_for(o, env),
             # The SageMaker Processing path writes its summary.json here (ASL cannot zero-pad).
             "partial_prefix": partial_location(ctx, i).key.rsplit("/", 1)[0] + "/",
@@ -179,14 +192,18 @@ def start_fanout(
             target = S3Location(ctx.trace_bucket, str(item["partial_prefix"]) + PROCESSING_INPUT_MANIFEST)
             put_json(clients.s3, target, processing_input_manifest(obj))
     manifest = manifest_location(ctx)
-    put_json(clients.s3, manifest, items)
+    body = manifest_bytes(items)
+    aws.put_bytes(clients.s3, manifest, body, content_type="application/json")
     payload: dict[str, Any] = {
         "context": ctx.to_json(),
-        "manifest": {"bucket": manifest.bucket, "key": manifest.key},
+        # the digest lets each map item check itself against this manifest (fanout.manifest_item) and cache it
+        "manifest": {"bucket": manifest.bucket, "key": manifest.key, "sha256": hashlib.sha256(body).hexdigest()},
         "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},
         "job": describe_for_fanout(describe or {}),
     }
     if request:
         payload["request"] = request
     put_json(clients.s3, input_location(ctx), payload)
+    if clients.dynamodb is not None:  # the owner counts towards the slots' shares before any item of it runs
+        SlotStore(clients.dynamodb, env.idempotency_table).register(fanout_key(ctx), ctx.user)
     return _start_execution(clients.sfn, env.state_machine_arn, ctx, payload)

@@ -38,6 +38,8 @@ def clients() -> Clients:
         sts=boto3.client("sts", config=_BOTO) if current.reader_role_arn else None,
         # standard retry mode (BOTO_CONFIG) backs off on GetMetricData throttling before system_view gives up
         cloudwatch=boto3.client("cloudwatch", config=_BOTO),
+        # the fan-out's fair shares of the analyze-file slots live in the idempotency table (slots.py)
+        dynamodb=boto3.client("dynamodb", config=_BOTO),
     )
 
 

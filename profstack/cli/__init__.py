@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from profstack import __version__
 from profstack.analysis.allocator import tune_malloc
+from profstack.escape import one_line
 
 # Modules under profstack.cli that contribute sub-commands, in help order.
 SUBCOMMAND_MODULES = (
@@ -113,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result: int = args.handler(args)
     except CliError as exc:
-        print(f"profstack: error: {exc}", file=sys.stderr)
+        print(one_line(f"profstack: error: {exc}"), file=sys.stderr)  # names in it may come from a trace or S3
         return 2
     except KeyboardInterrupt:
         print("profstack: interrupted", file=sys.stderr)

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from profstack import escape
 from profstack.analysis.errors import NOT_RECORDED
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
 from profstack.analysis.summary import SEVERITIES, Summary, severity_rank
@@ -298,14 +299,10 @@ def _fmt_us(us: Any) -> str:
     return f"{us:.0f} µs"
 
 
-# C0 controls but newline, DEL, C1 controls (ESC/CSI start terminal sequences) and bidirectional overrides
-_UNPRINTABLE = dict.fromkeys([*range(0x00, 0x0A), *range(0x0B, 0x20), *range(0x7F, 0xA0)], "?")
-_UNPRINTABLE.update(dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)], "?"))
-
-
 def printable(text: str) -> str:
-    """``text`` with every control character (except newline) and bidi override replaced by ``?``."""
-    return text.translate(_UNPRINTABLE)
+    """``text`` as it may reach a terminal: line breaks kept, every control character, bidi override and other
+    unsafe character written as a visible escape (profstack.escape, the one rule for terminals and e-mail)."""
+    return escape.lines(text)
 
 
 def _only_not_recorded(summary: Summary | Mapping[str, Any]) -> bool:
@@ -485,7 +482,7 @@ def run(args: argparse.Namespace) -> int:
         # Never read our own outputs back (`profstack analyze . --out out`, run twice).
         found, left_out = discover(args.paths)
         for name, why in left_out:
-            print(printable(f"profstack: note: {name}: left out: {why}"), file=sys.stderr)
+            print(escape.one_line(f"profstack: note: {name}: left out: {why}"), file=sys.stderr)
         sources = [s for s in found if not _inside(getattr(s, "path", None), out_dir)]
         if not sources:
             raise CliError(f"no *.json or *.json.gz trace files under {', '.join(args.paths)}")
@@ -552,11 +549,11 @@ def run(args: argparse.Namespace) -> int:
     # names and messages come from the trace: no terminal escape codes or control characters reach the tty
     print(printable(text_summary(summary, outputs, time.monotonic() - start, total)))
     for rep in trims:
-        print(printable(f"Timeline of {rep.source} (rank {rep.rank}): {rep.describe()}"))
+        print(escape.one_line(f"Timeline of {rep.source} (rank {rep.rank}): {rep.describe()}"))
     if trims:
         print("Open a timeline: https://ui.perfetto.dev, then drag the .trace.json.gz file onto the page.")
     for w in summary.get("warnings") or []:
-        print(printable(f"profstack: warning: {w.get('message')}"), file=sys.stderr)
+        print(escape.one_line(f"profstack: warning: {w.get('message')}"), file=sys.stderr)
     problems = []
     if not result.complete and _only_not_recorded(summary):
         problems.append("partial results; the traces did not record everything (see Not recorded above)")
@@ -565,6 +562,6 @@ def run(args: argparse.Namespace) -> int:
     if skipped:
         problems.append(f"no Perfetto trace for {len(skipped)} file(s): {skipped[0]}")
     if problems:
-        print("profstack: warning: " + "; ".join(problems), file=sys.stderr)
+        print(escape.one_line("profstack: warning: " + "; ".join(problems)), file=sys.stderr)
         return 1
     return 0

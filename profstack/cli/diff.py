@@ -17,6 +17,7 @@ from typing import Any
 from profstack.analysis.diff import Delta, NamedDelta, SummaryDiff
 from profstack.cli import CliError
 from profstack.cli._help import DEFAULT_DIFF_LIMIT, DEFAULT_TOP_K, FILE, N, command
+from profstack.escape import json_text, lines
 
 
 def register(subparsers: Any) -> None:
@@ -86,12 +87,13 @@ def print_diff(diff: SummaryDiff, *, html: Path | None, as_json: bool) -> None:
 
         html.parent.mkdir(parents=True, exist_ok=True)
         html.write_text(render_diff_html(diff), encoding="utf-8")
+    # kernel and operator names come from traces: the one escaping rule (profstack/escape.py) on either output
     if as_json:
-        print(json.dumps({**diff_json(diff), "html": str(html) if html else None}, indent=2))
+        print(json_text({**diff_json(diff), "html": str(html) if html else None}))
         return
     from profstack.analysis.diff import format_text
 
-    print(format_text(diff), end="")
+    print(lines(format_text(diff)), end="")
     if html:
         print(f"HTML: {html}")
 

@@ -1,6 +1,6 @@
 """`profstack reports`: find, open, download and compare your own reports, with your own AWS credentials.
 
-    profstack reports list [--since 7d|DATE] [--family FAMILY] [--json] [--limit N]
+    profstack reports list [--since 7d|DATE] [--family FAMILY] [--json] [--limit N] [--all]
     profstack reports open JOB [--no-browser] [--port PORT] [--idle MINUTES] [--print [--expires SECONDS]] [--json]
     profstack reports index [--no-browser] [--port PORT] [--idle MINUTES] [--print [--expires SECONDS]] [--json]
     profstack reports get JOB [DIR] [--json]
@@ -18,8 +18,10 @@ policy attached to your IAM identity lets you assume, and no one else's; it list
 It is found by the TensorBoard stack's export `<prefix>-report-reader-<U>` (or give it: `--role ARN`,
 $PROFSTACK_REPORTS_ROLE).
 
-`list` reads reports/<U>/index.json (one request, however many jobs), which the processor rewrites after each
-report; without it (no report since the index existed) it lists the job folders and reads each job's row file.
+`list` reads reports/<U>/index.json (one request for the newest 5,000 jobs), which the processor rewrites after each
+report; without it (no report since the index existed), or when a row of it cannot be read, it lists the job folders
+and reads each job's row file. Jobs older than the index holds are said ("N older jobs not shown"), and `--all` lists
+them too, from their row files, however many there are.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from profstack import layout
+from profstack import escape, layout
 from profstack.cli import CliError, _aws, missing_aws_extra, reports_serve
 from profstack.cli._aws import add_config_argument, aws_errors, load, region_of
 from profstack.cli._help import (
@@ -55,6 +57,7 @@ from profstack.cli._help import (
 )
 from profstack.cli.diff import add_json_argument, add_limit_argument, print_diff
 from profstack.report import index as idx
+from profstack.report.format import older_text
 
 BUCKET_OUTPUT = "TraceBucketName"
 #: `open`: seconds the presigned URL stays valid (SigV4 allows up to 7 days; role sessions end sooner)
@@ -91,12 +94,18 @@ def register(subparsers: Any) -> None:
             "profstack reports list --user alice",
             "profstack reports list --user alice --since 7d --family bert-large",
             "profstack reports list --user alice --since 2026-11-30 --json --limit 0",
+            "profstack reports list --user alice --all",
         ),
     )
     listing.add_argument("--since", metavar=WHEN, help="only jobs that ended since: 7d, 12h, 2w or a date (UTC)")
     listing.add_argument("--family", metavar="FAMILY", help="only jobs of this family")
     add_json_argument(listing, "print the rows as JSON")
     listing.add_argument("--limit", type=int, default=50, metavar=N, help="rows printed (default 50; 0: all)")
+    listing.add_argument(
+        "--all",
+        action="store_true",
+        help="every job: also those older than the index holds (read from their row files), and no --limit",
+    )
     _common(listing)
     listing.set_defaults(handler=_with_hint(run_list))
 
@@ -414,9 +423,10 @@ def _folders(where: Place) -> Iterator[str]:
                     yield job
 
 
-def rows_from_folders(where: Place) -> tuple[list[dict[str, Any]], int]:
-    """Each job folder's row file (read in parallel): (rows, job folders without one)."""
-    jobs = list(_folders(where))
+def rows_from_folders(where: Place, skip: frozenset[str] = frozenset()) -> tuple[list[dict[str, Any]], int]:
+    """Each job folder's row file (read in parallel), but those of the jobs in `skip`: (rows, job folders without
+    one). The listing pages through every folder (1,000 a request), so it goes past any count."""
+    jobs = [job for job in _folders(where) if job not in skip]
 
     def read(job: str) -> bytes | None:
         return _read(where, where.job_prefix(job) + idx.ROW_FILE, idx.MAX_ROW_BYTES)
@@ -435,27 +445,40 @@ def rows_from_folders(where: Place) -> tuple[list[dict[str, Any]], int]:
     return idx.merge_rows(rows), without
 
 
-def load_rows(where: Place) -> tuple[list[dict[str, Any]], str]:
-    """(rows newest first, a note for stderr or ""): the index, else the row files."""
+def load_rows(where: Place, *, every: bool = False) -> tuple[list[dict[str, Any]], str, int]:
+    """(rows newest first, a note for stderr or "", older jobs not listed): the index, else (or for rows it cannot
+    read, or with `every` for the jobs older than it holds) the job folders' row files."""
+    index_uri = where.uri(where.prefix + idx.INDEX_JSON)
     data = _read(where, where.prefix + idx.INDEX_JSON, idx.MAX_INDEX_BYTES)
+    doc = idx.IndexDoc([])
+    note = ""
     if data is not None:
         try:
-            return idx.parse_rows(data), ""
+            doc = idx.parse_index(data)
         except idx.IndexFormatError as exc:
-            note = f"{where.uri(where.prefix + idx.INDEX_JSON)} unreadable ({exc}); listed from the job folders"
-    else:
-        note = ""
-    rows, without = rows_from_folders(where)
+            note = f"{index_uri} unreadable ({exc}); listed from the job folders"
+        else:
+            if not doc.unreadable and not every:
+                return doc.rows, "", doc.older
+            if doc.unreadable:
+                note = f"{doc.unreadable} row(s) of {index_uri} unreadable; listed from the job folders"
+    # --all with a whole index: its rows, and every older job from its row file; otherwise every job folder's row
+    skip = frozenset(r["job"] for r in doc.rows) if not doc.unreadable else frozenset()
+    found, without = rows_from_folders(where, skip)
+    have = {r["job"] for r in found}
+    # the index's rows stay (a running job's row lives in the index only, with no row file until the job ends)
+    rows = idx.merge_rows([*found, *(r for r in doc.rows if r["job"] not in have)])
     if without:
         note = (note + "; " if note else "") + (
             f"{without} job folder(s) have no index row (reported before the index existed, or being written): "
             "`profstack reports get JOB` still fetches them"
         )
-    return rows, note
+    return rows, note, 0
 
 
 def format_table(rows: list[dict[str, Any]]) -> str:
-    cells = [idx.HEADERS, *(idx.text_cells(r) for r in rows)]
+    # every cell comes from index.json or a row file, which hold text from traces: one line of visible characters
+    cells = [idx.HEADERS, *([escape.one_line(c) for c in idx.text_cells(r)] for r in rows)]
     widths = [max(len(c[i]) for c in cells) for i in range(len(idx.HEADERS) - 1)]
     lines = []
     for row in cells:
@@ -470,20 +493,24 @@ def run_list(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     since = parse_since(args.since, now) if args.since else None
     where = place(args)
-    rows, note = load_rows(where)
+    rows, note, older = load_rows(where, every=args.all)
     rows = idx.filter_rows(rows, since=since, family=args.family)
-    shown = rows[: args.limit] if args.limit else rows
+    shown = rows[: args.limit] if args.limit and not args.all else rows
     if note:
-        print(f"profstack: note: {note}", file=sys.stderr)
+        print(escape.one_line(f"profstack: note: {note}"), file=sys.stderr)
     if args.json:
-        print(json.dumps(shown, indent=2, ensure_ascii=False))
+        print(escape.json_text(shown))
+        if older:
+            print(f"profstack: note: {older_text(older)}", file=sys.stderr)
         return 0
-    if not rows:
+    if not rows and not older:
         print(f"no reports under {where.uri(where.prefix)}" + (" matching the filters" if since or args.family else ""))
         return 0
     print(format_table(shown), end="")
     if len(shown) < len(rows):
         print(f"... {len(rows) - len(shown)} more (--limit 0 lists all)")
+    if older:  # never dropped silently: the index holds the newest jobs, the rest are said and one flag away
+        print(f"... {older_text(older)}")
     return 0
 
 

@@ -262,3 +262,28 @@ def _count(value: Any) -> int:
     except (TypeError, ValueError):
         return 0
     return max(n, 0)
+
+
+def accelerator_count(resource_config: Mapping[str, Any] | None) -> int | None:
+    """The job's GPUs in all (InstanceType x InstanceCount, or summed over InstanceGroups), when every type is in
+    the table and has GPUs; None when unknown (a type the table lacks, or a CPU-only job, whose ranks are processes
+    the table cannot count). The ranks of a job's traces are below it (profstack/actions.py: a finding about a rank
+    beyond it is not this job's evidence)."""
+    if not isinstance(resource_config, Mapping):
+        return None
+    groups = resource_config.get("InstanceGroups")
+    if isinstance(groups, list) and groups:
+        pairs = [
+            (str(g.get("InstanceType", "")), _count(g.get("InstanceCount"))) for g in groups if isinstance(g, Mapping)
+        ]
+    else:
+        pairs = [(str(resource_config.get("InstanceType") or ""), _count(resource_config.get("InstanceCount")))]
+    total = 0
+    for instance_type, count in pairs:
+        if count == 0:
+            continue
+        spec = gpu_spec(instance_type)
+        if spec is None or spec.gpus <= 0:
+            return None
+        total += spec.gpus * min(count, MAX_HOSTS)
+    return total or None

@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
+from profstack import escape
+
 MAX_FAILURE_REASON = 1024  # SageMaker's FailureReason is at most 1024 characters
 
 
@@ -66,8 +68,8 @@ def failure_reason(describe: Mapping[str, Any]) -> str | None:
     reason = describe.get("FailureReason")
     if not isinstance(reason, str) or not reason.strip():
         return None
-    cleaned = "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in reason.strip())
-    return cleaned[:MAX_FAILURE_REASON]
+    # SageMaker's text, but often the training script's own exception message: the one escaping rule, lines kept
+    return escape.lines(reason.strip())[:MAX_FAILURE_REASON]
 
 
 def failure_lines(describe: Mapping[str, Any]) -> list[str]:

@@ -166,3 +166,8 @@ def duration_text(seconds: object) -> str:
 def cost_text(usd: object) -> str:
     v = num(usd)
     return "—" if v is None else f"${v:,.2f}"
+
+
+def older_text(older: int) -> str:
+    """The line that says the index does not hold every job (the page's and `profstack reports list`'s)."""
+    return f"{older:,} older job{'' if older == 1 else 's'} not shown; `profstack reports list --all` lists every job"

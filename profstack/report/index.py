@@ -3,10 +3,13 @@
 Pure (no AWS): the processor's hook (lambdas/trace_processor/report_index.py) and `profstack reports` use it.
 
     index_row(summary, ...)     the row of one job: status, duration, step time p50, GPU idle, top finding, cost
-    parse_rows(data)            rows from index.json (or a per-job index-row.json); untrusted: every field checked
-    upsert(rows, row)           the rows with this job's row in, newest first, at most MAX_INDEX_JOBS
+    parse_index(data)           rows from index.json, how many of its rows could not be read, how many older jobs it
+                                does not hold; untrusted: every field checked (parse_rows: the rows only)
+    upsert(rows, row)           the rows with this job's row in, newest first, at most MAX_INDEX_JOBS (upsert_counted
+                                also says how many fell out: they are counted in the index's `older`, never dropped
+                                silently; `profstack reports list --all` lists them from their row files)
     render_index_html(...)      the page (index_page.py): the jobs, filtered and paged, and per job family the step-time
-                                and GPU-idle trend (inline SVG)
+                                and GPU-idle trend (inline SVG); a line for the older jobs it does not hold
 
 The step time p50 and GPU idle are the same numbers as the history rows and the e-mail (means over GPU ranks,
 ``profstack.history.rows.job_numbers``). A row is a few hundred bytes; MAX_INDEX_JOBS bounds index.json and the
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -160,19 +164,21 @@ def clean_row(value: Any) -> dict[str, Any] | None:
     }
 
 
-def _order(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Newest first (ties by job name), one row per job (the newest), at most MAX_INDEX_JOBS."""
+def _unique(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Newest first (ties by job name), one row per job (the newest)."""
     ordered = sorted((dict(r) for r in rows), key=lambda r: (r["ended_at"], r["job"]), reverse=True)
     seen: set[str] = set()
     out: list[dict[str, Any]] = []
     for row in ordered:
-        if row["job"] in seen:
-            continue
-        seen.add(row["job"])
-        out.append(row)
-        if len(out) >= MAX_INDEX_JOBS:
-            break
+        if row["job"] not in seen:
+            seen.add(row["job"])
+            out.append(row)
     return out
+
+
+def _order(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Newest first (ties by job name), one row per job (the newest), at most MAX_INDEX_JOBS."""
+    return _unique(rows)[:MAX_INDEX_JOBS]
 
 
 #: the status of a row written while the job runs (lambdas/live_analysis): it never replaces a finished job's row
@@ -183,22 +189,42 @@ def upsert(rows: Iterable[Mapping[str, Any]], row: Mapping[str, Any]) -> list[di
     """`rows` with `row` replacing any earlier row of its job (a re-delivered or re-run job), newest first; except
     that a running job's row (an in-progress report that lost a race with the final one) never replaces the row
     of a finished job."""
+    return upsert_counted(rows, row)[0]
+
+
+def upsert_counted(rows: Iterable[Mapping[str, Any]], row: Mapping[str, Any]) -> tuple[list[dict[str, Any]], int]:
+    """upsert(), and how many rows fell out of the index (beyond MAX_INDEX_JOBS): the caller adds them to the
+    index's `older` count, so the page and `profstack reports list` say that older jobs exist."""
     new = clean_row(row)
     if new is None:
         raise IndexFormatError(f"not an index row: {row!r:.200}")
     kept = list(rows)
     if new.get("status") == RUNNING and any(r.get("job") == new["job"] and r.get("status") != RUNNING for r in kept):
-        return _order(kept)
-    return _order([new, *(r for r in kept if r.get("job") != new["job"])])
+        merged = _unique(kept)
+    else:
+        merged = _unique([new, *(r for r in kept if r.get("job") != new["job"])])
+    return merged[:MAX_INDEX_JOBS], max(len(merged) - MAX_INDEX_JOBS, 0)
 
 
 def merge_rows(rows: Iterable[Mapping[str, Any] | None]) -> list[dict[str, Any]]:
-    """Rows from several sources (row files, an old index) into one index: the cleaned ones, newest first."""
-    return _order(r for r in (clean_row(x) for x in rows) if r is not None)
+    """Rows from several sources (row files, an old index) into one list: the cleaned ones, newest first, one per
+    job, every one (callers that write an index cut it at MAX_INDEX_JOBS and count the rest as `older`)."""
+    return _unique(r for r in (clean_row(x) for x in rows) if r is not None)
 
 
-def parse_rows(data: bytes) -> list[dict[str, Any]]:
-    """The rows of an index.json. Raises IndexFormatError for anything that is not one (the caller rebuilds)."""
+@dataclass(frozen=True)
+class IndexDoc:
+    """An index.json as read back: its rows (newest first), how many of its rows could not be read (the caller
+    rebuilds from the row files, which hold them), and how many older jobs it says it does not hold."""
+
+    rows: list[dict[str, Any]]
+    unreadable: int = 0
+    older: int = 0
+
+
+def parse_index(data: bytes) -> IndexDoc:
+    """index.json, read back untrusted. Raises IndexFormatError for anything that is not one (the caller rebuilds);
+    a row that is not one is counted in `unreadable`, never dropped silently."""
     if len(data) > MAX_INDEX_BYTES:
         raise IndexFormatError(f"index is {len(data)} bytes, more than {MAX_INDEX_BYTES}")
     try:
@@ -207,7 +233,18 @@ def parse_rows(data: bytes) -> list[dict[str, Any]]:
         raise IndexFormatError(f"index is not JSON: {exc}") from None
     if not isinstance(doc, Mapping) or doc.get("schema") != INDEX_SCHEMA or not isinstance(doc.get("jobs"), list):
         raise IndexFormatError(f"not a ProfStack report index (schema {INDEX_SCHEMA})")
-    return merge_rows(doc["jobs"])
+    cleaned = [clean_row(x) for x in doc["jobs"]]
+    older = doc.get("older", 0)
+    return IndexDoc(
+        rows=_unique(r for r in cleaned if r is not None),
+        unreadable=sum(r is None for r in cleaned),
+        older=older if isinstance(older, int) and not isinstance(older, bool) and older > 0 else 0,
+    )
+
+
+def parse_rows(data: bytes) -> list[dict[str, Any]]:
+    """The readable rows of an index.json (parse_index). Raises IndexFormatError for anything that is not one."""
+    return parse_index(data).rows
 
 
 def parse_row_file(data: bytes) -> list[dict[str, Any]]:
@@ -223,9 +260,19 @@ def parse_row_file(data: bytes) -> list[dict[str, Any]]:
     return [row]
 
 
-def index_document(user: str, rows: Sequence[Mapping[str, Any]], *, generated_at: datetime) -> dict[str, Any]:
+def index_document(
+    user: str, rows: Sequence[Mapping[str, Any]], *, generated_at: datetime, older: int = 0
+) -> dict[str, Any]:
+    """index.json: the newest MAX_INDEX_JOBS rows, and `older`, how many older jobs (with their row files under
+    reports/<user>/<job>/) it does not hold."""
     layout.user_reports_prefix(user)
-    return {"schema": INDEX_SCHEMA, "user": user, "generated_at": _iso(generated_at), "jobs": [dict(r) for r in rows]}
+    return {
+        "schema": INDEX_SCHEMA,
+        "user": user,
+        "generated_at": _iso(generated_at),
+        "older": max(older, 0),
+        "jobs": [dict(r) for r in rows],
+    }
 
 
 def dumps(doc: Mapping[str, Any]) -> bytes:
@@ -290,10 +337,11 @@ def with_index_link(page: str) -> str:
     return page.replace("<body>", "<body>" + INDEX_LINK_HTML, 1)
 
 
-def render_index_html(user: str, rows: Sequence[Mapping[str, Any]], *, generated_at: datetime) -> str:
+def render_index_html(user: str, rows: Sequence[Mapping[str, Any]], *, generated_at: datetime, older: int = 0) -> str:
     """The page: self-contained (inline CSS and SVG, no script, the report's Content-Security-Policy), every
     job and family name escaped, filtered and paged without a script (profstack/report/index_page.py). Links
-    are relative: reports/<user>/<job>/report.html beside it."""
+    are relative: reports/<user>/<job>/report.html beside it. `older`: jobs the index does not hold, said in a line
+    under the table (never dropped silently)."""
     from profstack.report.index_page import render_page
 
-    return render_page(user, rows, generated_at=generated_at)
+    return render_page(user, rows, generated_at=generated_at, older=older)

@@ -11,6 +11,8 @@ its last (the report then says the system metrics are unavailable, rather than l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
@@ -30,7 +32,31 @@ from stacks.components.trace_access import TraceAccess
 PROCESSING_INPUT = "/opt/ml/processing/input"
 PROCESSING_OUTPUT = "/opt/ml/processing/output"
 PROCESSING_MAX_RUNTIME_S = 4 * 3600
-MAP_MAX_CONCURRENCY = 20
+
+
+@dataclass(frozen=True)
+class RetryShape:
+    """A Step Functions Retry: wait interval_s, then x backoff each time, at most max_delay_s, attempts in all."""
+
+    interval_s: int
+    backoff: float
+    max_delay_s: int
+    attempts: int
+
+    def waits(self) -> list[float]:
+        """The longest wait before each retry (full jitter draws each uniformly between 0 and it)."""
+        return [min(self.interval_s * self.backoff**n, self.max_delay_s) for n in range(self.attempts)]
+
+
+#: Retry of a map item throttled by the analyze-file function's reserved concurrency (Lambda.TooManyRequestsException):
+#: it must outlast a slot, which an item holds up to the function's 900 s timeout. 5 s doubling to a 120 s cap, 40
+#: retries: at most 4,355 s of waiting; with full jitter (each wait uniform in [0, d]) 2,178 s on average, standard
+#: deviation 207 s, so below 900 s about once in 3e9 (tests/infra/test_fanout_fairness.py draws 20,000 and finds none)
+THROTTLE_RETRY = RetryShape(interval_s=5, backoff=2.0, max_delay_s=120, attempts=40)
+#: Retry of a map item whose owner holds their fair share of the slots (OwnerBusyError, lambdas/trace_processor/
+#: slots.py): it waits for its owner's own items to end, for as long as the execution may run (8 h)
+OWNER_BUSY_RETRY = RetryShape(interval_s=15, backoff=1.5, max_delay_s=120, attempts=400)
+OWNER_BUSY_ERROR = "OwnerBusyError"
 #: How many times the aggregate step runs when CloudWatch fails transiently (GetMetricData still throttled
 #: or 5xx after botocore's retries): the one number behind both the step's Retry on
 #: SYSTEM_METRICS_TRANSIENT_ERROR (AGGREGATE_ATTEMPTS - 1 retries) and the function's AGGREGATE_MAX_ATTEMPTS
@@ -184,13 +210,23 @@ class FanoutWorkflow(Construct):
             payload_response_only=True,
             retry_on_service_exceptions=True,
         )
-        # throttled by AnalyzeFile's reserved concurrency: wait for a slot (first matching retrier wins)
+        # the item's owner holds their fair share of the slots: wait for their own items to end (first matching
+        # retrier wins, so both come before the catch-all)
+        in_lambda.add_retry(
+            errors=[OWNER_BUSY_ERROR],
+            max_attempts=OWNER_BUSY_RETRY.attempts,
+            interval=cdk.Duration.seconds(OWNER_BUSY_RETRY.interval_s),
+            backoff_rate=OWNER_BUSY_RETRY.backoff,
+            max_delay=cdk.Duration.seconds(OWNER_BUSY_RETRY.max_delay_s),
+            jitter_strategy=sfn.JitterType.FULL,
+        )
+        # throttled by AnalyzeFile's reserved concurrency: wait for a slot, longer than any item can hold one
         in_lambda.add_retry(
             errors=["Lambda.TooManyRequestsException"],
-            max_attempts=10,
-            interval=cdk.Duration.seconds(5),
-            backoff_rate=2,
-            max_delay=cdk.Duration.minutes(2),
+            max_attempts=THROTTLE_RETRY.attempts,
+            interval=cdk.Duration.seconds(THROTTLE_RETRY.interval_s),
+            backoff_rate=THROTTLE_RETRY.backoff,
+            max_delay=cdk.Duration.seconds(THROTTLE_RETRY.max_delay_s),
             jitter_strategy=sfn.JitterType.FULL,
         )
         in_lambda.add_retry(errors=["States.TaskFailed"], max_attempts=2, interval=cdk.Duration.seconds(10))
@@ -263,7 +299,8 @@ class FanoutWorkflow(Construct):
                 "context.$": "$.context",
                 "partials.$": "$.partials",
             },
-            max_concurrency=MAP_MAX_CONCURRENCY,
+            # a per-job cap: one fan-out never takes more than its share of the analyze-file slots at once
+            max_concurrency=processing.fanout_max_concurrency_per_job,
             tolerated_failure_percentage=100,  # a failed file is flagged by the aggregate step
             result_path=sfn.JsonPath.DISCARD,
         )

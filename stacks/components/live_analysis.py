@@ -1,9 +1,10 @@
 """Analysis while a training job runs, and the actions its findings take (issue 36; lambdas/live_analysis).
 
 - An EventBridge schedule every `processing.live.interval_minutes` runs the dispatcher, which asks SageMaker which
-  jobs run now and invokes the analyser once per eligible job (asynchronously, no retry: the next run is the
-  retry). Nothing is created per job, so nothing can outlive one: a lost or reordered state-change event changes
-  nothing, and a finished job is never analysed again.
+  jobs run now (paged) and invokes the analyser once per eligible job (asynchronously, no retry: the next run is the
+  retry), round-robin by owner within its time budget, carrying its cursor to the next run in one item of the
+  idempotency table (#42 item 10). Nothing is created per job, so nothing can outlive one: a lost or reordered
+  state-change event changes nothing, and a finished job is never analysed again.
 - The analyser runs on the processing role path (the trace bucket's policy lets only those roles read traces and
   write reports), reads traces only through the trace-reader role with the processor's per-job session policy, and
   writes the in-progress report at the job's report keys.
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -27,7 +29,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from profstack import layout
-from profstack.actions import ACTIONS_FILE, ACTIONS_TAG, STOP_TAG_VALUE, ActionPolicy
+from profstack.actions import ACTIONS_FILE, ACTIONS_TAG, DISPATCH_STATE_ID, STOP_TAG_VALUE, ActionPolicy
 from profstack.config import Processing
 from profstack.jobs.metric_names import NAMESPACE
 from stacks.components.iam import no_resource_type_statement
@@ -44,10 +46,15 @@ from stacks.components.trace_processor import (
     grant_describe_training_jobs,
     grant_notify,
     grant_put_metric_data,
+    grant_table_item,
 )
 
 ANALYSER_TIMEOUT_S = 900
 DISPATCHER_MEMORY_MB = 256
+#: the dispatcher's whole budget (its Lambda timeout; jobs.py shares it between listing, judging and invoking):
+#: 1,200 running jobs take ~25 s at SageMaker's pace (docs/security.md), and a run ends before the next begins
+#: (the shortest interval is 5 minutes; reserved concurrency 1)
+DISPATCHER_TIMEOUT_S = 240
 
 WILDCARD_REASONS = {
     **PROCESSOR_WILDCARD_REASONS,
@@ -88,6 +95,7 @@ class LiveAnalysis(Construct):
         access: TraceAccess,
         processor: TraceProcessorFunctions,
         processor_env: dict[str, str],
+        table: dynamodb.ITable,
         topic: sns.ITopic,
         processing: Processing,
         user_tag_key: str,
@@ -164,7 +172,12 @@ class LiveAnalysis(Construct):
             },
         )
 
-        dispatch_env = {"ANALYSER_FUNCTION": self.analyser.function.function_name}
+        # whose a job is, as the processor decides it (the dispatcher serves owners in turn), and where its cursor lives
+        dispatch_env = {
+            "ANALYSER_FUNCTION": self.analyser.function.function_name,
+            "STATE_TABLE": table.table_name,
+            **{k: processor_env[k] for k in ("USERS", "USER_TAG_KEY", "OWNERSHIP", "OWNER_TAG_GUARD", "NAME_PREFIX")},
+        }
         tag_filter = processing.job_tag_filter
         if tag_filter is not None:
             dispatch_env |= {"TAG_FILTER_KEY": tag_filter.key, "TAG_FILTER_VALUE": tag_filter.value}
@@ -176,9 +189,11 @@ class LiveAnalysis(Construct):
             log_retention=retention,
             powertools=PowertoolsSettings(service=f"{name_prefix}-live-dispatch", metrics_namespace=NAMESPACE),
             environment=dispatch_env,
-            timeout=cdk.Duration.minutes(2),
+            timeout=cdk.Duration.seconds(DISPATCHER_TIMEOUT_S),
             memory_size=DISPATCHER_MEMORY_MB,
             reserved_concurrency=1,
+            # the processing path: the idempotency table's resource policy admits only those roles (and break-glass)
+            role_path=role_path,
         )
         # a failed run is not retried (it would invoke the analyser twice for the jobs it did dispatch)
         self.dispatcher.function.configure_async_invoke(
@@ -188,6 +203,8 @@ class LiveAnalysis(Construct):
         dispatcher_role.add_to_principal_policy(no_resource_type_statement(["sagemaker:ListTrainingJobs"]))
         grant_describe_training_jobs(dispatcher_role, self)
         self.analyser.function.grant_invoke(dispatcher_role)
+        # its cursor between runs: one item of the idempotency table, and nothing else of it
+        grant_table_item(dispatcher_role, table, item_id=DISPATCH_STATE_ID, sid="DispatcherStateItemOnly")
         self.schedule = events.Rule(
             self,
             "Schedule",

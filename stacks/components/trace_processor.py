@@ -18,6 +18,7 @@ from constructs import Construct
 
 from profstack.config import Processing
 from profstack.jobs.metric_names import NAMESPACE
+from profstack.layout import FANOUT_SLOTS_ID
 from stacks.components.iam import key_use_statement, no_resource_type_statement
 from stacks.components.nag import acknowledge
 from stacks.components.nag_findings import acknowledge_function_baseline
@@ -94,6 +95,10 @@ def processor_environment(
         "OWNER_TAG_GUARD": "true" if processing.owner_tag_guard.enabled else "false",
         "EXTRA_TRACE_PREFIXES": json.dumps(list(access.extra_prefixes)),
         "FANOUT_FILE_THRESHOLD": str(processing.fanout_file_threshold),
+        # the analyze-file slots the owners of running fan-outs share, and how long a slot's lease must outlive a
+        # function that is killed (lambdas/trace_processor/slots.py)
+        "FANOUT_RESERVED_CONCURRENCY": str(processing.fanout_reserved_concurrency),
+        "FUNCTION_TIMEOUT_S": str(processing.lambda_timeout_seconds),
         "MAX_FILES_PER_JOB": str(processing.max_files_per_job),
         "FANOUT_BYTES_THRESHOLD": str(processing.fanout_bytes_threshold_mb * 2**20),
         "SINGLE_LAMBDA_MAX_FILE_BYTES": str(processing.single_lambda_max_file_mb * 2**20),
@@ -166,6 +171,33 @@ def grant_idempotency(role: iam.IRole, table: dynamodb.ITable) -> None:
                 context={"aws:dynamodb:tableName": table.table_name},
             )
         )
+
+
+def grant_table_item(role: iam.IRole, table: dynamodb.ITable, *, item_id: str, sid: str) -> None:
+    """GetItem and PutItem on one item (`item_id`) of the idempotency table and nothing else of it
+    (dynamodb:LeadingKeys): no job's idempotency record can be read or written through it."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid=sid,
+            actions=["dynamodb:GetItem", "dynamodb:PutItem"],
+            resources=[table.table_arn],
+            conditions={"ForAllValues:StringEquals": {"dynamodb:LeadingKeys": [item_id]}},
+        )
+    )
+    if table.encryption_key is not None:
+        role.add_to_principal_policy(
+            key_use_statement(
+                table.encryption_key,
+                ["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey"],
+                via="dynamodb",
+                context={"aws:dynamodb:tableName": table.table_name},
+            )
+        )
+
+
+def grant_fanout_slots(role: iam.IRole, table: dynamodb.ITable) -> None:
+    """The owners' fair shares of the analyze-file slots (lambdas/trace_processor/slots.py): that item only."""
+    grant_table_item(role, table, item_id=FANOUT_SLOTS_ID, sid="FanoutSlotSharesOnly")
 
 
 def grant_notify(role: iam.IRole, topic: sns.ITopic) -> None:
@@ -290,6 +322,10 @@ class TraceProcessorFunctions(Construct):
         access.grant_trace_read(self.analyze_file.role)
         access.grant_report_write(self.analyze_file.role, tensorboard=False)
         access.grant_fanout_input_read(self.analyze_file.role)  # its input is checked against the stored one
+        # the owners' fair shares of the slots: the one item of the idempotency table (slots.py); the aggregate
+        # step removes its fan-out from them, the processor (full item access already) adds it
+        grant_fanout_slots(self.analyze_file.role, table)
+        grant_fanout_slots(self.aggregate.role, table)
         # aggregate: read partials, write the report, scalars, metrics and the notification.
         access.grant_report_write(self.aggregate.role, tensorboard=True, read_reports=True)
         grant_put_metric_data(self.aggregate.role)

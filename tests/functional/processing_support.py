@@ -250,3 +250,16 @@ def throttled_cloudwatch(cloudwatch: Any, calls: int) -> Stubber:
         )
     stubber.activate()
     return stubber
+
+
+def backdate(key: str, when: datetime, bucket: str = TRACE_BUCKET) -> None:
+    """Make moto's object at `key` look as if S3 stored it at `when` (LastModified is S3's, no API sets it): a file
+    planted in a job's folder before the job existed."""
+    from moto.s3.models import s3_backends
+
+    for backend in s3_backends[ACCOUNT].values():
+        found = backend.buckets.get(bucket)
+        if found is not None:
+            found.keys[key].last_modified = when.replace(tzinfo=None)
+            return
+    raise AssertionError(f"no moto bucket {bucket}")

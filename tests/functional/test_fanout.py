@@ -196,8 +196,8 @@ def test_a_forged_input_pairing_ones_own_job_with_another_users_manifest_reads_n
     before = set(plane.list_keys("reports/alice/"))
     # WHEN alice starts an execution (or invokes the steps) with her job's context and bob's manifest and items
     forged = {**alice, "manifest": bob["manifest"]}
-    for item in bob_manifest:
-        with pytest.raises(FanoutInputError, match="outside the space"):
+    for item in bob_manifest:  # not alice's manifest's items (and outside her space: checked too)
+        with pytest.raises(FanoutInputError, match="of this job's manifest"):
             _step("analyze", {**forged, "item": item})
     with pytest.raises(FanoutInputError, match="manifest is not what the processor sent"):
         _step("aggregate", forged)
@@ -370,3 +370,57 @@ def test_a_bad_partial_is_one_bad_rank_named_in_the_report_not_a_lost_job(
     assert failed["name"].endswith(manifest[0]["key"])
     assert reason in failed["error"]["message"]
     assert len(plane.notifications()) == 1
+
+
+def test_a_map_item_of_the_owners_other_job_is_refused_and_the_real_partial_stays(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    """#42 item 8b: items were checked against the owner's whole space, so an item of bob's other job, sent with a
+    genuine context of this job, was analysed and its partial overwrote this job's."""
+    from lambdas.trace_processor.fanout import FanoutInputError
+    from lambdas.trace_processor.job import JobContext
+    from lambdas.trace_processor.routing import partial_location
+
+    plane, sfn = fanout_plane
+    # GIVEN two fanned-out jobs of bob's, and job A's partials written by its own map items
+    job_a, manifest_a = _fanned_out(plane, sfn, traces_dir, "bob-job-a", "bob")
+    _, manifest_b = _fanned_out(plane, sfn, traces_dir, "bob-job-b", "bob")
+    for item in manifest_a:
+        _step("analyze", {**job_a, "item": item})
+    ctx = JobContext.from_json(job_a["context"])
+    real = {
+        i: plane.s3.get_object(Bucket=TRACE_BUCKET, Key=partial_location(ctx, i).key)["Body"].read() for i in (0, 1)
+    }
+    # WHEN items of job B (inside bob's space, same indexes) are sent with job A's genuine context, as they are and
+    # with job A's index; and an item of A's with its size or route changed
+    forged = [
+        *manifest_b,
+        {**manifest_b[1], "index": 0},
+        {**manifest_a[1], "size": 1},
+        {**manifest_a[1], "route": "processing"},
+        {**manifest_a[1], "index": 7},
+    ]
+    for item in forged:
+        with pytest.raises(FanoutInputError, match=r"is not item .* of this job's manifest"):
+            _step("analyze", {**job_a, "item": item})
+    # THEN job A's partials are the ones its own items wrote
+    for i in (0, 1):
+        assert plane.s3.get_object(Bucket=TRACE_BUCKET, Key=partial_location(ctx, i).key)["Body"].read() == real[i]
+    # AND job A's own items are still accepted (the manifest is read once per container, checked by its digest)
+    assert _step("analyze", {**job_a, "item": manifest_a[1]})["index"] == 1
+
+
+def test_a_manifest_changed_after_the_fanout_started_is_refused(
+    fanout_plane: tuple[DataPlane, Any], traces_dir: Path
+) -> None:
+    from lambdas.trace_processor.fanout import FanoutInputError, _manifests
+
+    plane, sfn = fanout_plane
+    # GIVEN a fanned-out job whose stored manifest is then replaced (say by a later re-delivery with other files)
+    payload, manifest = _fanned_out(plane, sfn, traces_dir, "changed-manifest", USER)
+    _manifests.clear()
+    changed = [{**manifest[0], "key": manifest[1]["key"]}, manifest[1]]
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=payload["manifest"]["key"], Body=json.dumps(changed).encode())
+    # WHEN an item runs THEN it is refused: the manifest is not the one whose digest the execution input holds
+    with pytest.raises(FanoutInputError, match="not the manifest this fan-out was started with"):
+        _step("analyze", {**payload, "item": changed[0]})

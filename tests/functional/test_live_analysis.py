@@ -10,6 +10,7 @@ in-process, as Lambda would.
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from demo.lambda_harness import ACCOUNT, REGION, LambdaContext, patched_environ
+from lambdas.live_analysis.dispatch_env import DispatchEnv
 from lambdas.trace_processor import report_index
 from profstack import layout
 from profstack.analysis import summary_schema
@@ -31,6 +33,7 @@ from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
     DataPlane,
+    backdate,
     create_data_plane,
     emulate_run,
     job_event,
@@ -146,9 +149,11 @@ def run_dispatch_and_deliver(plane: DataPlane) -> tuple[list[str], list[dict[str
     from lambdas.live_analysis import dispatch, handler
 
     recorder = RecordingLambda()
-    due = dispatch.dispatch(sagemaker=plane.sagemaker, lambda_client=recorder, env=dispatch.ENV)  # type: ignore[arg-type]
+    # the function's environment as deployed here (dispatch.ENV is whichever environment first imported the module)
+    env = DispatchEnv.from_environ()
+    result = dispatch.dispatch(sagemaker=plane.sagemaker, lambda_client=recorder, env=env)  # type: ignore[arg-type]
     outcomes = [handler.handler(payload, LambdaContext()) for payload in recorder.payloads]
-    return due, outcomes
+    return result.invoked, outcomes
 
 
 def report_of(plane: DataPlane, job: str, name: str = "summary.json") -> Any:
@@ -393,9 +398,193 @@ def test_a_job_whose_owner_nothing_confirms_gets_no_live_report_and_no_action(
         role_arn=f"arn:aws:iam::{ACCOUNT}:role/SomeTeamRole",
     )
     upload_trace(plane, traces_dir, IDLE, "claimed")
-    _, outcomes = run_dispatch_and_deliver(plane)
-    # THEN nothing is analysed, written, e-mailed or stopped (the final report goes to _unowned, docs/security.md)
-    assert [o["action"] for o in outcomes] == ["unverified_owner"]
+    due, outcomes = run_dispatch_and_deliver(plane)
+    # THEN the dispatcher does not even invoke the analyser for it (it is no one's: it cannot take alice's turns)
+    assert (due, outcomes) == ([], [])
+    # AND the analyser, invoked anyway, analyses, writes, e-mails and stops nothing (the final report goes to
+    # _unowned, docs/security.md)
+    from lambdas.live_analysis import handler
+
+    assert handler.handler({"job": "claimed"}, LambdaContext())["action"] == "unverified_owner"
     assert stopped == []
     assert keys(plane, "reports/") == []
     assert plane.notifications() == []
+
+
+# --- evidence: only what this run wrote may decide a stop (#42 item 7) -------------------------------------------
+
+
+def test_traces_planted_before_the_job_or_its_training_started_stop_nothing_and_are_named(
+    plane: DataPlane, traces_dir: Path, stopped: list[str]
+) -> None:
+    """Before: the stop acted on any object in the job's folder, newest first: one planted idle trace stopped it."""
+    # GIVEN a running job that opted in to stopping, created two hours ago, training for the last 30 minutes
+    start_job(plane, "planted-run", tags={"profstack:actions": "stop"})
+    now = datetime.now(UTC)
+    job = _backend_job("planted-run")
+    job.creation_time = now - timedelta(hours=2)
+    job.training_start_time = now - timedelta(minutes=30)
+    # AND two idle traces in its folder, named to sort last (newest first): one planted before the job existed,
+    # one after it was created but before its training started; and the job's own busy trace
+    before_job = upload_trace(plane, traces_dir, IDLE, "planted-run", "zz-before-job.pt.trace.json.gz")
+    backdate(before_job, now - timedelta(hours=3))
+    before_training = upload_trace(plane, traces_dir, IDLE, "planted-run", "zz-before-training.pt.trace.json.gz")
+    backdate(before_training, now - timedelta(hours=1))
+    upload_trace(plane, traces_dir, BUSY, "planted-run", "algo-1.pt.trace.json.gz")
+    # WHEN the scheduled run analyses it
+    _, (outcome,) = run_dispatch_and_deliver(plane)
+    # THEN it runs on: its own trace is analysed, the planted ones are not, and no action rests on them
+    assert stopped == []
+    assert outcome["action"] == "analysed"
+    assert plane.sagemaker.describe_training_job(TrainingJobName="planted-run")["TrainingJobStatus"] == "InProgress"
+    summary = report_of(plane, "planted-run")
+    assert [i["name"].rsplit("/", 1)[-1] for i in summary["inputs"]] == ["algo-1.pt.trace.json.gz"]
+    assert not [a for a in summary["actions"] if a["action"] == "stop"]
+    (warning,) = [w for w in summary["warnings"] if w.get("error_type") == "LiveFilesNotEvidence"]
+    assert f"s3://{TRACE_BUCKET}/{before_job} (written before the job was created)" in warning["message"]
+    assert f"s3://{TRACE_BUCKET}/{before_training} (written before the job's training started)" in warning["message"]
+
+
+def test_a_trace_claiming_a_rank_the_job_cannot_have_stops_nothing(
+    plane: DataPlane, traces_dir: Path, stopped: list[str], tmp_path: Path
+) -> None:
+    # GIVEN a running job on 2 x ml.p4d.24xlarge (16 GPUs: ranks 0-15) that opted in to stopping
+    start_job(plane, "rank-claim", tags={"profstack:actions": "stop"})
+    # AND an idle trace written while it runs that says it is rank 63 (distributedInfo)
+    doc = json.loads(gzip.decompress((traces_dir / IDLE).read_bytes()))
+    doc["distributedInfo"] = {"rank": 63, "world_size": 64}
+    forged = tmp_path / "rank63.pt.trace.json.gz"
+    forged.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    plane.s3.upload_file(
+        str(forged), TRACE_BUCKET, f"{layout.job_tensorboard_prefix(USER, 'rank-claim')}r63.pt.trace.json.gz"
+    )
+    # WHEN analysed
+    _, (outcome,) = run_dispatch_and_deliver(plane)
+    # THEN the idle finding is reported, but it stops nothing: rank 63 is not one this job can have
+    assert outcome["action"] == "analysed"
+    assert stopped == []
+    (low,) = [a for a in report_of(plane, "rank-claim")["actions"] if a["rule_id"] == "LowGPUUtilization"]
+    assert low["action"] == "notify"
+    assert "rank 63 behind the finding is beyond the job's 16 GPUs" in low["reason"]
+
+
+# --- no live e-mail after the final one (#42 item 12) ----------------------------------------------------------
+
+
+def _finish(plane: DataPlane, job: str) -> None:
+    """SageMaker ends the job; its event reaches the trace processor, which writes the final report and e-mail."""
+    now = datetime.now(UTC)
+    emulate_run(job, start=now - timedelta(hours=1), end=now, status="Completed")
+    put_event(plane, job_event(job, "Completed"))
+    drain(plane)
+
+
+def test_a_live_run_overtaken_after_writing_its_report_sends_no_email_after_the_final_one(
+    plane: DataPlane, traces_dir: Path, stopped: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lambdas.live_analysis import logic
+
+    # GIVEN a running job whose GPUs idle (a new LowGPUUtilization finding: a live e-mail is due)
+    start_job(plane, "overtaken")
+    upload_trace(plane, traces_dir, IDLE, "overtaken")
+    real_update_index = logic.update_index
+
+    def index_then_job_ends(*args: Any, **kwargs: Any) -> Any:
+        # WHEN, after the live run wrote its in-progress report and before it e-mails, the job ends and the final
+        # report and its e-mail go out
+        result = real_update_index(*args, **kwargs)
+        _finish(plane, "overtaken")
+        return result
+
+    monkeypatch.setattr(logic, "update_index", index_then_job_ends)
+    _, (outcome,) = run_dispatch_and_deliver(plane)
+    # THEN the only e-mail is the final one: no "is running, 1 new finding(s)" after it (before: there was)
+    mails = plane.notifications()
+    assert [m["Subject"] for m in mails] == [m["Subject"] for m in mails if "Completed" in m["Subject"]]
+    assert len(mails) == 1
+    assert outcome["notified"] is False
+    assert "in_progress" not in report_of(plane, "overtaken")  # the final report stands
+
+
+def test_a_live_run_superseded_while_it_analyses_sends_no_email(
+    plane: DataPlane, traces_dir: Path, stopped: list[str]
+) -> None:
+    from lambdas.live_analysis import handler
+    from lambdas.live_analysis.logic import analyse_job
+
+    start_job(plane, "superseded")
+    upload_trace(plane, traces_dir, IDLE, "superseded")
+
+    class FinishingEngine:
+        def __init__(self, inner: Any) -> None:
+            self._inner = inner
+
+        def analyze(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+            result: dict[str, Any] = self._inner.analyze(*args, **kwargs)
+            _finish(plane, "superseded")  # the final report and e-mail land while this run analyses
+            return result
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self._inner, name)
+
+    outcome = analyse_job(
+        "superseded", env=handler.ENV, clients=handler._clients(), engine=FinishingEngine(handler._engine())
+    )
+    # THEN the run gives way and e-mails nothing (before: "is running, N new finding(s)" after the final e-mail)
+    assert outcome.action == "superseded"
+    assert outcome.notified is False
+    (final,) = plane.notifications()
+    assert final["Subject"].startswith("ProfStack: superseded Completed")
+
+
+def test_a_final_email_waits_for_a_live_email_already_going_out(
+    plane: DataPlane, traces_dir: Path, stopped: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    from lambdas.trace_processor import aws as tp_aws
+
+    # GIVEN a running job with a new finding, and a live run that is publishing its e-mail (slowly) when the job
+    # ends and the final report's e-mail is sent
+    start_job(plane, "photo-finish")
+    upload_trace(plane, traces_dir, IDLE, "photo-finish")
+    real_publish = tp_aws.publish
+    order: list[str] = []
+    finisher: list[threading.Thread] = []
+
+    def publish(sns: Any, **kwargs: Any) -> None:
+        if kwargs["attributes"]["status"] == "InProgress" and not finisher:
+            thread = threading.Thread(target=_finish, args=(plane, "photo-finish"))
+            finisher.append(thread)
+            thread.start()
+            thread.join(timeout=3)  # the final e-mail has every chance to overtake this one
+        order.append(kwargs["attributes"]["status"])
+        real_publish(sns, **kwargs)
+
+    monkeypatch.setattr(tp_aws, "publish", publish)
+    run_dispatch_and_deliver(plane)
+    finisher[0].join(timeout=30)
+    # THEN the final e-mail went out after the live one (it waited for the live lock), never before it
+    assert order == ["InProgress", "Completed"]
+    subjects = [m["Subject"] for m in plane.notifications()]
+    assert len(subjects) == 2
+    assert plane.list_keys(f"{layout.job_reports_prefix(USER, 'photo-finish')}.notified-live-lock") == []
+
+
+def test_a_lock_left_by_a_dead_live_run_delays_the_final_email_at_most_its_age_limit(plane: DataPlane) -> None:
+    from lambdas.trace_processor.aws import S3Location
+    from lambdas.trace_processor.notification import LIVE_LOCK, LIVE_LOCK_MAX_AGE_S, wait_for_live_notification
+
+    folder = S3Location(TRACE_BUCKET, layout.job_reports_prefix(USER, "dead-run"))
+    # GIVEN no lock: no wait
+    assert wait_for_live_notification(plane.s3, folder, sleep=lambda _: None) == 0
+    # GIVEN a lock a live run took and never released (it died)
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=folder.child(LIVE_LOCK).key, Body=b"")
+    now = [datetime.now(UTC).timestamp()]
+
+    def sleep(seconds: float) -> None:
+        now[0] += seconds
+
+    # WHEN the final e-mail checks it THEN it waits until the lock is LIVE_LOCK_MAX_AGE_S old, then goes
+    waited = wait_for_live_notification(plane.s3, folder, sleep=sleep, clock=lambda: now[0])
+    assert LIVE_LOCK_MAX_AGE_S - 2 <= waited <= LIVE_LOCK_MAX_AGE_S + 2

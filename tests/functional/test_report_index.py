@@ -117,6 +117,61 @@ def test_a_lost_index_is_rebuilt_from_the_job_row_files(plane: DataPlane, traces
     assert [r["job"] for r in _index(plane, "alice")] == ["job-b", "job-a"]
 
 
+def test_a_row_of_the_index_that_cannot_be_read_is_rebuilt_from_its_row_file(
+    plane: DataPlane, traces_dir: Path
+) -> None:
+    """#42 item 14: a row of index.json that failed to read was dropped, and stayed dropped, without a rebuild."""
+    end = datetime.now(UTC).replace(microsecond=0)
+    _run_job(plane, traces_dir, "job-a", W4, end - timedelta(hours=3))
+    _run_job(plane, traces_dir, "job-b", W0, end - timedelta(hours=2))
+    # GIVEN alice's index.json with job-a's row damaged (a date that does not parse), the rest intact
+    doc = json.loads(_get(plane, "reports/alice/index.json"))
+    for row in doc["jobs"]:
+        if row["job"] == "job-a":
+            row["ended_at"] = "yesterday-ish"
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key="reports/alice/index.json", Body=json.dumps(doc).encode())
+    assert [r["job"] for r in _index(plane, "alice")] == ["job-b"]  # read as it is, job-a is gone
+    # WHEN her next job is reported
+    _run_job(plane, traces_dir, "job-c", W4, end)
+    # THEN the index was rebuilt from the row files: job-a is back, nothing is lost
+    assert [r["job"] for r in _index(plane, "alice")] == ["job-c", "job-b", "job-a"]
+    assert 'href="job-a/report.html"' in _get(plane, "reports/alice/index.html").decode()
+
+
+def _publish_row(plane: DataPlane, user: str, job: str, hours_ago: float) -> dict[str, Any]:
+    """What a report leaves for the index: the job's row file, then the row committed (report_index.update_index)."""
+    row = _row(job, hours_ago)
+    plane.s3.put_object(
+        Bucket=TRACE_BUCKET, Key=f"{layout.job_reports_prefix(user, job)}{idx.ROW_FILE}", Body=idx.dumps(row)
+    )
+    rows, etag, older = report_index.commit_row_counted(plane.s3, TRACE_BUCKET, user, row)
+    report_index.write_page(plane.s3, TRACE_BUCKET, user, rows, etag, older=older)
+    return row
+
+
+def test_jobs_beyond_what_the_index_holds_are_counted_and_said_never_dropped_silently(
+    plane: DataPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#42 item 14: the 5,001st job silently removed the oldest from the index, its page and `reports list`."""
+    monkeypatch.setattr(idx, "MAX_INDEX_JOBS", 3)  # 5,000 in a deployment
+    # GIVEN five of alice's jobs reported one after another
+    for i in range(5):
+        _publish_row(plane, "alice", f"job-{i}", hours_ago=10 - i)
+    # THEN the index holds the newest three and counts the two older ones
+    doc = json.loads(_get(plane, "reports/alice/index.json"))
+    assert [r["job"] for r in doc["jobs"]] == ["job-4", "job-3", "job-2"]
+    assert doc["older"] == 2
+    # AND the page says so, with the command that lists them
+    page = _get(plane, "reports/alice/index.html").decode()
+    assert "2 older jobs not shown; `profstack reports list --all` lists every job" in page
+    # WHEN the index is lost and rebuilt from the row files by the next report THEN the count is exact again
+    plane.s3.delete_object(Bucket=TRACE_BUCKET, Key="reports/alice/index.json")
+    _publish_row(plane, "alice", "job-5", hours_ago=1)
+    doc = json.loads(_get(plane, "reports/alice/index.json"))
+    assert [r["job"] for r in doc["jobs"]] == ["job-5", "job-4", "job-3"]
+    assert doc["older"] == 3
+
+
 # ------------------------------------------------------------------------------------------ concurrent writers
 
 

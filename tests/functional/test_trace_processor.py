@@ -31,6 +31,7 @@ from tests.functional.processing_support import (
     TRACE_BUCKET,
     USER,
     DataPlane,
+    backdate,
     create_data_plane,
     emulate_run,
     job_event,
@@ -616,6 +617,102 @@ def test_a_job_with_more_files_than_the_cap_is_reported_on_its_first_files_and_s
     assert [i["name"].rsplit("/", 1)[-1] for i in summary["inputs"]] == ["algo-1_101.1796565600000.pt.trace.json.gz"]
     assert any(w.get("type") == "TooManyTraceFiles" for w in summary["warnings"])
     runtime.reset()
+
+
+JUNK = b'{"traceEvents": [ {"ph": "X", "name": '  # cut short: no trace file parses from it
+
+
+def test_files_planted_before_the_job_existed_do_not_fill_the_cap_and_are_named(
+    plane: DataPlane, traces_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#42 item 8: files planted to sort first pushed the job's real traces past the per-job cap; every file
+    analysed failed, and the job got no report (CorruptTracesError, then the DLQ)."""
+    from lambdas.trace_processor import runtime
+
+    monkeypatch.setenv("MAX_FILES_PER_JOB", "2")
+    runtime.reset()
+    job = "planted-first"
+    register_training_job(plane, job)
+    # GIVEN five junk "traces" planted an hour before the job was created, named to sort before its own files
+    planted = [_tb_key(job, f"000-planted-{i}.pt.trace.json") for i in range(5)]
+    for key in planted:
+        plane.s3.put_object(Bucket=TRACE_BUCKET, Key=key, Body=JUNK)
+        backdate(key, datetime.now(UTC) - timedelta(hours=1))
+    # AND the job's own two ranks, written while it ran
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_101.1796565600000.pt.trace.json.gz"))
+    upload(plane, traces_dir, RANK1, _tb_key(job, "algo-2_102.1796565600000.pt.trace.json.gz"))
+    # WHEN the job ends
+    put_event(plane, job_event(job))
+    assert drain(plane)[0] == {"batchItemFailures": []}
+    # THEN its own two traces are the report (complete), and the planted files are named as not its output
+    summary = json.loads(
+        plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{layout.job_reports_prefix(USER, job)}summary.json")[
+            "Body"
+        ].read()
+    )
+    assert sorted(i["name"].rsplit("/", 1)[-1] for i in summary["inputs"]) == [
+        "algo-1_101.1796565600000.pt.trace.json.gz",
+        "algo-2_102.1796565600000.pt.trace.json.gz",
+    ]
+    assert all(i["status"] == "ok" for i in summary["inputs"])
+    (warning,) = [w for w in summary["warnings"] if w.get("type") == "TraceFilesNotFromThisJob"]
+    assert "5 trace file(s)" in warning["message"]
+    assert all(f"s3://{TRACE_BUCKET}/{key}" in warning["message"] for key in planted)
+    assert not [w for w in summary["warnings"] if w.get("type") == "TooManyTraceFiles"]
+    assert plane.sqs.receive_message(QueueUrl=plane.dlq_url).get("Messages") is None
+    (mail,) = plane.notifications()
+    assert "written before the job was created" in mail["Message"]
+    runtime.reset()
+
+
+def test_a_cap_filled_with_unreadable_files_still_gives_a_report_naming_what_was_left_out(
+    plane: DataPlane, traces_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#42 item 8: a cap never turns into "no report" (before: every analysed file failed, CorruptTracesError, the
+    record was retried and dead-lettered, and the owner got nothing)."""
+    from lambdas.trace_processor import runtime
+
+    monkeypatch.setenv("MAX_FILES_PER_JOB", "2")
+    runtime.reset()
+    job = "junk-first"
+    register_training_job(plane, job)
+    # GIVEN two unreadable files written during the run that sort first, and the job's own two ranks after them
+    for i in range(2):
+        plane.s3.put_object(Bucket=TRACE_BUCKET, Key=_tb_key(job, f"000-junk-{i}.pt.trace.json"), Body=JUNK)
+    upload(plane, traces_dir, RANK0, _tb_key(job, "algo-1_101.1796565600000.pt.trace.json.gz"))
+    upload(plane, traces_dir, RANK1, _tb_key(job, "algo-2_102.1796565600000.pt.trace.json.gz"))
+    # WHEN the job ends
+    put_event(plane, job_event(job))
+    # THEN the record succeeds at once: a report whose two inputs failed, which names the two files left out
+    assert drain(plane)[0] == {"batchItemFailures": []}
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert summary["complete"] is False
+    assert [i["status"] for i in summary["inputs"]] == ["failed", "failed"]
+    (warning,) = [w for w in summary["warnings"] if w.get("type") == "TooManyTraceFiles"]
+    assert "2 left out" in warning["message"]
+    assert "algo-1_101.1796565600000.pt.trace.json.gz" in warning["message"]
+    assert "algo-2_102.1796565600000.pt.trace.json.gz" in warning["message"]
+    assert f"{reports}report.html" in plane.list_keys(reports)
+    assert plane.sqs.receive_message(QueueUrl=plane.dlq_url).get("Messages") is None
+    (mail,) = plane.notifications()
+    assert "partial report" in mail["Subject"]
+    runtime.reset()
+
+
+def test_a_folder_of_junk_keys_costs_a_bounded_listing(plane: DataPlane, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lambdas.trace_processor import evidence
+    from lambdas.trace_processor.aws import S3Location
+
+    # GIVEN a job folder holding more keys than the listing reads (here 30, with the bound lowered to 25)
+    prefix = _tb_key("junk-keys", "")
+    for i in range(30):
+        plane.s3.put_object(Bucket=TRACE_BUCKET, Key=f"{prefix}{i:03d}.txt", Body=b"x")
+    # WHEN listed THEN the listing stops at the bound (counting every key, not only trace-shaped ones) and says so
+    listing = evidence.list_traces(plane.s3, [S3Location(TRACE_BUCKET, prefix)], max_keys=25)
+    assert (listing.objects, listing.keys_seen, listing.cut) == ([], 25, True)
+    selection = evidence.select(listing, evidence.RunWindow(None, None, None), 5)
+    assert [w["type"] for w in selection.warnings] == ["TraceListingCut"]
 
 
 def test_an_mi300x_job_gets_a_complete_report_and_no_incomplete_email(plane: DataPlane, traces_dir: Path) -> None:

@@ -144,10 +144,16 @@ def test_processing_roles_read_every_users_traces_and_write_their_reports(world:
     roles = _processing_roles(world)
     # processor, analyze-file, aggregate, fan-out state machine, Processing job, and the trace reader the
     # processor assumes per job (its path is the processing path, or the backstop would deny its reads), and
-    # (issue 36) the live analyser, which writes in-progress reports
-    assert len(roles) == 7
+    # (issue 36) the live analyser, which writes in-progress reports, and (#42 item 10) the live dispatcher, whose
+    # cursor is an item of the idempotency table (its resource policy admits the processing path only)
+    assert len(roles) == 8
     processor = next(r for k, r in roles.items() if k.startswith("TraceProcessorRole"))
     reader = next(r for k, r in roles.items() if k.startswith("TraceProcessorTraceReaderRole"))
+    dispatcher = next(r for k, r in roles.items() if "Dispatcher" in k)
+    for user in USERS:  # the dispatcher's own policy touches no S3 at all: the path admits it to the table only
+        for prefix in PREFIXES:
+            assert not _can(world, dispatcher.principal(), dispatcher.statements, "s3:GetObject", _key(prefix, user))
+        assert not _can(world, dispatcher.principal(), dispatcher.statements, "s3:PutObject", f"reports/{user}/j/x")
     for user in USERS:
         # GIVEN the trace reader's identity policy THEN it reads any user's traces (the per-job session
         # policy narrows it to the owner's folders) AND the processor writes their report

@@ -246,3 +246,59 @@ def test_reader_finds_the_role_by_its_stack_export(s3: Any, capsys: pytest.Captu
         == 2
     )
     assert "no export profstack-report-reader-bob" in capsys.readouterr().err
+
+
+def test_list_says_how_many_older_jobs_the_index_does_not_hold_and_all_lists_them(
+    s3: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#42 item 14: beyond the index's size the oldest jobs vanished from `reports list` without a word."""
+    monkeypatch.setattr(idx, "MAX_INDEX_JOBS", 2)
+    # GIVEN a fourth job of alice's reported after the index became full (it holds 2)
+    publish(s3, "alice", "gpt-2", hours_ago=0.5, step_p50_us=80_000.0)
+    # WHEN she lists her reports
+    assert main(["reports", "list"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # THEN the newest two, and a line that says two older jobs exist and how to list them
+    assert [line.split()[0] for line in out[1:3]] == ["gpt-2", "bert-2"]
+    assert out[-1] == "... 2 older jobs not shown; `profstack reports list --all` lists every job"
+    # AND --all lists every one of her jobs (from their row files), nothing of bob's
+    assert main(["reports", "list", "--all", "--json"]) == 0
+    assert [r["job"] for r in json.loads(capsys.readouterr().out)] == ["gpt-2", "bert-2", "gpt-1", "bert-1"]
+
+
+def test_list_rebuilds_rows_the_index_cannot_read_from_their_row_files(
+    s3: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN alice's index.json with gpt-1's row damaged
+    doc = json.loads(s3.get_object(Bucket=BUCKET, Key="reports/alice/index.json")["Body"].read())
+    for row in doc["jobs"]:
+        if row["job"] == "gpt-1":
+            row["job"] = "../gpt-1"
+    s3.put_object(Bucket=BUCKET, Key="reports/alice/index.json", Body=json.dumps(doc).encode())
+    # WHEN she lists THEN gpt-1 is there, read from its row file, and a note says why
+    assert main(["reports", "list", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [r["job"] for r in json.loads(captured.out)] == ["bert-2", "gpt-1", "bert-1"]
+    assert "1 row(s) of s3://profstack-traces-test/reports/alice/index.json unreadable" in captured.err
+
+
+def test_all_pages_through_more_job_folders_than_one_listing_returns(
+    s3: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN 1,001 more jobs of alice's (more folders than one ListObjectsV2 page: 1,000), beyond an index of 5
+    monkeypatch.setattr(idx, "MAX_INDEX_JOBS", 5)
+    start = NOW - timedelta(days=30)
+    for i in range(1001):
+        job = f"sweep-{i:04d}"
+        row = idx.index_row({}, job=job, status="Completed", ended_at=start + timedelta(minutes=i))
+        s3.put_object(
+            Bucket=BUCKET, Key=f"{layout.job_reports_prefix('alice', job)}{idx.ROW_FILE}", Body=idx.dumps(row)
+        )
+    report_index.commit_row(s3, BUCKET, "alice", idx.index_row({}, job="last", status="Completed", ended_at=NOW))
+    # WHEN she lists every job
+    assert main(["reports", "list", "--all", "--json"]) == 0
+    jobs = [r["job"] for r in json.loads(capsys.readouterr().out)]
+    # THEN all 1,005 of them (1,001 + her 3 earlier jobs + the last), newest first
+    assert len(jobs) == 1005
+    assert jobs[0] == "last"
+    assert "sweep-0000" in jobs

@@ -184,3 +184,39 @@ def test_config_warns_when_a_stop_rule_cannot_stop() -> None:
     assert any("processing.live.enabled is false" in w for w in parse_config(data).warnings())
     data["processing"] = {"actions": {"stop_enabled": True, "rules": {"LowGPUUtilization": "stop"}}}
     assert not any("processing.actions" in w for w in parse_config(data).warnings())
+
+
+@pytest.mark.parametrize(
+    ("finding_ranks", "input_ranks", "possible", "stops"),
+    [
+        ([0], (0,), 16, True),
+        ([15], (15,), 16, True),
+        ([16], (16,), 16, False),  # one past the job's last GPU
+        ([3, 63], (3, 63), 16, False),
+        ([], (0, 63), 16, False),  # a finding naming no rank rests on every input's
+        ([63], (63,), None, True),  # GPUs unknown (a type the table lacks): no bound is invented
+    ],
+)
+def test_a_finding_about_a_rank_the_job_cannot_have_never_stops_it(
+    finding_ranks: list[int], input_ranks: tuple[int, ...], possible: int | None, stops: bool
+) -> None:
+    summary = {
+        "inputs": [{"name": f"r{r}", "rank": r, "status": "ok"} for r in input_ranks],
+        "findings": [_finding(ranks=finding_ranks)],
+    }
+    (decision,) = decide(summary, POLICY, TAGS, ranks_possible=possible)
+    assert (decision.action == "stop") is stops
+    if not stops:
+        assert f"beyond the job's {possible} GPUs" in str(decision.reason)
+
+
+def test_the_gpus_a_job_has_come_from_its_resource_config() -> None:
+    from profstack.jobs.instances import accelerator_count
+
+    assert accelerator_count({"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2}) == 16
+    assert accelerator_count({"InstanceGroups": [
+        {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 1}, {"InstanceType": "ml.g5.xlarge", "InstanceCount": 3},
+    ]}) == 11  # fmt: skip
+    assert accelerator_count({"InstanceType": "ml.m5.xlarge", "InstanceCount": 4}) is None  # CPU ranks: unbounded
+    assert accelerator_count({"InstanceType": "ml.p99.huge", "InstanceCount": 1}) is None
+    assert accelerator_count(None) is None

@@ -4,7 +4,7 @@ summary is marked, the banner, and the environment's one-line failures."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,10 +13,9 @@ import jsonschema
 import pytest
 from botocore.exceptions import ClientError
 
-from lambdas.live_analysis.aws import ListedTrace
 from lambdas.live_analysis.dispatch_env import DispatchEnv
 from lambdas.live_analysis.env import EnvError, LiveEnv
-from lambdas.live_analysis.jobs import DispatchError, due_jobs
+from lambdas.live_analysis.jobs import Budget, DispatchError, DispatchState, OwnerRules, run
 from lambdas.live_analysis.logic import _choose, live_section, mark_in_progress
 from lambdas.trace_processor.aws import S3Object
 from profstack.analysis import summary_schema
@@ -32,14 +31,27 @@ class FakeJobs:
     def __init__(self, listed: list[str], described: dict[str, dict[str, Any]], tags: dict[str, dict[str, str]]):
         self.listed, self.described, self._tags = listed, described, tags
 
-    def in_progress(self) -> Iterable[str]:
-        return iter(self.listed)
+    def running_page(self, token: str | None) -> tuple[list[str], str | None]:
+        start = int(token or 0)
+        return self.listed[start : start + 2], (str(start + 2) if start + 2 < len(self.listed) else None)
 
     def describe(self, job: str) -> Mapping[str, Any] | None:
         return self.described.get(job)
 
     def tags(self, arn: str) -> dict[str, str]:
-        return self._tags.get(arn.rsplit("/", 1)[-1], {})
+        return self._tags.get(arn.rsplit("/", 1)[-1], {"profstack:user": "alice"})
+
+
+RULES = OwnerRules(users=frozenset({"alice", "bob"}), ownership="tag")
+
+
+def due_jobs(jobs: FakeJobs, tag_filter: tuple[str, str] | None, failures: list[str] | None = None) -> list[str]:
+    result = run(
+        jobs, lambda _: None, rules=RULES, tag_filter=tag_filter, state=DispatchState(), budget=Budget(60, lambda: 0.0)
+    )
+    if failures is not None:
+        failures.extend(result.failures)
+    return result.invoked
 
 
 def _job(name: str, status: str = "InProgress", tb: bool = True) -> dict[str, Any]:
@@ -59,7 +71,11 @@ def test_due_jobs_trust_describe_over_the_listing_and_apply_every_opt_out() -> N
             "no-tb": _job("no-tb", tb=False),
             "unfiltered": _job("unfiltered"),
         },
-        tags={"a": {"team": "ml"}, "off": {"team": "ml", "profstack:live": "off"}, "no-tb": {"team": "ml"}},
+        tags={
+            "a": {"team": "ml", "profstack:user": "alice"},
+            "off": {"team": "ml", "profstack:user": "alice", "profstack:live": "off"},
+            "no-tb": {"team": "ml", "profstack:user": "alice"},
+        },
     )
     assert due_jobs(jobs, ("team", "ml")) == ["a"]
     assert due_jobs(jobs, None) == ["a", "unfiltered"]
@@ -142,9 +158,10 @@ def test_a_job_that_cannot_be_judged_never_keeps_the_others_from_being_dispatche
 
     monkeypatch.setattr(dispatch, "TrainingJobs", lambda _client: jobs)
     # WHEN the dispatcher runs THEN a and c are invoked, and then the run fails naming b (the Errors alarm fires)
+    env = DispatchEnv.from_environ({"ANALYSER_FUNCTION": "f", "USERS": '["alice"]', "OWNERSHIP": "tag"})
     with pytest.raises(DispatchError, match="b: AccessDeniedException"):
-        dispatch.dispatch(sagemaker=None, lambda_client=Lambda(), env=DispatchEnv(ANALYSER_FUNCTION="f"))  # type: ignore[arg-type, call-arg]
-    assert invoked == ["a", "c"]
+        dispatch.dispatch(sagemaker=None, lambda_client=Lambda(), env=env)  # type: ignore[arg-type]
+    assert sorted(invoked) == ["a", "c"]
 
 
 def test_a_run_analyses_the_newest_files_within_its_caps() -> None:
@@ -153,11 +170,10 @@ def test_a_run_analyses_the_newest_files_within_its_caps() -> None:
     )
     t0 = datetime(2026, 12, 4, 5, 0, tzinfo=UTC)
     files = [
-        ListedTrace(S3Object("b", f"k{i}", size), t0 + timedelta(minutes=i))
-        for i, size in enumerate([100, 100, 200, 100])
+        S3Object("b", f"k{i}", size, modified=t0 + timedelta(minutes=i)) for i, size in enumerate([100, 100, 200, 100])
     ]
     chosen, warnings = _choose(files, env)
     # the newest two are k3 (100) and k2 (200): both would exceed the 250-byte budget, so k2 is left out too
-    assert [c.obj.key for c in chosen] == ["k3"]
+    assert [c.key for c in chosen] == ["k3"]
     assert warnings[0]["error_type"] == "LiveFilesLeftOut"
     assert "3 of 4" in warnings[0]["message"]
