@@ -308,8 +308,12 @@ class Collector:
     # ---- the file's end, and the rank's read ----
 
     def give_up(self) -> None:
-        """No operator carried input types early in a file whose header did not promise them: stop here."""
+        """No operator carried input types early in a file whose header did not promise them: stop here (every
+        waiting kernel is without one)."""
         self.gave_up = True
+        if not self.n_ops:
+            self.kernels_without_op += len(self.pending_ext)
+            self.pending_ext, self.pending_nid, self.pending_dur = array("q"), array("i"), array("d")
         self.finish()
 
     def finish(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from profstack.analysis import classify, op_types
@@ -92,6 +93,7 @@ def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
     return out, untyped, total
 
 
+@lru_cache(maxsize=65536)  # asked once per name and file by the main pass, and per rank
 def follows(name: str) -> bool:
     """Whether the main pass follows the operators of kernels of this name (``op_types.Collector``): those whose
     names ``untyped_computation`` may return, a computation kernel, not a conversion, that ``_ops_can_tell``."""
