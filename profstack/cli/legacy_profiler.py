@@ -16,16 +16,56 @@ import argparse
 from typing import Any
 
 from profstack.cli import CliError
+from profstack.cli._help import BUCKET, DAYS, REGION, N, command, deprecated, refuse
 
 REGION_HELP = "AWS region (default: your AWS setup)"
 
 
 def _window(parser: argparse.ArgumentParser, days: int) -> None:
     parser.add_argument(
-        "--days", type=int, default=days, help=f"look at jobs created in the last N days (default {days})"
+        "--days",
+        type=int,
+        default=days,
+        metavar=DAYS,
+        help=f"look at jobs created in the last DAYS days (default {days})",
     )
-    parser.add_argument("--max-jobs", type=int, default=1000, help="stop after N training jobs (default 1000)")
-    parser.add_argument("--region", metavar="REGION", help=REGION_HELP)
+    parser.add_argument(
+        "--max-jobs", type=int, default=1000, metavar=N, help="stop after N training jobs (default 1000)"
+    )
+    parser.add_argument("--region", metavar=REGION, help=REGION_HELP)
+
+
+def _expiry(parser: argparse.ArgumentParser, *, old_spelling: str) -> None:
+    """`--expire-after-days`: after how many days tagged legacy output expires (the config's
+    `legacy.rule_output_expire_after_days`). `--days` is a lookback window in every other legacy command."""
+    parser.add_argument(
+        "--expire-after-days",
+        dest="expire_days",
+        type=int,
+        default=30,
+        metavar=DAYS,
+        help="expire tagged legacy output DAYS days after it was written (default 30)",
+    )
+    if old_spelling == "--expire-days":
+        parser.add_argument(
+            "--expire-days",
+            dest="expire_days",
+            type=int,
+            metavar=DAYS,
+            action=deprecated("--expire-after-days"),
+            help=argparse.SUPPRESS,  # older spelling of --expire-after-days: works, with a warning
+        )
+    else:
+        parser.add_argument(
+            old_spelling,
+            nargs="?",
+            metavar=DAYS,
+            action=refuse(
+                "here the expiry is --expire-after-days DAYS; --days is the lookback window of the other legacy "
+                "commands"
+            ),
+            help=argparse.SUPPRESS,  # refused with the hint above
+        )
 
 
 def _prices(parser: argparse.ArgumentParser) -> None:
@@ -48,24 +88,35 @@ def _prices(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(commands: Any) -> None:
-    audit = commands.add_parser(
-        "audit", help="find what SageMaker Profiler left: jobs, S3 output, logs, IAM, apps, automation (read-only)"
+    audit = command(
+        commands,
+        "audit",
+        help="find what SageMaker Profiler left: jobs, S3 output, logs, IAM, apps, automation (read-only)",
+        examples=(
+            "profstack legacy audit",
+            "profstack legacy audit --days 180 --json",
+            "profstack legacy audit --region eu-west-1",
+        ),
     )
     _window(audit, 90)
     _prices(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(handler=run_audit)
 
-    clean = commands.add_parser(
+    clean = command(
+        commands,
         "cleanup",
         help="act on the audit's verified findings (dry run unless --apply); never edits IAM or automation",
+        examples=(
+            "profstack legacy cleanup",
+            "profstack legacy cleanup --list-objects",
+            "profstack legacy cleanup --apply --expire-after-days 14",
+        ),
     )
     _window(clean, 90)
     _prices(clean)
     clean.add_argument("--apply", action="store_true", help="change the account (default: print what would change)")
-    clean.add_argument(
-        "--expire-days", type=int, default=30, help="expire tagged legacy output after N days (default 30)"
-    )
+    _expiry(clean, old_spelling="--expire-days")
     clean.add_argument(
         "--delete-log-streams",
         action="store_true",
@@ -78,22 +129,32 @@ def add_parsers(commands: Any) -> None:
     )
     clean.set_defaults(handler=run_cleanup)
 
-    expire = commands.add_parser(
+    expire = command(
+        commands,
         "expire-rule-output",
         help="add ProfStack's tag-based expiry rule to a bucket that holds legacy output (dry run unless --apply)",
+        examples=(
+            "profstack legacy expire-rule-output --bucket my-sagemaker-output",
+            "profstack legacy expire-rule-output --bucket my-sagemaker-output --expire-after-days 14 --apply",
+        ),
     )
-    expire.add_argument("--bucket", required=True, metavar="B", help="bucket holding SageMaker job output")
-    expire.add_argument("--days", type=int, default=30, help="expire tagged objects after N days (default 30)")
+    expire.add_argument("--bucket", required=True, metavar=BUCKET, help="bucket holding SageMaker job output")
+    _expiry(expire, old_spelling="--days")
     expire.add_argument("--apply", action="store_true", help="write the merged lifecycle configuration")
-    expire.add_argument("--region", metavar="REGION", help=REGION_HELP)
+    expire.add_argument("--region", metavar=REGION, help=REGION_HELP)
     expire.set_defaults(handler=run_expire)
 
-    disable = commands.add_parser(
-        "disable-profiler", help="turn SageMaker Profiler off on in-progress jobs (dry run unless --apply)"
+    disable = command(
+        commands,
+        "disable-profiler",
+        help="turn SageMaker Profiler off on in-progress jobs (dry run unless --apply)",
+        examples=("profstack legacy disable-profiler", "profstack legacy disable-profiler --days 7 --apply"),
     )
-    disable.add_argument("--days", type=int, default=30, help="look at jobs created in the last N days (default 30)")
+    disable.add_argument(
+        "--days", type=int, default=30, metavar=DAYS, help="look at jobs created in the last DAYS days (default 30)"
+    )
     disable.add_argument("--apply", action="store_true", help="call UpdateTrainingJob (default: list the jobs)")
-    disable.add_argument("--region", metavar="REGION", help=REGION_HELP)
+    disable.add_argument("--region", metavar=REGION, help=REGION_HELP)
     disable.set_defaults(handler=run_disable)
 
 
@@ -222,7 +283,7 @@ def run_cleanup(args: argparse.Namespace) -> int:
     from profstack.cli._aws import aws_errors
     from profstack.migrate.legacy_profiler import cleanup
 
-    days = _positive(args.expire_days, "--expire-days")
+    days = _positive(args.expire_days, "--expire-after-days")
     clients, report = _full_audit(args)
     with aws_errors("cleanup"):
         listed: list[tuple[str, int]] = []
@@ -275,7 +336,7 @@ def run_expire(args: argparse.Namespace) -> int:
     from profstack.cli._aws import aws_errors, make_client
     from profstack.migrate.legacy_profiler import EXPIRY_RULE_ID, LegacyProfilerError, apply_expiry_rule
 
-    days = _positive(args.days, "--days")
+    days = _positive(args.expire_days, "--expire-after-days")
     with aws_errors(f"bucket {args.bucket}"):
         try:
             rules, changed = apply_expiry_rule(make_client("s3", args.region), args.bucket, days=days, apply=args.apply)

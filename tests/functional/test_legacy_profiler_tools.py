@@ -633,13 +633,19 @@ def test_cli_expire_rule_output_dry_run_and_apply(
 
     s3 = seeded.clients.s3
     monkeypatch.setattr(aws, "make_client", lambda service, region: s3)
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14"]) == 0
+    expire = ["legacy", "expire-rule-output", "--bucket", "legacy-out", "--expire-after-days"]
+    assert main([*expire, "14"]) == 0
     assert "dry run" in capsys.readouterr().out
     assert current_lifecycle_rules(s3, "legacy-out") == []
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14", "--apply"]) == 0
+    assert main([*expire, "14", "--apply"]) == 0
     assert "set (expire after 14 days); 0 existing rule(s) kept" in capsys.readouterr().out
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "-1"]) == 2
-    assert capsys.readouterr().err.strip() == "profstack: error: --days must be a positive number, got -1"
+    assert main([*expire, "-1"]) == 2
+    assert capsys.readouterr().err.strip() == "profstack: error: --expire-after-days must be a positive number, got -1"
+    # the old spelling, --days, means a lookback window in every other legacy command: refused here, with a hint
+    with pytest.raises(SystemExit):
+        main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14", "--apply"])
+    assert "--expire-after-days" in capsys.readouterr().err
+    assert current_lifecycle_rules(s3, "legacy-out") != []  # (the --apply above), unchanged by the refused one
 
 
 def test_cli_audit_without_credentials_is_one_line(
