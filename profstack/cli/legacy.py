@@ -79,6 +79,15 @@ def register(subparsers: Any) -> None:
         help=f"where the manifest and job report go, in --bucket (default {DEFAULT_MANIFEST_PREFIX})",
     )
     tag.add_argument(
+        "--expire-after-days",
+        dest="expire_days",
+        type=int,
+        default=30,
+        metavar=DAYS,
+        help="when no lifecycle rule of the bucket expires the tag, add ProfStack's first: expire tagged objects "
+        "DAYS days after they were written (default 30); tags are never written without the rule that expires them",
+    )
+    tag.add_argument(
         "--replace-existing-tags",
         action="store_true",
         help="confirm batch mode: S3 Batch Operations replaces each object's whole tag set",
@@ -151,7 +160,7 @@ def _aws_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _spool_matches(
-    s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress, owner: str | None = None
+    s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress, owner: str
 ) -> tuple[IO[str], int]:
     """Matching keys, one per line in a temp file: a bucket with millions of keys is never held whole."""
     from profstack.migrate.rule_output import iter_prefix_keys
@@ -193,6 +202,37 @@ def _verified_prefixes(args: argparse.Namespace) -> list[str]:
             if p.bucket == args.bucket and p.prefix.startswith(args.prefix)
         }
     )
+
+
+def _expiry_rule_first(s3: Any, bucket: str, account: str, days: int) -> None:
+    """Before any tag: a lifecycle rule that expires the tag (the bucket's own, or ProfStack's, merged in), so a run
+    stopped part-way never leaves tagged objects that nothing expires."""
+    from profstack.migrate.legacy_profiler import (
+        EXPIRY_RULE_ID,
+        LegacyProfilerError,
+        apply_expiry_rule,
+        current_lifecycle_rules,
+        expires_tag,
+    )
+
+    if days <= 0:
+        raise CliError("--expire-after-days must be positive")
+    rules = _aws_call(f"reading the lifecycle of {bucket}", current_lifecycle_rules, s3, bucket, expected_owner=account)
+    if expires_tag(rules):
+        return
+    try:
+        _aws_call(
+            f"writing the lifecycle of {bucket}",
+            apply_expiry_rule,
+            s3,
+            bucket,
+            days=days,
+            apply=True,
+            expected_owner=account,
+        )
+    except LegacyProfilerError as exc:
+        raise CliError(f"{bucket}: {exc}; no object was tagged") from None
+    print(f"added lifecycle rule {EXPIRY_RULE_ID} to {bucket} (expire tagged objects after {days} days)")
 
 
 def _keys(spool: IO[str]) -> Iterator[str]:
@@ -245,6 +285,7 @@ def tag_rule_output_command(args: argparse.Namespace) -> int:
             for prefix in prefixes[:20]:
                 print(f"  s3://{args.bucket}/{prefix}")
             return 0
+        _expiry_rule_first(s3, args.bucket, account, args.expire_days)
         if batch:
             if not args.role_arn:
                 raise CliError("batch mode needs --role-arn (a role S3 Batch Operations can assume)")
