@@ -4,6 +4,15 @@
     python -m bench.run --quick               # small sizes, fewer repeats (a few minutes)
     python -m bench.run --tools profstack,msgspec --formats json
 
+ProfStack is measured with its default options, as every delivery form runs it (#44): ``profstack`` (this checkout,
+what ``make install`` gives), ``profstack-wheel`` (the wheel ``pip wheel .`` builds, installed into
+build/bench-wheel), ``profstack-lambda`` (the trace processor's Lambda bundle as ``cdk synth`` writes it,
+stacks/components/python_function.write_bundle, in build/bench-lambda, run with ``python -I -S`` on the bundle alone)
+and ``cli`` / ``processing`` (the ``profstack analyze`` command: ``--format json``, and the Processing job's
+``--format json,perfetto``); a faster flag configuration (``profstack-no-op-types``) is measured beside them, never
+instead. The delivery forms run at ``--delivery-sizes``; the record_shapes rows (``--shapes-sizes``) compare a real
+trace recorded with record_shapes against the same events without the shape args (bench/generate.py --no-shapes).
+
 Every measurement runs in a fresh child process pinned to CPU 0 with single-threaded math libraries (the
 --jobs measurement: CPUs 0 and 1). Time is measured inside the child around the work (imports excluded), as
 wall time and as the child's CPU time; peak RSS is the child's own VmHWM (imports included; os.wait4's
@@ -22,6 +31,7 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import signal
 import statistics
 import subprocess
@@ -33,7 +43,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from bench.generate import DEFAULT_SOURCE, MB, generate
+from bench.generate import DEFAULT_SOURCE, EVENT_SEP, MB, SHAPES_SOURCE, generate, load_source
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
@@ -50,11 +60,29 @@ HTA_VENVS: dict[str, tuple[Path, Path, Path | None]] = {
     "hta061": (REPO_ROOT / "build" / "bench-hta061", REQUIREMENTS / "hta061.txt", None),
 }
 #: cheap tools, measured interleaved and best-of-N; HTA runs once per cell (minutes at 1 GB)
-FAST_TOOLS = ("profstack", "profstack-zlib", "decode", "inflate-isal", "inflate-zlib", "msgspec")
+FAST_TOOLS = (
+    "profstack",
+    "profstack-no-op-types",
+    "profstack-zlib",
+    "decode",
+    "inflate-isal",
+    "inflate-zlib",
+    "msgspec",
+)
 GZ_ONLY = frozenset({"profstack-zlib", "inflate-isal", "inflate-zlib"})
 HTA_TOOLS = ("hta", "hta061")
 PARALLEL_TOOLS = ("profstack-jobs1", "profstack-jobs2")
-DEFAULT_TOOLS = "profstack,profstack-zlib,profstack-heap,decode,inflate-isal,inflate-zlib,msgspec,hta,hta061"
+#: ProfStack as it is delivered (module docstring), each with its default options; measured at --delivery-sizes
+DELIVERY_TOOLS = ("profstack-wheel", "profstack-lambda", "cli", "processing")
+SHAPES_TOOLS = ("profstack", "msgspec")  # the record_shapes rows
+FORMATS = ("json", "gz")  # the generated trace's two files; the --jobs and record_shapes rows have labels of their own
+DEFAULT_TOOLS = (
+    "profstack,profstack-no-op-types,profstack-zlib,profstack-heap,decode,inflate-isal,inflate-zlib,msgspec,hta,hta061,"
+    + ",".join(DELIVERY_TOOLS)
+)
+WHEEL_DIR = REPO_ROOT / "build" / "bench-wheel"
+LAMBDA_DIR = REPO_ROOT / "build" / "bench-lambda"
+LAMBDA_HANDLER = "lambdas.trace_processor.handler"  # the function that runs the engine on one file
 
 SINGLE_THREAD_ENV = {
     "OMP_NUM_THREADS": "1",
@@ -105,6 +133,95 @@ def ensure_traces(size_mb: int, source: Path) -> dict[str, Path]:
         stamp.write_text(json.dumps(want))
         log(f"  done in {time.perf_counter() - start:.0f} s")
     return paths
+
+
+def ensure_shapes_traces(size_mb: int) -> dict[str, Path]:
+    """A real record_shapes trace (``SHAPES_SOURCE``) replicated to ``size_mb`` MB, and the same events without the
+    shape args (bench/generate.py --no-shapes): {"shapes": ..., "noshapes": ...}."""
+    folder = DATA_DIR / f"{size_mb}MB-shapes"
+    paths = {"shapes": folder / "shapes.pt.trace.json", "noshapes": folder / "noshapes.pt.trace.json"}
+    stamp = folder / "generated.json"
+    want = {"size_mb": size_mb, "source": str(SHAPES_SOURCE), "source_bytes": SHAPES_SOURCE.stat().st_size}
+    if stamp.exists() and json.loads(stamp.read_text()) == want and all(p.exists() for p in paths.values()):
+        return paths
+    log(f"generating {size_mb} MB record_shapes traces from {SHAPES_SOURCE.name}")
+    generate(paths["shapes"], size_mb, SHAPES_SOURCE)
+    events = paths["shapes"].read_bytes().count(EVENT_SEP.encode()) + 1 - len(load_source(SHAPES_SOURCE).metadata)
+    generate(paths["noshapes"], size_mb, SHAPES_SOURCE, shapes=False, max_events=events)
+    stamp.write_text(json.dumps(want))
+    return paths
+
+
+def _tree_hash(*roots: str) -> str:
+    """A digest of the files under ``roots`` (relative to the repository) that a build of them depends on."""
+    h = hashlib.sha256()
+    for root in roots:
+        base = REPO_ROOT / root
+        files = sorted(base.rglob("*")) if base.is_dir() else [base]
+        for f in files:
+            if f.is_file() and "__pycache__" not in f.parts and f.suffix not in (".so", ".pyc"):
+                h.update(str(f.relative_to(REPO_ROOT)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def ensure_wheel() -> Path:
+    """The folder holding profstack as ``pip install`` of its wheel lays it out (C module built by setup.py)."""
+    site = WHEEL_DIR / "site"
+    stamp = WHEEL_DIR / ".sources-sha256"
+    want = _tree_hash("profstack", "setup.py", "pyproject.toml")
+    if site.is_dir() and stamp.exists() and stamp.read_text() == want:
+        return site
+    log("building the profstack wheel into build/bench-wheel (once per source change)")
+    shutil.rmtree(WHEEL_DIR, ignore_errors=True)
+    dist = WHEEL_DIR / "dist"
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run(
+        [*pip, "wheel", ".", "--no-deps", "--no-build-isolation", "-w", str(dist)], cwd=REPO_ROOT, check=True
+    )
+    wheels = sorted(dist.glob("profstack-*.whl"))
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheels[-1])], check=True)
+    stamp.write_text(want)
+    return site
+
+
+def ensure_lambda_bundle() -> Path:
+    """The trace processor's Lambda bundle, as ``cdk synth`` bundles it (its requirements for Lambda's platform,
+    its code files and the built C module: stacks/components/python_function.write_bundle)."""
+    stamp = LAMBDA_DIR / ".sources-sha256"
+    want = _tree_hash("profstack", "lambdas", "requirements/runtime.txt", "stacks/components")
+    if stamp.exists() and stamp.read_text() == want:
+        return LAMBDA_DIR
+    log("bundling the trace processor's Lambda into build/bench-lambda (once per source change)")
+    from stacks.components import python_function as pf
+    from stacks.components.bundle_plan import plan_bundle
+
+    shutil.rmtree(LAMBDA_DIR, ignore_errors=True)
+    pf.write_bundle(pf.with_engine(plan_bundle(LAMBDA_HANDLER)), LAMBDA_DIR)
+    stamp.write_text(want)
+    return LAMBDA_DIR
+
+
+def _command(tool: str, path: Path) -> tuple[list[str], Path, dict[str, str]]:
+    """(argv, working directory, environment) of the child that measures ``tool`` on ``path``."""
+    env = {**os.environ, **SINGLE_THREAD_ENV, "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("PROFSTACK_INFLATE", None)
+    if tool in HTA_VENVS:
+        return [str(ensure_hta_venv(tool)), "-m", "bench.workers", "hta", str(path)], REPO_ROOT, env
+    if tool == "profstack-wheel":  # the installed wheel first on sys.path (the working directory), bench after it
+        return [sys.executable, "-m", "bench.workers", "profstack", str(path)], ensure_wheel(), env
+    if tool == "profstack-lambda":  # the bundle alone, as Lambda's runtime sees it (no site-packages, no cwd)
+        bundle, repo = str(ensure_lambda_bundle()), str(REPO_ROOT)
+        boot = (
+            f"import sys, runpy; sys.path[:0] = [{bundle!r}]; sys.path.append({repo!r}); "
+            "sys.argv = ['bench.workers', *sys.argv[1:]]; runpy.run_module('bench.workers', run_name='__main__')"
+        )
+        return [sys.executable, "-I", "-S", "-B", "-c", boot, "profstack", str(path)], REPO_ROOT, env
+    return [sys.executable, "-m", "bench.workers", tool, str(path)], REPO_ROOT, env
+
+
+#: where each delivery form's child must have imported profstack from (checked: a wrong path fails the cell)
+def _expected_root(tool: str) -> Path | None:
+    return {"profstack-wheel": WHEEL_DIR / "site", "profstack-lambda": LAMBDA_DIR, "profstack": REPO_ROOT}.get(tool)
 
 
 def ensure_hta_venv(tool: str) -> Path:
@@ -184,15 +301,12 @@ def measure(
     cap_s = args.hta_timeout if tool in HTA_TOOLS else args.timeout
     cap_bytes = int(args.mem_cap_gb * 1024**3)
     m = Measurement(tool, size_mb, fmt, str(path.relative_to(REPO_ROOT)), json_bytes, "failed")
-    env = {**os.environ, **SINGLE_THREAD_ENV, "PYTHONPATH": str(REPO_ROOT)}
-    env.pop("PROFSTACK_INFLATE", None)
-    python = str(ensure_hta_venv(tool)) if tool in HTA_VENVS else sys.executable
-    cmd = [python, "-m", "bench.workers", "hta" if tool in HTA_VENVS else tool, str(path)]
+    cmd, cwd, env = _command(tool, path)
     pinned = cpus if cpus is not None else {0}
     start = time.perf_counter()
     proc = subprocess.Popen(
         cmd,
-        cwd=REPO_ROOT,
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -237,7 +351,16 @@ def measure(
         tail = b"".join(err_chunks).decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         m.detail = f"exit {proc.returncode}: {tail[0][:300]}"
         return m
-    result = json.loads(line.removeprefix("BENCH-RESULT "))
+    return _read_result(m, json.loads(line.removeprefix("BENCH-RESULT ")))
+
+
+def _read_result(m: Measurement, result: dict[str, Any]) -> Measurement:
+    """``m`` completed from a child's BENCH-RESULT line (failed where its profstack came from the wrong place)."""
+    tool, json_bytes = m.tool, m.json_bytes
+    root, got = _expected_root(tool), result.get("profstack_file")
+    if root is not None and got is not None and not Path(got).resolve().is_relative_to(root.resolve()):
+        m.detail = f"profstack imported from {got}, not from {root}"
+        return m
     hwm = result.pop("vm_hwm_mb", None)
     if hwm:  # the child's own peak; ru_maxrss also holds the parent's pages copied by the fork before exec
         result["ru_maxrss_mb"] = m.peak_rss_mb
@@ -336,7 +459,7 @@ def _ms_per_mb(m: Measurement | None) -> float | None:
 
 def markdown_table(results: list[Measurement]) -> str:
     index = {(m.tool, m.size_mb, m.fmt): m for m in results}
-    keys = sorted({(m.size_mb, m.fmt) for m in results if m.fmt != "2ranks"}, key=lambda k: (k[0], k[1] != "json"))
+    keys = sorted({(m.size_mb, m.fmt) for m in results if m.fmt in FORMATS}, key=lambda k: (k[0], k[1] != "json"))
     rows = [
         "| trace | format | ProfStack MB/s | ProfStack, zlib inflate MB/s | msgspec floor MB/s | HTA 0.5.0 MB/s "
         "| HTA 0.6.1 MB/s | ProfStack / floor | ProfStack / floor (CPU time) | ProfStack / HTA 0.5.0 "
@@ -363,7 +486,7 @@ def breakdown_table(results: list[Measurement]) -> str:
     """CPU ms per uncompressed MB: inflate (zlib, ISA-L), ProfStack's read (read, cut, and the C reader with the
     per-event loop, or msgspec's typed decode without the C module) and the rest of the analysis."""
     index = {(m.tool, m.size_mb, m.fmt): m for m in results}
-    keys = sorted({(m.size_mb, m.fmt) for m in results if m.fmt != "2ranks"}, key=lambda k: (k[0], k[1] != "json"))
+    keys = sorted({(m.size_mb, m.fmt) for m in results if m.fmt in FORMATS}, key=lambda k: (k[0], k[1] != "json"))
     rows = [
         "| trace | format | inflate, zlib | inflate, ISA-L | read + cut + decode and per-event loop (after inflate) "
         "| column work and analysis | ProfStack total | msgspec floor total |",
@@ -385,6 +508,58 @@ def breakdown_table(results: list[Measurement]) -> str:
         cells += [_fmt(iz, ".2f") if fmt == "gz" else "—", _fmt(ii, ".2f") if fmt == "gz" else "—"]
         cells += [_fmt(decode, ".2f"), _fmt(analysis, ".2f"), _fmt(ps, ".2f"), _fmt(floor, ".2f")]
         rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def delivery_table(results: list[Measurement]) -> str:
+    """ProfStack as each delivery form runs it, default options, beside a faster flag configuration and the floor."""
+    index = {(m.tool, m.size_mb, m.fmt): m for m in results}
+    forms = ("profstack", "profstack-no-op-types", "profstack-wheel", "profstack-lambda", "cli", "processing")
+    keys = sorted(
+        {(m.size_mb, m.fmt) for m in results if m.fmt in FORMATS and m.tool in forms[2:]},
+        key=lambda k: (k[0], k[1] != "json"),
+    )
+    rows = [
+        "| trace | format | checkout MB/s | `--no-op-types` MB/s | wheel MB/s | Lambda bundle MB/s "
+        "| `profstack analyze --format json` MB/s | Processing command (`json,perfetto`) MB/s | floor MB/s "
+        "| checkout / floor (CPU) | wheel / floor (CPU) | Lambda / floor (CPU) | `analyze` command / floor (CPU) "
+        "| the command's imports s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for size, fmt in keys:
+        ms = [index.get((t, size, fmt)) for t in forms]
+        floor = index.get(("msgspec", size, fmt))
+        actual = next((f"{m.json_bytes / MB:.0f} MB" for m in [*ms, floor] if m is not None), f"{size} MB")
+        cells = [actual, ".json" if fmt == "json" else ".json.gz", *(_speed(m) for m in ms), _speed(floor)]
+        cells += [_ratio(ms[i], floor, cpu=True) for i in (0, 2, 3, 4)]
+        cli = ms[4]
+        cells.append(_fmt(cli.extra.get("import_seconds") if cli is not None else None, ".2f"))
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def shapes_table(results: list[Measurement]) -> str:
+    """What record_shapes costs: the same events with and without the shape args (CPU time, best of the rounds)."""
+    index = {(m.tool, m.size_mb, m.fmt): m for m in results}
+    rows = [
+        "| trace | with record_shapes: MB, ProfStack CPU s | without: MB, ProfStack CPU s "
+        "| with / without (same events) | floor CPU s, with / without | ProfStack / floor (CPU), with / without |",
+        "|---|---|---|---|---|---|",
+    ]
+
+    def cpu(m: Measurement | None) -> float | None:
+        return m.extra.get("best_cpu_seconds") if m is not None and m.status == "ok" else None
+
+    for size in sorted({m.size_mb for m in results if m.fmt == "shapes"}):
+        ps, pn = index.get(("profstack", size, "shapes")), index.get(("profstack", size, "noshapes"))
+        fs, fn = index.get(("msgspec", size, "shapes")), index.get(("msgspec", size, "noshapes"))
+        cs, cn, cfs, cfn = cpu(ps), cpu(pn), cpu(fs), cpu(fn)
+        mb_s, mb_n = (f"{m.json_bytes / MB:.0f}" if m else "—" for m in (ps, pn))
+        rows.append(
+            f"| {size} MB ({SHAPES_SOURCE.name}) | {mb_s} MB, {_fmt(cs, '.3f')} | {mb_n} MB, {_fmt(cn, '.3f')} "
+            f"| {_fmt(cs / cn if cs and cn else None, '.2f')}× | {_fmt(cfs, '.3f')} / {_fmt(cfn, '.3f')} "
+            f"| {_ratio(ps, fs, cpu=True)} / {_ratio(pn, fn, cpu=True)} |"
+        )
     return "\n".join(rows)
 
 
@@ -465,6 +640,10 @@ def write_outputs(
     block = (
         f"{TABLE_START}\n{header}\n\n{markdown_table(results)}\n\n"
         f"CPU milliseconds per uncompressed MB (best of the runs):\n\n{breakdown_table(results)}\n\n"
+        f"Every delivery form with its default options, a faster flag configuration beside (one core):\n\n"
+        f"{delivery_table(results)}\n\n"
+        f"What `record_shapes` costs (one core, the same events with and without the shape args):\n\n"
+        f"{shapes_table(results)}\n\n"
         f"`profstack analyze --jobs`, wall time on CPUs 0-1:\n\n{parallel_table(results)}\n{TABLE_END}"
     )
     text = README.read_text() if README.exists() else f"# Benchmarks\n\n{TABLE_START}\n{TABLE_END}\n"
@@ -528,18 +707,25 @@ def _hta_cell(
 
 
 def _kept(
-    args: argparse.Namespace, tools: list[str], sizes: list[int], formats: list[str], par_sizes: list[int]
+    args: argparse.Namespace,
+    tools: list[str],
+    sizes: list[int],
+    formats: list[str],
+    par_sizes: list[int],
+    *,
+    shapes_sizes: list[int] = [],  # noqa: B006 - read only
 ) -> list[Measurement]:
     """With --merge: earlier cells of latest.json that this run does not re-measure (e.g. re-running HTA alone)."""
     if not (args.merge and RESULTS.exists()):
         return []
     redo = {(t, sz, f) for t in tools for sz in sizes for f in formats}
     redo |= {(t, sz, "2ranks") for t in PARALLEL_TOOLS for sz in par_sizes}
+    redo |= {(t, sz, f) for t in SHAPES_TOOLS for sz in shapes_sizes for f in ("shapes", "noshapes")}
     rows = (Measurement(**row) for row in json.loads(RESULTS.read_text()).get("results", []))
     return [m for m in rows if (m.tool, m.size_mb, m.fmt) not in redo]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="100,500,1000", help="comma-separated MB, e.g. 100,500,1000")
     parser.add_argument("--formats", default="json,gz")
@@ -547,6 +733,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--parallel-sizes", default="100", help="MB per rank of the 2-rank --jobs measurement ('' = none)"
     )
+    parser.add_argument("--delivery-sizes", default="100", help="sizes (MB) at which the delivery forms run")
+    parser.add_argument("--shapes-sizes", default="100", help="MB of the record_shapes rows ('' = none)")
     parser.add_argument("--quick", action="store_true", help="sizes 50 (and --jobs at 50 MB per rank), 2 repeats")
     parser.add_argument("--source", type=Path, default=DEFAULT_SOURCE)
     parser.add_argument("--timeout", type=float, default=1800, help="cap for ProfStack and msgspec (s)")
@@ -556,7 +744,77 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", action="store_true", help="keep cells of latest.json this run does not redo")
     parser.add_argument("--mem-cap-gb", type=float, default=18, help="kill a child above this RSS (GiB)")
     parser.add_argument("--render", action="store_true", help="only rewrite the README table from latest.json")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _ints(text: str) -> list[int]:
+    return [int(s) for s in text.split(",") if s]
+
+
+class _Run:
+    """One bench run: what it measures, and the results so far (written out after each cell)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.tools = [t for t in args.tools.split(",") if t]
+        self.formats = [f for f in args.formats.split(",") if f]
+        self.sizes, self.par_sizes = _ints(args.sizes), _ints(args.parallel_sizes)
+        self.delivery_sizes, self.shapes_sizes = set(_ints(args.delivery_sizes)), _ints(args.shapes_sizes)
+        self.info = machine_info()
+        self.results: list[Measurement] = []
+        self.kept = _kept(args, self.tools, self.sizes, self.formats, self.par_sizes, shapes_sizes=self.shapes_sizes)
+        self.gave_up: dict[str, str] = {}
+
+    def save(self) -> None:
+        write_outputs(self.kept + self.results, self.info, self.args)
+
+    def size(self, size: int) -> None:
+        """The generated trace of ``size`` MB, each format: the fast tools interleaved (the delivery forms too at
+        the delivery sizes), the heap peak, HTA."""
+        args, tools = self.args, self.tools
+        paths = ensure_traces(size, args.source)
+        json_bytes = paths["json"].stat().st_size
+        for fmt in self.formats:
+            fast = [t for t in FAST_TOOLS if t in tools and (fmt == "gz" or t not in GZ_ONLY)]
+            if size in self.delivery_sizes:  # interleaved with the checkout and the floor: ratios of one run
+                fast += [t for t in DELIVERY_TOOLS if t in tools]
+            self.results.extend(_cell(fast, paths[fmt], size=size, fmt=fmt, json_bytes=json_bytes, args=args))
+            self.save()  # keep partial results if interrupted
+            if "profstack-heap" in tools:
+                log(f"profstack-heap   {size:5d} MB {fmt} ...")
+                self.results.append(measure("profstack-heap", paths[fmt], size, fmt, json_bytes=json_bytes, args=args))
+            for tool in (t for t in HTA_TOOLS if t in tools):
+                cell = _hta_cell(
+                    tool, paths[fmt], size=size, fmt=fmt, json_bytes=json_bytes, args=args, gave_up=self.gave_up
+                )
+                self.results.append(cell)
+                self.save()
+
+    def shapes(self, size: int) -> None:
+        """The record_shapes rows: ProfStack and the floor on both files, interleaved round by round."""
+        shapes = ensure_shapes_traces(size)
+        tries: dict[tuple[str, str], list[Measurement]] = {}
+        for r in range(max(self.args.repeat, 1)):
+            for label, path in shapes.items():
+                for tool in SHAPES_TOOLS:
+                    log(f"{tool:16s} {size:5d} MB {label:8s} run {r + 1}/{self.args.repeat} ...")
+                    m = measure(tool, path, size, label, json_bytes=path.stat().st_size, args=self.args)
+                    tries.setdefault((tool, label), []).append(m)
+        self.results.extend(best_of(t) for t in tries.values())
+        self.save()
+
+    def parallel(self, size: int) -> None:
+        folder = ensure_rank_traces(size, self.args.source)
+        json_bytes = sum(p.stat().st_size for p in folder.glob("rank-*.json"))
+        tools = list(PARALLEL_TOOLS)
+        self.results.extend(
+            _cell(tools, folder, size=size, fmt="2ranks", json_bytes=json_bytes, args=self.args, cpus={0, 1})
+        )
+        self.save()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.render:
         saved = json.loads(RESULTS.read_text())
         rows = [Measurement(**row) for row in saved["results"]]
@@ -565,43 +823,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.quick:
         args.sizes, args.parallel_sizes, args.repeat = "50", "50", min(args.repeat, 2)
-    sizes = [int(s) for s in args.sizes.split(",") if s]
-    par_sizes = [int(s) for s in args.parallel_sizes.split(",") if s]
-    formats = [f for f in args.formats.split(",") if f]
-    tools = [t for t in args.tools.split(",") if t]
-    info = machine_info()
-    results: list[Measurement] = []
-    kept = _kept(args, tools, sizes, formats, par_sizes)
-    gave_up: dict[str, str] = {}
-    for size in sizes:
-        paths = ensure_traces(size, args.source)
-        json_bytes = paths["json"].stat().st_size
-        for fmt in formats:
-            fast = [t for t in FAST_TOOLS if t in tools and (fmt == "gz" or t not in GZ_ONLY)]
-            results.extend(_cell(fast, paths[fmt], size=size, fmt=fmt, json_bytes=json_bytes, args=args))
-            write_outputs(kept + results, info, args)  # keep partial results if interrupted
-            if "profstack-heap" in tools:
-                log(f"profstack-heap   {size:5d} MB {fmt} ...")
-                results.append(measure("profstack-heap", paths[fmt], size, fmt, json_bytes=json_bytes, args=args))
-            for tool in (t for t in HTA_TOOLS if t in tools):
-                m = _hta_cell(tool, paths[fmt], size=size, fmt=fmt, json_bytes=json_bytes, args=args, gave_up=gave_up)
-                results.append(m)
-                write_outputs(kept + results, info, args)
-    for size in par_sizes:
-        folder = ensure_rank_traces(size, args.source)
-        json_bytes = sum(p.stat().st_size for p in folder.glob("rank-*.json"))
-        cell = _cell(
-            list(PARALLEL_TOOLS), folder, size=size, fmt="2ranks", json_bytes=json_bytes, args=args, cpus={0, 1}
-        )
-        results.extend(cell)
-        write_outputs(kept + results, info, args)
-    write_outputs(kept + results, info, args)
-    print(markdown_table(kept + results))
-    print()
-    print(breakdown_table(kept + results))
-    print()
-    print(parallel_table(kept + results))
-    return 0 if all(m.status in ("ok", "timeout", "memory-cap", "skipped") for m in results) else 1
+        args.delivery_sizes, args.shapes_sizes = "50", "50"
+    run = _Run(args)
+    for size in run.sizes:
+        run.size(size)
+    for size in run.shapes_sizes:
+        run.shapes(size)
+    for size in run.par_sizes:
+        run.parallel(size)
+    run.save()
+    everything = run.kept + run.results
+    for table in (markdown_table, breakdown_table, delivery_table, shapes_table, parallel_table):
+        print(table(everything))
+        print()
+    return 0 if all(m.status in ("ok", "timeout", "memory-cap", "skipped") for m in run.results) else 1
 
 
 if __name__ == "__main__":

@@ -1,7 +1,13 @@
 """One measurement, run in a fresh child process by `bench.run`.
 
-    python -m bench.workers {profstack,profstack-zlib,profstack-heap,decode,inflate-isal,inflate-zlib,hta,msgspec} PATH
+    python -m bench.workers {profstack,profstack-no-op-types,profstack-zlib,profstack-heap,decode,inflate-isal,
+                             inflate-zlib,cli,processing,hta,msgspec} PATH
     python -m bench.workers {profstack-jobs1,profstack-jobs2} DIR
+
+``profstack`` is ``analyze()`` with its default options, from whichever profstack the interpreter imports: bench.run
+starts it from the checkout, from an installed wheel and from the Lambda bundle (its ``profstack_file`` and
+``engine`` say which). ``cli`` / ``processing`` run the ``profstack analyze`` command in-process (``--format json``,
+and the Processing job's ``--format json,perfetto``), its modules imported before the clock starts.
 
 ``hta`` runs whichever HTA the interpreter has (bench.run starts it from the HTA 0.5.0 or 0.6.1 venv), so this
 module imports nothing but the standard library at the top.
@@ -114,19 +120,27 @@ def run_decode(path: Path) -> dict[str, Any]:
     }
 
 
-def run_profstack(path: Path, jobs: int | None = None) -> dict[str, Any]:
-    from profstack.analysis import AnalysisOptions, analyze, discover_sources, reader
+def run_profstack(path: Path, jobs: int | None = None, *, op_types: bool = True) -> dict[str, Any]:
+    """``analyze()`` with its default options (``op_types=False``: the --no-op-types configuration)."""
+    import profstack
+    from profstack.analysis import AnalysisOptions, analyze, discover_sources, native, reader
     from profstack.analysis.allocator import tune_malloc
-    from profstack.analysis.parallel import analyze_with_report
 
     tune_malloc()  # as the CLI, the Lambda handler and the --jobs workers do
+    options = AnalysisOptions() if op_types else AnalysisOptions(op_types=False)
     start, cpu = time.perf_counter(), _cpu_seconds()
     sources = discover_sources([path])
-    extra: dict[str, Any] = {"inflate": reader.INFLATER.name}
+    extra: dict[str, Any] = {
+        "inflate": reader.INFLATER.name,
+        "engine": native.describe(),
+        "profstack_file": profstack.__file__,
+    }
     if jobs is None:
-        result = analyze(sources, AnalysisOptions(top_k=10, steps=None))
-    else:
-        result, report = analyze_with_report(sources, AnalysisOptions(top_k=10, steps=None), jobs=jobs)
+        result = analyze(sources, options)
+    else:  # (the Lambda bundle has no parallel module: it runs one job per invocation)
+        from profstack.analysis.parallel import analyze_with_report
+
+        result, report = analyze_with_report(sources, options, jobs=jobs)
         extra.update(workers=report.workers, serial_reason=report.serial_reason)
     seconds = time.perf_counter() - start
     summary = result.summary
@@ -138,6 +152,41 @@ def run_profstack(path: Path, jobs: int | None = None) -> dict[str, Any]:
         "complete": bool(result.complete),
         "ranks": len(summary.get("ranks", [])),
         "gpu_analysis": sorted({r["gpu_analysis"]["mode"] for r in summary.get("ranks", [])}),
+    }
+
+
+def run_cli(path: Path, formats: str) -> dict[str, Any]:
+    """``profstack analyze PATH --out TMP --format FORMATS``, as the Processing job runs it (its command line:
+    stacks/components/fanout_workflow.PROCESSING_COMMAND), in this process: its modules imported first, as every
+    other tool's are; what the command's imports take (its parser imports every sub-command) is ``import_seconds``."""
+    import tempfile
+
+    started = time.perf_counter()
+    import profstack.analysis
+    import profstack.analysis.trim
+    import profstack.cli.analyze
+    import profstack.report  # noqa: F401 - imported before the clock, as every other tool's modules
+    from profstack.analysis import native
+    from profstack.cli import build_parser, main
+
+    build_parser()  # the sub-commands' modules
+    imported = time.perf_counter() - started
+
+    with tempfile.TemporaryDirectory() as out:
+        start, cpu = time.perf_counter(), _cpu_seconds()
+        with contextlib.redirect_stdout(sys.stderr):
+            rc = main(["analyze", str(path), "--out", out, "--format", formats])
+        seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu
+        written = sorted(p.name for p in Path(out).iterdir())
+        summary = (Path(out) / "summary.json").read_bytes()
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "exit_code": rc,
+        "import_seconds": round(imported, 3),
+        "written": written,
+        "engine": native.describe(),
+        "summary_sha": __import__("hashlib").sha256(summary).hexdigest()[:16],
     }
 
 
@@ -154,7 +203,7 @@ def run_profstack_heap(path: Path) -> dict[str, Any]:
     tune_malloc()
     tracemalloc.start()
     start = time.perf_counter()
-    analyze(discover_sources([path]), AnalysisOptions(top_k=10, steps=None))
+    analyze(discover_sources([path]), AnalysisOptions())
     seconds = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -199,6 +248,9 @@ def run_profstack_zlib(path: Path) -> dict[str, Any]:
 RUNNERS = {
     "msgspec": run_msgspec,
     "profstack": run_profstack,
+    "profstack-no-op-types": lambda p: run_profstack(p, op_types=False),
+    "cli": lambda p: run_cli(p, "json"),
+    "processing": lambda p: run_cli(p, "json,perfetto"),
     "profstack-zlib": run_profstack_zlib,
     "profstack-heap": run_profstack_heap,
     "profstack-jobs1": lambda p: run_profstack(p, jobs=1),

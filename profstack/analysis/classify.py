@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from profstack.analysis import precision
 
@@ -99,6 +100,7 @@ _PREC_WORD = r"(?:h?fp8|fp16|bf16|bfloat16|half|float|fp32|int8|e4m3|e5m2|f8|f16
 _TO_RE = re.compile(rf"{_PREC_WORD}[a-z0-9]*_to_{_PREC_WORD}", re.IGNORECASE)
 
 
+@lru_cache(maxsize=65536)  # asked of each kernel name by the main pass and several analyzers; ~50 µs a long name
 def is_conversion(name: str) -> bool:
     """Quantise / dequantise / cast / convert kernels (``cast_transpose_fp8``, ``scaled_fp8_quant``): a word
     of the name starts with one of ``_CONVERSION_WORDS`` (so ``broadcast`` is not a cast), or the name says

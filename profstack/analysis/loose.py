@@ -3,7 +3,7 @@
 Summaries read back from S3 or history may come from an older schema version or be damaged; these
 accessors never raise on a wrong shape and never turn a non-finite or boolean value into a number.
 ``diff``, ``history.rows`` and ``history.cost`` share them. ``loose_int`` is the one rule for integers that
-profilers write as text or as floats in trace args (the parser, the op-types read and, in C, the reader).
+profilers write as text or as floats in trace args (the parser, the op types' External ids and, in C, the reader).
 """
 
 from __future__ import annotations

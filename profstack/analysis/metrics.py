@@ -22,7 +22,7 @@ from profstack.analysis.analyzers.memory_ops import memory_ops
 from profstack.analysis.analyzers.view import RankView, rank_view, window
 from profstack.analysis.gpu import GpuFeed, StepFrontier, dedupe_steps, select
 from profstack.analysis.options import AnalysisOptions, RuleThresholds
-from profstack.analysis.parse import FileData, SymbolTable, read_op_types
+from profstack.analysis.parse import FileData, SymbolTable
 from profstack.analysis.summary import RankSummary
 
 _COLUMNS = (
@@ -144,18 +144,17 @@ class RankAnalysis:
 
 
 def _op_types(rd: RankData, v: RankView) -> op_types.OpTypes | None:
-    """The op input classes of the rank's untyped computation kernels (profstack.analysis.op_types), read again from
-    its files where that can change the precision section: None where it cannot."""
+    """The op input classes of the rank's untyped computation kernels (profstack.analysis.op_types), as the main
+    pass collected them from its files, where they can change the precision section: None where they cannot."""
     names, untyped, total = kernels.untyped_computation(v)
     if not names or total <= 0 or untyped < op_types.MIN_UNTYPED_SHARE * total:
         return None
     out: op_types.OpTypes | None = None
     for f in rd.files:
-        if f.meta.get("record_shapes") in (0, False):  # the header says the op types were not recorded
+        # not collected (the option off, or the header said record_shapes was off), or the trailing metadata says so
+        if f.op_types is None or f.meta.get("record_shapes") in (0, False):
             continue
-        got = read_op_types(f, names)
-        if got is None:
-            continue
+        got = f.op_types.result(names)
         if out is None:
             out = got
         else:

@@ -8,14 +8,18 @@ Tensile's code (the kernel's own statement: a fused op takes bf16 and quantises 
 ``bmm_MxE4m3_MxE2m1...`` under a bf16 op is fp8 math). A Triton / cuBLAS-family / MTIA kernel whose name says
 nothing, or only a family's default (``sgemm``, ``igemm``), is read from the op's input types.
 
-This is a second, narrow pass over a file, run by the rank analysis only when it can change an answer: the rank has
-computation kernels whose names carry no types (at least ``MIN_UNTYPED_SHARE`` of computation time), and the
-file's header does not say ``record_shapes`` was off. It decodes four fields per event with msgspec (both engines
-share it, so the C and Python engines agree by construction), and is bounded like the main pass: the operators
-remembered (``MAX_OPS``), the kernels waiting for an operator written after them (``MAX_PENDING``), the names
-(only the rank's untyped kernel names are followed). It yields, per kernel name, the kernels and time by the class
-of their operator's inputs; the rank applies those shares to the kernel's time in the analysed window (a file's
-mix of dtypes per kernel name is taken as the window's).
+The main pass collects what this needs as it reads each event (#44 item 1: no second read of the file): a
+:class:`Collector` per file, filled by ``parse._Parser._consume_events`` and by its C twin (``csrc/consumer.c``) with
+the same state, from the ``External id`` (or 2021's ``external id``) and ``Input type`` the parser decodes into
+``parse.Args``. It remembers each operator's class by External id (``MAX_OPS``), and for the kernels the rank
+analysis may ask about (computation kernels whose names say nothing or only a family default:
+``analyzers.kernels.follows``) the kernels and time per class of their operator; a kernel written before its
+operator waits (``MAX_PENDING``) until the end of the file. A file whose header says ``record_shapes`` was off
+gets no collector; one whose header does not promise them stops collecting after ``GIVE_UP_EVENTS`` events
+without an operator carrying input types. The rank analysis uses the result only where it can change an answer:
+the rank's untyped computation kernels take at least ``MIN_UNTYPED_SHARE`` of computation time. It yields, per
+kernel name, the kernels and time by the class of their operator's inputs; the rank applies those shares to the
+kernel's time in the analysed window (a file's mix of dtypes per kernel name is taken as the window's).
 
 Reading the op's types: the narrowest float type wins (an fp8 GEMM's scales are float); integer inputs (indices,
 masks) say nothing, except that an op whose only typed inputs are ``signed char`` (int8, as ``torch._int_mm``) is
@@ -25,61 +29,40 @@ whose op says fp32 stays TF32.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from array import array
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
 from profstack.analysis.loose import loose_int
 from profstack.analysis.precision import ORDER, TYPE_CLASSES
 
-#: of the rank's computation-kernel time: below it the second pass (up to the main pass's own time again) could move
-#: the precision mix by less than this, and is not run
+#: of the rank's computation-kernel time: below it the op types could move the precision mix by less than this,
+#: and are not used
 MIN_UNTYPED_SHARE = 0.05
-# measured (tracemalloc): 1 M remembered operators take ~74 MB, 1 M waiting kernels ~128 MB; together these
-# bounds keep the read under ~110 MB whatever the trace (beyond them, kernels keep their name's reading, counted)
+# measured (tracemalloc, python -m bench.op_types_cost --memory): Kineto numbers operators 1, 2, 3, ...: 1 M of them
+# take 1 MB (a byte per External id below DENSE_IDS), 250,000 waiting kernels 5 MB (three array columns); 1 M
+# operators with ids beyond DENSE_IDS ~75 MB (a dict). Beyond the bounds kernels keep their name's reading, counted.
 MAX_OPS = 1_000_000  # operators remembered (External id -> class)
-MAX_PENDING = 250_000  # kernels seen before their operator (Kineto writes CPU events first)
+DENSE_IDS = 16 << 20  # External ids in [0, DENSE_IDS) are remembered in a byte each (Collector.dense)
+MAX_PENDING = 250_000  # followed kernels seen before their operator (Kineto writes CPU events first)
 MAX_TYPES_PER_OP = 64  # an op's input list is read this far
 #: events read without one operator carrying input types, after which a file whose header does not say
-#: record_shapes is taken not to have them (Kineto writes the CPU side first): a trace without them costs this much
+#: record_shapes stops collecting (Kineto writes the CPU side first)
 GIVE_UP_EVENTS = 200_000
+MAX_TYPE_LISTS = 65_536  # distinct "Input type" texts whose class is remembered per file ...
+MAX_TYPE_LIST_BYTES = 4 << 20  # ... and their bytes together
 
-MAX_TYPE_LISTS = 65_536  # distinct input-type lists whose class is remembered
-_UNSEEN = object()
+#: class codes: an index into precision.ORDER, or one of these
+NO_CLASS = -1  # the operator's inputs say no class (integers, masks, scalars)
+INVALID = -2  # "Input type" is not a list of strings: the operator is not remembered (as an event without args)
+#: Collector.follow: a kernel name id's entry
+FOLLOW_UNKNOWN, FOLLOW_NO, FOLLOW_YES = 0, 1, 2
 
-_KERNEL_CATS = frozenset({"kernel", "Kernel", "mtia_ccp_events"})
-_OP_CATS = frozenset({"cpu_op", "Operator"})
-
-
-class _Args(msgspec.Struct, gc=False):
-    # a number, or (roctracer, #34 item 1) the same number written as a string or an integral float
-    external_id: int | str | float | None = msgspec.field(default=None, name="External id")
-    external_id_2021: int | str | float | None = msgspec.field(default=None, name="external id")  # 2021 GPU rows
-    input_types: list[str] | None = msgspec.field(default=None, name="Input type")
-
-    @property
-    def ext(self) -> int | None:
-        raw = self.external_id if self.external_id is not None else self.external_id_2021
-        return raw if type(raw) is int else loose_int(raw)  # the parser's rule for text and floats
-
-
-class _Event(msgspec.Struct, gc=False):
-    cat: str = ""
-    name: str = ""
-    dur: float = 0.0
-    args: _Args | None = None
-
-
-class _Bare(msgspec.Struct, gc=False):
-    cat: str = ""
-    name: str = ""
-    dur: float = 0.0
-
-
-_LIST = msgspec.json.Decoder(list[_Event])
-_ONE = msgspec.json.Decoder(_Event)
-_ONE_BARE = msgspec.json.Decoder(_Bare)
+_TYPE_LIST = msgspec.json.Decoder(list[str])
+_ANY = msgspec.json.Decoder()
 
 
 def op_class(types: Iterable[str]) -> str | None:
@@ -102,6 +85,17 @@ def op_class(types: Iterable[str]) -> str | None:
         if cls in found:
             return cls
     return "int8" if int8 else None
+
+
+def types_code(text: bytes) -> int:
+    """The class code of an ``"Input type"`` value's JSON text: its class's index in ``precision.ORDER``,
+    ``NO_CLASS``, or ``INVALID`` where it is not a list of strings."""
+    try:
+        types = _TYPE_LIST.decode(text)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return INVALID
+    cls = op_class(types)
+    return NO_CLASS if cls is None else ORDER.index(cls)
 
 
 def combine(name_class: str, name_source: str, op: str | None) -> tuple[str, str]:
@@ -148,116 +142,207 @@ class OpTypes:
         return {cls: (c[0] / n_all, c[1] / t_all if t_all > 0 else c[0] / n_all) for cls, c in classes.items()}
 
 
-def read(
-    batches: Iterator[memoryview | list[bytes]],
-    wanted: set[str],
-    bound: Callable[[str], str],
-    *,
-    give_up_after: int | None = GIVE_UP_EVENTS,
-) -> OpTypes:
-    """One pass over a file's event batches (``jsonstream.EventStream.batches()``): the classes of the operators
-    that launched the kernels named in ``wanted`` (names as the main pass keeps them: ``bound``). With
-    ``give_up_after``, the pass stops after that many events if no operator carried input types by then."""
-    reader = _Reader(wanted, bound)
-    seen = 0
-    for batch in batches:
-        if give_up_after is not None and not reader.ops and seen >= give_up_after:
-            reader.out.gave_up = True
-            break
-        events: list[_Event] | list[_Event | _Bare]
-        if isinstance(batch, memoryview):
-            try:
-                events = _LIST.decode(batch)
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                events = list(_decode_each(_split(batch)))
+def ext_of_text(text: bytes) -> int | None:
+    """An External id's JSON text read by the parser's rule for integers (``loose_int``: text of digits, an integral
+    float); None for anything else, a number beyond double's range included."""
+    try:
+        value: Any = int(text)  # a JSON integer (JSON has no other text int() reads)
+    except ValueError:
+        try:
+            value = _ANY.decode(text)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return None
+    return loose_int(value)
+
+
+def external_id(args: Any) -> int | None:
+    """An event's External id (``parse.Args``, JSON text): ``External id``, else (absent or null) 2021's
+    ``external id``; None where neither is an integer."""
+    text = bytes(args.external_id)
+    if not text or text == b"null":
+        text = bytes(args.external_id_2021)
+        if not text:
+            return None
+    return ext_of_text(text)
+
+
+class Collector:
+    """One file's operators by External id and followed kernels by their operator's class, filled event by event
+    by the main pass (``parse._Parser._consume_events``, and its C twin with the same state).
+
+    ``by_key``: name id * 8 + class code -> [kernels, µs] (the order of first sight); ``finish`` settles the waiting
+    kernels at the end of the file and ``result`` reads it for the rank's names."""
+
+    __slots__ = (
+        "by_key",
+        "code_bytes",
+        "codes",
+        "dense",
+        "done",
+        "follow",
+        "follows",
+        "gave_up",
+        "kernels_without_op",
+        "max_ops",
+        "max_pending",
+        "n_ops",
+        "names",
+        "ops",
+        "ops_dropped",
+        "pending_dur",
+        "pending_ext",
+        "pending_nid",
+        "promised",
+    )
+
+    def __init__(self, names: list[str], follows: Callable[[str], bool], *, promised: bool) -> None:
+        self.names = names  # the analysis' symbol table (SymbolTable.names): a kernel's name id -> its name
+        self.follows = follows  # whether the rank analysis may ask about a kernel of this name
+        self.promised = promised  # the header says record_shapes: collected to the end whatever comes first
+        self.max_ops, self.max_pending = MAX_OPS, MAX_PENDING
+        self.dense = bytearray()  # External id in [0, DENSE_IDS) -> class code + 2 (0: no operator of that id)
+        self.ops: dict[int, int] = {}  # other External ids -> class code
+        self.n_ops = 0  # operators remembered, in both
+        self.pending_ext: array[int] = array("q")  # followed kernels waiting for their operator
+        self.pending_nid: array[int] = array("i")
+        self.pending_dur: array[float] = array("d")
+        self.by_key: dict[int, list[Any]] = {}
+        self.follow = bytearray()  # name id -> FOLLOW_*
+        self.codes: dict[bytes, int] = {}  # "Input type" JSON text -> class code (bounded)
+        self.code_bytes = 0
+        self.kernels_without_op = 0
+        self.ops_dropped = 0
+        self.gave_up = False
+        self.done = False
+
+    # ---- what the per-event loop calls (csrc/consumer.c calls types_code and new_name, and does the rest) ----
+
+    def types_code(self, text: bytes) -> int:
+        code = self.codes.get(text)
+        if code is None:
+            code = types_code(text)
+            if len(self.codes) < MAX_TYPE_LISTS and self.code_bytes + len(text) <= MAX_TYPE_LIST_BYTES:
+                self.codes[text] = code
+                self.code_bytes += len(text)
+        return code
+
+    def new_name(self, nid: int) -> int:
+        """A kernel name id met for the first time: whether its kernels are followed (FOLLOW_YES / FOLLOW_NO)."""
+        follow = self.follow
+        if len(follow) <= nid:
+            follow.extend(bytes(nid + 1 - len(follow)))
+        flag = FOLLOW_YES if self.follows(self.names[nid]) else FOLLOW_NO
+        follow[nid] = flag
+        return flag
+
+    def op(self, args: Any) -> None:
+        """An operator (a timed ``cpu_op`` with args): remembered by External id where it has input types."""
+        text = args.input_types
+        if not text:  # no "Input type" (msgspec.Raw's empty default)
+            return
+        ext = external_id(args)
+        if ext is None:
+            return
+        code = self.types_code(bytes(text))
+        if code == INVALID:
+            return
+        if self.n_ops >= self.max_ops:
+            self.ops_dropped += 1
+            return
+        if 0 <= ext < DENSE_IDS:
+            dense = self.dense
+            if ext >= len(dense):
+                dense.extend(bytes(ext + 1 - len(dense)))
+            elif dense[ext]:
+                dense[ext] = code + 2
+                return
+            dense[ext] = code + 2
+        elif ext in self.ops:
+            self.ops[ext] = code
+            return
         else:
-            events = list(_decode_each(batch))
-        seen += len(events)
-        reader.consume(events)
-    return reader.finish()
+            self.ops[ext] = code
+        self.n_ops += 1
 
+    def _code(self, ext: int) -> int | None:
+        """The class code of the operator of this External id, or None where none was remembered."""
+        dense = self.dense
+        if 0 <= ext < len(dense):
+            got = dense[ext]
+            return got - 2 if got else None
+        return self.ops.get(ext)
 
-class _Reader:
-    """The state of one pass: operators by External id, kernels waiting for theirs, the result."""
+    def kernel(self, args: Any, nid: int, dur: float) -> None:
+        """A kernel: counted under its operator's class, waiting for its operator, or without one."""
+        follow = self.follow
+        flag = follow[nid] if nid < len(follow) else FOLLOW_UNKNOWN
+        if flag == FOLLOW_UNKNOWN:
+            flag = self.new_name(nid)
+        if flag != FOLLOW_YES:
+            return
+        ext = external_id(args) if args is not None else None
+        if ext is None:
+            self.kernels_without_op += 1
+            return
+        code = self._code(ext)
+        if code is None:
+            if len(self.pending_ext) < self.max_pending:
+                self.pending_ext.append(ext)
+                self.pending_nid.append(nid)
+                self.pending_dur.append(dur)
+            else:
+                self.kernels_without_op += 1
+        elif code < 0:
+            self.kernels_without_op += 1
+        else:
+            self._add(nid, code, dur)
 
-    def __init__(self, wanted: set[str], bound: Callable[[str], str]) -> None:
-        self.wanted, self.bound = wanted, bound
-        self.out = OpTypes(files_read=1)
-        self.ops: dict[int, str | None] = {}
-        self.pending: list[tuple[int, str, float]] = []
-        self.classes: dict[tuple[str, ...], str | None] = {}  # input-type lists repeat: each read once
-
-    def _add(self, name: str, cls: str, dur: float) -> None:
-        cell = self.out.by_name.setdefault(name, {}).setdefault(cls, [0, 0.0])
+    def _add(self, nid: int, code: int, dur: float) -> None:
+        key = nid * 8 + code
+        cell = self.by_key.get(key)
+        if cell is None:
+            cell = self.by_key[key] = [0, 0.0]
         cell[0] += 1
         cell[1] += max(dur, 0.0)
 
-    def _op(self, args: _Args | None) -> None:
-        ext = args.ext if args is not None else None
-        if ext is None or args is None or args.input_types is None:
+    # ---- the file's end, and the rank's read ----
+
+    def give_up(self) -> None:
+        """No operator carried input types early in a file whose header did not promise them: stop here (every
+        waiting kernel is without one)."""
+        self.gave_up = True
+        if not self.n_ops:
+            self.kernels_without_op += len(self.pending_ext)
+            self.pending_ext, self.pending_nid, self.pending_dur = array("q"), array("i"), array("d")
+        self.finish()
+
+    def finish(self) -> None:
+        """The kernels still waiting, settled now that the whole file is read; the operators are let go."""
+        if self.done:
             return
-        if len(self.ops) >= MAX_OPS:
-            self.out.ops_dropped += 1
-            return
-        key = tuple(args.input_types[:MAX_TYPES_PER_OP])
-        cls = self.classes.get(key, _UNSEEN)
-        if cls is _UNSEEN:
-            cls = op_class(key)
-            if len(self.classes) < MAX_TYPE_LISTS:
-                self.classes[key] = cls
-        self.ops[ext] = cls  # type: ignore[assignment]
-
-    def _kernel(self, name: str, args: _Args | None, dur: float) -> None:
-        ext = args.ext if args is not None else None
-        if ext is None:
-            self.out.kernels_without_op += 1
-        elif ext in self.ops:
-            cls = self.ops[ext]
-            if cls is None:
-                self.out.kernels_without_op += 1
+        for ext, nid, dur in zip(self.pending_ext, self.pending_nid, self.pending_dur, strict=True):
+            code = self._code(ext)
+            if code is None or code < 0:
+                self.kernels_without_op += 1
             else:
-                self._add(name, cls, dur)
-        elif len(self.pending) < MAX_PENDING:
-            self.pending.append((ext, name, dur))
-        else:
-            self.out.kernels_without_op += 1
+                self._add(nid, code, dur)
+        self.pending_ext, self.pending_nid, self.pending_dur = array("q"), array("i"), array("d")
+        self.ops, self.dense = {}, bytearray()
+        self.codes = {}
+        self.done = True
 
-    def consume(self, events: Iterable[_Event | _Bare]) -> None:
-        for e in events:
-            cat = e.cat
-            if cat in _OP_CATS:
-                self._op(getattr(e, "args", None))
-            elif cat in _KERNEL_CATS:
-                name = self.bound(e.name)
-                if name in self.wanted:
-                    self._kernel(name, getattr(e, "args", None), e.dur)
-
-    def finish(self) -> OpTypes:
-        for ext, name, dur in self.pending:
-            cls = self.ops.get(ext)
-            if cls is None:
-                self.out.kernels_without_op += 1
-            else:
-                self._add(name, cls, dur)
-        self.pending = []
-        return self.out
-
-
-def _split(batch: memoryview) -> list[bytes]:
-    """A batch msgspec refused as a whole, read event by event (the same bytes, one value each)."""
-    try:
-        values = msgspec.json.decode(batch, type=list[msgspec.Raw])
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        return []
-    return [bytes(v) for v in values]
-
-
-def _decode_each(raws: list[bytes]) -> Iterator[_Event | _Bare]:
-    for raw in raws:
-        try:
-            yield _ONE.decode(raw)
-        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-            try:
-                yield _ONE_BARE.decode(raw)  # ill-typed args: the event without them
-            except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-                continue
+    def result(self, wanted: set[str]) -> OpTypes:
+        """The file's :class:`OpTypes` for the kernels named in ``wanted`` (names as the symbol table holds them)."""
+        self.finish()
+        out = OpTypes(
+            kernels_without_op=self.kernels_without_op,
+            ops_dropped=self.ops_dropped,
+            files_read=1,
+            gave_up=self.gave_up,
+        )
+        names = self.names
+        for key, (n, us) in self.by_key.items():
+            name = names[key >> 3]
+            if name in wanted:
+                out.by_name.setdefault(name, {})[ORDER[key & 7]] = [n, us]
+        return out

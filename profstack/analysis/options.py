@@ -121,8 +121,8 @@ class AnalysisOptions:
         start (False, like HTA: only ops joined to a launch in the window).
     max_cycle_gap_s: largest gap between two files of one rank that are merged as schedule cycles of one run.
     op_types: read the precision of kernels whose names carry no types from the input types of the operators
-        that launched them (``record_shapes``; profstack.analysis.op_types: a second, narrow read of the file,
-        only where such kernels take 5 % of computation time or more). False: names only (one read).
+        that launched them (``record_shapes``; profstack.analysis.op_types: collected by the one read of the file,
+        used where such kernels take 5 % of computation time or more). False: names only.
     """
 
     top_k: int = 15

@@ -30,9 +30,12 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
+import resource
 import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
@@ -79,11 +82,17 @@ def available_cpus() -> int:
 
 @dataclass(frozen=True)
 class Report:
-    """How a job ran: ``workers`` processes over ``groups`` rank groups, or serially and why."""
+    """How a job ran: ``workers`` processes over ``groups`` rank groups, or serially and why; and where the time went
+    (``timings``, seconds, parallel runs: ``peek`` the header peeks, ``fork`` starting the workers, ``worker_start``
+    the longest from a worker's start call to its first group, ``analyse`` / ``analyse_cpu`` the longest group's wall
+    and CPU time, ``analyse_cpu_sum`` all groups' CPU time, ``transfer`` the longest from a worker's send to its
+    result unpickled here, ``result_bytes`` all results pickled, ``collect`` from the workers' start to the last
+    result, ``assemble`` the summary; bench/scaling.py prints them)."""
 
     workers: int
     groups: int
     serial_reason: str | None = None
+    timings: Mapping[str, float] = field(default_factory=dict, compare=False)
 
 
 def plan_groups(
@@ -126,9 +135,17 @@ class _Job:
     groups: Sequence[Sequence[int]]
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _worker(job: _Job, tasks: Any, out: Any, queue: Any, cpu: int | None) -> None:
-    """Analyse the groups taken from ``tasks`` until its ``None``, sending ``(k, Analysed | None, error)``
-    for each on ``out``. Imports nothing and pickles no arguments under fork: it starts in ~4 ms."""
+    """Analyse the groups taken from ``tasks`` until its ``None``, sending ``(k, Analysed | None, error, times)``
+    for each on ``out`` (``times``: when it started, began and finished the group, its CPU seconds, when it sent:
+    ``time.perf_counter``, one clock for every process). Imports nothing and pickles no arguments under fork: it
+    starts in ~4 ms."""
+    started = time.perf_counter()
     global _queue  # noqa: PLW0603 - one queue per worker process, set once at its start
     _queue = queue
     tune_malloc()  # inherited under fork; a spawned or forkserver worker sets it itself
@@ -139,24 +156,59 @@ def _worker(job: _Job, tasks: Any, out: Any, queue: Any, cpu: int | None) -> Non
     n = len(job.sources)
     while (k := tasks.get()) is not None:
         g = job.groups[k]
+        begun, cpu0 = time.perf_counter(), _cpu_seconds()
         try:
             part = _analyse_group([job.sources[i] for i in g], job.opts, [job.predicted[i] for i in g], n)
         except Exception as exc:  # analyse_files records per-file failures; this is MemoryError and the like
-            out.send((k, None, f"{type(exc).__name__}: {exc}"))
+            out.send((k, None, f"{type(exc).__name__}: {exc}", {}))
         else:
-            out.send((k, part, None))
+            done = time.perf_counter()
+            times = {"started": started, "begun": begun, "done": done, "cpu": _cpu_seconds() - cpu0}
+            times["sent"] = time.perf_counter()
+            out.send((k, part, None, times))
     out.close()
 
 
+SYS_CPU = "/sys/devices/system/cpu"  # Linux's CPU topology (read by _spread)
+
+
 def _worker_cpus(workers: int) -> list[int | None]:
-    """A distinct CPU per worker, or None each where affinity cannot be set or CPUs are too few."""
+    """A distinct CPU per worker, one physical core each before any core's second hardware thread, or None each
+    where affinity cannot be set or CPUs are too few."""
     try:
         allowed = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - no affinity masks (macOS, Windows)
         return [None] * workers
     if len(allowed) < workers:
         return [None] * workers
-    return list(allowed[:workers])
+    return list(_spread(allowed)[:workers])
+
+
+def _spread(cpus: Sequence[int]) -> list[int]:
+    """``cpus`` ordered so that the first ones are on distinct physical cores, alternating between packages: where
+    Linux numbers a core's hardware threads side by side (0 and 1 one core), taking the first N in number order
+    would put two workers on one core while other cores idle (each then runs at about 60 %). Number order where
+    the topology cannot be read."""
+    keys: dict[int, tuple[int, int]] = {}
+    for cpu in cpus:
+        try:
+            base = f"{SYS_CPU}/cpu{cpu}/topology"
+            with open(f"{base}/physical_package_id") as pkg_file, open(f"{base}/core_id") as core_file:
+                keys[cpu] = (int(pkg_file.read()), int(core_file.read()))
+        except (OSError, ValueError):
+            return list(cpus)
+    seen: dict[tuple[int, int], int] = {}  # (package, core) -> hardware threads of it placed so far
+    cores_in: dict[int, list[int]] = {}  # package -> its cores, in first-seen order
+    order: list[tuple[int, int, int, int]] = []
+    for cpu in cpus:
+        pkg, core = keys[cpu]
+        thread = seen.get((pkg, core), 0)
+        seen[(pkg, core)] = thread + 1
+        cores = cores_in.setdefault(pkg, [])
+        if core not in cores:
+            cores.append(core)
+        order.append((thread, cores.index(core), pkg, cpu))  # a core's first threads, cores across packages
+    return [cpu for *_, cpu in sorted(order)]
 
 
 def _analyse_group(
@@ -202,7 +254,7 @@ def _drain(queue: Any, progress: Callable[[int], None] | None) -> None:
 
 
 def _run_workers(
-    job: _Job, workers: int, progress: Callable[[int], None] | None
+    job: _Job, workers: int, progress: Callable[[int], None] | None, timings: dict[str, float]
 ) -> tuple[dict[int, Analysed], str | None]:
     """Every group of ``job`` analysed by ``workers`` processes taking groups from one queue (biggest first,
     so they end together): the results by group, or a failure (a worker died or raised) to redo serially.
@@ -221,6 +273,7 @@ def _run_workers(
     procs: list[tuple[Any, Any]] = []  # (process, the read end of its results pipe)
     results: dict[int, Analysed] = {}
     failure: str | None = None
+    forked = time.perf_counter()
     try:
         for cpu in _worker_cpus(workers):
             reader, writer = ctx.Pipe(duplex=False)
@@ -228,7 +281,8 @@ def _run_workers(
             proc.start()
             writer.close()  # the worker holds the only write end: its exit is the reader's EOF
             procs.append((proc, reader))
-        failure = _collect(procs, queue, progress, results)
+        timings["fork"] = time.perf_counter() - forked
+        failure = _collect(procs, queue, progress, results, timings=timings, forked=forked)
         if failure is None and len(results) < len(job.groups):
             codes = sorted({p.exitcode for p, _ in procs if p.exitcode})
             failure = f"a worker failed (exit code {', '.join(map(str, codes)) or 'unknown'})"
@@ -242,11 +296,19 @@ def _run_workers(
 
 
 def _collect(
-    procs: list[tuple[Any, Any]], queue: Any, progress: Callable[[int], None] | None, results: dict[int, Analysed]
+    procs: list[tuple[Any, Any]],
+    queue: Any,
+    progress: Callable[[int], None] | None,
+    results: dict[int, Analysed],
+    *,
+    timings: dict[str, float],
+    forked: float,
 ) -> str | None:
     """Receive the workers' results into ``results`` until every worker has exited or one reports a
-    failure (returned)."""
+    failure (returned); what each took into ``timings`` (``Report``)."""
     live = list(procs)
+    for key in ("worker_start", "analyse", "analyse_cpu", "analyse_cpu_sum", "transfer", "result_bytes"):
+        timings[key] = 0.0
     while live:
         mp_wait([r for _, r in live], timeout=0.2)
         _drain(queue, progress)
@@ -254,13 +316,27 @@ def _collect(
             reader = entry[1]
             try:
                 while reader.poll():
-                    k, part, error = reader.recv()
+                    data = reader.recv_bytes()
+                    k, part, error, times = pickle.loads(data)  # noqa: S301 - from our own worker process
                     if error is not None:
                         return f"a worker failed ({error})"
                     results[k] = part
+                    _account(timings, times, len(data), forked)
             except EOFError:  # the worker exited: normally after its last group, else killed
                 live.remove(entry)
+    timings["collect"] = time.perf_counter() - forked
     return None
+
+
+def _account(timings: dict[str, float], times: Mapping[str, float], nbytes: int, forked: float) -> None:
+    """One group's result received: its times into the job's (``Report.timings``)."""
+    now = time.perf_counter()
+    timings["worker_start"] = max(timings["worker_start"], times["started"] - forked)
+    timings["analyse"] = max(timings["analyse"], times["done"] - times["begun"])
+    timings["analyse_cpu"] = max(timings["analyse_cpu"], times["cpu"])
+    timings["analyse_cpu_sum"] += times["cpu"]
+    timings["transfer"] = max(timings["transfer"], now - times["sent"])
+    timings["result_bytes"] += nbytes
 
 
 def _stop(procs: list[Any]) -> None:
@@ -289,14 +365,16 @@ def analyze_with_report(
     min_bytes = MIN_PARALLEL_BYTES if min_bytes is None else min_bytes
     want = available_cpus() if jobs is None else jobs
     n = len(sources)
+    t0 = time.perf_counter()
     predicted = predict_ranks(sources, opts)  # the serial phase needs them too
+    timings: dict[str, float] = {"peek": time.perf_counter() - t0}
     total = sum(s.size_hint or 0 for s in sources)
     groups, why = plan_groups(predicted, want, total_bytes=total, min_bytes=min_bytes)
     if why is not None:
         parts = analyse_files(sources, opts, predicted, progress, n_inputs=n)
         return assemble(parts, opts), Report(1, 1, why)
     workers = min(want, len(groups))
-    results, failure = _run_workers(_Job(sources, opts, predicted, groups), workers, progress)
+    results, failure = _run_workers(_Job(sources, opts, predicted, groups), workers, progress, timings)
     if failure is None:
         mispredicted = [
             k
@@ -319,7 +397,10 @@ def analyze_with_report(
         errors.extend(part.errors)
         warnings.extend(part.warnings)
         entries.extend(part.entries)
-    return assemble(Analysed(files, errors, warnings, entries), opts), Report(workers, len(groups))
+    assembled = time.perf_counter()
+    result = assemble(Analysed(files, errors, warnings, entries), opts)
+    timings["assemble"] = time.perf_counter() - assembled
+    return result, Report(workers, len(groups), timings=timings)
 
 
 def analyze(

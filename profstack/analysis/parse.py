@@ -52,6 +52,7 @@ from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
 from profstack.analysis.loose import DECIMAL as _DECIMAL
 from profstack.analysis.loose import loose_int
 from profstack.analysis.memory import MEMORY_EVENT, MemoryEvents, OpLog, attribute, attribute_log
+from profstack.analysis.op_types import Collector as OpTypesCollector
 from profstack.analysis.options import AnalysisOptions
 from profstack.analysis.reader import iter_chunks
 from profstack.analysis.sources import TraceSource, rank_from_name
@@ -59,6 +60,8 @@ from profstack.analysis.timebins import TimeBins
 
 NAN = math.nan
 
+
+NO_RAW = msgspec.Raw()  # Args.input_types when the event has no "Input type"
 
 # integers we store in int64 columns; a larger value fails validation and the event keeps no args
 I64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
@@ -77,6 +80,13 @@ class Args(msgspec.Struct, gc=False):
     mem_reserved: I64 | None = msgspec.field(default=None, name="Total Reserved")
     mem_device_type: I32 | None = msgspec.field(default=None, name="Device Type")
     mem_device_id: I32 | None = msgspec.field(default=None, name="Device Id")
+    # what the op types need (profstack.analysis.op_types), kept as JSON text (msgspec.Raw, which never fails the
+    # event's validation: the other fields are read as before whatever these hold): an operator's and a kernel's
+    # External id (read where used, by loose_int's rule: ROCm writes it as text) and an operator's input types
+    # (classed once per distinct text)
+    external_id: msgspec.Raw = msgspec.field(default=NO_RAW, name="External id")
+    external_id_2021: msgspec.Raw = msgspec.field(default=NO_RAW, name="external id")  # 2021 GPU rows
+    input_types: msgspec.Raw = msgspec.field(default=NO_RAW, name="Input type")
 
 
 class Event(msgspec.Struct, gc=False):
@@ -127,6 +137,7 @@ _LOOSE_DECODER = msgspec.json.Decoder(_LooseEvent)
 _ARG_KEYS = {f: (Args.__struct_encode_fields__[i]) for i, f in enumerate(Args.__struct_fields__)}
 _INT_ARGS = frozenset({"correlation", "device", "mem_bytes", "mem_allocated", "mem_reserved"})
 _I32_ARGS = frozenset({"mem_device_type", "mem_device_id"})
+_RAW_ARGS = frozenset({"external_id", "external_id_2021", "input_types"})  # kept as JSON text (op_types)
 
 
 def loose_args(raw: dict[str, Any]) -> tuple[Args, list[str]]:
@@ -138,6 +149,9 @@ def loose_args(raw: dict[str, Any]) -> tuple[Args, list[str]]:
         if key not in raw or raw[key] is None:
             continue
         value = raw[key]
+        if name in _RAW_ARGS:  # the value as JSON text again (the C reader declines such an event)
+            values[name] = msgspec.Raw(msgspec.json.encode(value))
+            continue
         if name in _INT_ARGS or name in _I32_ARGS:
             got: Any = loose_int(value, 32 if name in _I32_ARGS else 64)
         elif name == "stream" and isinstance(value, str) and not _DECIMAL.fullmatch(value.strip()):
@@ -691,9 +705,8 @@ class FileData:
     notices: list[TraceError] = field(default_factory=list)
     # a file of another known format found among the traces (a PyTorch execution trace): why it was left out
     skipped: str | None = None
-    # where it was read from: the rank analysis reads it again for the op types of untyped kernels (op_types)
-    source: TraceSource | None = field(default=None, repr=False, compare=False)
-    max_bytes: tuple[int, int] = (0, 0)  # the limits it was read under (decompressed, per event)
+    # the op types of followed kernels, collected by the main pass (op_types.Collector; None: not collected)
+    op_types: OpTypesCollector | None = None
     # profile_memory events, and CPU ops started over time (profstack.analysis.memory / timebins)
     memory: MemoryEvents = field(default_factory=MemoryEvents)
     memory_attributed: bool = True
@@ -824,6 +837,8 @@ class _Parser:
         #: this file's CPU ops for the memory attribution, kept by the C reader (memory.OpLog; None: not kept)
         self.op_log: OpLog | None = None
         self.host_bound = _HostBound()
+        #: this file's op types while they are collected (FileData.op_types; None: not, or no longer)
+        self.op_types: OpTypesCollector | None = None
 
     def _bounded(self, name: str) -> str:
         self.long_names += 1
@@ -1004,6 +1019,15 @@ class _Parser:
         self._after_batch(r, arrays)
         return True
 
+    def before_batch(self) -> None:
+        """Before each batch (``_parse``): a file whose header does not promise op input types stops collecting
+        them once ``op_types.GIVE_UP_EVENTS`` events passed without an operator carrying them (Kineto writes CPU
+        events first)."""
+        ot = self.op_types
+        if ot is not None and not ot.promised and not ot.n_ops and self.fd.events >= op_types.GIVE_UP_EVENTS:
+            ot.give_up()
+            self.op_types = None
+
     def _after_batch(self, r: tuple[int, int, int], arrays: _BatchArrays) -> None:
         fd = self.fd
         feed = self.feed
@@ -1052,6 +1076,7 @@ class _Parser:
         ceil = math.ceil
         time_limit = MAX_TIME_US
         cpu_start = cpu_starts.append
+        ot = self.op_types
         n_launch = 0
         n_x = 0
         n_rt = 0
@@ -1103,6 +1128,8 @@ class _Parser:
                     else:
                         fd.dl_ts.append(ts)
                         fd.dl_dur.append(dur)
+                if ot is not None and e.args is not None:
+                    ot.op(e.args)
             elif kind == K_RUNTIME:
                 n_rt += 1
                 name = e.name
@@ -1179,6 +1206,8 @@ class _Parser:
                 g_corr(corr)
                 g_bytes(nbytes)
                 g_occ(occ)
+                if ot is not None and op_kind == OP_KERNEL:
+                    ot.kernel(a, nid, dur)
             elif kind in (K_ANNOT, K_GPU_ANNOT):
                 name = e.name
                 if len(name) > max_name:
@@ -1308,7 +1337,7 @@ def _event_stream(
 ) -> tuple[EventStream, _LongStrings]:
     """A file's events in batches (decompressed within ``max_decompressed``, each value within ``max_event``), with
     strings too long for an event cut before the JSON splitter sees them (the filter's output goes to this stream
-    only): what the main pass and the op-types read both read through."""
+    only)."""
     long_strings = _LongStrings()
     stream = EventStream(
         long_strings.filter(iter_chunks(fh, max_decompressed=max_decompressed, progress=progress)),
@@ -1317,24 +1346,6 @@ def _event_stream(
     )
     long_strings.resolve = stream.unparsed
     return stream, long_strings
-
-
-def read_op_types(fd: FileData, wanted: set[str]) -> op_types.OpTypes | None:
-    """The second pass of :mod:`profstack.analysis.op_types` over the file ``fd`` was parsed from: the op input
-    classes of the kernels named in ``wanted``. None where the file cannot be read again (the first pass has said
-    what was wrong with it) or was not read from a source."""
-    src = fd.source
-    if src is None or not wanted:
-        return None
-    max_decompressed, max_event = fd.max_bytes
-    try:
-        with src.open() as fh:
-            stream, _ = _event_stream(fh, max_decompressed=max_decompressed, max_event=max_event)
-            promised = fd.meta.get("record_shapes") in (1, True)
-            give_up = None if promised else op_types.GIVE_UP_EVENTS
-            return op_types.read(stream.batches(), wanted, bounded_name, give_up_after=give_up)
-    except (TraceError, OSError, MemoryError):
-        return None
 
 
 def parse_source(
@@ -1412,6 +1423,16 @@ def _op_log(meta: dict[str, Any]) -> OpLog | None:
     return OpLog() if wanted and hasattr(native.ACCEL, "decode_consume") else None
 
 
+def _op_types(meta: dict[str, Any], symbols: SymbolTable, opts: AnalysisOptions) -> OpTypesCollector | None:
+    """The op-types collector of a file (profstack.analysis.op_types), unless the option is off or the header says
+    record_shapes was."""
+    if not opts.op_types or meta.get("record_shapes") in (0, False):
+        return None
+    from profstack.analysis.analyzers.kernels import follows  # (the analyzers import this module)
+
+    return OpTypesCollector(symbols.names, follows, promised=meta.get("record_shapes") in (1, True))
+
+
 def _parse(
     src: TraceSource,
     symbols: SymbolTable,
@@ -1423,7 +1444,6 @@ def _parse(
     bounded: bool,
 ) -> FileData:
     fd = FileData(name=src.name, size_bytes=src.size_hint)
-    fd.source, fd.max_bytes = src, (max_decompressed_bytes, max_event_bytes)
     guessed = rank_from_name(src.name)
     if guessed is not None:
         fd.rank = guessed
@@ -1441,9 +1461,11 @@ def _parse(
             taken = declined = 0  # the C reader's batches in this file
             header_read = False
             for batch in stream.batches():
-                if not header_read:  # the keys before traceEvents are in stream.meta: log the ops?
+                if not header_read:  # the keys before traceEvents are in stream.meta: log the ops? op types?
                     header_read = True
                     parser.op_log = _op_log(stream.meta)
+                    fd.op_types = parser.op_types = _op_types(stream.meta, symbols, opts)
+                parser.before_batch()
                 if isinstance(batch, memoryview):
                     # a file the reader keeps declining (escaped names, say) goes to msgspec without a try first
                     if declined <= READER_GIVE_UP + 4 * taken:
@@ -1452,7 +1474,9 @@ def _parse(
                             continue
                         declined += 1
                     try:
-                        events = _LIST_DECODER.decode(batch)
+                        # from a copy: the op types' msgspec.Raw fields hold the bytes they were decoded from, and
+                        # would hold the stream's buffer (an exception unwinding with them could not release it)
+                        events = _LIST_DECODER.decode(bytes(batch))
                     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
                         stream.reject()  # read again event by event (decode_one), which names what is wrong
                         continue
@@ -1586,6 +1610,9 @@ def _parse(
     if stream is not None and stream.had_bom:
         fd.notices.append(TraceError("file starts with a UTF-8 byte-order mark; ignored", source=src.name))
     log, parser.op_log = parser.op_log, None
+    parser.op_types = None
+    if fd.op_types is not None:
+        fd.op_types.finish()  # the kernels still waiting for their operator, settled
     if bounded:  # the GPU side first: its join's pending launches are freed before the memory attribution
         try:
             fd.gpu = feed.finish(selection_now(feed.join.count))

@@ -677,6 +677,10 @@ def trim_timeline(
     return report
 
 
+Item = tuple[float, float, int, bytes, Any]  # (start, end, sequence, raw event, tier) of a buffered X event
+Track = tuple[Any, Any, int]  # (pid, tid, group)
+
+
 def _write(
     source: TraceSource,
     sink: BinaryIO,
@@ -688,133 +692,183 @@ def _write(
     max_decompressed: int,
     max_event: int,
 ) -> None:
-    rank = report.rank
-    meta, threads = scan.meta, scan.threads
-    dist = meta.get("distributedInfo")
-    info: dict[str, Any] = {"rank": rank}
-    if isinstance(dist, dict):
-        info.update({k: v for k, v in dist.items() if k != "rank"})
-    # json.dumps writes '"rank": N' (with the space HTA's regex needs), and on the file's second line
-    sink.write(b'{\n  "distributedInfo": ' + json.dumps(info, allow_nan=False).encode() + b",\n")
-    for key in _KEEP_META:
-        if meta.get(key) is not None:
-            sink.write(b'  "' + key.encode() + b'": ' + _ENC.encode(meta[key]) + b",\n")
-    sink.write(b'  "traceEvents": [\n')
-    w = _Writer(sink, plan.budget)
-    for pid in sorted(unnamed_pids, key=str):
-        w.raw(
-            _ENC.encode({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"rank {rank}"}}),
-            timed=False,
-        )
-    in_cut = [0] * len(TIERS)
-    buffers: dict[tuple[Any, Any, int], list[tuple[float, float, int, bytes, Any]]] = {}
-    lanes: dict[tuple[Any, Any, int], _Lanes] = {}
-    new_tracks: dict[tuple[Any, Any], str] = {}
-    seq = 0
-    n_meta = 0
-    sibling: dict[tuple[Any, Any, int, int], Any] = {}  # (pid, tid, group, lane) -> the sibling track's tid
-    next_tid = {pid: t + 1 for pid, t in scan.max_tid.items()}
+    """The output file, section by section (``_Timeline``): the header, the processes' names, the events in the
+    window (metadata, then timed events within the cap, X events laid out per track), the overlap tracks' names,
+    the footer."""
+    out = _Timeline(sink, plan, scan, report)
+    out.header(scan.meta)
+    out.process_names(unnamed_pids)
+    partial = [False]
+    out.events(_events(source, max_decompressed, max_event, partial))
+    out.flush_tracks()
+    out.thread_names()
+    report.truncated_input = report.truncated_input or partial[0]
+    out.footer()
 
-    def lane_tid(pid: Any, tid: Any, group: int, k: int) -> Any:
-        """A tid no event of the trace uses (integer tids: above the pid's largest), one per (track, lane)."""
-        key = (pid, tid, group, k)
-        new = sibling.get(key)
-        if new is None:
-            if isinstance(tid, int) and not isinstance(tid, bool):
-                new = next_tid.get(pid, 1)
-                next_tid[pid] = new + 1
-            else:
-                new = f"{tid} lane {group * _MAX_LANES + k}"
-            sibling[key] = new
-        return new
 
-    kept, dropped = report.kept, report.dropped
+class _Timeline:
+    """The writer of one trimmed timeline: its sections in file order, and the per-track layout of X events
+    (a bounded reorder heap per track, then ``_Lanes``; an event that does not nest goes to a sibling track)."""
 
-    def emit(item: tuple[float, float, int, bytes, Any], track: tuple[Any, Any, int]) -> None:
+    def __init__(self, sink: BinaryIO, plan: _Plan, scan: _Scan, report: TrimReport) -> None:
+        self.sink, self.plan, self.report = sink, plan, report
+        self.rank = report.rank
+        self.threads = scan.threads
+        self.w = _Writer(sink, plan.budget)
+        self.in_cut = [0] * len(TIERS)  # events of each tier taken from its cut bin so far
+        self.buffers: dict[Track, list[Item]] = {}
+        self.lanes: dict[Track, _Lanes] = {}
+        self.new_tracks: dict[tuple[Any, Any], str] = {}  # (pid, sibling tid) -> its thread_name
+        self.sibling: dict[tuple[Any, Any, int, int], Any] = {}  # (pid, tid, group, lane) -> the sibling's tid
+        self.next_tid = {pid: t + 1 for pid, t in scan.max_tid.items()}
+        self.seq = 0
+        self.n_meta = 0
+
+    # ---- sections ----
+
+    def header(self, meta: dict[str, Any]) -> None:
+        """``distributedInfo`` first (json.dumps writes '"rank": N' with the space HTA's regex needs, on the file's
+        second line), the metadata kept, and the opening of ``traceEvents``."""
+        dist = meta.get("distributedInfo")
+        info: dict[str, Any] = {"rank": self.rank}
+        if isinstance(dist, dict):
+            info.update({k: v for k, v in dist.items() if k != "rank"})
+        sink = self.sink
+        sink.write(b'{\n  "distributedInfo": ' + json.dumps(info, allow_nan=False).encode() + b",\n")
+        for key in _KEEP_META:
+            if meta.get(key) is not None:
+                sink.write(b'  "' + key.encode() + b'": ' + _ENC.encode(meta[key]) + b",\n")
+        sink.write(b'  "traceEvents": [\n')
+
+    def process_names(self, unnamed_pids: set[Any]) -> None:
+        """``rank N`` for the processes the trace does not name."""
+        for pid in sorted(unnamed_pids, key=str):
+            name = {"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"rank {self.rank}"}}
+            self.w.raw(_ENC.encode(name), timed=False)
+
+    def events(self, events: Iterator[tuple[bytes, _TrimEvent | None, EventStream]]) -> None:
+        """Every event of the trace in file order: metadata as it is (processes named with their rank), the
+        window's other events within the cap, X events through their track's reorder heap."""
+        plan, report = self.plan, self.report
+        kept, dropped = report.kept, report.dropped
+        window, keep_corr, budget = plan.window, plan.keep_corr, plan.budget
+        cut_bin, cut_take, in_cut = plan.cut_bin, plan.cut_take, self.in_cut
+        buffers, w, emit, seq = self.buffers, self.w, self._emit, self.seq
+        for raw, ev, _ in events:
+            if not raw:
+                break
+            if ev is None:
+                continue
+            if ev.ph == "M":
+                self._metadata(raw, ev)
+                continue
+            ok, tier = _candidate(ev, window, keep_corr)
+            if not ok:
+                continue
+            ts = float(ev.ts)  # type: ignore[arg-type]
+            if budget is not None:  # the cap: the tier's bins before its cut bin, the first ones of the cut bin
+                b = plan.bin_of(ts)
+                cb = cut_bin[tier]
+                if b > cb or (b == cb and in_cut[tier] >= cut_take[tier]):
+                    dropped[TIERS[tier]] += 1
+                    continue
+                if b == cb:
+                    in_cut[tier] += 1
+            if ev.ph != "X":
+                if w.raw(raw, timed=True):
+                    kept[TIERS[tier]] += 1
+                else:
+                    dropped[TIERS[tier]] += 1
+                continue
+            track = (ev.pid, ev.tid, _group(ev))
+            buf = buffers.get(track)
+            if buf is None:
+                buf = buffers[track] = []
+            seq += 1
+            heapq.heappush(buf, (ts, -(ts + max(ev.dur, 0.0)), seq, raw, tier))
+            if len(buf) > _REORDER:
+                ts0, neg_end, s0, raw0, tier0 = heapq.heappop(buf)
+                emit((ts0, -neg_end, s0, raw0, tier0), track)
+        self.seq = seq
+
+    def flush_tracks(self) -> None:
+        """The X events still held back, track by track in start order."""
+        for track, buf in self.buffers.items():
+            while buf:
+                ts0, neg_end, s0, raw0, tier0 = heapq.heappop(buf)
+                self._emit((ts0, -neg_end, s0, raw0, tier0), track)
+
+    def thread_names(self) -> None:
+        """A ``thread_name`` for each sibling track made for overlaps and Python functions."""
+        for (pid, tid), name in self.new_tracks.items():
+            meta = {"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}
+            self.w.raw(_ENC.encode(meta), timed=False)
+
+    def footer(self) -> None:
+        """The end of ``traceEvents`` and the ``"profstack"`` key: what was kept and dropped (``TrimReport``)."""
+        report = self.report
+        report.written = self.w.written
+        self.sink.write(b"\n  ],\n")
+        self.sink.write(b'  "profstack": ' + _ENC.encode({"timeline": report.as_dict()}) + b"\n}\n")
+
+    # ---- events ----
+
+    def _metadata(self, raw: bytes, ev: _TrimEvent) -> None:
+        """A metadata event as it is (``process_name`` prefixed with the rank), up to ``_MAX_META`` of them."""
+        self.n_meta += 1
+        if self.n_meta > _MAX_META:
+            return
+        data = raw
+        if ev.name == "process_name" and ev.args is not None and ev.args.name is not None:
+            try:
+                obj = _ANY.decode(raw)
+                obj["args"]["name"] = f"rank {self.rank} · {ev.args.name}"
+                data = _ENC.encode(obj)
+            except (msgspec.DecodeError, TypeError, KeyError):
+                pass
+        self.w.raw(data, timed=False)
+
+    def _emit(self, item: Item, track: Track) -> None:
+        """One X event, laid out on its track's lanes: lane 0 keeps the thread's tid, a later lane (or a Python
+        function) gets a sibling track's."""
         ts, end, _, raw, tier = item
-        lay = lanes.get(track)
+        report = self.report
+        lay = self.lanes.get(track)
         if lay is None:
-            lay = lanes[track] = _Lanes()
+            lay = self.lanes[track] = _Lanes()
         k = lay.place(ts, end)
         python = track[2] == _PYTHON_GROUP  # Python functions get their own track next to the thread's
         if k > 0 or (python and k == 0):
             try:
                 obj = _ANY.decode(raw)
-                obj["tid"] = lane_tid(track[0], track[1], track[2], k)
+                obj["tid"] = self._lane_tid(track[0], track[1], track[2], k)
                 raw = _ENC.encode(obj)
-                thread = threads.get((track[0], track[1]), track[1])
+                thread = self.threads.get((track[0], track[1]), track[1])
                 what = ("python" + (f" overlap {k}" if k else "")) if python else f"overlap {k}"
-                new_tracks.setdefault((track[0], obj["tid"]), f"{thread} ({what})")
+                self.new_tracks.setdefault((track[0], obj["tid"]), f"{thread} ({what})")
                 if k:
                     report.moved_to_overlap_tracks += 1
             except (msgspec.DecodeError, TypeError):
                 report.unresolved_overlaps += 1
         elif k < 0:
             report.unresolved_overlaps += 1
-        if w.raw(raw, timed=True):
-            kept[TIERS[tier]] += 1
+        if self.w.raw(raw, timed=True):
+            report.kept[TIERS[tier]] += 1
         else:
-            dropped[TIERS[tier]] += 1
+            report.dropped[TIERS[tier]] += 1
 
-    partial = [False]
-    for raw, ev, _ in _events(source, max_decompressed, max_event, partial):
-        if not raw:
-            break
-        if ev is None:
-            continue
-        if ev.ph == "M":
-            n_meta += 1
-            if n_meta > _MAX_META:
-                continue
-            data = raw
-            if ev.name == "process_name" and ev.args is not None and ev.args.name is not None:
-                try:
-                    obj = _ANY.decode(raw)
-                    obj["args"]["name"] = f"rank {rank} · {ev.args.name}"
-                    data = _ENC.encode(obj)
-                except (msgspec.DecodeError, TypeError, KeyError):
-                    pass
-            w.raw(data, timed=False)
-            continue
-        ok, tier = _candidate(ev, plan.window, plan.keep_corr)
-        if not ok:
-            continue
-        ts = float(ev.ts)  # type: ignore[arg-type]
-        if plan.budget is not None:
-            b = plan.bin_of(ts)
-            cb = plan.cut_bin[tier]
-            if b > cb or (b == cb and in_cut[tier] >= plan.cut_take[tier]):
-                dropped[TIERS[tier]] += 1
-                continue
-            if b == cb:
-                in_cut[tier] += 1
-        if ev.ph != "X":
-            if w.raw(raw, timed=True):
-                kept[TIERS[tier]] += 1
+    def _lane_tid(self, pid: Any, tid: Any, group: int, k: int) -> Any:
+        """A tid no event of the trace uses (integer tids: above the pid's largest), one per (track, lane)."""
+        key = (pid, tid, group, k)
+        new = self.sibling.get(key)
+        if new is None:
+            if isinstance(tid, int) and not isinstance(tid, bool):
+                new = self.next_tid.get(pid, 1)
+                self.next_tid[pid] = new + 1
             else:
-                dropped[TIERS[tier]] += 1
-            continue
-        track = (ev.pid, ev.tid, _group(ev))
-        buf = buffers.get(track)
-        if buf is None:
-            buf = buffers[track] = []
-        seq += 1
-        heapq.heappush(buf, (ts, -(ts + max(ev.dur, 0.0)), seq, raw, tier))
-        if len(buf) > _REORDER:
-            ts0, neg_end, s0, raw0, tier0 = heapq.heappop(buf)
-            emit((ts0, -neg_end, s0, raw0, tier0), track)
-    for track, buf in buffers.items():
-        while buf:
-            ts0, neg_end, s0, raw0, tier0 = heapq.heappop(buf)
-            emit((ts0, -neg_end, s0, raw0, tier0), track)
-    for (pid, tid), name in new_tracks.items():
-        w.raw(
-            _ENC.encode({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}), timed=False
-        )
-    report.truncated_input = report.truncated_input or partial[0]
-    report.written = w.written
-    sink.write(b"\n  ],\n")
-    sink.write(b'  "profstack": ' + _ENC.encode({"timeline": report.as_dict()}) + b"\n}\n")
+                new = f"{tid} lane {group * _MAX_LANES + k}"
+            self.sibling[key] = new
+        return new
 
 
 def trim_trace(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 from profstack.analysis import classify, op_types
@@ -84,8 +85,8 @@ class ComputeKernels:
 def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
     """(names, their time, all math time) of the rank's computation kernels (conversions aside) whose names carry
     no argument types: those whose precision the launching ops' input types can tell (profstack.analysis.op_types).
-    Only where the name says nothing or only a kernel family's default (``_ops_can_tell``): the read is not paid
-    for what it cannot change."""
+    Only where the name says nothing or only a kernel family's default (``follows``: the kernels the main pass
+    collected the op types of)."""
     acc, names = v.acc, v.names
     out: set[str] = set()
     untyped = total = 0.0
@@ -96,10 +97,17 @@ def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
         if classify.is_conversion(name):
             continue
         total += st[1]
-        if _ops_can_tell(name):
+        if follows(name):  # the kernels whose ops the main pass followed (op_types.Collector)
             out.add(name)
             untyped += st[1]
     return out, untyped, total
+
+
+@lru_cache(maxsize=65536)  # asked once per name and file by the main pass, and per rank
+def follows(name: str) -> bool:
+    """Whether the main pass follows the operators of kernels of this name (``op_types.Collector``): those whose
+    names ``untyped_computation`` may return, a computation kernel, not a conversion, that ``_ops_can_tell``."""
+    return classify.type_index(name) == COMP_IDX and not classify.is_conversion(name) and _ops_can_tell(name)
 
 
 def _ops_can_tell(name: str) -> bool:

@@ -1,5 +1,6 @@
 #include "common.h"
 #include "consumer.h"
+#include "reader.h"
 
 /* ---- _Parser._consume_events (profstack/analysis/parse.py): decoded events into columns and aggregates ---- */
 
@@ -62,8 +63,8 @@ static void abuf_free(ABuf *b) {
     memset(b, 0, sizeof(*b));
 }
 /* the slot offsets of the msgspec structs parse.Event and parse.Args (member descriptors) */
-static PyObject *EventT = NULL, *ArgsT = NULL;
-static Py_ssize_t o_ph, o_cat, o_name, o_ts, o_dur, o_args, o_corr, o_stream, o_bytes, o_occ, o_dev;
+static PyObject *EventT = NULL, *ArgsT = NULL, *RawT = NULL, *ExtOfText = NULL;
+static Py_ssize_t o_ph, o_cat, o_name, o_ts, o_dur, o_args, o_corr, o_stream, o_bytes, o_occ, o_dev, o_ext, o_ext2, o_types;
 static int slot_offset(PyObject *type, const char *name, Py_ssize_t *off) {
     PyObject *d = PyDict_GetItemString(((PyTypeObject *)type)->tp_dict, name); /* borrowed */
     if (d == NULL || !Py_IS_TYPE(d, &PyMemberDescr_Type)) return -1;
@@ -77,22 +78,40 @@ static int struct_init(void) { /* 0 ok, 1 unsupported (layout not as expected), 
     PyObject *parse = PyImport_ImportModule("profstack.analysis.parse");
     if (parse == NULL) return -1;
     PyObject *ev = PyObject_GetAttrString(parse, "Event"), *ar = PyObject_GetAttrString(parse, "Args");
+    PyObject *no_raw = PyObject_GetAttrString(parse, "NO_RAW");
     Py_DECREF(parse);
-    if (ev == NULL || ar == NULL || !PyType_Check(ev) || !PyType_Check(ar)) {
+    if (ev == NULL || ar == NULL || no_raw == NULL || !PyType_Check(ev) || !PyType_Check(ar)) {
         Py_XDECREF(ev);
         Py_XDECREF(ar);
+        Py_XDECREF(no_raw);
         return -1;
     }
+    PyObject *raw_t = Py_NewRef((PyObject *)Py_TYPE(no_raw)); /* msgspec.Raw: the op types' fields */
+    Py_DECREF(no_raw);
     if (slot_offset(ev, "ph", &o_ph) || slot_offset(ev, "cat", &o_cat) || slot_offset(ev, "name", &o_name) ||
         slot_offset(ev, "ts", &o_ts) || slot_offset(ev, "dur", &o_dur) || slot_offset(ev, "args", &o_args) ||
         slot_offset(ar, "correlation", &o_corr) || slot_offset(ar, "stream", &o_stream) ||
-        slot_offset(ar, "bytes", &o_bytes) || slot_offset(ar, "occupancy", &o_occ) || slot_offset(ar, "device", &o_dev)) {
+        slot_offset(ar, "bytes", &o_bytes) || slot_offset(ar, "occupancy", &o_occ) || slot_offset(ar, "device", &o_dev) ||
+        slot_offset(ar, "external_id", &o_ext) || slot_offset(ar, "external_id_2021", &o_ext2) ||
+        slot_offset(ar, "input_types", &o_types)) {
         Py_DECREF(ev);
         Py_DECREF(ar);
+        Py_DECREF(raw_t);
         return 1;
+    }
+    PyObject *otm = PyImport_ImportModule("profstack.analysis.op_types");
+    PyObject *eot = otm == NULL ? NULL : PyObject_GetAttrString(otm, "ext_of_text");
+    Py_XDECREF(otm);
+    if (eot == NULL) {
+        Py_DECREF(ev);
+        Py_DECREF(ar);
+        Py_DECREF(raw_t);
+        return -1;
     }
     EventT = ev;
     ArgsT = ar;
+    RawT = raw_t;
+    ExtOfText = eot;
     return 0;
 }
 #define FLD(o, off) (*(PyObject **)((char *)(o) + (off)))
@@ -174,7 +193,8 @@ static int stream_id(PyObject *parser, PyObject *st, long long *out) {
     return rr;
 }
 enum { NB_OPS = 9, B_LCORR = 9, B_LTS, B_LDUR, B_CPU, B_DLTS, B_DLDUR, B_SNAME, B_STS, B_SDUR, B_ANAME, B_AGPU, B_ATS,
-       B_ADUR, B_GSTS, B_GSDUR, B_MTS, B_MTID, B_MDEV, B_MBYTES, B_MALLOC, B_MRES, B_MOP, B_LOGTS, B_LOGDUR, B_LOGNAME, B_LOGTID, NBUF };
+       B_ADUR, B_GSTS, B_GSDUR, B_MTS, B_MTID, B_MDEV, B_MBYTES, B_MALLOC, B_MRES, B_MOP, B_LOGTS, B_LOGDUR, B_LOGNAME, B_LOGTID,
+       B_PEXT, B_PNID, B_PDUR, NBUF };
 /* the event a Python helper takes (new reference): the Event itself, or the one parse._ONE_DECODER decodes from
    the event's own bytes (the batch decoded as list[Event] holds exactly that Event) */
 static PyObject *rec_event(const Rec *r, PyObject *one_decoder) {
@@ -270,6 +290,153 @@ static int log_op(PyObject *op_log, PyObject *name_ids, PyObject *tid_ids, PyObj
         return -1;
     return 0;
 }
+/* ---- op_types.Collector's op and kernel (profstack/analysis/op_types.py), for the loop below ---- */
+/* "Input type" texts -> class codes, for one collector at a time (tc_owner, a strong reference): the collector's
+   types_code is called for a text not held here, so its own cache sees each text first where Python's loop shows
+   it. Bounded (slots, probes, key length): beyond, the call is made each time. Emptied by reader_reset. */
+#define TC_SLOTS 2048
+#define TC_PROBES 8
+#define TC_MAX_KEY 1024
+typedef struct {
+    uint64_t h;
+    char *p;
+    Py_ssize_t n;
+    long long code;
+} TCEnt;
+static TCEnt tc[TC_SLOTS];
+static size_t tc_used = 0;
+static PyObject *tc_owner = NULL;
+void types_cache_reset(void) {
+    for (size_t i = 0; i < TC_SLOTS; i++) PyMem_Free(tc[i].p);
+    memset(tc, 0, sizeof(tc));
+    tc_used = 0;
+    Py_CLEAR(tc_owner);
+}
+static uint64_t tc_hash(const char *p, Py_ssize_t n) { /* FNV-1a; colliding texts cost a call each, no more */
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ull;
+    return h;
+}
+/* collector.types_code(text), through the cache: 0 ok (*code), -1 error */
+static int types_code(PyObject *ot, const char *p, Py_ssize_t n, long long *code) {
+    if (ot != tc_owner) {
+        types_cache_reset();
+        tc_owner = Py_NewRef(ot);
+    }
+    uint64_t h = tc_hash(p, n);
+    size_t i = (size_t)h & (TC_SLOTS - 1);
+    TCEnt *slot = NULL;
+    for (int k = 0; k < TC_PROBES; k++, i = (i + 1) & (TC_SLOTS - 1)) {
+        TCEnt *e = &tc[i];
+        if (e->p == NULL) {
+            slot = e;
+            break;
+        }
+        if (e->h == h && e->n == n && memcmp(e->p, p, (size_t)n) == 0) {
+            *code = e->code;
+            return 0;
+        }
+    }
+    PyObject *b = PyBytes_FromStringAndSize(p, n);
+    PyObject *v = b == NULL ? NULL : PyObject_CallMethod(ot, "types_code", "O", b);
+    Py_XDECREF(b);
+    if (v == NULL) return -1;
+    int bad = int64_of(v, code);
+    Py_DECREF(v);
+    if (bad) return -1;
+    if (slot != NULL && n <= TC_MAX_KEY && tc_used < TC_SLOTS / 2) {
+        char *copy = PyMem_Malloc(n > 0 ? (size_t)n : 1);
+        if (copy != NULL) {
+            memcpy(copy, p, (size_t)n);
+            slot->h = h;
+            slot->p = copy;
+            slot->n = n;
+            slot->code = *code;
+            tc_used++;
+        }
+    }
+    return 0;
+}
+/* op_types.external_id: "External id", else (absent or null) "external id": 1 with *ext, 0 none */
+static int rec_ext(const Rec *r, long long *ext) {
+    if (!r->has_args) return 0;
+    if (r->ext_t == 1) {
+        *ext = r->ext;
+        return 1;
+    }
+    if (r->ext_t == 0 && r->ext2_t == 1) {
+        *ext = r->ext2;
+        return 1;
+    }
+    return 0;
+}
+/* Collector._code: the class code of the operator of External id ext (1, *code), or none remembered (0); -1 error */
+static int ot_code(PyObject *dense, PyObject *ops, long long ext, long long *code) {
+    if (ext >= 0 && ext < PyByteArray_GET_SIZE(dense)) {
+        unsigned char got = (unsigned char)PyByteArray_AS_STRING(dense)[ext];
+        *code = (long long)got - 2;
+        return got != 0;
+    }
+    PyObject *ko = PyLong_FromLongLong(ext);
+    if (ko == NULL) return -1;
+    PyObject *co = PyDict_GetItemWithError(ops, ko); /* borrowed */
+    Py_DECREF(ko);
+    if (co == NULL) return PyErr_Occurred() ? -1 : 0;
+    return int64_of(co, code) < 0 ? -1 : 1;
+}
+/* Collector.op's store (the bound checked by the caller): 1 a new operator, 0 one replaced, -1 error */
+static int ot_store(PyObject *dense, PyObject *ops, long long dense_ids, long long ext, long long code) {
+    if (ext >= 0 && ext < dense_ids) {
+        Py_ssize_t len = PyByteArray_GET_SIZE(dense);
+        if (ext >= len) { /* dense.extend(bytes(ext + 1 - len)) */
+            if (PyByteArray_Resize(dense, (Py_ssize_t)ext + 1) < 0) return -1;
+            memset(PyByteArray_AS_STRING(dense) + len, 0, (size_t)(ext + 1 - len));
+        }
+        char *d = PyByteArray_AS_STRING(dense);
+        int fresh = d[ext] == 0;
+        d[ext] = (char)(code + 2);
+        return fresh;
+    }
+    PyObject *ko = PyLong_FromLongLong(ext), *co = PyLong_FromLongLong(code);
+    int in = (ko == NULL || co == NULL) ? -1 : PyDict_Contains(ops, ko);
+    int rc = in < 0 ? -1 : PyDict_SetItem(ops, ko, co);
+    Py_XDECREF(ko);
+    Py_XDECREF(co);
+    return rc < 0 ? -1 : !in;
+}
+/* Collector._add: by_key[nid * 8 + code] += [1, max(dur, 0.0)] (a new cell [0, 0.0] first) */
+static int ot_add(PyObject *by_key, long long nid, long long code, double dur) {
+    PyObject *key = PyLong_FromLongLong(nid * 8 + code);
+    if (key == NULL) return -1;
+    PyObject *cell = PyDict_GetItemWithError(by_key, key); /* borrowed */
+    if (cell == NULL) {
+        if (PyErr_Occurred()) {
+            Py_DECREF(key);
+            return -1;
+        }
+        PyObject *z = PyLong_FromLong(0), *zf = PyFloat_FromDouble(0.0);
+        cell = (z && zf) ? PyList_New(2) : NULL;
+        if (cell != NULL) {
+            PyList_SET_ITEM(cell, 0, z);
+            PyList_SET_ITEM(cell, 1, zf);
+        } else {
+            Py_XDECREF(z);
+            Py_XDECREF(zf);
+        }
+        int rc = cell == NULL ? -1 : PyDict_SetItem(by_key, key, cell);
+        Py_XDECREF(cell); /* the dict holds it */
+        if (rc < 0) {
+            Py_DECREF(key);
+            return -1;
+        }
+    }
+    Py_DECREF(key);
+    if (!PyList_CheckExact(cell) || PyList_GET_SIZE(cell) < 2) {
+        PyErr_SetString(PyExc_TypeError, "an op_types cell is not [kernels, us]");
+        return -1;
+    }
+    return add_long(cell, 0, 1) < 0 || add_double(cell, 1, 0.0 > dur ? 0.0 : dur) < 0 ? -1 : 0;
+}
 /* The loop of _consume_events over n records. count_events: also fd.events += n first (decode_consume, whose
    caller has not counted them). Returns (launches, X events, runtime calls), NotImplemented (nothing changed)
    or NULL. */
@@ -281,6 +448,12 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     PyObject *memory = NULL, *mem_tids = NULL;
     /* parser.op_log (memory.OpLog) while it is kept: the reader's timed CPU ops, for memory.attribute_log */
     PyObject *op_log = NULL, *log_name_ids = NULL, *log_tid_ids = NULL, *log_tids = NULL;
+    /* parser.op_types (op_types.Collector) while it collects: its operators, cells and follow flags */
+    PyObject *ot = NULL, *ot_ops = NULL, *ot_dense = NULL, *ot_by_key = NULL, *ot_follow = NULL;
+    long long ot_max_ops = 0, ot_max_pending = 0, ot_invalid = 0, ot_yes = 0, ot_unknown = 0, ot_dense_ids = 0;
+    long long ot_n_ops = 0; /* its n_ops, kept here and written back */
+    long long ot_without = 0, ot_dropped = 0, ot_added = 0; /* its kernels_without_op, ops_dropped, n_ops: added at the end */
+    Py_ssize_t pend_len = 0;
     Py_ssize_t log_len = 0, log_max = 0;
     int log_on = 0, log_full = 0;
     struct {
@@ -420,6 +593,35 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
         const char *lf[] = {"d", "d", "i", "i"};
         const Py_ssize_t ls[] = {8, 8, 4, 4};
         int r = abufs_init(&buf[B_LOGTS], op_log, 4, ln, lf, ls, &log_len);
+        if (r < 0) goto error;
+        if (r) goto decline;
+    }
+    if ((ot = PyObject_GetAttrString(parser, "op_types")) == NULL) goto error;
+    if (ot == Py_None) {
+        Py_CLEAR(ot);
+    } else {
+        PyObject *otm = PyImport_ImportModule("profstack.analysis.op_types");
+        if (otm == NULL) goto error;
+        int bad_o = 0;
+        ot_invalid = const_ll(otm, "INVALID", &bad_o);
+        ot_yes = const_ll(otm, "FOLLOW_YES", &bad_o);
+        ot_unknown = const_ll(otm, "FOLLOW_UNKNOWN", &bad_o);
+        ot_dense_ids = const_ll(otm, "DENSE_IDS", &bad_o);
+        Py_DECREF(otm);
+        ot_n_ops = const_ll(ot, "n_ops", &bad_o);
+        ot_max_ops = const_ll(ot, "max_ops", &bad_o);
+        ot_max_pending = const_ll(ot, "max_pending", &bad_o);
+        if (bad_o) goto error;
+        if ((ot_ops = PyObject_GetAttrString(ot, "ops")) == NULL || (ot_by_key = PyObject_GetAttrString(ot, "by_key")) == NULL ||
+            (ot_follow = PyObject_GetAttrString(ot, "follow")) == NULL || (ot_dense = PyObject_GetAttrString(ot, "dense")) == NULL)
+            goto error;
+        if (!PyDict_CheckExact(ot_ops) || !PyDict_CheckExact(ot_by_key) || !PyByteArray_CheckExact(ot_follow) ||
+            !PyByteArray_CheckExact(ot_dense) || ot_dense_ids < 0 || ot_dense_ids > PY_SSIZE_T_MAX / 2)
+            goto decline;
+        const char *pn[] = {"pending_ext", "pending_nid", "pending_dur"};
+        const char *pf[] = {"q", "i", "d"};
+        const Py_ssize_t ps[] = {8, 4, 8};
+        int r = abufs_init(&buf[B_PEXT], ot, 3, pn, pf, ps, &pend_len);
         if (r < 0) goto error;
         if (r) goto decline;
     }
@@ -579,6 +781,19 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
             Py_DECREF(rec);
             Py_XDECREF(bname);
             if (bad2) goto error;
+            long long ext, code;
+            if (ot != NULL && r->has_args && r->types_p != NULL && rec_ext(r, &ext)) { /* Collector.op */
+                if (types_code(ot, r->types_p, r->types_n, &code) < 0) goto error;
+                if (code != ot_invalid) {
+                    if (ot_n_ops + ot_added >= ot_max_ops) {
+                        ot_dropped += 1;
+                    } else {
+                        int fresh = ot_store(ot_dense, ot_ops, ot_dense_ids, ext, code);
+                        if (fresh < 0) goto error;
+                        ot_added += fresh;
+                    }
+                }
+            }
         } else if (kind == 2) { /* K_RUNTIME */
             n_rt += 1;
             PyObject *rbname;
@@ -735,6 +950,39 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
             if (abuf_push(&buf[5], &st32) < 0 || abuf_push(&buf[6], &corr) < 0 || abuf_push(&buf[7], &nbytes) < 0 ||
                 abuf_push(&buf[8], &occ32) < 0)
                 goto error;
+            if (ot != NULL && kind == 3) { /* Collector.kernel */
+                long long flag = nid < PyByteArray_GET_SIZE(ot_follow) ? PyByteArray_AS_STRING(ot_follow)[nid] : ot_unknown;
+                if (flag == ot_unknown) {
+                    PyObject *fv = PyObject_CallMethod(ot, "new_name", "L", nid);
+                    if (fv == NULL) goto error;
+                    int bad3 = int64_of(fv, &flag);
+                    Py_DECREF(fv);
+                    if (bad3) goto error;
+                }
+                long long ext;
+                if (flag != ot_yes) {
+                    /* not followed */
+                } else if (!rec_ext(r, &ext)) {
+                    ot_without += 1;
+                } else {
+                    long long code;
+                    int found = ot_code(ot_dense, ot_ops, ext, &code);
+                    if (found < 0) goto error;
+                    if (!found) {
+                        if (pend_len + buf[B_PEXT].n < ot_max_pending) {
+                            if (abuf_push(&buf[B_PEXT], &ext) < 0 || abuf_push(&buf[B_PNID], &nid32) < 0 ||
+                                abuf_push(&buf[B_PDUR], &dur) < 0)
+                                goto error;
+                        } else {
+                            ot_without += 1;
+                        }
+                    } else if (code < 0) {
+                        ot_without += 1;
+                    } else if (ot_add(ot_by_key, nid, code, dur) < 0) {
+                        goto error;
+                    }
+                }
+            }
         } else if (kind == 6 || kind == 7) { /* annotations on CPU and GPU */
             PyObject *bname;
             if (bound_name(parser, name, MAX_NAME, &bname) < 0) goto error;
@@ -827,6 +1075,9 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
         add_attr_long(fd, "n_memset", n_memset) < 0 || add_attr_long(fd, "flow_starts", flow_s) < 0 ||
         add_attr_long(fd, "flow_finishes", flow_f) < 0 || add_attr_long(fd, "args_loose", args_loose) < 0)
         goto error_written;
+    if (ot != NULL && (add_attr_long(ot, "kernels_without_op", ot_without) < 0 ||
+                       add_attr_long(ot, "ops_dropped", ot_dropped) < 0 || add_attr_long(ot, "n_ops", ot_added) < 0))
+        goto error_written;
     result = Py_BuildValue("(LLL)", n_launch, n_x, n_rt);
     goto done;
 
@@ -853,6 +1104,12 @@ error:
             add_attr_long(fd, "flow_starts", flow_s);
             add_attr_long(fd, "flow_finishes", flow_f);
             add_attr_long(fd, "args_loose", args_loose);
+            PyErr_Clear();
+        }
+        if (ot != NULL) {
+            add_attr_long(ot, "kernels_without_op", ot_without);
+            add_attr_long(ot, "ops_dropped", ot_dropped);
+            add_attr_long(ot, "n_ops", ot_added);
             PyErr_Clear();
         }
         if (memory != NULL) {
@@ -891,7 +1148,50 @@ done:
     Py_XDECREF(log_name_ids);
     Py_XDECREF(log_tid_ids);
     Py_XDECREF(log_tids);
+    Py_XDECREF(ot);
+    Py_XDECREF(ot_ops);
+    Py_XDECREF(ot_dense);
+    Py_XDECREF(ot_by_key);
+    Py_XDECREF(ot_follow);
     return result;
+}
+/* a msgspec.Raw's JSON text (borrowed from the Raw, which the event holds): 0 ok (*n 0: the empty default), 1 not
+   a Raw */
+static int raw_text(PyObject *o, const char **p, Py_ssize_t *n) {
+    if ((PyObject *)Py_TYPE(o) != RawT) return 1;
+    Py_buffer v;
+    if (PyObject_GetBuffer(o, &v, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return 1;
+    }
+    *p = v.buf;
+    *n = v.len;
+    PyBuffer_Release(&v); /* a Raw's bytes do not move while it lives */
+    return 0;
+}
+/* an External id's text as the reader reads it (rd_ext), else (escapes, numbers it does not convert) as
+   op_types.ext_of_text reads it: 0 ok, 1 decline (not a Raw), -1 error */
+static int raw_ext(PyObject *o, signed char *t, long long *out) {
+    const char *p;
+    Py_ssize_t n;
+    if (raw_text(o, &p, &n)) return 1;
+    *t = 0;
+    if (n == 0) return 0;
+    Rd rd;
+    memset(&rd, 0, sizeof(rd));
+    rd.p = (const unsigned char *)p;
+    rd.end = rd.p + n;
+    if (rd_ext(&rd, t, out) == 0 && rd.p == rd.end) return 0;
+    PyObject *v = PyObject_CallFunction(ExtOfText, "y#", p, n);
+    if (v == NULL) return -1;
+    *t = 2;
+    int rc = 0;
+    if (v != Py_None) {
+        rc = int64_of(v, out) < 0 ? -1 : 0;
+        *t = 1;
+    }
+    Py_DECREF(v);
+    return rc;
 }
 /* consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): the loop over a list of parse.Event */
 PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -928,7 +1228,13 @@ PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssize_t nar
         if ((PyObject *)Py_TYPE(a) != ArgsT) goto decline;
         PyObject *c = FLD(a, o_corr), *st = FLD(a, o_stream), *b = FLD(a, o_bytes), *oc = FLD(a, o_occ),
                  *dv = FLD(a, o_dev);
-        if (!c || !st || !b || !oc || !dv) goto decline;
+        PyObject *xa = FLD(a, o_ext), *xb = FLD(a, o_ext2), *ty = FLD(a, o_types);
+        if (!c || !st || !b || !oc || !dv || !xa || !xb || !ty) goto decline;
+        int re = raw_ext(xa, &r->ext_t, &r->ext);
+        if (re == 0) re = raw_ext(xb, &r->ext2_t, &r->ext2);
+        if (re < 0) goto error;
+        if (re > 0 || raw_text(ty, &r->types_p, &r->types_n)) goto decline;
+        if (r->types_n == 0) r->types_p = NULL;
         if ((c != Py_None && !PyLong_CheckExact(c)) || (st != Py_None && !PyLong_CheckExact(st) && !PyUnicode_CheckExact(st)) ||
             (b != Py_None && !PyLong_CheckExact(b) && !PyFloat_CheckExact(b)) || (oc != Py_None && !PyFloat_CheckExact(oc)) ||
             (dv != Py_None && !PyLong_CheckExact(dv)))

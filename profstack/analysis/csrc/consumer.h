@@ -30,9 +30,17 @@ typedef struct {
     double tid_f;
     const char *tid_s;
     Py_ssize_t tid_n;
+    /* what op_types.Collector reads (with has_args): args' External id and 2021's external id (0 absent or null, 1
+       an integer by loose_int's rule in ext / ext2, 2 anything else) and "Input type"'s JSON text (NULL: absent) */
+    signed char ext_t, ext2_t;
+    long long ext, ext2;
+    const char *types_p;
+    Py_ssize_t types_n;
 } Rec;
 PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject *const *arrays,
                               int count_events);
 PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
+/* empty the cache of "Input type" texts (reader_reset, at the end of each file) */
+void types_cache_reset(void);
 
 #endif /* PROFSTACK_CONSUMER_H */

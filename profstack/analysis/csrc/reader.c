@@ -311,7 +311,20 @@ static int num_double(const NumTok *t, double *out) {
         int s = 56 + bitlen64(d) - bitlen64(t->m);
         if (s < 0) s = 0;
         unsigned __int128 num = (unsigned __int128)t->m << s;
-        unsigned __int128 q = num / d, r = num % d;
+        unsigned __int128 q, r;
+        if ((num >> 64) == 0 && k <= 4) {
+            /* the same quotient and remainder by a constant divisor, which the compiler turns into a multiply:
+               Kineto's timestamps (16 digits of µs and 3 of ns, 19 digits) all take this branch */
+            uint64_t n = (uint64_t)num;
+            switch (k) {
+            case 1: q = n / 5u, r = n % 5u; break;
+            case 2: q = n / 25u, r = n % 25u; break;
+            case 3: q = n / 125u, r = n % 125u; break;
+            default: q = n / 625u, r = n % 625u; break;
+            }
+        } else {
+            q = num / d, r = num % d;
+        }
         if (q >> 64) return 1;
         v = round_scaled((uint64_t)q, r != 0, -s - k);
     }
@@ -448,6 +461,44 @@ static int rd_loose_int(Rd *rd, Rec *r, long long lo, long long hi, long long *o
     r->loose = 1;
     return 0;
 }
+/* An External id (parse.Args keeps its JSON text; op_types reads it by loose_int's rule): *t 0 null, 1 an integer
+   (*out), 2 anything else (text or a float that is not one, true, false, an array, an object). 0 ok, 1 decline: a
+   string with escapes or non-ASCII bytes, a number it cannot convert exactly (Python reads those). */
+int rd_ext(Rd *rd, signed char *t, long long *out) {
+    if (rd->p >= rd->end) return 1;
+    unsigned char c = *rd->p;
+    if (c == '"') {
+        const unsigned char *s;
+        Py_ssize_t n;
+        int f;
+        if (rd_str(rd, &s, &n, &f) || f) return 1;
+        *t = loose_digits(s, n, LLONG_MIN, LLONG_MAX, out) ? 2 : 1;
+        return 0;
+    }
+    if (c == 'n') {
+        *t = 0;
+        return rd_lit(rd, "null", 4);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        NumTok tk;
+        if (rd_num(rd, &tk) || tk.big) return 1;
+        if (tk.is_int) {
+            *t = num_int(&tk, LLONG_MIN, LLONG_MAX, out) ? 2 : 1; /* beyond int64: not an integer loose_int keeps */
+            return 0;
+        }
+        double v;
+        if (num_double(&tk, &v)) return 1;
+        if (v == floor(v) && v >= -TWO63 && v < TWO63) { /* an integral float: int(v) */
+            *out = (long long)v;
+            *t = 1;
+        } else {
+            *t = 2;
+        }
+        return 0;
+    }
+    *t = 2;
+    return rd_skip(rd, 2);
+}
 /* a kept string (ph, cat, name, a string stream): 0 ok, 1 decline, -1 error */
 static int rd_kept_str(Rd *rd, PyObject **out, Memo *memo) {
     const unsigned char *s;
@@ -491,6 +542,8 @@ static int loose_stream(const Rec *r) {
 static int rd_args(Rd *rd, Rec *r) {
     r->has_args = 1;
     r->has_corr = r->has_occ = r->has_dev = r->dev_ovf = r->stream_t = r->bytes_t = r->mem_set = 0;
+    r->ext_t = r->ext2_t = 0;
+    r->types_p = NULL;
     r->stream_o = NULL;
     if (rd_enter(rd, '}')) return 0;
     for (;;) {
@@ -544,6 +597,13 @@ static int rd_args(Rd *rd, Rec *r) {
                     r->bytes_t = 2;
                 }
             }
+        } else if (kn == 11 && k[1] == 'x' && (memcmp(k, "External id", 11) == 0 || memcmp(k, "external id", 11) == 0)) {
+            if (k[0] == 'E' ? rd_ext(rd, &r->ext_t, &r->ext) : rd_ext(rd, &r->ext2_t, &r->ext2)) return 1;
+        } else if (kn == 10 && memcmp(k, "Input type", 10) == 0) { /* kept as JSON text, as msgspec.Raw keeps it */
+            const unsigned char *v = rd->p;
+            if (rd_skip(rd, 2)) return 1;
+            r->types_p = (const char *)v;
+            r->types_n = rd->p - v;
         } else if (key_is(k, kn, "est. achieved occupancy %")) {
             if (rd_double_or_null(rd, &r->has_occ, &r->occ)) return 1;
         } else if ((mf = mem_field(k, kn)) >= 0) { /* I64 | None, the device type and id I32 | None */
@@ -597,6 +657,8 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
                 if (rd_lit(rd, "null", 4)) return 1;
                 r->has_args = 0;
                 r->has_corr = r->has_occ = r->has_dev = r->stream_t = r->bytes_t = r->mem_set = 0;
+                r->ext_t = r->ext2_t = 0;
+                r->types_p = NULL;
                 r->stream_o = NULL;
             } else if (*rd->p != '{') {
                 return 1;
@@ -636,6 +698,9 @@ static int rd_event(Rd *rd, Rec *r, PyObject *empty) {
     /* a loose event is read again by msgspec as _LooseEvent, its args as plain JSON values, which refuses a float
        beyond double's range (1e999) that the strict decode skips: declined whenever it skipped any fraction */
     if (r->loose && rd->fractions != fractions) return 1;
+    /* and its "Input type" is encoded again from the decoded value (parse.loose_args): op_types.Collector's cache of
+       type lists is keyed by that text, which the reader does not have */
+    if (r->loose && r->has_args && r->types_p != NULL) return 1;
     r->len = (const char *)rd->p - r->src;
     return 0;
 }
@@ -663,7 +728,10 @@ static int rd_event_one(Rd *rd, void *rec, void *empty, int *keep) {
 PyObject *reader_reset(PyObject *module, PyObject *unused) {
     (void)module;
     (void)unused;
-    if (!reader_busy) sc_free(&file_cache);
+    if (!reader_busy) {
+        sc_free(&file_cache);
+        types_cache_reset();
+    }
     Py_RETURN_NONE;
 }
 /* decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): what consume_events returns (launches, X events,

@@ -51,6 +51,7 @@ int rd_skip(Rd *rd, int depth);
 int key_is(const unsigned char *s, Py_ssize_t n, const char *lit);
 int rd_double(Rd *rd, double *out);
 int rd_double_or_null(Rd *rd, signed char *set, double *out);
+int rd_ext(Rd *rd, signed char *t, long long *out);
 /* A batch (one JSON array of objects, the whole buffer) read one element at a time: one(rd, rec, ctx, &keep)
    reads the object at rd->p into the next record of *recs (item size bytes, grown as needed: *n used of *cap),
    which is kept where it sets keep (1 before the call). 0 ok, 1 decline, -1 error (*recs stays the caller's to

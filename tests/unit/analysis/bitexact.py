@@ -32,6 +32,8 @@ def _leaf(x: object) -> str | None:
         return f"str {x!r}"
     if t is bytes:  # a source's data (FileData.source): its length and digest
         return f"bytes {len(x)} {hashlib.sha256(x).hexdigest()}"  # type: ignore[arg-type]
+    if t is bytearray:  # op_types.Collector.follow: a flag per name id
+        return f"bytearray {bytes(x).hex()}"  # type: ignore[arg-type]
     if t is complex:
         return f"complex {_leaf(x.real)} {_leaf(x.imag)}"  # type: ignore[attr-defined]
     if t is range:

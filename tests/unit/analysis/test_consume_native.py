@@ -23,11 +23,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, engine, native, parse
+from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, engine, native, op_types, parse
+from profstack.analysis.analyzers.kernels import follows
 from profstack.analysis.errors import StepWindowError
 from profstack.analysis.gpu import (
     HTA_LAUNCH_CALLS,
@@ -88,6 +90,12 @@ class Knobs:
     max_devices: int | None = None
     max_streams: int | None = None  # parse.MAX_STREAMS (what _stream_of reads)
     max_unknown: int | None = None
+    op_types: bool = True  # a collector of op types on the parser (op_types.Collector), as _parse attaches one
+    promised: bool = False  # its header promised record_shapes
+    max_ops: int | None = None  # op_types.MAX_OPS / MAX_PENDING / GIVE_UP_EVENTS
+    max_pending: int | None = None
+    give_up: int | None = None
+    dense_ids: int | None = None  # op_types.DENSE_IDS
 
     def patch(self, mp: pytest.MonkeyPatch) -> None:
         for attr, v in (
@@ -100,6 +108,14 @@ class Knobs:
         ):
             if v is not None:
                 mp.setattr(parse, attr, v)
+        for attr, v in (
+            ("MAX_OPS", self.max_ops),
+            ("MAX_PENDING", self.max_pending),
+            ("GIVE_UP_EVENTS", self.give_up),
+            ("DENSE_IDS", self.dense_ids),
+        ):
+            if v is not None:
+                mp.setattr(op_types, attr, v)
 
     def options(self) -> AnalysisOptions:
         return AnalysisOptions(
@@ -132,7 +148,10 @@ def make_parser(knobs: Knobs) -> parse._Parser:
         clip_delays=opts.clip_launch_delay,
     )
     fd.gpu_feed = feed
-    return parse._Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
+    parser = parse._Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
+    if knobs.op_types:
+        fd.op_types = parser.op_types = op_types.Collector(symbols.names, follows, promised=knobs.promised)
+    return parser
 
 
 def _decline(*_a: Any) -> Any:
@@ -220,6 +239,7 @@ def run_batches(
         parser = make_parser(knobs)
         for k, batch in enumerate(batches):
             try:
+                parser.before_batch()  # as _parse does
                 parser.consume(list(batch) if not isinstance(batch, list) else batch)
             except Exception as exc:
                 out.raised = f"{type(exc).__name__}: {exc}"
@@ -449,6 +469,8 @@ NAMES = [
     "cudaGraphLaunch",
     "cuLaunchKernel_" + LONG,
     "INVALID",
+    "triton_poi_fused_add_mul_0",  # op types: followed kernels (their names say nothing of their precision)
+    "ampere_bf16_s16816gemm_bf16_128x64",  # not followed (a type word)
 ]
 TS = [
     0.0,
@@ -511,6 +533,16 @@ OCCS = [None, 0.0, 50.0, 100.0, 33.3, -0.0, -1.0, 100.5, 1e9, NAN, INF]
 DEVICES = [None, 0, 0, 1, 2, 3, 5, 7, 63, 64, 100, -1, 2**40, 2**70]
 TIDS = [None, 1, 2, "stream 3", 1.5]
 MEM_INTS = [None, 0, 512, -512, 2**40]
+R = msgspec.Raw
+# op types (op_types.Collector): External ids and "Input type" lists as JSON text (parse.Args keeps msgspec.Raw;
+# b"": absent), of every JSON type and beyond what loose_int reads
+EXT_TEXTS = [b"", b"", b"1", b"2", b"3", b"3", b"null", b'"3"', b'" 7 "', b"2.0", b"2.5", b"-0", b"true", b"[3]",
+             b'{"a": 1}', b"9223372036854775807", b"9223372036854775808", b"-9223372036854775808", b"1e18", b'"x"',
+             b"99999999999999999999", b"1e999", b'"\\u0033"', b"3.0e0"]  # fmt: skip
+TYPE_TEXTS = [b"", b"", b'["c10::BFloat16", "c10::BFloat16", "", "Scalar"]', b'["float"]', b'["float","float"]',
+              b'["long int"]', b'["signed char", "int"]', b"[]", b"null", b'["float", 1]', b'"float"', b'["c10::Half"]',
+              b'[ "c10::Half" , "float" ]', b'["c10::Float8_e4m3fn", "float"]', b'[["float"]]', b'{"a": "float"}',
+              b'["c10::BFloat\\u0031\\u0036"]']  # fmt: skip
 
 
 def _args_strategy(extreme: bool) -> st.SearchStrategy[parse.Args | None]:
@@ -529,6 +561,9 @@ def _args_strategy(extreme: bool) -> st.SearchStrategy[parse.Args | None]:
             mem_reserved=st.sampled_from(MEM_INTS),
             mem_device_type=st.sampled_from([None, 0, 1, 6]),
             mem_device_id=st.sampled_from([None, 0, 1, -1]),
+            external_id=st.sampled_from(EXT_TEXTS).map(R),
+            external_id_2021=st.sampled_from(EXT_TEXTS[:8]).map(R),
+            input_types=st.sampled_from(TYPE_TEXTS).map(R),
         ),
     )
 
@@ -602,7 +637,9 @@ def json_event(draw: st.DrawFn) -> dict[str, Any]:
             ("Total Reserved", [4096]),
             ("Device Type", [0, 1]),
             ("Device Id", [0, -1]),
-            ("External id", [3]),  # not decoded
+            ("External id", [1, 2, 3, 3, "3", 2.0, None, True, [3], 2**63]),
+            ("external id", [1, 3, "7"]),
+            ("Input type", [["c10::BFloat16", "Scalar"], ["float"], ["long int"], [], ["float", 1], "float", None]),
         ):
             if draw(st.integers(0, 2)) == 0:
                 args[key] = draw(st.sampled_from(pool))
@@ -687,6 +724,12 @@ knobs_strategy = st.builds(
     max_devices=st.sampled_from([None, 2]),
     max_streams=st.sampled_from([None, 2]),
     max_unknown=st.sampled_from([None, 1]),
+    op_types=st.sampled_from([True, True, False]),
+    promised=st.booleans(),
+    max_ops=st.sampled_from([None, 2]),
+    max_pending=st.sampled_from([None, 1]),
+    give_up=st.sampled_from([None, 3]),
+    dense_ids=st.sampled_from([None, 2]),
 )
 
 
@@ -721,7 +764,89 @@ def test_c_matches_python_on_generated_batches(batches: list[list[parse.Event]],
     assert set(c.declined) <= odd, f"C declined batches {c.declined} of {c.calls}; only {sorted(odd)} may be"
     event(f"C declined: {bool(c.declined)}")
     event(f"raised: {py.raised[:60] if py.raised else 'no'}")
+    event(f"op types: an operator kept {any('.op_types.ops[' in p for p, _ in py.trace)}")
+    event(f"op types: a kernel counted {any('.op_types.by_key[' in p for p, _ in py.trace)}")
+    event(f"op types: a kernel waiting {any('.op_types.pending_ext[' in p for p, _ in py.trace)}")
     event(f"gpu ops handed over: {any(p.endswith('.gpu_feed.handed') and v != 'int 0' for p, v in py.trace)}")
+
+
+# op types (op_types.Collector): operators with input types and the kernels they launched, in either order
+FOLLOWED = ["triton_poi_fused_add_mul_0", "volta_sgemm_128x64_nn", "ünïcödé_kernel"]
+OP_TYPE_KERNELS = [*FOLLOWED, "ampere_bf16_s16816gemm_bf16_128x64", "ncclKernel_AllReduce_RING_LL_Sum_float"]
+OP_EXTS = [b"1", b"2", b"3", b"3", b'"2"', b"3.0", b"", b"null", b"true", b"1e999", b'"\\u0031"']
+
+
+@st.composite
+def operators_and_kernels(draw: st.DrawFn) -> list[parse.Event]:
+    out: list[parse.Event] = []
+    t = draw(st.sampled_from([0.0, 100.0]))
+    for _ in range(draw(st.integers(1, 30))):
+        t += 1.0
+        ext = R(draw(st.sampled_from(OP_EXTS)))
+        if draw(st.booleans()):
+            cat = draw(st.sampled_from(["cpu_op", "cpu_op", "Operator"]))
+            types = R(draw(st.sampled_from(TYPE_TEXTS)))
+            out.append(E(ph="X", cat=cat, name="aten::mm", ts=t, dur=1.0, args=A(external_id=ext, input_types=types)))
+        else:
+            cat = draw(st.sampled_from(["kernel", "kernel", "Kernel", "mtia_ccp_events", "gpu_memcpy"]))
+            args = draw(
+                st.sampled_from([None, A(stream=7, correlation=1, external_id=ext), A(stream=7, external_id_2021=ext)])
+            )
+            dur = draw(st.sampled_from([0.0, 1.5, 2.0, -0.0]))
+            out.append(E(ph="X", cat=cat, name=draw(st.sampled_from(OP_TYPE_KERNELS)), ts=t, dur=dur, args=args))
+    return out
+
+
+op_type_knobs = st.builds(
+    Knobs,
+    bounded=st.sampled_from([True, False]),
+    promised=st.booleans(),
+    max_ops=st.sampled_from([None, None, 2]),
+    max_pending=st.sampled_from([None, None, 1]),
+    give_up=st.sampled_from([None, 3, 20]),
+    names_per_file=st.sampled_from([None, 2]),
+    dense_ids=st.sampled_from([None, None, 2, 0]),
+)
+
+
+@needs_c
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(operators_and_kernels(), min_size=1, max_size=4), knobs=op_type_knobs)
+def test_c_matches_python_on_operators_and_the_kernels_they_launched(
+    batches: list[list[parse.Event]], knobs: Knobs
+) -> None:
+    # GIVEN operators with input types (of every shape) and kernels carrying their External id (of every JSON
+    # type), followed or not, before or after their operator, with the op-types bounds sometimes shrunk
+    # WHEN consumed with the C loop and with the Python loop
+    py, c = compare(batches, knobs, C_MODULE)
+    # THEN the same state, the collector's included (compare), and C declined nothing
+    assert not c.declined
+    event(f"op types: a kernel counted {any('.op_types.by_key[' in p for p, _ in py.trace)}")
+    event(f"op types: a kernel waiting {any('.op_types.pending_ext[' in p for p, _ in py.trace)}")
+    event(f"op types: gave up {('batch0.fd.op_types.gave_up', 'bool True') in py.trace}")
+
+
+@needs_c
+def test_an_operators_kernels_are_counted_by_its_class_in_both_loops() -> None:
+    # GIVEN a bf16 operator, a kernel it launched after it, and one written before its float operator
+    k = "triton_poi_fused_add_mul_0"
+    bf16, fp32 = R(TYPE_TEXTS[2]), R(TYPE_TEXTS[3])
+    batch = [
+        E(ph="X", cat="cpu_op", name="aten::mm", ts=1.0, dur=1.0, args=A(external_id=R(b"5"), input_types=bf16)),
+        E(ph="X", cat="kernel", name=k, ts=2.0, dur=3.0, args=A(stream=7, external_id=R(b"5"))),
+        E(ph="X", cat="kernel", name=k, ts=3.0, dur=4.0, args=A(stream=7, external_id=R(b'"6"'))),
+        E(ph="X", cat="cpu_op", name="aten::mm", ts=4.0, dur=1.0, args=A(external_id=R(b"6"), input_types=fp32)),
+    ]
+    for accel in (None, C_MODULE):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(native, "ACCEL", accel)
+            parser = make_parser(Knobs())
+            parser.consume(batch)
+            ot = parser.op_types
+            assert ot is not None
+            ot.finish()
+            # THEN each is counted under its operator's class: bf16 then (settled at the end) fp32
+            assert ot.result({k}).by_name == {k: {"bf16": [1, 3.0], "fp32": [1, 4.0]}}
 
 
 @needs_c

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, op_types
-from profstack.analysis.parse import bounded_name
+from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, native, op_types, parse
+from profstack.analysis.loose import loose_int
 from profstack.analysis.precision import ORDER
 
 BF16, HALF, FLOAT, LONG = "c10::BFloat16", "c10::Half", "float", "long int"
@@ -141,19 +141,19 @@ def test_without_input_types_or_with_record_shapes_off_names_decide() -> None:
     assert _mix(off) == {"other": 100.0}
 
 
-def test_a_small_untyped_share_is_not_worth_a_second_read(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_small_untyped_share_does_not_use_the_op_types(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN untyped kernels under MIN_UNTYPED_SHARE of computation time
     calls: list[int] = []
-    real = op_types.read
+    real = op_types.Collector.result
 
-    def counting(*args: Any, **kwargs: Any) -> op_types.OpTypes:
+    def counting(self: op_types.Collector, wanted: set[str]) -> op_types.OpTypes:
         calls.append(1)
-        return real(*args, **kwargs)
+        return real(self, wanted)
 
-    monkeypatch.setattr(op_types, "read", counting)
+    monkeypatch.setattr(op_types.Collector, "result", counting)
     small = [(TYPED, [FLOAT], 99.0), (TRITON, [BF16], 1.0)]
     rank = _rank(_trace(small, record_shapes=1))
-    # THEN the file is read once, and the untyped kernel keeps its name's reading
+    # THEN the rank does not read what the main pass collected, and the untyped kernel keeps its name's reading
     assert calls == []
     assert _kernel_row(rank, TRITON)["precision_source"] == "none"
     _rank(_trace([(TYPED, [FLOAT], 90.0), (TRITON, [BF16], 10.0)], record_shapes=1))
@@ -164,44 +164,83 @@ def test_a_small_untyped_share_is_not_worth_a_second_read(monkeypatch: pytest.Mo
     assert calls == [1]
 
 
-# ---------------------------------------------------------------------------------------------- the reader
+class _CountingSource(BytesTraceSource):
+    opened = 0
+
+    def open(self) -> Any:
+        type(self).opened += 1
+        return super().open()
 
 
-def _batches(events: list[dict[str, Any]], size: int = 3) -> list[memoryview]:
-    return [memoryview(msgspec.json.encode(events[i : i + size])) for i in range(0, len(events), size)]
+def test_the_op_types_come_from_the_one_read_of_the_file() -> None:
+    # GIVEN a trace whose untyped kernels' precision comes from their operators (#44 item 1)
+    data = _trace([(TRITON, [BF16], 90.0), (TYPED, [FLOAT], 10.0)], record_shapes=1)
+    _CountingSource.opened = 0
+    # WHEN analysed with the op types on (the default)
+    summary = analyze([_CountingSource(data, name="t.json")], AnalysisOptions(include_last_step=True)).summary
+    # THEN the kernel's precision is its operator's, and the file was opened once (no second read)
+    assert _kernel_row(summary["ranks"][0], TRITON)["precision_source"] == "op_types"
+    assert _CountingSource.opened == 1
 
 
-def test_the_reader_gives_up_early_only_where_no_operator_has_types() -> None:
-    # GIVEN many events and no operator with input types
+# ---------------------------------------------------------------------------------------------- the collector
+
+
+def _collect(events: list[dict[str, Any]], *, batch: int = 3, promised: bool = False) -> op_types.Collector:
+    """What the main pass collects from ``events`` (in batches of ``batch`` events), with both engines: they must
+    agree (the C one where built), and the C one's result is returned."""
+    from .bitexact import first_difference, flatten
+    from .test_consume_native import C_MODULE, Knobs, make_parser
+
+    out: list[op_types.Collector] = []
+    for accel in (None, C_MODULE) if C_MODULE is not None else (None,):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(native, "ACCEL", accel)
+            parser = make_parser(Knobs(promised=promised))
+            got = parser.op_types
+            assert got is not None
+            for i in range(0, len(events), batch):
+                parser.before_batch()
+                parser.consume(parse._LIST_DECODER.decode(msgspec.json.encode(events[i : i + batch])))
+            got.finish()
+            out.append(got)
+    assert first_difference(flatten(out[0]), flatten(out[-1])) is None
+    return out[-1]
+
+
+def test_collecting_stops_early_only_where_no_operator_has_types(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN many events and no operator with input types, and a small give-up bound
+    monkeypatch.setattr(op_types, "GIVE_UP_EVENTS", 10)
     plain = [_kernel(TRITON, i, i, float(i), 1.0) for i in range(50)]
-    got = op_types.read(iter(_batches(plain)), {TRITON}, bounded_name, give_up_after=10)
-    # THEN it stops after the bound (not reading the rest of the file), having found nothing
+    # WHEN collected without the header's promise THEN it stops after the bound, having found nothing
+    got = _collect(plain)
     assert got.gave_up
-    assert not got.by_name
-    # AND where the header promised them (no bound) it reads to the end
-    assert not op_types.read(iter(_batches(plain)), {TRITON}, bounded_name, give_up_after=None).gave_up
+    assert not got.by_key
+    # AND where the header promised them it collects to the end
+    assert not _collect(plain, promised=True).gave_up
 
 
-def test_the_reader_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_collector_stays_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN more operators and waiting kernels than the bounds allow
     monkeypatch.setattr(op_types, "MAX_OPS", 5)
     monkeypatch.setattr(op_types, "MAX_PENDING", 3)
     events = [_kernel(TRITON, i, 100 + i, float(i), 1.0) for i in range(6)]  # before their ops: waiting
     events += [_op(100 + i, float(i), [BF16]) for i in range(10)]
-    got = op_types.read(iter(_batches(events)), {TRITON}, bounded_name, give_up_after=None)
+    got = _collect(events, promised=True)
     # THEN only what fits is kept, and the rest is counted, never guessed
     assert got.ops_dropped == 5
-    assert got.by_name[TRITON]["bf16"][0] == 3  # the 3 kernels that waited, all of whose ops were kept
+    assert got.result({TRITON}).by_name[TRITON]["bf16"][0] == 3  # the 3 kernels that waited, all of whose ops were kept
     assert got.kernels_without_op == 3
 
 
-def test_ill_typed_events_are_read_without_their_args() -> None:
-    # GIVEN a batch with an op whose "Input type" is not a list, beside a good op and kernel
-    events = [_op(1, 0.0, [BF16]), _kernel(TRITON, 1, 1, 5.0, 2.0)]
+def test_an_operator_with_ill_typed_input_types_is_not_remembered() -> None:
+    # GIVEN a batch with an op whose "Input type" is not a list of strings, beside a good op and kernel
+    events = [_op(1, 0.0, [BF16]), _kernel(TRITON, 1, 1, 5.0, 2.0), _kernel(TRITON, 2, 2, 6.0, 2.0)]
     bad = {"ph": "X", "cat": "cpu_op", "name": "x", "ts": 1.0, "dur": 1.0, "args": {"External id": 2, "Input type": 7}}
-    got = op_types.read(iter(_batches([*events, bad], size=3)), {TRITON}, bounded_name, give_up_after=None)
-    # THEN the good pair is still joined
-    assert got.by_name == {TRITON: {"bf16": [1, 2.0]}}
+    got = _collect([*events, bad], promised=True)
+    # THEN the good pair is joined, and the kernel of the ill-typed op counts as without one
+    assert got.result({TRITON}).by_name == {TRITON: {"bf16": [1, 2.0]}}
+    assert got.kernels_without_op == 1
 
 
 _DTYPES = [BF16, HALF, FLOAT, "double", "c10::Float8_e4m3fn", "signed char", LONG, "int", "bool", "", "Scalar"]
@@ -223,23 +262,18 @@ def test_the_narrowest_float_input_decides_and_integers_say_nothing(types: list[
         assert got is None
 
 
-@given(st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=25), st.floats(allow_nan=True), st.booleans()))
+@given(st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=25), st.floats(allow_nan=False), st.booleans()))
 @settings(max_examples=300, deadline=None)
 def test_an_external_id_of_any_json_type_is_read_or_left_unknown(raw: Any) -> None:
-    # GIVEN an External id of any JSON type (ROCm writes numbers as strings)
-    events = [{"ph": "X", "cat": "cpu_op", "name": "op", "ts": 0.0, "dur": 1.0, "args": {"External id": raw}}]
-    # WHEN read THEN never an exception: an integer id where the text or float is one, else unknown
-    got = op_types.read(iter(_batches(events)), set(), bounded_name, give_up_after=None)
-    assert got.kernels_without_op == 0
-    try:  # what the reader does with the args: a type msgspec refuses (a boolean, an integer beyond 64 bits)
-        args = msgspec.json.decode(msgspec.json.encode(events[0]["args"]), type=op_types._Args)
-    except msgspec.ValidationError:  # drops them: the event is read without its args (_decode_each)
-        assert type(raw) is bool or (type(raw) is int and not -(2**63) <= raw < 2**64)
-        return
-    ext = args.ext
-    assert ext is None or type(ext) is int
-    if type(raw) is int:
-        assert ext == raw
+    # GIVEN an External id of any JSON type (ROCm writes numbers as strings), as the parser keeps it (JSON text)
+    text = msgspec.json.encode(raw)
+    # WHEN read THEN never an exception: the integer loose_int reads from the value, else unknown
+    assert op_types.ext_of_text(text) == loose_int(raw)
+    # AND the parser's decode of an event never fails on it (the other args are read as before)
+    event = {"ph": "X", "cat": "kernel", "name": "k", "ts": 0.0, "dur": 1.0, "args": {"External id": raw, "stream": 7}}
+    decoded = parse._ONE_DECODER.decode(msgspec.json.encode(event))
+    assert decoded.args is not None
+    assert decoded.args.stream == 7
 
 
 def test_the_report_marks_precision_read_from_the_ops() -> None:
@@ -257,7 +291,7 @@ def test_the_report_marks_precision_read_from_the_ops() -> None:
     assert "100.0% of the time from the input types of the operators that launched kernels" in page
 
 
-def test_the_cli_flag_turns_the_second_read_off(tmp_path: Any) -> None:
+def test_the_cli_flag_turns_the_op_types_off(tmp_path: Any) -> None:
     from profstack.cli import main
 
     # GIVEN a trace whose untyped kernel's op says bf16

@@ -229,3 +229,25 @@ def test_an_interrupted_caller_stops_its_workers(monkeypatch: pytest.MonkeyPatch
     while multiprocessing.active_children() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert multiprocessing.active_children() == []
+
+
+def _fake_topology(tmp_path: Path, layout: dict[int, tuple[int, int]]) -> str:
+    for cpu, (pkg, core) in layout.items():
+        d = tmp_path / f"cpu{cpu}" / "topology"
+        d.mkdir(parents=True)
+        (d / "physical_package_id").write_text(f"{pkg}\n")
+        (d / "core_id").write_text(f"{core}\n")
+    return str(tmp_path)
+
+
+def test_workers_go_to_distinct_cores_before_a_cores_second_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN 2 packages of 2 cores with 2 hardware threads each, numbered sibling by sibling (0 and 1 are one core)
+    layout = {0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (0, 1), 4: (1, 0), 5: (1, 0), 6: (1, 1), 7: (1, 1)}
+    monkeypatch.setattr(parallel, "SYS_CPU", _fake_topology(tmp_path, layout))
+    # WHEN 4 workers are placed THEN one per physical core, alternating packages; the siblings come after
+    assert parallel._spread(list(range(8))) == [0, 4, 2, 6, 1, 5, 3, 7]
+    # AND where the topology cannot be read, number order
+    monkeypatch.setattr(parallel, "SYS_CPU", str(tmp_path / "missing"))
+    assert parallel._spread([3, 1, 2]) == [3, 1, 2]

@@ -76,6 +76,7 @@ def run_json(batches: Sequence[bytes], knobs: Knobs, *, reader: bool) -> Run:
         parser = make_parser(knobs)
         for k, raw in enumerate(batches):
             try:
+                parser.before_batch()  # as _parse does
                 if reader:
                     before = flatten(parser)
                     buf = bytearray(raw)  # _parse's batches are views of a bytearray
@@ -231,7 +232,26 @@ ARGS_FIELDS: dict[str, st.SearchStrategy[str]] = {
     "Total Reserved": _int_text([4096]),
     "Device Type": _int_text([0, 1, 2**31]) | LOOSE_TEXT,
     "Device Id": _int_text([0, -1, -(2**31) - 1]) | LOOSE_TEXT,
-    "External id": _int_text([3]),
+    "External id": _int_text([1, 3, 3, 2**63 - 1, 2**63, -(2**63), 2**70])
+    | st.sampled_from(["3.0", "2.5", "3e0", "1e18", "1e999", "true", "[3]", '{"a": 1}', '"x"', "-0"])
+    | LOOSE_TEXT,
+    "external id": _int_text([1, 3]) | LOOSE_TEXT,
+    "Input type": st.sampled_from(
+        [
+            '["c10::BFloat16", "c10::BFloat16", "", "Scalar"]',
+            '["float"]',
+            '[ "float" ,"c10::Half" ]',
+            '["long int"]',
+            '["signed char", "int"]',
+            "[]",
+            '["float", 1]',
+            '"float"',
+            '[["float"]]',
+            '["c10::BFloat\\u0031\\u0036"]',
+            '["\\ud800"]',
+            '["caf\u00e9"]',
+        ]
+    ),
     "grid": st.just("[1, 2, 3]"),
 }
 NAMES_TEXT = [*JSON_NAMES, "ProfilerStep#3", "ProfilerStep#4", MEMORY_EVENT, "cudaLaunchKernel", "cudaMemcpyAsync"]
@@ -253,13 +273,17 @@ def field_value(draw: st.DrawFn, good: st.SearchStrategy[str], hostile: bool) ->
 def args_text(draw: st.DrawFn, hostile: bool) -> str:
     keys = draw(st.lists(st.sampled_from(sorted(ARGS_FIELDS)), max_size=6))
     if not hostile:  # values every decoder takes (the pools' edges are for hostile batches)
-        pools = {k: ARGS_FIELDS[k] for k in ("correlation", "External id", "grid", "Total Allocated")}
+        pools = {k: ARGS_FIELDS[k] for k in ("correlation", "External id", "grid", "Total Allocated", "Input type")}
         pools.update(
             correlation=st.sampled_from(["0", "1", "7", '"5190"']),
             stream=st.sampled_from(["0", "7", "-1", "4294967295", '"0x0"']),
             bytes=st.sampled_from(["0", "64", "1.5", "-0.0", '"32768"', '" 128 "']),
             device=st.sampled_from(["0", "1", "-5"]),
             Bytes=st.sampled_from(["512", "-512"]),
+            **{
+                "External id": st.sampled_from(["1", "3", "3", '"3"', "3.0", "null"]),
+                "Input type": st.sampled_from(['["c10::BFloat16", "Scalar"]', '["float"]', '["long int"]', "[]"]),
+            },
         )
         keys = [k for k in keys if k in pools]
     else:
@@ -355,6 +379,60 @@ def test_the_reader_matches_msgspec_and_python_on_generated_json(batches: list[b
         event("the reader took a batch")
     if got.rejected_by_msgspec:
         event("msgspec rejected a batch")
+    for what, path in (("an operator kept", ".op_types.ops["), ("a kernel counted", ".op_types.by_key[")):
+        if any(path in p for p, _ in got.trace):
+            event(f"op types: {what}")
+
+
+# op types (op_types.Collector): operators with input types and the kernels they launched, in either order
+OP_KERNEL_NAMES = ["triton_poi_fused_add_mul_0", "volta_sgemm_128x64_nn", "ampere_bf16_s16816gemm_bf16_128x64"]
+#: External ids and input types the reader reads itself (every JSON type), and those it declines (escapes, numbers
+#: it does not convert, a loose event's input types), where msgspec.Raw and Python read them
+EXT_READ = st.sampled_from(["1", "2", "3"] * 4 + ['"2"', '" 3 "', "3.0", "3e0", "null", "true", "[1]", "-0", '"x"'])
+EXT_ODD = st.sampled_from(["1e999", '"\\u0031"', "99999999999999999999"])
+TYPES_READ = st.sampled_from(
+    ['["float"]', '["c10::Half", "float"]', '[ "c10::BFloat16" ,"Scalar" ]', "[]", "null", '["float", 1]', '"float"',
+     '["c10::BFloat\\u0031\\u0036"]', '["caf\u00e9"]', '[["float"]]']
+)  # fmt: skip
+TYPES_ODD = st.sampled_from(['["\\ud800"]', '["float",]'])
+
+
+@st.composite
+def operators_and_kernels_text(draw: st.DrawFn) -> bytes:
+    odd = draw(st.integers(0, 3)) == 0  # a quarter of the batches: values the reader declines
+    ext_text = EXT_READ | EXT_ODD if odd else EXT_READ
+    types_text = TYPES_READ | TYPES_ODD if odd else TYPES_READ
+    rows = []
+    for i in range(draw(st.integers(1, 20))):
+        ext_key = draw(st.sampled_from(["External id", "External id", "external id"]))
+        ext = f'"{ext_key}": {draw(ext_text)}'
+        if draw(st.booleans()):
+            cat = draw(st.sampled_from(["cpu_op", "Operator"]))
+            args = f'{ext}, "Input type": {draw(types_text)}, "Input Dims": [[2, 3], []]'
+            if odd and draw(st.integers(0, 4)) == 0:
+                args += ', "correlation": "7"'  # a loose event (numbers as text), which the reader declines
+            rows.append(f'{{"ph": "X", "cat": "{cat}", "name": "aten::mm", "ts": {i}, "dur": 1, "args": {{{args}}}}}')
+        else:
+            name = draw(st.sampled_from(OP_KERNEL_NAMES))
+            cat = draw(st.sampled_from(["kernel", "kernel", "Kernel", "gpu_memset"]))
+            dur = draw(st.sampled_from(["0", "2.5"]))
+            rows.append(
+                f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "ts": {i}, "dur": {dur},'
+                f' "args": {{"stream": 7, "correlation": {i}, {ext}}}}}'
+            )
+    return ("[" + ",\n".join(rows) + "]").encode()
+
+
+@needs_reader
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches=st.lists(operators_and_kernels_text(), min_size=1, max_size=3), knobs=knobs_strategy)
+def test_the_reader_reads_operators_and_their_kernels_as_msgspec_and_python(batches: list[bytes], knobs: Knobs) -> None:
+    # GIVEN operators with input types of every shape and kernels with External ids of every JSON type
+    # WHEN read by the C reader (msgspec where it declines) and by msgspec with the Python loop
+    got = check(batches, knobs)
+    # THEN the same state, the op-types collector's included (check)
+    event(f"the reader took a batch: {bool(got.accepted)}")
+    event(f"op types: a kernel counted {any('.op_types.by_key[' in p for p, _ in got.trace)}")
 
 
 def _plain_kineto_batch(n: int, seed: int) -> bytes:

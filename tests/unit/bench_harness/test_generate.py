@@ -45,3 +45,25 @@ def test_small_target_cuts_inside_the_first_copy(tmp_path: Path) -> None:
     # THEN a valid trace of about 2 MB comes out
     assert 2 * MB <= size < 2 * MB + 20_000
     assert len(json.loads(out.read_text())["traceEvents"]) > 1000
+
+
+def test_without_shapes_the_same_events_lose_only_the_shape_args(tmp_path: Path) -> None:
+    from bench.generate import SHAPE_KEYS, SHAPES_SOURCE
+
+    # GIVEN the record_shapes source, generated with and without the shape args, the same number of events
+    with_shapes, without = tmp_path / "with.json", tmp_path / "without.json"
+    generate(with_shapes, 2, SHAPES_SOURCE)
+    n = len(json.loads(with_shapes.read_text())["traceEvents"]) - len(load_source(SHAPES_SOURCE).metadata)
+    generate(without, 0, SHAPES_SOURCE, shapes=False, max_events=n)
+    a, b = json.loads(with_shapes.read_text()), json.loads(without.read_text())
+    # THEN the second has the same events, without any shape arg, and a header that says record_shapes was off
+    assert len(a["traceEvents"]) == len(b["traceEvents"])
+    assert (a["record_shapes"], b["record_shapes"]) == (1, 0)
+    shaped = 0
+    for x, y in zip(a["traceEvents"], b["traceEvents"], strict=True):
+        stripped = x
+        if "args" in x:
+            shaped += any(k in x["args"] for k in SHAPE_KEYS)
+            stripped = {**x, "args": {k: v for k, v in x["args"].items() if k not in SHAPE_KEYS}}
+        assert stripped == y
+    assert shaped > 100

@@ -99,3 +99,47 @@ def test_a_child_reports_its_own_peak_not_the_parents_pages_copied_at_fork(tmp_p
     assert m.peak_rss_mb is not None
     assert 5 < m.peak_rss_mb < 150
     assert m.extra["ru_maxrss_mb"] > 300
+
+
+def test_the_delivery_table_puts_every_form_beside_the_floor() -> None:
+    # GIVEN the checkout at 400 MB/s (CPU), the flag configuration at 500, the wheel at 400, the Lambda bundle at
+    # 300, the analyze command at 200 (its imports 0.7 s), the Processing command at 100 and the floor at 200
+    results = [
+        cell("profstack", 400.0),
+        cell("profstack-no-op-types", 500.0),
+        cell("profstack-wheel", 400.0),
+        cell("profstack-lambda", 300.0),
+        cell("cli", 200.0, import_seconds=0.7),
+        cell("processing", 100.0),
+        cell("msgspec", 200.0),
+    ]
+    # WHEN tabulated THEN each form's speed, its CPU ratio to the floor, and the command's imports
+    row = run.delivery_table(results).splitlines()[2]
+    speeds = "| 100 MB | .json | 400.0 | 500.0 | 400.0 | 300.0 | 200.0 | 100.0 | 200.0 |"
+    assert row == speeds + " 2.00× | 2.00× | 1.50× | 1.00× | 0.70 |"
+
+
+def test_the_record_shapes_row_compares_the_same_events_with_and_without_shapes() -> None:
+    # GIVEN ProfStack at 1.05 s with shapes and 1.00 s without (CPU), the floor at 2.0 s and 1.6 s
+    results = []
+    for tool, label, seconds in (
+        ("profstack", "shapes", 1.05),
+        ("profstack", "noshapes", 1.0),
+        ("msgspec", "shapes", 2.0),
+        ("msgspec", "noshapes", 1.6),
+    ):
+        m = cell(tool, 100 / seconds, fmt=label)
+        results.append(m)
+    # WHEN tabulated THEN the ratio of the same events with and without the shape args, and each against its floor
+    row = run.shapes_table(results).splitlines()[2]
+    assert "| 1.05× | 2.000 / 1.600 | 1.90× / 1.60× |" in row
+
+
+def test_a_delivery_form_that_imported_the_wrong_profstack_fails_its_cell() -> None:
+    # GIVEN the wheel's child reporting a profstack imported from the checkout instead of the installed wheel
+    m = run.Measurement("profstack-wheel", 100, "json", "f", 100 * MB, "failed")
+    got = run._read_result(m, {"seconds": 1.0, "profstack_file": str(run.REPO_ROOT / "profstack" / "__init__.py")})
+    # THEN the cell fails and says where it came from (a number for the wrong build is never reported)
+    assert got.status == "failed"
+    assert "not from" in got.detail
+    assert got.mb_per_s is None
