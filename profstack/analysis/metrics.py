@@ -171,7 +171,9 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
 
     # ---- GPU ops: joined to launches, in start order (streamed during the parse, or from columns) ----
     if d.gpu is None:
-        feed = d.gpu_feed if d.gpu_feed is not None else GpuFeed(names, th.as_dict(), StepFrontier(opts), bounded=False)
+        feed = d.gpu_feed
+        if feed is None:
+            feed = GpuFeed(names, th.as_dict(), StepFrontier(opts), bounded=False, hta_compat=opts.hta_compat)
         d.gpu = feed.finish(sel)
         d.gpu_feed = None
     v = rank_view(d, names, d.gpu, sel)

@@ -47,6 +47,7 @@ from profstack.analysis.gpu import (
     StreamingAbort,
     dedupe_steps,
     select,
+    start_ns,
 )
 from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
 from profstack.analysis.loose import DECIMAL as _DECIMAL
@@ -809,6 +810,7 @@ class _Parser:
         count_sync: bool = True,
     ) -> None:
         self.count_sync = count_sync
+        self.hta_compat = feed.hta_compat  # the time model of the start column (gpu.start_ns)
         self.fd = fd
         self.symbols = symbols
         self.feed = feed
@@ -1049,7 +1051,8 @@ class _Parser:
         g_bytes = ops.nbytes.append
         g_occ = ops.occ.append
         r_corr, r_ts, r_dur = l_corr.append, l_ts.append, l_dur.append
-        ceil = math.ceil
+        ceil, floor = math.ceil, math.floor
+        whole_us = self.hta_compat
         time_limit = MAX_TIME_US
         cpu_start = cpu_starts.append
         n_launch = 0
@@ -1170,7 +1173,11 @@ class _Parser:
                     fd.n_memset += 1
                 if fd.first_gpu_ts is None:
                     fd.first_gpu_ts = ts
-                g_s(ceil(ts))
+                if whole_us:  # gpu.start_ns, inlined
+                    g_s(ceil(ts) * 1000)
+                else:
+                    fl = floor(ts)
+                    g_s(fl * 1000 + round((ts - fl) * 1000.0))
                 g_ts(ts)
                 g_dur(dur)
                 g_name(nid)
@@ -1208,7 +1215,7 @@ class _Parser:
                     nid = ids_get(e.name)
                     if nid is None:
                         nid = self._new_symbol(e.name, OTHER_NAME)
-                    g_s(ceil(ts))
+                    g_s(ceil(ts) * 1000 if whole_us else start_ns(ts, False))
                     g_ts(ts)
                     g_dur(dur)
                     g_name(nid)
@@ -1400,6 +1407,7 @@ def new_parser(fd: FileData, symbols: SymbolTable, opts: AnalysisOptions, *, bou
         bounded=bounded,
         all_launch_calls=opts.launch_calls == "all",
         clip_delays=opts.clip_launch_delay,
+        hta_compat=opts.hta_compat,
     )
     fd.gpu_feed = feed
     return _Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)

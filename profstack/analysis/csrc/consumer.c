@@ -322,7 +322,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
         time_limit = PyFloat_AsDouble(v);
         Py_DECREF(v);
         if (time_limit == -1.0 && PyErr_Occurred()) goto error;
-        if (!(time_limit <= LIM53)) goto decline; /* ceil(ts) exact in int64 */
+        if (!(time_limit <= LIM53)) goto decline; /* start_ns(ts) exact in int64 (2**53 * 1000 < 2**63) */
     }
     if ((cat_kind = PyObject_GetAttrString(parse, "CAT_KIND")) == NULL) goto error;
     if ((memory_event_name = PyObject_GetAttrString(parse, "MEMORY_EVENT")) == NULL) goto error;
@@ -345,13 +345,17 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     if ((ops = PyObject_GetAttrString(feed, "ops")) == NULL) goto error;
     if ((first_gpu = PyObject_GetAttrString(fd, "first_gpu_ts")) == NULL) goto error;
     int have_first_gpu = first_gpu != Py_None;
-    int count_sync;
+    int count_sync, whole_us;
     {
         PyObject *v = PyObject_GetAttrString(parser, "count_sync");
         if (v == NULL) goto error;
         count_sync = PyObject_IsTrue(v);
         Py_DECREF(v);
         if (count_sync < 0) goto error;
+        if ((v = PyObject_GetAttrString(parser, "hta_compat")) == NULL) goto error;
+        whole_us = PyObject_IsTrue(v); /* the start column's time model (gpu.start_ns) */
+        Py_DECREF(v);
+        if (whole_us < 0) goto error;
     }
     if (!PyDict_CheckExact(cat_kind) || !PyDict_CheckExact(cpu_agg) || !PyDict_CheckExact(rt_agg) ||
         !PyDict_CheckExact(ids) || !PySet_CheckExact(devices) || !PyUnicode_CheckExact(memory_event_name))
@@ -716,7 +720,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
                 have_first_gpu = 1;
             }
             /* the columns in Python's order: an int32 overflow raises after the columns before it */
-            long long sc = (long long)ceil(ts);
+            long long sc = start_ns_small(ts, whole_us); /* |ts| < MAX_TIME_US <= 2**53: fits int64 */
             if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0) goto error;
             if (nid < INT32_MIN || nid > INT32_MAX) {
                 PyErr_SetString(PyExc_OverflowError,
@@ -787,7 +791,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
             }
             long long corr = -1, zero = 0;
             if (r->has_corr) corr = r->corr;
-            long long sc = (long long)ceil(ts);
+            long long sc = start_ns_small(ts, whole_us);
             signed char opk = (signed char)OP_SYNC;
             if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0) goto error;
             if (nid < INT32_MIN || nid > INT32_MAX) {

@@ -79,6 +79,7 @@ class Knobs:
     count_sync: bool = True
     launch_calls: str = "hta"
     include_last_step: bool = False
+    hta_compat: bool = False  # the start column's time model (gpu.start_ns)
     window: int | None = None  # GpuFeed reorder window / drain chunk / launch capacity (None: the defaults)
     chunk: int | None = None
     capacity: int | None = None
@@ -103,7 +104,10 @@ class Knobs:
 
     def options(self) -> AnalysisOptions:
         return AnalysisOptions(
-            count_sync=self.count_sync, launch_calls=self.launch_calls, include_last_step=self.include_last_step
+            count_sync=self.count_sync,
+            launch_calls=self.launch_calls,
+            include_last_step=self.include_last_step,
+            hta_compat=self.hta_compat,
         )
 
 
@@ -130,6 +134,7 @@ def make_parser(knobs: Knobs) -> parse._Parser:
         launch_capacity=knobs.capacity,
         all_launch_calls=opts.launch_calls == "all",
         clip_delays=opts.clip_launch_delay,
+        hta_compat=opts.hta_compat,
     )
     fd.gpu_feed = feed
     return parse._Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
@@ -678,6 +683,7 @@ knobs_strategy = st.builds(
     count_sync=st.booleans(),
     launch_calls=st.sampled_from(["hta", "all"]),
     include_last_step=st.booleans(),
+    hta_compat=st.booleans(),
     window=st.sampled_from([None, 2, 2, 4]),  # small: ops are handed over to the accumulator mid-file
     chunk=st.sampled_from([None, 1, 1, 3]),
     capacity=st.sampled_from([None, 8]),
@@ -1271,7 +1277,10 @@ def test_synthetic_traces_give_the_same_summary_with_c(
     sources = SYNTHETIC[name](tmp_path)
     monkeypatch.setattr(parse, "MAX_NAMES_PER_FILE", 1000)
     monkeypatch.setattr(parse, "MAX_NAME_CHARS", 64)
-    for opts in (AnalysisOptions(), AnalysisOptions(count_sync=False, launch_calls="all", include_last_step=True)):
+    for opts in (
+        AnalysisOptions(),
+        AnalysisOptions(count_sync=False, launch_calls="all", include_last_step=True, hta_compat=True),
+    ):
         # WHEN analysed with the C module and with Python
         py, c, spy = both_texts(sources, opts, buffered=mode == "buffered")
         # THEN the summary JSON is the same byte for byte, and C's consume_events ran on every batch
