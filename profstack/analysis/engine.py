@@ -219,7 +219,8 @@ def analyse_files(
         # (warning, whether it marks the entry incomplete as a plausibility failure does)
         noted: list[tuple[TraceError, bool]] = []
         raw_us, rounded_us = r.internal.gpu_op_raw_us, r.internal.gpu_op_rounded_us
-        lost = plausibility.rounding_loss(raw_us, rounded_us)
+        # only HTA's time model rounds (the exact one keeps every ns the trace wrote)
+        lost = plausibility.rounding_loss(raw_us, rounded_us) if opts.hta_compat else None
         if lost is not None:  # below the severe share: HTA's definition, understated and said so
             noted.append(
                 (RoundingLossError(lost, source=rd.label), plausibility.rounding_loss_severe(raw_us, rounded_us))

@@ -104,6 +104,7 @@ def merge_files(
             "n_kernels",
             "n_memcpy",
             "n_memset",
+            "gpu_fractional",
             "flow_starts",
             "flow_finishes",
         ):

@@ -643,6 +643,7 @@ class FileData:
     n_kernels: int = 0
     n_memcpy: int = 0
     n_memset: int = 0
+    gpu_fractional: int = 0  # GPU rows whose ts or dur has a fraction of a µs (none: a whole-µs writer)
     n_launch_records: int = 0  # runtime/driver calls that may launch GPU work and carry a correlation id
     first_gpu_ts: float | None = None
     launch_span: tuple[float, float] | None = None  # first launch start, last launch end (file clock)
@@ -1173,10 +1174,12 @@ class _Parser:
                     fd.n_memset += 1
                 if fd.first_gpu_ts is None:
                     fd.first_gpu_ts = ts
+                fl = floor(ts)
+                if ts != fl or dur != floor(dur):
+                    fd.gpu_fractional += 1
                 if whole_us:  # gpu.start_ns, inlined
                     g_s(ceil(ts) * 1000)
                 else:
-                    fl = floor(ts)
                     g_s(fl * 1000 + round((ts - fl) * 1000.0))
                 g_ts(ts)
                 g_dur(dur)

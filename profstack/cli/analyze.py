@@ -100,6 +100,12 @@ def register(subparsers: Any) -> None:
         "types of the operators that launched them (record_shapes; default: read, which can read a file twice)",
     )
     parser.add_argument(
+        "--hta-compat",
+        action="store_true",
+        help="HTA's time model: round every GPU op to whole µs (start up, end down) as HolisticTraceAnalysis does "
+        "(default: exact, at the trace's own ns resolution; docs/analysis.md says what differs)",
+    )
+    parser.add_argument(
         "--max-cycle-gap",
         type=float,
         default=1800.0,
@@ -452,6 +458,7 @@ def run(args: argparse.Namespace) -> int:
             clip_launch_delay=not args.raw_launch_delay,
             count_sync=not args.no_sync_in_breakdown,
             op_types=not args.no_op_types,
+            hta_compat=args.hta_compat,
             max_cycle_gap_s=args.max_cycle_gap,
         )
         # Never read our own outputs back (`profstack analyze . --out out`, run twice).

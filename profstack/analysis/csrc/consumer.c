@@ -296,6 +296,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     memset(buf, 0, sizeof(buf));
     int loaded = 0;
     long long no_ph = 0, begin_end = 0, n_kernels = 0, n_memcpy = 0, n_memset = 0, flow_s = 0, flow_f = 0;
+    long long n_frac = 0; /* GPU rows with a fraction of a µs in ts or dur (fd.gpu_fractional) */
     long long args_loose = 0; /* events whose int args were read by the loose rule (parse.decode_one counts them) */
     long long n_launch = 0, n_x = 0, n_rt = 0;
 
@@ -720,6 +721,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
                 have_first_gpu = 1;
             }
             /* the columns in Python's order: an int32 overflow raises after the columns before it */
+            if (ts != floor(ts) || dur != floor(dur)) n_frac += 1;
             long long sc = start_ns_small(ts, whole_us); /* |ts| < MAX_TIME_US <= 2**53: fits int64 */
             if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0) goto error;
             if (nid < INT32_MIN || nid > INT32_MAX) {
@@ -829,7 +831,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     if (add_attr_long(fd, "no_ph", no_ph) < 0 || add_attr_long(fd, "begin_end", begin_end) < 0 ||
         add_attr_long(fd, "n_kernels", n_kernels) < 0 || add_attr_long(fd, "n_memcpy", n_memcpy) < 0 ||
         add_attr_long(fd, "n_memset", n_memset) < 0 || add_attr_long(fd, "flow_starts", flow_s) < 0 ||
-        add_attr_long(fd, "flow_finishes", flow_f) < 0 || add_attr_long(fd, "args_loose", args_loose) < 0)
+        add_attr_long(fd, "flow_finishes", flow_f) < 0 || add_attr_long(fd, "args_loose", args_loose) < 0 ||
+        add_attr_long(fd, "gpu_fractional", n_frac) < 0)
         goto error_written;
     result = Py_BuildValue("(LLL)", n_launch, n_x, n_rt);
     goto done;
@@ -857,6 +860,7 @@ error:
             add_attr_long(fd, "flow_starts", flow_s);
             add_attr_long(fd, "flow_finishes", flow_f);
             add_attr_long(fd, "args_loose", args_loose);
+            add_attr_long(fd, "gpu_fractional", n_frac);
             PyErr_Clear();
         }
         if (memory != NULL) {
