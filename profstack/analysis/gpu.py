@@ -275,6 +275,7 @@ class GpuAccumulator:
         self.graphs: dict[int, list[float]] = {}
         self.graphs_untracked = 0  # graph launches beyond MAX_GRAPH_LAUNCHES
         self.graph_first_unseen = 0  # graph launches whose first op was not next to the second
+        self.launch_gaps = LaunchGaps()  # launches no GPU row answered (set by ``GpuFeed.finish``)
 
     def add(
         self,
@@ -826,11 +827,31 @@ class OpColumns:
             getattr(self, n).extend(src)
 
 
+@dataclass
+class LaunchGaps:
+    """Launch calls whose GPU row never came (``LaunchJoin.gaps``): ``kernels``, kernel (graph, MTIA function)
+    launches, each of which enqueues GPU work, so its row is missing; ``at_stop`` of them launched after the last
+    launch whose op was recorded (still queued or running when the profiler stopped: expected at the end of every
+    window); ``maybe_empty``: copies, memsets and other calls that may enqueue nothing (CUDA returns without any GPU
+    work for 0 bytes, and CUPTI writes no row), not counted as missing. Sync calls are no launches."""
+
+    kernels: int = 0
+    at_stop: int = 0
+    maybe_empty: int = 0
+
+    def merge(self, other: LaunchGaps) -> None:
+        self.kernels += other.kernels
+        self.at_stop += other.at_stop
+        self.maybe_empty += other.maybe_empty
+
+
 class LaunchJoin:
     """Launches by correlation id, and which ids already gave their launch delay (a graph feeds many ops).
 
     Bounded: above twice ``capacity`` it keeps the newest ``capacity`` and remembers the dropped ids for
     two prunes, so an op naming one of them is noticed (``StreamingAbort``) rather than left unjoined.
+    A pruned launch that no op used has no GPU row (an op after it would have aborted the streaming pass): counted
+    in ``pruned_gaps`` on the way (``gaps`` adds the launches still held at the end).
     """
 
     def __init__(self, capacity: int | None) -> None:
@@ -841,11 +862,16 @@ class LaunchJoin:
         self.pruned: set[int] = set()
         self.pruned_before: set[int] = set()
         self.unjoined: set[int] = set()  # ids of ops analysed without a launch
+        self.maybe_empty: set[int] = set()  # ids of held launch calls that may enqueue nothing (parse._KERNEL_LAUNCH)
+        self.pruned_gaps = LaunchGaps()
         self.count = 0
         self.first_ts: float | None = None
         self.last_end = -_INF
 
-    def add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
+    def add(
+        self, corrs: array[int], starts: array[float], durs: array[float], maybe_empty: array[int] | None = None
+    ) -> None:
+        """A batch's launches; ``maybe_empty[k]`` is 1 for a call that may enqueue nothing (a copy, a memset...)."""
         if not corrs:
             return
         accel = native.ACCEL
@@ -854,7 +880,36 @@ class LaunchJoin:
             self._add(corrs, starts, durs)
         elif late is not None:
             raise StreamingAbort(f"the launch of correlation {late} came after its GPU op was analysed")
+        if maybe_empty is not None and any(maybe_empty):
+            self.maybe_empty.update(itertools.compress(corrs, maybe_empty))
         self._prune()
+
+    def _unmatched(self, ids: set[int], out: LaunchGaps, at_stop_after: float) -> None:
+        """Count the launches ``ids`` (held, no op used them) into ``out``; sync calls (NaN code) are no launches."""
+        launches, maybe_empty = self.launches, self.maybe_empty
+        for c in ids:
+            z = launches[c]
+            if z.imag != z.imag:  # noqa: PLR0124 - a sync call: its cuda_sync row is optional, it launches nothing
+                continue
+            if c in maybe_empty:
+                out.maybe_empty += 1
+            elif z.real > at_stop_after:
+                out.at_stop += 1
+            else:
+                out.kernels += 1
+
+    def gaps(self) -> LaunchGaps:
+        """The launches no op used, over the whole file (after the last op was handed over)."""
+        out = LaunchGaps(self.pruned_gaps.kernels, self.pruned_gaps.at_stop, self.pruned_gaps.maybe_empty)
+        unused = self.launches.keys() - self.used
+        if unused:
+            launches = self.launches
+            # the latest launch whose op was recorded: kernel launches after it were still queued or running when
+            # the profiler stopped (only computed where a kernel launch lacks its row)
+            kernels = [c for c in unused if c not in self.maybe_empty and launches[c].imag == launches[c].imag]
+            last_used = max((launches[c].real for c in self.used if c in launches), default=-_INF) if kernels else _INF
+            self._unmatched(unused, out, last_used)
+        return out
 
     def _add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
         first = min(starts)  # the earliest launch, whatever order the file writes them in
@@ -874,8 +929,13 @@ class LaunchJoin:
             cut = len(self.launches) - self.capacity
             self.pruned_before = self.pruned
             self.pruned = set(itertools.islice(self.launches, cut))
+            unused = self.pruned - self.used
+            if unused:  # older than ``capacity`` newer launches: never at the stop
+                self._unmatched(unused, self.pruned_gaps, _INF)
             self.launches = dict(itertools.islice(self.launches.items(), cut, None))
             self.used &= self.launches.keys()
+            if self.maybe_empty:
+                self.maybe_empty &= self.launches.keys()
 
     def missing(self, corr: int) -> None:
         if corr in self.pruned or corr in self.pruned_before:
@@ -887,6 +947,8 @@ class LaunchJoin:
 
     def merge(self, other: LaunchJoin) -> None:
         self.launches.update(other.launches)
+        self.maybe_empty |= other.maybe_empty
+        self.pruned_gaps.merge(other.pruned_gaps)
         self.count += other.count
         self.last_end = max(self.last_end, other.last_end)
 
@@ -1021,6 +1083,7 @@ class GpuFeed:
         self._drain(lambda _n: final, final=True)
         self.acc.finish()
         self.acc.ops_lo, self.acc.ops_hi = self.ops_lo, self.ops_hi
+        self.acc.launch_gaps = self.join.gaps()
         return self.acc
 
     def release_join(self) -> None:

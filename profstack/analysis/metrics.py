@@ -19,7 +19,7 @@ from profstack.analysis.analyzers.launch_delay import launch_delay
 from profstack.analysis.analyzers.memory import memory
 from profstack.analysis.analyzers.memory_ops import memory_ops
 from profstack.analysis.analyzers.view import RankView, rank_view, window
-from profstack.analysis.gpu import GpuFeed, StepFrontier, dedupe_steps, select
+from profstack.analysis.gpu import GpuFeed, LaunchGaps, StepFrontier, dedupe_steps, select
 from profstack.analysis.options import AnalysisOptions, RuleThresholds
 from profstack.analysis.parse import FileData, SymbolTable, read_op_types
 from profstack.analysis.summary import RankSummary
@@ -135,6 +135,7 @@ class RankInternal:
     gpu_op_rounded_us: float = 0.0  # the same after HTA's whole-µs rounding (what every GPU total uses)
     duplicate_gpu_ops: int = 0  # analysed GPU ops that repeat the op before them on their stream
     streams_folded_ops: int = 0  # GPU ops on streams beyond gpu.MAX_STREAMS (one shared idle-breakdown row)
+    launch_gaps: LaunchGaps = field(default_factory=LaunchGaps)  # launches without a GPU row (whole files)
 
 
 @dataclass(frozen=True)
@@ -224,5 +225,6 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         gpu_op_rounded_us=float(sum(v.acc.time_by_kind)),
         duplicate_gpu_ops=v.acc.n_duplicates,
         streams_folded_ops=v.acc.n_stream_folded + sum(f.streams_folded for f in rd.files),
+        launch_gaps=v.acc.launch_gaps,
     )
     return RankAnalysis(summary, internal)

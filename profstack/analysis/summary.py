@@ -692,6 +692,24 @@ def cross_rank_section(rows: list[CrossRankRow], result: CrossRankResult, run: s
     return section
 
 
+def gpu_side_unknown(summary: Mapping[str, Any], rank: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """For a rank without GPU rows: the errors and warnings that leave its GPU side unknown (a file cut off before its
+    GPU rows, GPU activity not recorded, ...): such a rank is never "CPU-only". Empty for a rank with GPU rows, and
+    for a CPU-only one (its ``completeness.gpu_time`` complete, or a summary before schema 1.8 without it)."""
+    if rank.get("has_gpu"):
+        return []
+    section = (rank.get("completeness") or {}).get("gpu_time") or {}
+    types = set(section.get("gaps") or []) if section.get("complete") is False else set()
+    if not types:
+        return []
+    sources = {str(x) for x in rank.get("sources") or []} | {str(rank.get("label"))}
+    return [
+        e
+        for e in [*(summary.get("errors") or []), *(summary.get("warnings") or [])]
+        if isinstance(e, Mapping) and e.get("error_type") in types and str(e.get("source")) in sources
+    ]
+
+
 UNREADABLE_RULE_ID = "UnreadableTraceFiles"
 _UNREADABLE = frozenset({"failed", "partial"})
 

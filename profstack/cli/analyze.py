@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from profstack.analysis.errors import NOT_RECORDED
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
-from profstack.analysis.summary import SEVERITIES, Summary, severity_rank
+from profstack.analysis.summary import SEVERITIES, Summary, gpu_side_unknown, severity_rank
 from profstack.cli import CliError
 from profstack.cli.progress import Phase, Progress
 
@@ -348,9 +348,8 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
             for lab in run.get("ranks") or []:
                 r = by_label.get(str(lab), {})
                 idle = (r.get("temporal_breakdown") or {}).get("idle_pct") if r.get("has_gpu") else None
-                parts.append(
-                    f"rank {lab}" + (f" GPU idle {idle:.1f}%" if isinstance(idle, int | float) else " CPU-only")
-                )
+                unknown = " GPU unknown" if gpu_side_unknown(summary, r) else " CPU-only"
+                parts.append(f"rank {lab}" + (f" GPU idle {idle:.1f}%" if isinstance(idle, int | float) else unknown))
             lines.append(f"  {run.get('id')}: {run.get('label')}: " + ", ".join(parts))
         if len(runs) > 20:
             lines.append(f"  ... and {len(runs) - 20} more (see summary.json runs[])")
@@ -366,6 +365,9 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
         lines.append("GPU: used but not recorded (the trace launched GPU work and holds no GPU rows): see the warning")
     elif not gpu and gpu_unknown:
         lines.append("GPU: no GPU activity recorded, and the traces cannot tell a CPU-only run: see below")
+    elif not gpu and (cut := [e for r in ranks for e in gpu_side_unknown(summary, r)]):
+        # a file cut off before its GPU rows (or another gap that leaves the GPU side unknown): never "CPU-only"
+        lines.append(f"GPU: unknown (not a CPU-only run): {cut[0].get('message')}")
     elif not gpu:
         lines.append("GPU: no GPU activity in these traces (CPU-only)")
     else:

@@ -174,7 +174,8 @@ static int stream_id(PyObject *parser, PyObject *st, long long *out) {
     return rr;
 }
 enum { NB_OPS = 9, B_LCORR = 9, B_LTS, B_LDUR, B_CPU, B_DLTS, B_DLDUR, B_SNAME, B_STS, B_SDUR, B_ANAME, B_AGPU, B_ATS,
-       B_ADUR, B_GSTS, B_GSDUR, B_MTS, B_MTID, B_MDEV, B_MBYTES, B_MALLOC, B_MRES, B_MOP, B_LOGTS, B_LOGDUR, B_LOGNAME, B_LOGTID, NBUF };
+       B_ADUR, B_GSTS, B_GSDUR, B_MTS, B_MTID, B_MDEV, B_MBYTES, B_MALLOC, B_MRES, B_MOP, B_LOGTS, B_LOGDUR, B_LOGNAME, B_LOGTID,
+       B_LEMPTY, NBUF };
 /* the event a Python helper takes (new reference): the Event itself, or the one parse._ONE_DECODER decodes from
    the event's own bytes (the batch decoded as list[Event] holds exactly that Event) */
 static PyObject *rec_event(const Rec *r, PyObject *one_decoder) {
@@ -311,7 +312,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
                     F_STEP = const_ll(parse, "F_STEP", &bad), F_DATALOADER = const_ll(parse, "F_DATALOADER", &bad),
                     MAX_NAME = const_ll(parse, "MAX_NAME_CHARS", &bad), MAX_DEVICES = const_ll(parse, "MAX_DEVICES", &bad),
                     OP_KERNEL = const_ll(parse, "OP_KERNEL", &bad), OP_MEMCPY = const_ll(parse, "OP_MEMCPY", &bad),
-                    OP_MEMSET = const_ll(parse, "OP_MEMSET", &bad), OP_SYNC = const_ll(parse, "OP_SYNC", &bad);
+                    OP_MEMSET = const_ll(parse, "OP_MEMSET", &bad), OP_SYNC = const_ll(parse, "OP_SYNC", &bad),
+                    JOIN_MAYBE_EMPTY = const_ll(parse, "JOIN_MAYBE_EMPTY", &bad);
     if (bad) goto error;
     if (!(K_CPU == 1 && K_RUNTIME == 2 && K_KERNEL == 3 && K_MEMCPY == 4 && K_MEMSET == 5 && K_ANNOT == 6 &&
           K_GPU_ANNOT == 7 && K_GPU_SYNC == 8))
@@ -373,7 +375,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
             if (r) goto decline;
         }
         if (abuf_init(&buf[B_LCORR], arrays[0], "q", 8) || abuf_init(&buf[B_LTS], arrays[1], "d", 8) ||
-            abuf_init(&buf[B_LDUR], arrays[2], "d", 8) || abuf_init(&buf[B_CPU], arrays[3], "d", 8))
+            abuf_init(&buf[B_LDUR], arrays[2], "d", 8) || abuf_init(&buf[B_CPU], arrays[3], "d", 8) ||
+            abuf_init(&buf[B_LEMPTY], arrays[4], "b", 1))
             goto decline;
         const char *fdn[] = {"dl_ts", "dl_dur", "s_name", "s_ts", "s_dur", "a_name", "a_gpu", "a_ts", "a_dur", "gs_ts", "gs_dur"};
         const char *fdf[] = {"d", "d", "i", "d", "d", "i", "b", "d", "d", "d", "d"};
@@ -604,6 +607,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
             if (klass >= 0 && r->has_args && r->has_corr) {
                 long long c = r->corr;
                 if (abuf_push(&buf[B_LCORR], &c) < 0 || abuf_push(&buf[B_LTS], &ts) < 0) goto error;
+                signed char maybe_empty = klass >= JOIN_MAYBE_EMPTY; /* a copy, memset, ...: may enqueue nothing */
+                if (maybe_empty) klass -= JOIN_MAYBE_EMPTY;
                 double rd;
                 if (klass == 0) {
                     n_launch += 1;
@@ -617,7 +622,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
                 } else {
                     rd = NAN;
                 }
-                if (abuf_push(&buf[B_LDUR], &rd) < 0) goto error;
+                if (abuf_push(&buf[B_LDUR], &rd) < 0 || abuf_push(&buf[B_LEMPTY], &maybe_empty) < 0) goto error;
             }
             if (is_sync) {
                 if (rnid < INT32_MIN || rnid > INT32_MAX) {
@@ -901,11 +906,13 @@ done:
     Py_XDECREF(log_tids);
     return result;
 }
-/* consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): the loop over a list of parse.Event */
+/* consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty): the loop over a list of
+   parse.Event */
 PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts)");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty)");
         return NULL;
     }
     PyObject *events = args[1];
