@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -164,6 +165,20 @@ def _op_types(rd: RankData, v: RankView) -> op_types.OpTypes | None:
     return out
 
 
+def time_resolution_ns(v: RankView, *, hta_compat: bool) -> float | None:
+    """The resolution the rank's GPU times have (None without GPU ops): whole µs in HTA's time model or for a trace
+    that writes whole µs (2021 Kineto); else the spacing of doubles at its clock values, at least 1 ns (what Kineto
+    writes). torch >= 2 writes µs since ``baseTimeNanoseconds`` (~5e12: 1 ns); an absolute epoch clock (~1.7e15 µs)
+    holds starts to 0.25 µs only, though each duration keeps its ns (``gpu.end_ns``)."""
+    acc = v.acc
+    if not acc.has_union:
+        return None
+    if hta_compat or not v.d.gpu_fractional:
+        return 1000.0
+    largest = max(abs(acc.ops_lo), abs(acc.ops_hi))
+    return max(1.0, math.ulp(largest) * 1000.0) if math.isfinite(largest) else None
+
+
 def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: RuleThresholds) -> RankAnalysis:
     """Compute the rank summary (schema ``$defs/rank``): one stateless analyzer per section."""
     d = rd.data
@@ -195,6 +210,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "distributed": rank_info.distributed(v),
         "counts": rank_info.counts(v),
         "window": window(v),
+        "time_resolution_ns": time_resolution_ns(v, hta_compat=opts.hta_compat),
         "temporal_breakdown": time_breakdown.temporal_breakdown(v),
         "idle_breakdown": time_breakdown.idle_breakdown(v, th),
         "gpu_activity": time_breakdown.gpu_activity(v, sync_activity, sync["time_us"]),

@@ -20,7 +20,7 @@ from typing import Any, Literal, NotRequired, TypedDict
 
 from profstack.analysis.errors import NOT_RECORDED
 
-SUMMARY_SCHEMA_VERSION = "1.7"
+SUMMARY_SCHEMA_VERSION = "1.8"
 
 Severity = Literal["critical", "warning", "info"]
 #: The one severity order (most severe first): engine, merge, report, CLI and notifications sort by it.
@@ -413,6 +413,25 @@ class GpuAnalysis(TypedDict):
     reason: str | None
 
 
+class SectionCompleteness(TypedDict):
+    """schema 1.8: one section of a rank's results: complete, or the error types (in ``errors[]`` / ``warnings[]``)
+    that leave it incomplete. Only a gap that can move a headline number makes the run partial
+    (``profstack.analysis.completeness``)."""
+
+    complete: bool
+    gaps: list[str]
+
+
+class Completeness(TypedDict):
+    """schema 1.8: ``ranks[].completeness``, per section (``completeness.SECTIONS``)."""
+
+    gpu_time: SectionCompleteness
+    launches: SectionCompleteness
+    cpu_ops: SectionCompleteness
+    steps: SectionCompleteness
+    memory: SectionCompleteness
+
+
 class RankSummary(TypedDict):
     """``$defs/rank``: one rank (or one file of a rank whose files were analysed apart)."""
 
@@ -448,6 +467,11 @@ class RankSummary(TypedDict):
     timeline: NotRequired[ActivityTimeline | None]
     memory: NotRequired[MemorySection]
     cuda_graphs: NotRequired[CudaGraphs | None]
+    #: schema 1.8: what each section's numbers rest on (memory can be incomplete while GPU time is complete)
+    completeness: NotRequired[Completeness]
+    #: schema 1.8: the resolution of the rank's GPU times in ns (1000: whole µs, HTA's model or a whole-µs trace;
+    #: ~1: ns since baseTimeNanoseconds; 250: an absolute epoch-µs clock); None without GPU ops
+    time_resolution_ns: NotRequired[float | None]
 
 
 # ------------------------------------------------------------------------------------------ across ranks
@@ -543,6 +567,8 @@ class Options(TypedDict):
     steps_keep_unlaunched: NotRequired[bool]
     #: schema 1.7: untyped kernels' precision read from their operators' input types (op_types)
     op_types: NotRequired[bool]
+    #: schema 1.8: HTA's time model (whole µs) instead of the exact one (``time_model``)
+    hta_compat: NotRequired[bool]
 
 
 class InputEntry(TypedDict):
@@ -642,6 +668,9 @@ class Summary(TypedDict):
     inputs: list[InputEntry]
     errors: list[ErrorEntry]
     warnings: NotRequired[list[ErrorEntry]]
+    #: schema 1.8: the time model every number was computed in: "exact" (integer ns, the trace's own resolution) or
+    #: "hta" (--hta-compat: every GPU op rounded to whole µs, start up and end down, as HTA does)
+    time_model: NotRequired[Literal["exact", "hta"]]
     rank_files_merged: bool
     runs: NotRequired[list[Run]]
     ranks: list[RankSummary]
