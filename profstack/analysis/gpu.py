@@ -69,6 +69,12 @@ def end_ns(ts: float, dur: float, start: int, hta: bool) -> int:
     return math.floor(ts + dur) * 1000 if hta else start + ns_of(dur)
 
 
+def _us_column(col: array[float], base_us: float) -> array[float]:
+    """Relative ns (``col``) as µs on the host's clock: one correctly rounded division (a whole µs stays exact:
+    HTA's model gives the timeline it always gave), then the whole-µs base (C: ``us_column``)."""
+    return array("d", map(operator.add, map(operator.truediv, col, itertools.repeat(1000.0)), itertools.repeat(base_us)))
+
+
 def us_of(t_ns: float) -> float:
     """ns (an int, or a float holding an integer) as µs, correctly rounded once (exact for whole µs); infinity and
     NaN stay what they are."""
@@ -135,6 +141,17 @@ class Selection:
     last_step_dropped: bool = False
     need_launch: bool = False  # window mode: keep only ops joined to a launch (HTA), not by their own start
     hta_compat: bool = False  # the last-step rule compares ceil(launch start) with the whole-µs bounds above
+
+    def launch_selected(self, rts: float) -> bool:
+        """Whether an op launched at ``rts`` would be analysed (what ``_add_ops`` decides, by the launch)."""
+        if self.mode == "all":
+            return True
+        if self.mode == "window":
+            return self.win_lo <= rts < self.win_hi
+        if self.mode == "hta":
+            rc = math.ceil(rts) if self.hta_compat and math.isfinite(rts) else rts
+            return rc <= self.last_end if self.include_last else rc < self.last_start
+        return False
 
     @property
     def gpu_key(self) -> tuple[object, ...]:
@@ -206,7 +223,7 @@ class GpuAccumulator:
     ``stream_state``, ``graphs`` and ``parts``. ``finish`` publishes them in µs, what the analyzers read:
     ``union_us``, ``span_us``, ``gpu_lo`` / ``gpu_hi``, ``type_total``, ``time_by_kind``, ``sync_us``, and the four
     containers converted in place. Closed intervals (``closed``, float columns) are kept relative to ``base_ns``
-    (the first op's start), so that they stay exact doubles on an epoch clock."""
+    (the first op's start, down to a whole µs), so that they stay exact doubles on an epoch clock."""
 
     FLUSH_INTERVALS = 4096
 
@@ -294,7 +311,7 @@ class GpuAccumulator:
         The per-op loop runs in C (``native.ACCEL``, a transliteration of ``_add_ops``) where that module is
         built; the two leave the same state to the bit (tests/unit/analysis/test_gpu_native.py)."""
         if self.base_ns is None and len(order):
-            self.base_ns = ops.s[order[0]]
+            self.base_ns = ops.s[order[0]] // 1000 * 1000  # a whole µs: the timeline converts with one division
         accel = native.ACCEL
         r = NotImplemented if accel is None else accel.add_ops(self, ops, order, join, stop_s, settle, by_op_start)
         if r is NotImplemented:  # no C module, or it declined (an input outside its exact range) and changed nothing
@@ -652,12 +669,14 @@ class GpuAccumulator:
 
     def _add_timeline(self, sets: Sequence[intervals.Merged]) -> None:
         """Busy time per kernel type and overall (the union of the types) into ``timeline`` (µs, as the host-side
-        series: ``sets`` are ns relative to ``base_ns``, converted exactly once)."""
+        series: ``sets`` are ns relative to ``base_ns``)."""
         tl = self.timeline
-        base = self.base_ns or 0
+        base_us = float((self.base_ns or 0) // 1000)  # base_ns is a whole µs (``add``), exact as a double
 
         def us(col: array[float]) -> array[float]:
-            return array("d", [(int(x) + base) / 1000 for x in col])
+            c_us = getattr(native.ACCEL, "us_column", None)
+            out = NotImplemented if c_us is None else c_us(col, base_us)
+            return _us_column(col, base_us) if out is NotImplemented else out  # type: ignore[no-any-return]
 
         for t, m in enumerate(sets):
             if len(m):
@@ -884,12 +903,17 @@ class LaunchJoin:
             self.maybe_empty.update(itertools.compress(corrs, maybe_empty))
         self._prune()
 
-    def _unmatched(self, ids: set[int], out: LaunchGaps, at_stop_after: float) -> None:
-        """Count the launches ``ids`` (held, no op used them) into ``out``; sync calls (NaN code) are no launches."""
+    def _unmatched(
+        self, ids: set[int], out: LaunchGaps, at_stop_after: float, selected: Callable[[float], bool] | None = None
+    ) -> None:
+        """Count the launches ``ids`` (held, no op used them) into ``out``; sync calls (NaN code) are no launches, and
+        with ``selected`` only launches whose op would have been analysed count."""
         launches, maybe_empty = self.launches, self.maybe_empty
         for c in ids:
             z = launches[c]
             if z.imag != z.imag:  # noqa: PLR0124 - a sync call: its cuda_sync row is optional, it launches nothing
+                continue
+            if selected is not None and not selected(z.real):
                 continue
             if c in maybe_empty:
                 out.maybe_empty += 1
@@ -898,8 +922,9 @@ class LaunchJoin:
             else:
                 out.kernels += 1
 
-    def gaps(self) -> LaunchGaps:
-        """The launches no op used, over the whole file (after the last op was handed over)."""
+    def gaps(self, selection: Selection | None = None) -> LaunchGaps:
+        """The launches no op used, over the whole file (after the last op was handed over); with ``selection``,
+        of those held only the ones whose op it would have analysed (pruned ones all count)."""
         out = LaunchGaps(self.pruned_gaps.kernels, self.pruned_gaps.at_stop, self.pruned_gaps.maybe_empty)
         unused = self.launches.keys() - self.used
         if unused:
@@ -908,7 +933,7 @@ class LaunchJoin:
             # the profiler stopped (only computed where a kernel launch lacks its row)
             kernels = [c for c in unused if c not in self.maybe_empty and launches[c].imag == launches[c].imag]
             last_used = max((launches[c].real for c in self.used if c in launches), default=-_INF) if kernels else _INF
-            self._unmatched(unused, out, last_used)
+            self._unmatched(unused, out, last_used, None if selection is None else selection.launch_selected)
         return out
 
     def _add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
@@ -1083,7 +1108,7 @@ class GpuFeed:
         self._drain(lambda _n: final, final=True)
         self.acc.finish()
         self.acc.ops_lo, self.acc.ops_hi = self.ops_lo, self.ops_hi
-        self.acc.launch_gaps = self.join.gaps()
+        self.acc.launch_gaps = self.join.gaps(final)
         return self.acc
 
     def release_join(self) -> None:

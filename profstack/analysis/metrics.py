@@ -171,7 +171,7 @@ def time_resolution_ns(v: RankView, *, hta_compat: bool) -> float | None:
     writes). torch >= 2 writes µs since ``baseTimeNanoseconds`` (~5e12: 1 ns); an absolute epoch clock (~1.7e15 µs)
     holds starts to 0.25 µs only, though each duration keeps its ns (``gpu.end_ns``)."""
     acc = v.acc
-    if not acc.has_union:
+    if not acc.ops_lo <= acc.ops_hi:  # no GPU op (every one may have rounded away in HTA's model)
         return None
     if hta_compat or not v.d.gpu_fractional:
         return 1000.0

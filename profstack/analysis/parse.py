@@ -1196,7 +1196,7 @@ class _Parser:
                 if fd.first_gpu_ts is None:
                     fd.first_gpu_ts = ts
                 fl = floor(ts)
-                if ts != fl or dur != floor(dur):
+                if ts != fl or dur % 1.0 != 0.0:  # (a NaN dur counts, as in C; it raises in the GPU loop)
                     fd.gpu_fractional += 1
                 if whole_us:  # gpu.start_ns, inlined
                     g_s(ceil(ts) * 1000)

@@ -811,7 +811,7 @@ def test_c_declines_an_unexpected_element_without_changing_anything(what: str) -
         parser = make_parser(Knobs())
         parser.consume(_prefix_batch())
         odd = [*_ordinary_batches()[1], *_prefix_batch(), DECLINED[what]()]
-        arrays = (array("q"), array("d"), array("d"), array("d"))
+        arrays = (array("q"), array("d"), array("d"), array("d"), array("b"))
         before = flatten((parser, *arrays))
         # WHEN C's consume_events is called on it directly
         assert C_MODULE is not None
@@ -840,18 +840,19 @@ def test_c_declines_a_tuple_of_events_and_other_arrays() -> None:
     parser = make_parser(Knobs())
     evs = _prefix_batch()
     assert C_MODULE is not None
-    good = (array("q"), array("d"), array("d"), array("d"))
+    good = (array("q"), array("d"), array("d"), array("d"), array("b"))
     before = flatten((parser, *good))
     # WHEN C is called with them THEN it declines, changing nothing
     assert C_MODULE.consume_events(parser, tuple(evs), *good) is NotImplemented
-    bad = (array("l" if array("l").itemsize != 8 else "i"), array("d"), array("d"), array("d"))
+    bad = (array("l" if array("l").itemsize != 8 else "i"), array("d"), array("d"), array("d"), array("b"))
     assert C_MODULE.consume_events(parser, evs, *bad) is NotImplemented
-    assert C_MODULE.consume_events(parser, evs, array("q"), array("f"), array("d"), array("d")) is NotImplemented
+    assert C_MODULE.consume_events(parser, evs, array("q"), array("f"), array("d"), array("d"), array("b")) is NotImplemented
+    assert C_MODULE.consume_events(parser, evs, array("q"), array("d"), array("d"), array("d"), array("q")) is NotImplemented
     assert first_difference(before, flatten((parser, *good)), "before vs after") is None
     assert all(len(a) == 0 for a in bad)
     # AND with the right ones it runs
     assert C_MODULE.consume_events(parser, evs, *good) == PY_CONSUME(
-        make_parser(Knobs()), evs, *(array("q"), array("d"), array("d"), array("d"))
+        make_parser(Knobs()), evs, *(array("q"), array("d"), array("d"), array("d"), array("b"))
     )
 
 
