@@ -43,7 +43,7 @@ def _files() -> list[Path]:
 
 
 def analyse(path: Path) -> dict[str, Any]:
-    from TraceLens import TreePerfAnalyzer  # noqa: PLC0415 - only in TraceLens's virtualenv
+    from TraceLens import TreePerfAnalyzer
 
     analyzer = TreePerfAnalyzer.from_file(str(path))
     df = analyzer.get_df_gpu_timeline()
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         key = path.relative_to(TRACES).as_posix()
         try:
             traces[key] = analyse(path)
-        except Exception as exc:  # noqa: BLE001 - TraceLens's own failure is a reference value too
+        except Exception as exc:
             traces[key] = {"error": f"{type(exc).__name__}: {exc}"[:400], "where": traceback.format_exc()[-600:]}
         print(key, "error" if "error" in traces[key] else traces[key]["gpu_timeline_us"].get("busy_time"))
     out = {

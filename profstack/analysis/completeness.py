@@ -16,9 +16,9 @@ rank's mean kernel duration) is at stake when the estimate passes either; one wh
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from profstack.analysis.errors import TraceError
+from profstack.analysis.summary import Completeness, SectionCompleteness
 
 #: the sections of a rank's results whose completeness the summary states (``ranks[].completeness``)
 SECTIONS = ("gpu_time", "launches", "cpu_ops", "steps", "memory")
@@ -90,9 +90,9 @@ def mark(err: TraceError, *, at_stake: bool | None = None, sections: Iterable[st
     return err
 
 
-def section_state(gaps: Iterable[TraceError]) -> dict[str, dict[str, Any]]:
+def section_state(gaps: Iterable[TraceError]) -> Completeness:
     """``ranks[].completeness``: per section, complete or not and the error types that leave it incomplete."""
-    out: dict[str, dict[str, Any]] = {s: {"complete": True, "gaps": []} for s in SECTIONS}
+    out: dict[str, SectionCompleteness] = {s: {"complete": True, "gaps": []} for s in SECTIONS}
     for err in gaps:
         name = type(err).__name__
         for s in sections_of(err):
@@ -100,7 +100,13 @@ def section_state(gaps: Iterable[TraceError]) -> dict[str, dict[str, Any]]:
             entry["complete"] = False
             if name not in entry["gaps"]:
                 entry["gaps"].append(name)
-    return out
+    return {
+        "gpu_time": out["gpu_time"],
+        "launches": out["launches"],
+        "cpu_ops": out["cpu_ops"],
+        "steps": out["steps"],
+        "memory": out["memory"],
+    }
 
 
 def launch_gap_at_stake(missing_us: float, span_us: float, kernel_us: float) -> bool:

@@ -72,7 +72,9 @@ def end_ns(ts: float, dur: float, start: int, hta: bool) -> int:
 def _us_column(col: array[float], base_us: float) -> array[float]:
     """Relative ns (``col``) as µs on the host's clock: one correctly rounded division (a whole µs stays exact:
     HTA's model gives the timeline it always gave), then the whole-µs base (C: ``us_column``)."""
-    return array("d", map(operator.add, map(operator.truediv, col, itertools.repeat(1000.0)), itertools.repeat(base_us)))
+    return array(
+        "d", map(operator.add, map(operator.truediv, col, itertools.repeat(1000.0)), itertools.repeat(base_us))
+    )
 
 
 def us_of(t_ns: float) -> float:
@@ -81,6 +83,8 @@ def us_of(t_ns: float) -> float:
     if isinstance(t_ns, float) and not math.isfinite(t_ns):
         return t_ns
     return int(t_ns) / 1000
+
+
 OP_KERNEL = 0
 OP_MEMCPY = 1
 OP_MEMSET = 2
@@ -513,10 +517,8 @@ class GpuAccumulator:
                     if rdur >= 0 or (all_calls and rdur < 0):
                         if rdur < 0:
                             rdur = -rdur - 1.0
-                        if whole_us:  # HTA's rounding: ceil(op start) - floor(launch end)
-                            launch_end = floor(rts + rdur) * 1000
-                        else:
-                            launch_end = ns_of(rts) + ns_of(rdur)
+                        # HTA's rounding: ceil(op start) - floor(launch end); exact: the ns as written
+                        launch_end = floor(rts + rdur) * 1000 if whole_us else ns_of(rts) + ns_of(rdur)
                         delay = float(s - launch_end) / 1000.0
                         if delay < 0:
                             n_neg += 1
@@ -676,7 +678,7 @@ class GpuAccumulator:
         def us(col: array[float]) -> array[float]:
             c_us = getattr(native.ACCEL, "us_column", None)
             out = NotImplemented if c_us is None else c_us(col, base_us)
-            return _us_column(col, base_us) if out is NotImplemented else out  # type: ignore[no-any-return]
+            return _us_column(col, base_us) if out is NotImplemented else out
 
         for t, m in enumerate(sets):
             if len(m):
@@ -721,7 +723,7 @@ class GpuAccumulator:
         self.time_by_kind = [us_of(t) for t in self.time_by_kind_ns]
         self.sync_us = us_of(self.sync_ns)
         self.parts = {mask: us_of(t) for mask, t in self.parts.items()}
-        if self.gpu_lo_ns == self.gpu_lo_ns:  # noqa: PLR0124 - an interval closed
+        if self.gpu_lo_ns == self.gpu_lo_ns:
             self.gpu_lo, self.gpu_hi = us_of(self.gpu_lo_ns), us_of(self.gpu_hi_ns)
             self.span_us = us_of(int(self.gpu_hi_ns) - int(self.gpu_lo_ns))
         for st in self.kstats.values():
@@ -911,7 +913,7 @@ class LaunchJoin:
         launches, maybe_empty = self.launches, self.maybe_empty
         for c in ids:
             z = launches[c]
-            if z.imag != z.imag:  # noqa: PLR0124 - a sync call: its cuda_sync row is optional, it launches nothing
+            if z.imag != z.imag:
                 continue
             if selected is not None and not selected(z.real):
                 continue

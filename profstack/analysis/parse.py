@@ -18,8 +18,8 @@ from typing import Annotated, Any, BinaryIO, NamedTuple
 import msgspec
 
 from profstack.analysis import classify, native, op_types, unrecorded
-from profstack.analysis.completeness import at_stake
 from profstack.analysis import memory as memory_columns
+from profstack.analysis.completeness import at_stake
 from profstack.analysis.errors import (
     EmptyTraceError,
     GpuActivityNotRecordedError,
@@ -1041,7 +1041,7 @@ class _Parser:
         if log is not None and log.valid and len(log.ts) > memory_columns.SPILL_OPS:
             log.spill()  # the ops held so far to the log's temporary file (or, where it cannot be written, dropped)
 
-    def _consume_events(
+    def _consume_events(  # noqa: PLR0917 - the C module's positional signature (consume_events)
         self,
         events: Sequence[Event | BareEvent],
         l_corr: array[int],

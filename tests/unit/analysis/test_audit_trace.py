@@ -153,8 +153,8 @@ def test_kernels_shorter_than_a_microsecond_never_get_negative_times_and_the_los
     # GIVEN 150 analysed kernels of 0.9 µs each with ns-resolution timestamps (a modern GPU's small kernels)
     summary = analyze([_src(_sub_microsecond())], AnalysisOptions(hta_compat=True)).summary
     (rank,) = summary["ranks"]
-    # WHEN analysed in HTA's time model (--hta-compat) THEN no time is negative (HTA's rounding, ceil(start) and floor(end), gave each -1 µs: a top
-    # kernel of -150 µs and a kernel time of -150 µs, reported as complete)
+    # WHEN analysed in HTA's time model (--hta-compat) THEN no time is negative (HTA's rounding, ceil(start) and
+    # floor(end), gave each -1 µs: a top kernel of -150 µs and a kernel time of -150 µs, reported as complete)
     (top,) = rank["top_kernels_by_time"]
     assert top["count"] == 150
     assert top["total_us"] == 0.0

@@ -61,7 +61,9 @@ def test_a_flow_from_a_sync_call_is_no_launch() -> None:
     # GIVEN a complete trace plus cudaStreamSynchronize / cudaDeviceSynchronize / cudaStreamWaitEvent calls whose
     # ac2g flows start and reach no row (their cuda_sync rows were not recorded): the "4 of 19,204 flows"
     events = _busy()
-    for k, name in enumerate(("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaStreamWaitEvent", "cudaEventRecord")):
+    for k, name in enumerate(
+        ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaStreamWaitEvent", "cudaEventRecord")
+    ):
         corr, ts = 9000 + k, 2_000.0 + 100 * k
         events += [launch_event(corr, ts, 5.0, name=name), _flow(corr, ts, "s")]
     # WHEN analysed
@@ -173,7 +175,8 @@ def test_every_gap_type_has_a_section() -> None:
         cls = getattr(errors, name)
         if isinstance(cls, type) and issubclass(cls, errors.TraceError) and cls is not errors.TraceError:
             sections = completeness.sections_of(cls("x"))
-            assert sections and set(sections) <= set(completeness.SECTIONS), name
+            assert sections, name
+            assert set(sections) <= set(completeness.SECTIONS), name
 
 
 # ----------------------------------------------------------------------------- the sample traces, before and after

@@ -846,8 +846,14 @@ def test_c_declines_a_tuple_of_events_and_other_arrays() -> None:
     assert C_MODULE.consume_events(parser, tuple(evs), *good) is NotImplemented
     bad = (array("l" if array("l").itemsize != 8 else "i"), array("d"), array("d"), array("d"), array("b"))
     assert C_MODULE.consume_events(parser, evs, *bad) is NotImplemented
-    assert C_MODULE.consume_events(parser, evs, array("q"), array("f"), array("d"), array("d"), array("b")) is NotImplemented
-    assert C_MODULE.consume_events(parser, evs, array("q"), array("d"), array("d"), array("d"), array("q")) is NotImplemented
+    assert (
+        C_MODULE.consume_events(parser, evs, array("q"), array("f"), array("d"), array("d"), array("b"))
+        is NotImplemented
+    )
+    assert (
+        C_MODULE.consume_events(parser, evs, array("q"), array("d"), array("d"), array("d"), array("q"))
+        is NotImplemented
+    )
     assert first_difference(before, flatten((parser, *good)), "before vs after") is None
     assert all(len(a) == 0 for a in bad)
     # AND with the right ones it runs

@@ -56,13 +56,19 @@ def kineto(ops: Sequence[Op], *, base_ns: int = 0, whole_us: bool = False, epoch
     hi = max(o.start + o.dur for o in ops) + 10_000
 
     def ev(body: str, ts: int, dur: int) -> None:
-        events.append(f'{{"ph": "X", {body}, "ts": {_us(ts + base_ns, whole=whole_us)}, "dur": {_us(dur, whole=whole_us)}')
+        events.append(
+            f'{{"ph": "X", {body}, "ts": {_us(ts + base_ns, whole=whole_us)}, "dur": {_us(dur, whole=whole_us)}'
+        )
 
     ev('"cat": "cpu_op", "name": "aten::train_step", "pid": 1, "tid": 1', lo, hi - lo)
     events[-1] += "}"
     for i, o in enumerate(ops, 1):
         launch = o.start - 4_000
-        ev('"cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1', launch, 2_500 if not whole_us else 2_000)
+        ev(
+            '"cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1',
+            launch,
+            2_500 if not whole_us else 2_000,
+        )
         events[-1] += f', "args": {{"correlation": {i}}}}}'
         ev(f'"cat": "kernel", "name": "{o.name}", "pid": 0, "tid": {o.stream}', o.start, o.dur)
         events[-1] += f', "args": {{"stream": {o.stream}, "correlation": {i}, "device": 0}}}}'
@@ -242,7 +248,7 @@ def _step_trace(launch_us: str) -> bytes:
         '"args": {"correlation": 1}}',
         '{"ph": "X", "cat": "kernel", "name": "k0", "pid": 0, "tid": 7, "ts": 20.0, "dur": 100.0, '
         '"args": {"stream": 7, "correlation": 1}}',
-        '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ' + launch_us + ', '
+        '{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ' + launch_us + ", "
         '"dur": 0.1, "args": {"correlation": 2}}',
         '{"ph": "X", "cat": "kernel", "name": "k1", "pid": 0, "tid": 7, "ts": 1002.0, "dur": 50.0, '
         '"args": {"stream": 7, "correlation": 2}}',

@@ -80,8 +80,9 @@ def test_flows_to_nowhere_are_a_warning_in_both_engines(engine: str) -> None:
     assert summary["complete"] is False
     (err,) = _errors(summary, "FlowsToNowhereError")
     assert err in summary["errors"]
-    assert "3 kernel launch(es) without a GPU row (records dropped): ~12.0 µs of GPU time (3 x 4.00 µs mean" in (
-        err["message"]
+    assert (
+        "3 kernel launch(es) without a GPU row (records dropped): ~12.0 µs of GPU time (3 x 4.00 µs mean"
+        in (err["message"])
     )
     assert "beyond the 0.5 pp / 1 % tolerance" in err["message"]
 
