@@ -295,3 +295,5 @@ def test_the_cut_message_names_the_offset_and_the_gpu_side(tmp_path: Path) -> No
     assert gpu_side_unknown(summary, rank)
     assert rank["completeness"]["gpu_time"] == {"complete": False, "gaps": ["TruncatedTraceError"]}
     assert summary["complete"] is False
+    # AND history does not keep it as a baseline (its gpu_time and steps sections are incomplete)
+    assert not measured_completely(summary)

@@ -352,3 +352,23 @@ def test_ns_of_is_exact_integer_arithmetic_for_every_double(x: float) -> None:
     # only within 2**-40 of a half can the fraction's one rounding decide the other way
     exact = Fraction(x) * 1000
     assert abs(Fraction(gpu.ns_of(x)) - exact) <= Fraction(1, 2) + Fraction(1, 2**40)
+
+
+@pytest.mark.skipif(not hasattr(native.ACCEL, "us_column"), reason="the C module is not built")
+@settings(max_examples=100, deadline=None)
+@given(
+    col=st.lists(st.one_of(st.integers(-(2**60), 2**60).map(float), st.floats(allow_nan=True)), max_size=50),
+    base_us=st.one_of(st.integers(-(2**52), 2**52).map(float), st.floats(allow_nan=True, allow_infinity=True)),
+)
+def test_the_c_timeline_conversion_is_pythons_to_the_bit(col: list[float], base_us: float) -> None:
+    # GIVEN relative ns (integral doubles, and any other double) and a whole-µs base
+    from array import array
+
+    data = array("d", col)
+    # WHEN converted to µs by C (us_column) and by Python (gpu._us_column) THEN every bit is the same
+    c_out = native.ACCEL.us_column(data, base_us)  # type: ignore[union-attr]
+    py_out = gpu._us_column(data, base_us)
+    assert [x.hex() for x in c_out] == [x.hex() for x in py_out]
+    # AND a column of another type, or a base that is not a float, is declined (Python then converts)
+    assert native.ACCEL.us_column(array("q", [1]), base_us) is NotImplemented  # type: ignore[union-attr]
+    assert native.ACCEL.us_column(data, 3) is NotImplemented  # type: ignore[union-attr]
