@@ -172,9 +172,9 @@ class Storage(_Model):
         list[PrincipalArn],
         Field(
             max_length=20,
-            description="When set, only these principals (e.g. the training jobs' execution roles), the "
-            "processing roles and break-glass may write under traces/ and tensorboard/; empty: writes there "
-            "are left to identity policies",
+            description="Training-job roles outside ProfStack that may also write under every user's traces/ "
+            "and tensorboard/ (opt-in: whatever they write is read as that user's evidence). By default only "
+            "each user's own ProfStack roles (their own folders), the processing roles and break-glass write there",
         ),
     ] = []
 
@@ -194,6 +194,15 @@ class User(_Model):
     name: Annotated[str, Field(pattern=_NAME_RE, description="lower-case; used in S3 keys and profile names")]
     email: str
     tensorboard_instance_type: Annotated[str, Field(pattern=_INSTANCE_RE)] | None = None
+    principals: Annotated[
+        list[PrincipalArn],
+        Field(
+            max_length=10,
+            description="IAM roles or users (exact ARNs) that are this person alone: they may assume the user's "
+            "report reader role without the principal tag <tensorboard.user_tag_key>=<name>. Never a role that "
+            "several people assume (an IAM Identity Center permission set's role): use session tags for those",
+        ),
+    ] = []
 
     @field_validator("email")
     @classmethod
@@ -552,10 +561,16 @@ class ProfStackConfig(_Model):
     @classmethod
     def _unique_users(cls, users: list[User]) -> list[User]:
         seen: set[str] = set()
+        owners: dict[str, str] = {}
         for user in users:
             if user.name in seen:
                 raise ValueError(f"duplicate user '{user.name}'")
             seen.add(user.name)
+            for arn in user.principals:
+                if arn in owners:
+                    # one identity acting as two users would be both
+                    raise ValueError(f"principal {arn} is listed for both '{owners[arn]}' and '{user.name}'")
+                owners[arn] = user.name
         return users
 
     def user(self, name: str) -> User:

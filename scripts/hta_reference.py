@@ -76,6 +76,19 @@ CASES: dict[str, dict[int, str]] = {
     "tl_sglang_prefilldecode": {0: "tracelens/inference/sglang_prefilldecode/sglang_Qwen3-8B_prefilldecode.json.gz"},
     "tl_mi210_gpu_only": {0: "tracelens/mi210/gpu_only_trace/gpu_only_trace.json.gz"},
     "tl_torch_compile_triton": {0: "tracelens/torch_compile_triton/trace.json.gz"},
+    # the recorded ground-truth corpus (#43 item 7): CPU-only, so HTA's answer is its error
+    "own_gt_gloo_late_rank": {
+        0: "own/ground_truth/gloo_late_rank/rank0.1796418090206031005.pt.trace.json.gz",
+        1: "own/ground_truth/gloo_late_rank/rank1.1796418090204612160.pt.trace.json.gz",
+        2: "own/ground_truth/gloo_late_rank/rank2.1796418090208938527.pt.trace.json.gz",
+        3: "own/ground_truth/gloo_late_rank/rank3.1796418090210766728.pt.trace.json.gz",
+    },
+    "own_gt_dataloader_bound": {0: "own/ground_truth/dataloader_bound/loader.1796418111080613562.pt.trace.json.gz"},
+    "own_gt_lightning_cpu": {
+        0: "own/ground_truth/lightning_cpu/"
+        "fit-profile-[Strategy]SingleDeviceStrategy.training_step.1796418117272428219.pt.trace.json.gz"
+    },
+    "own_gt_accelerate_cpu": {0: "own/ground_truth/accelerate_cpu/profile_0.json.gz"},
 }
 
 NOTES_COMMON = [

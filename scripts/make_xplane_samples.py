@@ -9,6 +9,11 @@ with the input moved host -> device each step (``jax.device_put``). JAX writes
 ``<logdir>/plugins/profile/<run>/<host>.xplane.pb``; the file is copied here as ``jax_cpu_mlp/...`` so that the
 layout a TensorBoard folder has is kept. Recorded on a CPU: there is a host plane and no device plane with
 streams, so GPU busy/idle, kernels and transfers are exercised by the synthetic GPU XSpaces the tests build.
+
+``jax_cpu_2proc/`` (#43 item 5): a job of two JAX processes (``jax.distributed``, CPU collectives over gloo, two CPU
+devices each), a sharded step whose global sum is a cross-process all-reduce, process 1 sleeping a known 20 ms
+before each step. Each process writes ``<host>.xplane.pb`` into its own log folder; both are copied into one run
+folder as ``host0`` / ``host1`` (the layout a two-host job's TensorBoard folder has), byte for byte.
 """
 
 from __future__ import annotations
@@ -58,5 +63,68 @@ def main(out: Path) -> None:
     del k3
 
 
+TWO_PROC_LATE_S = 0.020
+
+
+def two_process_worker(pid: int, port: int, logdir: str) -> None:
+    """One process of the two-process job (run by ``two_process``)."""
+    import time
+
+    import numpy as np
+
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(f"127.0.0.1:{port}", num_processes=2, process_id=pid)
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()), ("d",))
+    x = jax.make_array_from_callback(
+        (8, 512), NamedSharding(mesh, P("d")), lambda _: np.ones((2, 512), np.float32) * (pid + 1)
+    )
+
+    @jax.jit
+    def step(x: jax.Array) -> jax.Array:
+        y = jnp.tanh(x @ jnp.ones((512, 512)))
+        return y / jnp.sum(y)  # a global sum: an all-reduce across the processes
+
+    step(x).block_until_ready()
+    with jax.profiler.trace(logdir):
+        for i in range(4):
+            with jax.profiler.StepTraceAnnotation("train", step_num=i):
+                if pid == 1:
+                    time.sleep(TWO_PROC_LATE_S)
+                x = step(x)
+                x.block_until_ready()
+
+
+def two_process(out: Path) -> None:
+    """Record ``jax_cpu_2proc``: two processes of this script, each with two CPU devices."""
+    import os
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = [
+            subprocess.Popen([sys.executable, __file__, "--worker", str(pid), str(port), f"{tmp}/p{pid}"], env=env)  # noqa: S603 - this script, its own arguments
+            for pid in (0, 1)
+        ]
+        if any(p.wait(timeout=300) for p in procs):
+            raise SystemExit("a JAX process failed")
+        run = out / "jax_cpu_2proc" / "plugins" / "profile" / "run"
+        run.mkdir(parents=True, exist_ok=True)
+        for pid in (0, 1):
+            (pb,) = Path(f"{tmp}/p{pid}").rglob("*.xplane.pb")
+            shutil.copy(pb, run / f"host{pid}.xplane.pb")
+            print(f"{run}/host{pid}.xplane.pb: {pb.stat().st_size} bytes, jax {jax.__version__}")
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[1] == "--worker":
+        two_process_worker(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])
+    else:
+        main(Path(sys.argv[1]))
+        two_process(Path(sys.argv[1]))

@@ -1,6 +1,6 @@
 """Screenshot a whole HTML report in headless Debian Chromium, driven by Playwright.
 
-    python -m scripts.screenshot_report REPORT.html OUT.png [--width 1400]
+    python -m scripts.screenshot_report REPORT.html OUT.png [--width 1400] [--scheme light|dark]
 
 The screenshot covers the full page, not the window. Playwright drives the system Chromium
 (`/usr/bin/chromium`, Debian's package: `apt-get install chromium`); it never downloads a browser.
@@ -40,8 +40,9 @@ class Shot:
     console_errors: tuple[str, ...]
 
 
-def screenshot(report: Path, out: Path, *, width: int = 1400) -> Shot:
-    """Render `report` at `width` CSS pixels and save a PNG of the full page to `out`."""
+def screenshot(report: Path, out: Path, *, width: int = 1400, scheme: str = "light") -> Shot:
+    """Render `report` at `width` CSS pixels in the `scheme` colour scheme (light or dark, the page's
+    prefers-color-scheme) and save a PNG of the full page to `out`."""
     from playwright.sync_api import sync_playwright
 
     browser_path = find_chromium()
@@ -51,7 +52,7 @@ def screenshot(report: Path, out: Path, *, width: int = 1400) -> Shot:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=browser_path, args=list(CHROMIUM_ARGS))
         try:
-            page = browser.new_page(viewport={"width": width, "height": 900})
+            page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme)
             page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
             page.on("pageerror", lambda exc: errors.append(str(exc)))
             page.goto(report.resolve().as_uri(), wait_until="load")
@@ -68,8 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("report", type=Path, help="the HTML report")
     parser.add_argument("out", type=Path, help="the PNG to write")
     parser.add_argument("--width", type=int, default=1400, help="page width in CSS pixels (default 1400)")
+    parser.add_argument("--scheme", choices=["light", "dark"], default="light", help="colour scheme (default light)")
     args = parser.parse_args(argv)
-    shot = screenshot(args.report, args.out, width=args.width)
+    shot = screenshot(args.report, args.out, width=args.width, scheme=args.scheme)
     print(f"{shot.path} ({shot.width}x{shot.height}, whole page)")
     for error in shot.console_errors:
         print(f"console error: {error}", file=sys.stderr)

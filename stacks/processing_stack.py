@@ -53,6 +53,8 @@ class ProcessingStack(cdk.Stack):
         history: History | None = None,
         history_users: Sequence[str] = (),
         logs_key: kms.IKey | None = None,
+        behaviour_tags: Sequence[str] = (),
+        break_glass: Sequence[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -181,7 +183,12 @@ class ProcessingStack(cdk.Stack):
         # --- end issue 36 ---
         if processing.owner_tag_guard.enabled:
             self.owner_tag_guard = OwnerTagGuard(
-                self, "OwnerTagGuard", user_tag_key=user_tag_key, role_names=processing.owner_tag_guard.role_names
+                self,
+                "OwnerTagGuard",
+                user_tag_key=user_tag_key,
+                role_names=processing.owner_tag_guard.role_names,
+                behaviour_tags=behaviour_tags,
+                break_glass=break_glass,
             )
         cdk.CfnOutput(self, "QueueUrl", value=self.events.queue.queue_url)
         cdk.CfnOutput(self, "DeadLetterQueueUrl", value=self.events.dead_letter_queue.queue_url)

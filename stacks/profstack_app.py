@@ -8,6 +8,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks, ServerlessChecks
 
 from profstack.config import ProfStackConfig
+from profstack.guardrails import behaviour_tag_keys
 from profstack.tensorboard.names import tensorboard_stack_name
 from stacks.components.python_function import log_retention
 from stacks.processing_stack import ProcessingStack
@@ -63,6 +64,7 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         log_retention=log_retention(config.retention.log_retention_days),
         domain_name=f"{prefix}-tensorboard",
         name_prefix=prefix,
+        behaviour_tags=behaviour_tag_keys(config),
         env=env,
         description="ProfStack managed TensorBoard: SageMaker domain, user profiles and roles, apps, idle reaper",
     )
@@ -85,6 +87,8 @@ def build_profstack(app: cdk.App, config: ProfStackConfig) -> ProfStackStacks:
         name_prefix=prefix,
         history=config.history,
         history_users=[u.name for u in config.users],
+        behaviour_tags=behaviour_tag_keys(config),
+        break_glass=config.storage.break_glass_principal_arns,
         env=env,
         description="ProfStack trace processing: job events, processor Lambda, fan-out, notifications, alarms",
     )

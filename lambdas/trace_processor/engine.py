@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 from lambdas.trace_processor.aws import S3Object, S3TraceSource
 from lambdas.trace_processor.env import ProcessorEnv
 from lambdas.trace_processor.errors import CorruptTracesError, TraceIOError
-from profstack.analysis.xplane import as_kineto
+from profstack.analysis.xplane import expand
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -104,7 +104,9 @@ def analyze_objects(s3: S3Client, engine: Engine, env: ProcessorEnv, objects: Se
     """The job's summary over its trace files, streamed from S3. An S3 read failure fails the job for a
     retry (TraceIOError); a file the engine cannot parse is an input with status failed/partial; when no
     file at all can be parsed, CorruptTracesError (retried, then dead-lettered)."""
-    sources = [as_kineto(S3TraceSource(s3, o)) for o in objects]  # an .xplane.pb is read as its Kineto events
+    # an .xplane.pb is read as its Kineto events, one rank per device plane, a folder's XSpaces (one per host) as
+    # one job: the same sources `profstack analyze` reads (profstack.analysis.xplane.expand)
+    sources = expand([S3TraceSource(s3, o) for o in objects])
     summary = engine.analyze(
         sources, top_k=env.top_k, rule_thresholds=env.rule_thresholds, include_last_step=env.include_last_step
     )

@@ -24,6 +24,7 @@ from profstack.analysis.errors import NOT_RECORDED
 from profstack.escape import one_line
 from profstack.history.text import summary_lines
 from profstack.jobs import links as job_links
+from profstack.report.links import index_command, open_command, s3_folder_console_url, s3_object_console_url
 
 TOP_FINDINGS_IN_NOTIFICATION = 5
 TOP_UNREADABLE_IN_NOTIFICATION = 10
@@ -55,6 +56,29 @@ def _fit(body: Sequence[str], budget: int) -> list[str]:
 def _stop_lines(summary: Mapping[str, Any]) -> list[str]:
     stops = action_lines(summary)
     return [*stops, ""] if stops else []
+
+
+def report_lines(ctx: JobContext, report: str) -> list[str]:
+    """Where the report is, as things that open (issue 45): the command that opens it with every link working (a
+    local server with the owner's credentials: `profstack reports open`), the same for the index, and the S3
+    console's pages, which open for the owner signed in to the console; the s3:// URIs last, for the CLI."""
+    index_key = f"{layout.user_reports_prefix(ctx.user)}index.html"
+    lines = [
+        f"Open the report (every link in it works): {open_command(ctx.user, ctx.job)}",
+        f"All your reports: {index_command(ctx.user)}",
+        "  (run them where your ProfStack credentials are, e.g. your SageMaker Studio terminal; from your own "
+        "machine add --reader: docs/reports.md)",
+    ]
+    if ctx.region:
+        lines += [
+            "In the S3 console: "
+            f"{s3_object_console_url(ctx.region, ctx.trace_bucket, ctx.reports.child('report.html').key)}",
+            f"The job's files (summary.json, Perfetto timelines): "
+            f"{s3_folder_console_url(ctx.region, ctx.trace_bucket, ctx.reports.key)}",
+            f"Your report index in the S3 console: {s3_object_console_url(ctx.region, ctx.trace_bucket, index_key)}",
+        ]
+    lines += [f"Report: {report}", f"Summary: {ctx.reports.child('summary.json').uri}"]
+    return lines
 
 
 def notification_text(
@@ -108,14 +132,7 @@ def notification_text(
     system = summary.get("system")
     if isinstance(system, Mapping) and system.get("status") not in (None, "ok"):
         lines += ["", f"System metrics: {system.get('status')}: {str(system.get('reason') or '')[:500]}"]
-    tail = [f"Report: {report}", f"Summary: {ctx.reports.child('summary.json').uri}"]
-    # issue 36: every e-mail links the owner's report index (report_index.py writes it before the e-mail)
-    tail.append(f"All your reports: s3://{ctx.trace_bucket}/{layout.user_reports_prefix(ctx.user)}index.html")
-    if ctx.region:
-        tail.append(
-            f"Console: https://{ctx.region}.console.aws.amazon.com/s3/object/{ctx.trace_bucket}"
-            f"?prefix={ctx.reports.child('report.html').key}"
-        )
+    tail = report_lines(ctx, report)
     links = dict(links or {})
     fixed = job_links.notification_text(job, links, tail)[1]  # the failure, the locations, the links
     # every line is one line: file, kernel and host names come from traces anyone may write, and a newline in

@@ -51,7 +51,7 @@ from profstack.actions import ACTIONS_FILE
 from profstack.analysis.engine import SUMMARY_SCHEMA_VERSION
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS, perfetto_plan
 from profstack.analysis.summary import add_findings
-from profstack.analysis.xplane import as_kineto
+from profstack.analysis.xplane import expand
 from profstack.jobs import metric_names as m
 from profstack.report.index import with_index_link
 
@@ -91,9 +91,10 @@ def write_perfetto(
     """Trimmed per-rank traces (gzip) under reports/.../perfetto/. Spooled to /tmp, never held whole.
     The traces are read with `source_s3` (the job's trace reader; default `s3`), written with `s3`."""
     reader = source_s3 if source_s3 is not None else s3
-    by_name: dict[str, S3Object] = {}
-    for obj in objects:
-        by_name.setdefault(obj.uri, obj)  # the engine names an S3 input by its URI (S3TraceSource.name)
+    by_name: dict[str, Any] = {}
+    # the engine names an S3 input by its URI (S3TraceSource.name), and one device of an XSpace by its URI and plane
+    for src in expand([S3TraceSource(reader, obj) for obj in objects]):
+        by_name.setdefault(str(src.name), src)
     plan = perfetto_plan(summary, by_name)
     written: list[str] = []
     events = {str(i.get("name")): i.get("events") for i in summary.get("inputs") or [] if isinstance(i, Mapping)}
@@ -107,7 +108,7 @@ def write_perfetto(
                   "trim it locally with `profstack analyze --timeline-window A:B`")  # fmt: skip
             continue
         target = ctx.reports.child("perfetto", out.file_name)
-        source = as_kineto(S3TraceSource(reader, by_name[out.source]))
+        source = by_name[out.source]
         with tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES) as spool:
             trimmed = engine.trim(source, cast(BinaryIO, spool), max_events=PERFETTO_MAX_EVENTS)
             raise_read_failures([source])  # a failed read is retried, never a silently missing trace

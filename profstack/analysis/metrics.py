@@ -16,6 +16,7 @@ from profstack.analysis.analyzers.annotations import annotation_stats
 from profstack.analysis.analyzers.communication import communication
 from profstack.analysis.analyzers.cuda_graphs import cuda_graphs
 from profstack.analysis.analyzers.data_loading import dataloader
+from profstack.analysis.analyzers.host_side import host_collective_spans, idle_causes
 from profstack.analysis.analyzers.launch_delay import launch_delay
 from profstack.analysis.analyzers.memory import memory
 from profstack.analysis.analyzers.memory_ops import memory_ops
@@ -199,6 +200,9 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
     ops = _op_types(rd, v) if opts.op_types else None
     ck = kernels.compute_kernels(v, ops)
     step_total = steps_analyzer.step_total(v)
+    host = host_collective_spans(v)
+    idle = time_breakdown.idle_breakdown(v, th)
+    idle["causes"] = idle_causes(v, host.merged)
     summary: RankSummary = {
         "rank": rd.rank,
         "label": rd.label,
@@ -212,11 +216,11 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "window": window(v),
         "time_resolution_ns": time_resolution_ns(v, hta_compat=opts.hta_compat),
         "temporal_breakdown": time_breakdown.temporal_breakdown(v),
-        "idle_breakdown": time_breakdown.idle_breakdown(v, th),
+        "idle_breakdown": idle,
         "gpu_activity": time_breakdown.gpu_activity(v, sync_activity, sync["time_us"]),
         "kernel_types": time_breakdown.kernel_types(v),
-        "top_kernels_by_time": kernels.top_kernels_by_time(v, opts.top_k, ops),
-        "top_kernels_by_count": kernels.top_kernels_by_count(v, opts.top_k, ops),
+        "top_kernels_by_time": kernels.top_kernels_by_time(v, opts.top_k, ops, ck.context),
+        "top_kernels_by_count": kernels.top_kernels_by_count(v, opts.top_k, ops, ck.context),
         "distinct_kernels": len(v.acc.kstats),
         "precision": ck.precision,
         "conversion_kernels": ck.conversions,
@@ -226,7 +230,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "steps": steps_analyzer.steps(v, th),
         "dataloader": dataloader(v, step_total),
         "annotations": annotation_stats(v, opts.top_k),
-        "communication": communication(v, step_total),
+        "communication": communication(v, step_total, host),
         "occupancy": kernels.occupancy(v, ck),
         "top_cpu_ops": rank_info.top_cpu_ops(v, opts.top_k),
         "timeline": activity(v),

@@ -12,13 +12,24 @@ Names without types (cuBLAS / cuDNN ``sm90_xmma_gemm_bf16bf16_bf16f32...``, ``am
 hipBLASLt / rocBLAS Tensile ``Cijk_Ailk_Bljk_BBS_BH...``, Triton ``triton_poi_fused_...``) are read by the
 library's naming scheme (Tensile's data-type code; cuBLAS / CUTLASS markers): that reading is marked ``"name"``.
 A name with neither (Triton's, cuDNN helper kernels) is ``other`` with source ``"none"``: the trace does not say.
+
+Evidence, not words (#43 item 3). Some names say "16-bit float" without saying which: cuDNN's generated attention
+kernels (``cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_...``) run for fp16 and bf16 alike, and an MMA
+shape with fp32 accumulation and k = 16 (``s16816``, ``s161616``) takes either. Such a name reads as ``other``
+with the basis ``"16bit"``: the launching operators' input types, else the rank's own typed 16-bit kernels, decide
+(``profstack.analysis.analyzers.kernels``). A kernel's parameters are its data only where they can be: a float
+passed by value is a scalar (an epsilon, a scale), and where a parameter is an opaque payload (``int4*``, ``void*``,
+``unsigned char*``: DeepEP's dispatch moves FP8 tokens as ``int4`` with ``float*`` scales beside them), float
+pointers beside it are scales or weights, not the payload: they say nothing. Template arguments always count.
+Composable Kernel spells bf16 ``ck::bhalf_t``, a typedef of ``ushort`` (``include/ck/utility/data_type.hpp``), so an
+``unsigned short`` in a CK name (``t`` in its mangled form) is bf16.
 """
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Literal, cast
+from typing import Literal
 
 Source = Literal["types", "name", "none"]
 
@@ -53,6 +64,14 @@ for _cls, _names in (
 ):
     for _t in _names.split():
         TYPE_CLASSES[_t] = _cls
+
+#: parameter base types that carry bytes, not a data type: a payload moved as raw vectors (DeepEP's ``int4*`` tokens),
+#: a type-erased buffer (``void*``), bytes (``unsigned char*``, ``uint8_t*``, fp8 storage ``__nv_fp8_storage_t``)
+OPAQUE_PAYLOAD = frozenset({
+    "void", "char", "int4", "uint4", "int2", "uint2", "longlong2", "longlong4", "ulonglong2", "uint8_t", "byte",
+    "__nv_fp8_storage_t", "__nv_fp8x2_storage_t", "__nv_fp8x4_storage_t",
+})  # fmt: skip
+_FLOAT_SCALARS = frozenset({"float", "double"})
 
 # An enum constant written as a cast, `(ns::Enum)3`, and C++ literals: values, never types.
 _ENUM_VALUE_RE = re.compile(r"\(\s*[A-Za-z_][\w:]*\s*\)\s*-?\d+[uUlL]*")
@@ -93,11 +112,18 @@ _DTYPE_WORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("fp32", ("float", "f32", "fp32", "double", "fp64")),
 )
 _FAMILY_MARKS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("int8", ("i8816", "imma", "_s8", "igemm")),
+    ("int8", ("i8816", "imma", "igemm")),
     ("fp16", ("h884", "h1688", "h16816", "hgemm", "hmma", "h884gemm", "s884gemm_fp16")),
-    ("tf32", ("s1688", "s16816", "s884")),
+    ("fp16", ("s884",)),  # Volta's HMMA (m8n8k4) takes fp16 only; fp32 accumulation
+    ("tf32", ("s1688",)),  # m16n8k8 with fp32 accumulation: TF32 on Ampere (cuBLAS's cutlass_80_tensorop_s1688gemm)
     ("fp32", ("sgemm", "scudnn", "_sgemm", "dgemm")),
 )
+#: MMA shapes with fp32 accumulation and k = 16 (``s16816``, WMMA's ``s161616``): fp16 or bf16 inputs alike, so a
+#: name with one of them and no data-type word says "16-bit float", not which
+_SIXTEEN_BIT_MARKS = ("s16816", "s161616")
+#: cuDNN's generated kernels (runtime fusion, SDPA) say ``f16`` for any 16-bit float: the same
+#: ``cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_...`` runs an fp16 and a bf16 attention
+_CUDNN_GENERATED_F16 = re.compile(r"cudnn_generated.*(?<![bp])f16")
 _MARKERS = _DTYPE_WORDS + _FAMILY_MARKS
 
 # MIOpen's data-movement kernels name an element width (`batched_transpose_32x32_half`: 16-bit elements, bf16's
@@ -107,7 +133,8 @@ _MIOPEN_WIDTHS = {"half": "fp16", "dword": "fp32", "byte": "other"}
 
 # Itanium-mangled names (ROCm's Kineto leaves some as written: `_ZN7ck_tile6kentryI...DF16b...`): identifiers are
 # length-prefixed (`6bhalf_t`), C++23's extended floating types have codes (`DF16b` std::bfloat16_t, `DF16_`
-# std::float16_t / _Float16, `Dh` half). Single-letter builtins (`f` float) are not read: too easily a false match.
+# std::float16_t / _Float16, `Dh` half). Single-letter builtins (`f` float) are read only in Composable Kernel names
+# (`_mangled_types`): elsewhere too easily a false match.
 _MANGLED_CODES = (("DF16b", "bf16"), ("DF16_", "fp16"), ("Dh", "fp16"))
 
 
@@ -125,33 +152,52 @@ def _types(text: str) -> set[str]:
 
 def _mangled_types(name: str) -> set[str]:
     """The classes of the types an Itanium-mangled name spells: its length-prefixed identifiers that are type names,
-    and the extended floating-point type codes outside identifiers."""
+    and the extended floating-point type codes outside identifiers. In a Composable Kernel name (``_ZN2ck``,
+    ``_ZN7ck_tile``), whose data types are template arguments, the single-letter builtin codes are read too: ``t``
+    (unsigned short: ``ck::bhalf_t``, bf16) and ``f`` / ``d`` (float, double), once substitutions (``S8_``,
+    ``St``), template parameters (``T_``) and literals are skipped."""
     found: set[str] = set()
+    ck = name.startswith(("_ZN2ck", "_ZN7ck_tile"))
     i, n = 2, len(name)
     while i < n:
-        c = name[i]
-        if c == "L":  # a literal, `Li512E` (its digits are a value, not a length): skipped whole
-            end = name.find("E", i + 1)
-            i = n if end < 0 else end + 1
-            continue
-        if c.isdigit():
-            j = i
-            while j < n and name[j].isdigit():
-                j += 1
-            length = int(name[i:j]) if j - i <= 4 else 0
-            ident = name[j : j + length]
-            cls = TYPE_CLASSES.get(ident)
-            if cls is not None:
-                found.add(cls)
-            i = j + max(length, 0) if length else j
-            continue
-        for code, cls in _MANGLED_CODES:
-            if name.startswith(code, i):
-                found.add(cls)
-                i += len(code) - 1
-                break
-        i += 1
+        i = _mangled_step(name, i, ck, found)
     return found
+
+
+def _mangled_step(name: str, i: int, ck: bool, found: set[str]) -> int:
+    """Read the mangled item at ``i`` into ``found``; the index after it."""
+    n, c = len(name), name[i]
+    if c == "L":  # a literal, `Li512E` (its digits are a value, not a length): skipped whole
+        end = name.find("E", i + 1)
+        return n if end < 0 else end + 1
+    if c.isdigit():  # a length-prefixed identifier
+        j = i
+        while j < n and name[j].isdigit():
+            j += 1
+        length = int(name[i:j]) if j - i <= 4 else 0
+        cls = TYPE_CLASSES.get(name[j : j + length])
+        if cls is not None:
+            found.add(cls)
+        return j + length
+    if c in "ST":  # a substitution (`S8_`, `S_`, `St`) or a template parameter (`T_`, `T0_`): no type here
+        j = i + 1
+        while j < n and (name[j].isdigit() or name[j].isupper()):
+            j += 1
+        return j + 1 if j < n and (name[j] == "_" or name[j].islower()) else j
+    for code, code_cls in _MANGLED_CODES:
+        if name.startswith(code, i):
+            found.add(code_cls)
+            return i + len(code)
+    if c == "D":  # another D code (`Dn`, `Dp`, `Dv`...): not a float type
+        return i + 2
+    builtin = _CK_BUILTINS.get(c) if ck else None
+    if builtin is not None:
+        found.add(builtin)
+    return i + 1
+
+
+#: single-letter builtin type codes read in Composable Kernel names (ck::bhalf_t is a typedef of ushort)
+_CK_BUILTINS = {"t": "bf16", "f": "fp32", "d": "fp32"}
 
 
 def _signature(name: str) -> str:
@@ -160,6 +206,102 @@ def _signature(name: str) -> str:
     if cut < 0:
         return ""
     return _ENUM_VALUE_RE.sub(" ", name[cut:])
+
+
+_OPEN, _CLOSE = "<({[", ">)}]"
+
+
+def _parameters(name: str) -> tuple[str, list[str]]:
+    """(the name up to its parameter list, the parameters) of a demangled function name ending ``(...)``: the last
+    top-level parenthesised group, split at its top-level commas. A name without one: (name, [])."""
+    end = name.rstrip()
+    if end.endswith(" const"):
+        end = end[:-6].rstrip()
+    if not end.endswith(")"):
+        return name, []
+    depth = 0
+    for i in range(len(end) - 1, -1, -1):
+        c = end[i]
+        if c in _CLOSE:
+            depth += 1
+        elif c in _OPEN:
+            depth -= 1
+            if depth == 0:
+                if c != "(":
+                    return name, []
+                return end[:i], _split_top(end[i + 1 : -1])
+    return name, []
+
+
+def _split_top(text: str) -> list[str]:
+    out: list[str] = []
+    depth, start = 0, 0
+    for i, c in enumerate(text):
+        if c in _OPEN:
+            depth += 1
+        elif c in _CLOSE:
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        out.append(tail)
+    return out
+
+
+_QUALIFIERS_RE = re.compile(r"\b(const|volatile|__restrict__|__restrict|struct|class|enum)\b")
+
+
+def _base(param: str) -> tuple[str, bool]:
+    """(the last component of a parameter's type, whether it is passed by pointer or reference); ``unsigned char``
+    and ``signed char`` keep both words' meaning (bytes / int8)."""
+    text = _QUALIFIERS_RE.sub(" ", param)
+    indirect = "*" in text or "&" in text
+    text = text.replace("*", " ").replace("&", " ").strip()
+    if "<" in text:  # a class template (TensorInfo<float, unsigned int>): data, read whole
+        return text, True
+    words = text.split()
+    if words[-2:-1] == ["unsigned"] and words[-1] == "char":
+        return "char", indirect
+    if words[-2:-1] == ["signed"] and words[-1] == "char":
+        return "signed char", indirect
+    last = words[-1] if words else ""
+    return last.rsplit("::", 1)[-1], indirect
+
+
+def _ck_ushort(text: str) -> set[str]:
+    """bf16 where a Composable Kernel name spells ck::bhalf_t as the ``unsigned short`` it is a typedef of."""
+    return {"bf16"} if re.search(r"\b(unsigned short|ushort)\b", text) else set()
+
+
+def _typed(name: str) -> set[str]:
+    """The classes a demangled name's types say: every type in its template arguments; of its parameters, those
+    that can be data (pointers, references, class templates; not a float scalar), and no float pointer beside an
+    opaque payload (``int4*``, ``void*``, bytes: the float is a scale or a weight, not what is moved)."""
+    head, params = _parameters(name)
+    cut = head.find("<")
+    found = _types(_ENUM_VALUE_RE.sub(" ", head[cut:])) if cut >= 0 else set()
+    ck = "ck::" in name or "ck_tile::" in name
+    if ck and cut >= 0:
+        found |= _ck_ushort(head[cut:])
+    if not params:  # no parameter list at the end (a template only, or a suffix after it): the types anywhere
+        return found if cut >= 0 else _types(_signature(name))
+    from_params: set[str] = set()
+    opaque = False
+    for param in params:
+        base, indirect = _base(param)
+        if base in OPAQUE_PAYLOAD and indirect:
+            opaque = True
+            continue
+        if base in _FLOAT_SCALARS and not indirect:
+            continue  # a scalar argument (alpha, epsilon, a scale), not the data's type
+        from_params |= _types(_ENUM_VALUE_RE.sub(" ", param))
+        if ck:
+            from_params |= _ck_ushort(param)
+    if opaque:
+        from_params.discard("fp32")
+    return found | from_params
 
 
 def _tensile(name: str) -> str | None:
@@ -177,7 +319,7 @@ def _tensile(name: str) -> str | None:
 def read(name: str) -> tuple[str, Source]:
     """(class, source): the class from the argument types (``"types"``), else from the library's naming scheme
     (``"name"``, a fallback), else ``("other", "none")``."""
-    found = _mangled_types(name) if name.startswith("_Z") else (_types(sig) if (sig := _signature(name)) else set())
+    found = _mangled_types(name) if name.startswith("_Z") else (_typed(name) if _signature(name) else set())
     for cls in ORDER:
         if cls in found:
             return cls, "types"
@@ -192,23 +334,39 @@ def named(name: str) -> str:
     return name_reading(name)[0]
 
 
-NameBasis = Literal["tensile", "word", "mark", "none"]
+NameBasis = Literal["tensile", "word", "16bit", "mark", "none"]
 
 
 @lru_cache(maxsize=65536)
 def name_reading(name: str) -> tuple[str, NameBasis]:
     """(class, what in the name said it): Tensile's data-type code, a data-type word (`bf16`, `half`, `float`), a
-    kernel-family mark (`sgemm`, `h884`, `igemm`: a default its family may override), or nothing (`other`). A
-    family mark or nothing is what the launching ops' input types can improve on (profstack.analysis.op_types)."""
+    word or mark that says only "16-bit float" (``("other", "16bit")``: cuDNN's generated ``..._f16_...``, MMA shapes
+    ``s16816``), a kernel-family mark (`sgemm`, `h884`, `igemm`: a default its family may override), or nothing
+    (`other`). All but a data-type word and Tensile's code are what the launching ops' input types can improve on
+    (profstack.analysis.op_types). A mangled name (``_Z...``) is read by its types only: its text is no scheme's."""
     tensile = _tensile(name)
     if tensile is not None:
         return tensile, "tensile"
     width = _MIOPEN_WIDTH_RE.search(name)
     if width is not None:  # an element width, not a data type: the same kernel moves bf16
         return _MIOPEN_WIDTHS[width.group(1)], "mark"
-    low = _ENUM_VALUE_RE.sub(" ", name).lower()
-    for table, basis in ((_DTYPE_WORDS, "word"), (_FAMILY_MARKS, "mark")):
-        for cls, markers in table:
-            if any(m in low for m in markers):
-                return cls, cast(NameBasis, basis)
+    if name.startswith("_Z"):
+        return "other", "none"
+    # the name itself, not its parameter types (already read as types: a `float*` scale is no "float" word)
+    low = _ENUM_VALUE_RE.sub(" ", _parameters(name)[0]).lower()
+    for cls, markers in _DTYPE_WORDS:
+        if any(m in low for m in markers):
+            if cls == "fp16" and _CUDNN_GENERATED_F16.search(low) and "fp16" not in low and "half" not in low:
+                return "other", "16bit"
+            return cls, "word"
+    if any(m in low for m in _SIXTEEN_BIT_MARKS):
+        return "other", "16bit"
+    for cls, markers in _FAMILY_MARKS:
+        if any(m in low for m in markers):
+            return cls, "mark"
     return "other", "none"
+
+
+def is_16bit(name: str) -> bool:
+    """Whether the name says "16-bit float" without saying which (``name_reading``'s ``"16bit"``)."""
+    return name_reading(name)[1] == "16bit"

@@ -37,7 +37,6 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
     out: list[Finding] = []
     rank = [int(r["rank"])]
     tb = r["temporal_breakdown"]
-    idle = r["idle_breakdown"]
     has_gpu_time = r["has_gpu"] and tb["gpu_span_us"] > 0
     busy = 100.0 - tb["idle_pct"] if has_gpu_time else None
     label = r["label"]
@@ -54,38 +53,22 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                     "idle_time_us": tb["idle_time_us"],
                     "gpu_span_us": tb["gpu_span_us"],
                     "threshold_pct": th.low_gpu_util_busy_pct,
+                    **_idle_cause_shares(r),
                 },
-                "Find what the GPU waits for in the idle breakdown: host-bound launch (CPUBound), input pipeline "
-                "(DataloaderBottleneck) or synchronisation (ExcessiveSync).",
+                "Find what the GPU waits for in the idle causes: collectives (CommunicationBound, Straggler), the "
+                "input pipeline (DataloaderBottleneck), synchronisation (ExcessiveSync) or the host launching late or "
+                "busy elsewhere (CPUBound).",
                 rank,
             )
         )
     comm = communication_bound(r, th)
     if comm is not None:
         out.append(comm)
-    if (
-        comm is None
-        and busy is not None
-        and tb["idle_pct"] >= th.cpu_bound_min_idle_pct
-        and idle["host_wait_pct"] > th.cpu_bound_host_wait_pct
-    ):
-        out.append(
-            _f(
-                "CPUBound",
-                "warning",
-                f"rank {label}: GPU idle {tb['idle_pct']:.1f}% and {idle['host_wait_pct']:.1f}% of the gaps are "
-                "the host launching too late",
-                {
-                    "idle_pct": tb["idle_pct"],
-                    "host_wait_pct": idle["host_wait_pct"],
-                    "host_wait_us": idle["host_wait_us"],
-                    "threshold_pct": th.cpu_bound_host_wait_pct,
-                },
-                "The GPU waits for the CPU: reduce Python/operator overhead (torch.compile, CUDA graphs, fused "
-                "optimizers), move preprocessing off the training thread, and avoid host work between launches.",
-                rank,
-            )
-        )
+    graphs = graph_replay_share(r, internal)
+    if comm is None and busy is not None and tb["idle_pct"] >= th.cpu_bound_min_idle_pct:
+        cpu = cpu_bound(r, th, graphs)
+        if cpu is not None:
+            out.append(cpu)
     dl = r["dataloader"]
     if dl["share_pct"] is not None and dl["share_pct"] > th.dataloader_share_pct:
         out.append(
@@ -123,33 +106,9 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
                 rank,
             )
         )
-    n_k = internal.kernels_selected
-    if n_k and busy is not None:
-        tiny_share = 100.0 * internal.tiny_kernels / n_k
-        if tiny_share > th.tiny_kernel_share_pct and tb["idle_pct"] >= th.launch_overhead_min_idle_pct:
-            out.append(
-                _f(
-                    "LaunchOverheadBound",
-                    "warning",
-                    f"rank {label}: {tiny_share:.1f}% of {n_k} kernels run under {th.tiny_kernel_us:g} us while the "
-                    f"GPU is idle {tb['idle_pct']:.1f}%",
-                    {
-                        "tiny_kernel_share_pct": round(tiny_share, 2),
-                        "kernels": n_k,
-                        "tiny_kernel_us": th.tiny_kernel_us,
-                        "idle_pct": tb["idle_pct"],
-                        # absent when no launch of HTA's launch-call set was joined (e.g. ROCm hipLaunchKernel)
-                        **(
-                            {"cpu_launch_mean_us": r["launch_delay"]["cpu_launch_mean_us"]}
-                            if r["launch_delay"]["cpu_launch_mean_us"] is not None
-                            else {}
-                        ),
-                    },
-                    "Many tiny kernels make launch overhead dominate: fuse operations (torch.compile), "
-                    "use CUDA graphs, and increase the work per kernel (larger batch).",
-                    rank,
-                )
-            )
+    lo = launch_overhead(r, internal, th, graphs)
+    if lo is not None:
+        out.append(lo)
     sync_finding = excessive_sync(r, internal, th)
     if sync_finding is not None:
         out.append(sync_finding)
@@ -196,24 +155,247 @@ def rank_findings(r: RankSummary, internal: RankInternal, th: RuleThresholds) ->
             )
         )
     out.extend(gpu_memory_increase(r, th))
-    if (
-        busy is not None
-        and busy < th.batch_size_busy_pct
-        and idle["host_wait_pct"] <= th.cpu_bound_host_wait_pct
-        and (dl["share_pct"] or 0.0) <= th.dataloader_share_pct
-    ):
-        out.append(
-            _f(
-                "BatchSize",
-                "info",
-                f"rank {label}: GPU busy only {busy:.1f}% without a host or input bottleneck",
-                {"gpu_busy_pct": round(busy, 2), "threshold_pct": th.batch_size_busy_pct},
-                "The GPU is under-used: increase the batch size (scale the learning rate accordingly) or use a "
-                "smaller instance.",
-                rank,
-            )
-        )
+    bs = batch_size(r, th)
+    if bs is not None:
+        out.append(bs)
     return out
+
+
+def launch_overhead(r: RankSummary, internal: RankInternal, th: RuleThresholds, graphs: float | None) -> Finding | None:
+    """LaunchOverheadBound: most kernels are tiny while the GPU idles; no CUDA-graph advice where the kernels
+    already run inside graph replays."""
+    tb = r["temporal_breakdown"]
+    n_k = internal.kernels_selected
+    if not (n_k and r["has_gpu"] and tb["gpu_span_us"] > 0):
+        return None
+    tiny_share = 100.0 * internal.tiny_kernels / n_k
+    if not (tiny_share > th.tiny_kernel_share_pct and tb["idle_pct"] >= th.launch_overhead_min_idle_pct):
+        return None
+    evidence: dict[str, Any] = {
+        "tiny_kernel_share_pct": round(tiny_share, 2),
+        "kernels": n_k,
+        "tiny_kernel_us": th.tiny_kernel_us,
+        "idle_pct": tb["idle_pct"],
+    }
+    # absent when no launch of HTA's launch-call set was joined (e.g. ROCm hipLaunchKernel)
+    if r["launch_delay"]["cpu_launch_mean_us"] is not None:
+        evidence["cpu_launch_mean_us"] = r["launch_delay"]["cpu_launch_mean_us"]
+    if graphs is not None:
+        evidence["graph_replay_kernel_pct"] = round(100.0 * graphs, 2)
+    return _f(
+        "LaunchOverheadBound",
+        "warning",
+        f"rank {r['label']}: {tiny_share:.1f}% of {n_k} kernels run under {th.tiny_kernel_us:g} us while the "
+        f"GPU is idle {tb['idle_pct']:.1f}%",
+        evidence,
+        _launch_overhead_advice(graphs),
+        [int(r["rank"])],
+    )
+
+
+def batch_size(r: RankSummary, th: RuleThresholds) -> Finding | None:
+    """BatchSize: the GPU is under-used and the host explains little of its idle time (never claimed where no
+    launch was recorded: the trace cannot tell whether the host held the GPU up)."""
+    tb = r["temporal_breakdown"]
+    if not (r["has_gpu"] and tb["gpu_span_us"] > 0):
+        return None
+    busy = 100.0 - tb["idle_pct"]
+    host_share = host_side_share(r)
+    dl = r["dataloader"]
+    if (
+        busy >= th.batch_size_busy_pct
+        or host_share is None
+        or host_share > th.cpu_bound_host_wait_pct
+        or (dl["share_pct"] or 0.0) > th.dataloader_share_pct
+    ):
+        return None
+    return _f(
+        "BatchSize",
+        "info",
+        f"rank {r['label']}: GPU busy only {busy:.1f}% without a host or input bottleneck (the host explains "
+        f"{host_share:.1f}% of the idle time)",
+        {"gpu_busy_pct": round(busy, 2), "host_side_idle_pct": host_share, "threshold_pct": th.batch_size_busy_pct},
+        "The GPU is under-used: increase the batch size (scale the learning rate accordingly) or use a "
+        "smaller instance.",
+        [int(r["rank"])],
+    )
+
+
+#: of the analysed kernels, the share that ran inside CUDA graph replays at or above which graph advice is not given
+GRAPH_REPLAY_SHARE = 0.9
+
+
+def graph_replay_share(r: RankSummary, internal: RankInternal) -> float | None:
+    """The share of the analysed kernels that ran inside CUDA / HIP graph replays (one launch, several kernels);
+    None where no graph was replayed."""
+    cg = r.get("cuda_graphs")
+    n_k = internal.kernels_selected
+    if not cg or not n_k or not cg["kernels"]:
+        return None
+    return min(1.0, cg["kernels"] / n_k)
+
+
+def _launch_overhead_advice(graphs: float | None) -> str:
+    if graphs is not None and graphs >= GRAPH_REPLAY_SHARE:
+        return (
+            f"{100.0 * graphs:.0f}% of these kernels already run inside CUDA graph replays, so the CPU's launch cost "
+            "is already paid once per graph: fuse the small kernels (torch.compile, fused optimizers and norms) and "
+            "increase the work per kernel (larger batch); gaps inside a replay are the kernels' own tails."
+        )
+    rest = (
+        f" ({100.0 * graphs:.0f}% of the kernels already run inside CUDA graph replays: capture the rest)"
+        if graphs is not None
+        else ""
+    )
+    return (
+        "Many tiny kernels make launch overhead dominate: fuse operations (torch.compile), use CUDA graphs"
+        f"{rest}, and increase the work per kernel (larger batch)."
+    )
+
+
+def host_side_share(r: RankSummary) -> float | None:
+    """The share of GPU idle time the host explains (collectives, data, sync, late launches, host busy), from the
+    idle causes; HTA's host-wait share where they are absent; None where no launch was recorded (the trace cannot
+    tell whether the host held the GPU up)."""
+    causes = r["idle_breakdown"].get("causes")
+    if causes is None:
+        return r["idle_breakdown"]["host_wait_pct"] if r["launch_delay"]["count"] else None
+    idle = causes["idle_time_us"]
+    if causes["gpu_side_us"] is None:  # no launch recorded: the trace cannot tell whose the gaps are
+        return None
+    if idle <= 0:
+        return 0.0
+    host = (
+        causes["collective_wait_us"]
+        + causes["data_wait_us"]
+        + causes["sync_wait_us"]
+        + (causes["late_launch_us"] or 0.0)
+        + (causes["host_busy_us"] or 0.0)
+        + (causes["host_unexplained_us"] or 0.0)
+    )
+    return round(100.0 * host / idle, 2)
+
+
+def _idle_cause_shares(r: RankSummary) -> dict[str, float]:
+    """The idle causes' shares of GPU idle time that are known (evidence for LowGPUUtilization)."""
+    causes = r["idle_breakdown"].get("causes")
+    if causes is None:
+        return {}
+    keys = ("collective_wait_pct", "data_wait_pct", "sync_wait_pct", "late_launch_pct", "host_busy_pct", "gpu_side_pct")
+    return {f"idle_{k}": v for k in keys if (v := causes[k]) is not None}  # type: ignore[literal-required]
+
+
+_CAUSE_WORDS = (
+    ("collective_wait_us", "waiting in CPU collectives"),
+    ("data_wait_us", "waiting on data (DataLoader)"),
+    ("sync_wait_us", "blocked in synchronisation calls"),
+    ("late_launch_us", "launching too late"),
+    ("host_busy_us", "sleeping or computing without launching"),
+    ("host_unexplained_us", "the host's, not split (no launch call of the launch-delay set recorded)"),
+    ("gpu_side_us", "on the GPU side (the next op already queued)"),
+)
+
+
+def cpu_bound(r: RankSummary, th: RuleThresholds, graphs: float | None) -> Finding | None:
+    """CPUBound: the GPU idles because the host launches too late or does other work, by the idle causes (what the
+    host did while the GPU was idle); HTA's host-wait share where the causes are absent. Time the host spent in
+    collectives, the DataLoader or synchronisation is not "launching too late": those have their own findings
+    (CommunicationBound, DataloaderBottleneck, ExcessiveSync)."""
+    tb, idle = r["temporal_breakdown"], r["idle_breakdown"]
+    label, rank = r["label"], [int(r["rank"])]
+    causes = idle.get("causes")
+    if causes is None or causes["idle_time_us"] <= 0:
+        if idle["host_wait_pct"] <= th.cpu_bound_host_wait_pct:
+            return None
+        return _f(
+            "CPUBound",
+            "warning",
+            f"rank {label}: GPU idle {tb['idle_pct']:.1f}% and {idle['host_wait_pct']:.1f}% of the gaps are the host "
+            "launching too late",
+            {
+                "idle_pct": tb["idle_pct"],
+                "host_wait_pct": idle["host_wait_pct"],
+                "host_wait_us": idle["host_wait_us"],
+                "threshold_pct": th.cpu_bound_host_wait_pct,
+            },
+            _late_launch_advice(graphs),
+            rank,
+        )
+    if causes["gpu_side_us"] is None:  # no launch recorded: nothing says the host held the GPU up
+        return None
+    total = causes["idle_time_us"]
+    late = causes["late_launch_us"] or 0.0
+    busy_host = causes["host_busy_us"] or 0.0
+    unexplained = causes["host_unexplained_us"] or 0.0
+    host = late + busy_host + unexplained
+    share = 100.0 * host / total
+    if share <= th.cpu_bound_host_wait_pct:
+        return None
+    parts = [
+        f"{100.0 * v / total:.1f}% {words}"
+        for key, words in _CAUSE_WORDS
+        if (v := causes[key]) is not None and v > 0  # type: ignore[literal-required]
+    ]
+    evidence: dict[str, Any] = {
+        "idle_pct": tb["idle_pct"],
+        "host_side_pct_of_idle": round(share, 2),
+        "late_launch_us": causes["late_launch_us"],
+        "host_busy_us": causes["host_busy_us"],
+        "host_unexplained_us": causes["host_unexplained_us"],
+        "collective_wait_us": causes["collective_wait_us"],
+        "data_wait_us": causes["data_wait_us"],
+        "sync_wait_us": causes["sync_wait_us"],
+        "host_wait_pct": idle["host_wait_pct"],
+        "resolution_us": causes["resolution_us"],
+        "threshold_pct": th.cpu_bound_host_wait_pct,
+    }
+    if graphs is not None:
+        evidence["graph_replay_kernel_pct"] = round(100.0 * graphs, 2)
+    evidence = {k: v for k, v in evidence.items() if v is not None}  # a part that cannot be told is not evidence
+    if unexplained > late + busy_host:
+        what = "the host's (launching too late or doing other work: launch calls outside the launch-delay set)"
+        advice = _late_launch_advice(graphs) + " " + HOST_BUSY_RECOMMENDATION + " " + UNSPLIT_HINT
+    elif late >= busy_host:
+        what, advice = "the host launching too late", _late_launch_advice(graphs)
+    else:
+        what, advice = "the host doing other work than launching", HOST_BUSY_RECOMMENDATION
+    return _f(
+        "CPUBound",
+        "warning",
+        f"rank {label}: GPU idle {tb['idle_pct']:.1f}%, {share:.1f}% of it {what} (of the idle time: "
+        + ", ".join(parts)
+        + ")",
+        evidence,
+        advice,
+        rank,
+    )
+
+
+UNSPLIT_HINT = "profstack analyze --launch-calls all tells late launches from other host work on ROCm and XLA traces."
+HOST_BUSY_RECOMMENDATION = (
+    "The GPU waits while the host does something other than launching work (Python, CPU-side computation, logging, "
+    "checkpoint I/O, sleeps) between launches: find it in the gaps of the trimmed trace (record with_stack=True to "
+    "see the Python), move it off the training thread or overlap it with GPU work, and avoid host work between steps."
+)
+
+
+def _late_launch_advice(graphs: float | None) -> str:
+    if graphs is not None and graphs >= GRAPH_REPLAY_SHARE:
+        return (
+            f"The GPU waits for the CPU between launches, and {100.0 * graphs:.0f}% of the kernels already run inside "
+            "CUDA graph replays: the gaps are between replays. Reduce the host work between them (Python, "
+            "optimizer steps outside the graph, .item()), capture more of the step in one graph, and fuse what "
+            "remains outside it (torch.compile)."
+        )
+    rest = (
+        f"; {100.0 * graphs:.0f}% of the kernels already run inside CUDA graph replays: capture the rest"
+        if graphs is not None
+        else ""
+    )
+    return (
+        "The GPU waits for the CPU: reduce Python/operator overhead (torch.compile, CUDA graphs, fused "
+        f"optimizers){rest}, move preprocessing off the training thread, and avoid host work between launches."
+    )
 
 
 SYNC_RECOMMENDATION = (
@@ -321,13 +503,24 @@ COMM_RECOMMENDATION = (
 )
 
 
+HOST_COMM_RECOMMENDATION = (
+    "The step waits in collectives that run on the CPU ({backend}): their time includes waiting for the slowest "
+    "rank, so look first for a straggler (the Straggler finding, the cross-rank table) and for uneven work. For GPU "
+    "tensors use NCCL (backend='nccl', or 'cpu:gloo,cuda:nccl'), which communicates on the GPU and overlaps with "
+    "compute; otherwise send fewer, larger tensors (bucket them) and use async_op=True to overlap the wait with work."
+)
+
+
 def communication_bound(r: RankSummary, th: RuleThresholds) -> Finding | None:
     """CommunicationBound: exposed communication (no computation kernel running) above
-    ``comm_bound_exposed_pct`` of step time (GPU span without steps). Where it fires, the GPU waits on the
-    collectives, so the host's late launches (CPUBound) are a consequence and that rule stays silent."""
+    ``comm_bound_exposed_pct`` of step time (GPU span without steps). Collectives that run on the CPU (gloo, MPI)
+    count with their exposed time (no GPU op running): a CPU-only rank's whole collective time. Where it fires, the
+    GPU waits on the collectives, so the host's late launches (CPUBound) are a consequence and that rule stays
+    silent."""
     cm = r["communication"]
     exposed = cm.get("exposed_time_us")
-    if not cm["kernel_count"] or exposed is None:
+    hc = cm.get("host_collectives")
+    if not (cm["kernel_count"] or hc) or exposed is None:
         return None
     share = cm.get("exposed_pct_of_step")
     basis = "step time"
@@ -337,21 +530,46 @@ def communication_bound(r: RankSummary, th: RuleThresholds) -> Finding | None:
     if share is None or share <= th.comm_bound_exposed_pct:
         return None
     label = r["label"]
+    evidence: dict[str, Any] = {
+        "exposed_time_us": exposed,
+        "comm_time_us": cm["comm_time_us"],
+        "overlap_pct_of_comm": cm["overlap_pct_of_comm"],
+        f"exposed_pct_of_{'step' if basis == 'step time' else 'span'}": share,
+        "host_wait_pct": r["idle_breakdown"]["host_wait_pct"],
+        "threshold_pct": th.comm_bound_exposed_pct,
+    }
+    gpu_part = (
+        f"{exposed / 1000:.1f} ms of {cm['comm_time_us'] / 1000:.1f} ms GPU communication exposed; "
+        f"{cm['overlap_pct_of_comm'] or 0:.1f}% overlapped with compute"
+    )
+    if hc is None:
+        return _f(
+            "CommunicationBound",
+            "warning",
+            f"rank {label}: exposed communication (no computation running) takes {share:.1f}% of {basis} ({gpu_part})",
+            evidence,
+            COMM_RECOMMENDATION,
+            [int(r["rank"])],
+        )
+    backend = hc["backend"] or ", ".join(sorted({n["name"].split(":", 1)[0] for n in hc["by_name"]}))
+    if not cm["kernel_count"]:  # no GPU communication: its numbers are not evidence
+        for key in ("exposed_time_us", "comm_time_us", "overlap_pct_of_comm"):
+            evidence.pop(key, None)
+    evidence = {k: v for k, v in evidence.items() if v is not None}
+    evidence |= {
+        "host_collective_calls": hc["calls"],
+        "host_collective_time_us": hc["time_us"],
+        "host_collective_exposed_us": hc["exposed_time_us"],
+        "backend": backend,
+    }
+    host_part = f"{hc['exposed_time_us'] / 1000:.1f} ms in {hc['calls']} CPU collective call(s) ({backend})"
     return _f(
         "CommunicationBound",
         "warning",
-        f"rank {label}: exposed communication (no computation running) takes {share:.1f}% of {basis} "
-        f"({exposed / 1000:.1f} ms of {cm['comm_time_us'] / 1000:.1f} ms communication; "
-        f"{cm['overlap_pct_of_comm'] or 0:.1f}% overlapped with compute)",
-        {
-            "exposed_time_us": exposed,
-            "comm_time_us": cm["comm_time_us"],
-            "overlap_pct_of_comm": cm["overlap_pct_of_comm"],
-            f"exposed_pct_of_{'step' if basis == 'step time' else 'span'}": share,
-            "host_wait_pct": r["idle_breakdown"]["host_wait_pct"],
-            "threshold_pct": th.comm_bound_exposed_pct,
-        },
-        COMM_RECOMMENDATION,
+        f"rank {label}: communication nothing else overlaps takes {share:.1f}% of {basis}: {host_part}"
+        + (f"; {gpu_part}" if cm["kernel_count"] else ""),
+        evidence,
+        HOST_COMM_RECOMMENDATION.format(backend=backend) + (" " + COMM_RECOMMENDATION if cm["kernel_count"] else ""),
         [int(r["rank"])],
     )
 
@@ -404,6 +622,13 @@ def _waited_for(table: Sequence[CrossRankRow] | Sequence[Mapping[str, Any]], th:
     return out
 
 
+def _named(stragglers: Sequence[Straggler]) -> str:
+    """``rank 3 is`` / ``ranks 1, 5 are`` (labels, at most 10 named)."""
+    labels = [str(s["label"]) for s in stragglers]
+    shown = ", ".join(labels[:10]) + (f" and {len(labels) - 10} more" if len(labels) > 10 else "")
+    return f"rank {shown} is" if len(labels) == 1 else f"ranks {shown} are"
+
+
 def cross_rank(
     table: Sequence[CrossRankRow] | Sequence[Mapping[str, Any]], th: RuleThresholds | Mapping[str, float]
 ) -> tuple[CrossRankResult, list[Finding]]:
@@ -454,9 +679,9 @@ def cross_rank(
             _f(
                 "Straggler",
                 "warning",
-                f"{len(stragglers)} rank(s) are waited for: the other ranks spend more than "
-                f"{th.straggler_pct / 2:g}% of a step longer waiting in collectives (exposed communication), "
-                "and more than twice as long as these ranks do",
+                f"{_named(stragglers)} waited for: the other ranks spend more than "
+                f"{th.straggler_pct / 2:g}% of a step longer waiting in collectives (exposed communication, on the "
+                "GPU or the CPU), and more than twice as long as these ranks do",
                 {
                     "stragglers": [s["rank"] for s in stragglers],
                     "metric": metric,
@@ -472,7 +697,7 @@ def cross_rank(
             _f(
                 "Straggler",
                 "warning",
-                f"{len(stragglers)} rank(s) are more than {th.straggler_pct:g}% slower than the median ({metric})",
+                f"{_named(stragglers)} more than {th.straggler_pct:g}% slower than the median ({metric})",
                 {
                     "stragglers": [s["rank"] for s in stragglers],
                     "metric": metric,

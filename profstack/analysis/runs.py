@@ -34,7 +34,8 @@ from profstack.analysis.parse import FileData
 DEFAULT_MAX_CYCLE_GAP_S = 1800.0
 
 # torch.profiler.tensorboard_trace_handler: f"{worker_name}.{time.time_ns() // 1_000_000}.pt.trace.json[.gz]"
-_HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.(?P<ms>\d{13})\.pt\.trace\.json(?:\.gz)?$")
+# (milliseconds, 13 digits), since torch 2.x f"{worker_name}.{time.time_ns()}.pt.trace.json" (nanoseconds, 19)
+_HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.(?P<ms>\d{13}|\d{19})\.pt\.trace\.json(?:\.gz)?$")
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,11 @@ def file_span(fd: FileData) -> tuple[float, float] | None:
         hi = max(hi, *(t + d for t, d in zip(fd.st_ts, fd.st_dur, strict=True)))
     if fd.launch_span is not None:
         lo, hi = min(lo, fd.launch_span[0]), max(hi, fd.launch_span[1])
+    tl = fd.cpu_timeline
+    if ".xplane.pb" in fd.name and tl.lo <= tl.hi:
+        # one device of an XSpace (profstack.analysis.xplane.expand): the host's events, shared by the host's devices,
+        # are its time too, so the devices of one host are one run even where their own work does not overlap
+        lo, hi = min(lo, tl.lo), max(hi, tl.hi)
     if lo > hi:
         return None
     return fd.time_offset_us + lo, fd.time_offset_us + hi

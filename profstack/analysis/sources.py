@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol, runtime_checkable
 
 from profstack.analysis.errors import TraceSourceError
-from profstack.analysis.xplane import XPLANE_SUFFIX, as_kineto
+from profstack.analysis.xplane import XPLANE_SUFFIX, as_kineto, expand
 
 
 @runtime_checkable
@@ -124,7 +124,7 @@ def discover(paths: Sequence[str | Path]) -> tuple[list[TraceSource], list[tuple
             seen.add(key)
             name = str(cand.relative_to(path)) if path.is_dir() else cand.name
             found.append(as_kineto(FileTraceSource(cand, name=name)))
-    return found, left_out
+    return expand(found), left_out
 
 
 # rank-3, rank3, rank_3, _rank3, rank.3 ; SageMaker hosts algo-2 (1-based host index -> rank 1)

@@ -81,8 +81,9 @@ class KernelStat(TypedDict):
     std_us: float
     pct_of_gpu_op_time: float
     #: schema 1.6: where ``precision`` was read: the kernel's argument types, its name only (a fallback), neither;
-    #: schema 1.7: ``op_types``: the input types of the operators that launched it (record_shapes)
-    precision_source: NotRequired[Literal["types", "op_types", "name", "none", "n/a"]]
+    #: schema 1.7: ``op_types``: the input types of the operators that launched it (record_shapes); schema 1.8:
+    #: ``context``: a name that says only "16-bit float", decided by the rank's typed 16-bit kernels
+    precision_source: NotRequired[Literal["types", "op_types", "name", "context", "none", "n/a"]]
 
 
 class ErrorEntry(TypedDict):
@@ -152,6 +153,29 @@ class StreamIdle(TypedDict):
     other_us: float
 
 
+class IdleCauses(TypedDict):
+    """Schema 1.8: the GPU's idle time split by what the host did meanwhile (analyzers/host_side.py): in a CPU
+    collective, in the DataLoader, blocked in a synchronisation call, launching too slowly, or neither (sleeping or
+    computing), or the GPU side (the next op was already queued). The parts add up to ``idle_time_us``. Where the
+    host's part cannot be split (no launch call of the launch-delay set) it is ``host_unexplained_us``."""
+
+    idle_time_us: float
+    collective_wait_us: float
+    data_wait_us: float
+    sync_wait_us: float
+    late_launch_us: float | None
+    host_busy_us: float | None  # the host sleeping or computing: no launch issued
+    host_unexplained_us: float | None
+    gpu_side_us: float | None  # the next op was already queued: a dependency or the GPU's own launch latency
+    collective_wait_pct: float | None
+    data_wait_pct: float | None
+    sync_wait_pct: float | None
+    late_launch_pct: float | None
+    host_busy_pct: float | None
+    gpu_side_pct: float | None
+    resolution_us: float  # the time bins late launches and host busy time were told apart on
+
+
 class IdleBreakdown(TypedDict):
     host_wait_us: float
     kernel_wait_us: float
@@ -161,6 +185,7 @@ class IdleBreakdown(TypedDict):
     other_pct: float
     consecutive_kernel_delay_us: float
     per_stream: list[StreamIdle]
+    causes: NotRequired[IdleCauses | None]  # schema 1.8
 
 
 class GpuActivity(TypedDict):
@@ -193,6 +218,9 @@ class MathPrecisionShare(PrecisionShare):
     from_name_time_us: NotRequired[float]
     #: schema 1.7: of ``time_us``, the time whose class was read from the launching operators' input types
     from_op_types_time_us: NotRequired[float]
+    #: schema 1.8: of ``time_us``, the time of kernels whose names say only "16-bit float" (cuDNN's ``..._f16_...``),
+    #: decided by the rank's own typed 16-bit kernels (its operators did not say)
+    from_context_time_us: NotRequired[float]
 
 
 class ConversionKernels(TypedDict):
@@ -303,6 +331,18 @@ class Annotations(TypedDict):
     gpu: list[AnnotationStat]
 
 
+class HostCollectives(TypedDict):
+    """Schema 1.8: collectives that run on the CPU (gloo, MPI, UCC: ``gloo:all_reduce`` spans on the process group's
+    worker threads), within the analysed steps: the host's communication, waits for peers included."""
+
+    calls: int
+    time_us: float  # union of the spans
+    exposed_time_us: float  # of it, the time no GPU op ran (all of it on a CPU-only rank)
+    pct_of_step: float | None
+    backend: str | None  # distributedInfo.backend
+    by_name: list[NameStat]
+
+
 class Communication(TypedDict):
     kernel_count: int
     comm_time_us: float
@@ -314,7 +354,9 @@ class Communication(TypedDict):
     exposed_time_us: NotRequired[float]
     exposed_pct_of_span: NotRequired[float | None]
     step_time_us: NotRequired[float | None]  # the analysed steps' total (ProfilerStep durations)
+    #: exposed GPU communication and (schema 1.8) exposed CPU collective time, over the step time
     exposed_pct_of_step: NotRequired[float | None]
+    host_collectives: NotRequired[HostCollectives | None]  # schema 1.8
 
 
 class Occupancy(TypedDict):

@@ -20,6 +20,19 @@ it unchanged:
   (TPU), where ``XLA Ops`` is the device's activity;
 * other planes (``/host:metadata``, task environment, ...) carry no timed work and are skipped.
 
+Launches by correlation id (#43 item 5). A saved XSpace has its CUPTI / roctracer API plane (``/host:CUPTI``,
+``/host:ROCTRACER``) merged into ``/host:CPU`` (TSL's ``MergeHostPlanesAndSortLines``), and TensorFlow names each
+kernel launch there after the kernel it launches, linked by its ``correlation_id`` stat. So a host event is a launch
+when its correlation id is that of a device op (whatever its name), and a host event named as a launch API with a
+correlation id is one too. Both become ``cuda_driver`` rows (their delays need ``--launch-calls all``).
+
+One rank per device (#43 item 5). A host's XSpace holds one plane per device (``/device:GPU:0``, ``:1``...; TPU cores
+``/device:TPU:<n>``), each its own timeline: ``expand`` makes one source per GPU/TPU/XPU plane, each with the
+host's events and that device's ops (launches only for its own ops). A job's XSpaces (one per host, the files of one
+profile run folder) are one job: ranks count on across them in file-name order (``distributedInfo`` rank and world
+size in each converted header), so two hosts of 8 GPUs are ranks 0-15 of one run. The plane names are read without
+parsing the file (a scan of XSpace's top-level protobuf fields).
+
 Times: an event starts at its line's ``timestamp_ns`` plus its ``offset_ps`` and lasts ``duration_ps``; both
 become microseconds, as Kineto writes them. An aggregated event (``num_occurrences`` instead of an offset) has
 no time and is skipped (counted in the header as ``xplaneSkippedAggregated``).
@@ -31,6 +44,7 @@ Bounded: the protobuf is parsed whole (the format has no streaming reader), so a
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import re
@@ -210,6 +224,118 @@ def _stats(event_stats: Any, stat_names: dict[int, str]) -> dict[str, Any]:
     return out
 
 
+_ACCEL_PLANE = ("GPU", "TPU", "XPU")
+
+
+def _accelerator(plane_name: str) -> bool:
+    m = _DEVICE_PLANE.match(plane_name)
+    return m is not None and m.group(1) in _ACCEL_PLANE
+
+
+def _varint(buf: BinaryIO) -> int | None:
+    """One protobuf varint from ``buf`` (None at a clean end of input)."""
+    shift = result = 0
+    while True:
+        b = buf.read(1)
+        if not b:
+            if shift:
+                raise TraceSourceError("not a readable XSpace profile (.xplane.pb): truncated varint")
+            return None
+        result |= (b[0] & 0x7F) << shift
+        if not b[0] & 0x80:
+            return result
+        shift += 7
+        if shift > 63:
+            raise TraceSourceError("not a readable XSpace profile (.xplane.pb): varint too long")
+
+
+def _skip(buf: BinaryIO, n: int) -> None:
+    if n < 0:
+        raise TraceSourceError("not a readable XSpace profile (.xplane.pb): negative length")
+    if buf.seekable():
+        pos = buf.tell()
+        end = buf.seek(0, io.SEEK_END)
+        if pos + n > end:
+            raise TraceSourceError("not a readable XSpace profile (.xplane.pb): truncated")
+        buf.seek(pos + n)
+        return
+    while n > 0:
+        chunk = buf.read(min(n, 1 << 20))
+        if not chunk:
+            raise TraceSourceError("not a readable XSpace profile (.xplane.pb): truncated")
+        n -= len(chunk)
+
+
+_NAME_PEEK = 4096  # a plane's id and name come first (fields 1, 2): read this far into a plane for its name
+#: planes scanned at most, and device planes made ranks at most (a host has a few dozen devices): beyond, the file is
+#: read whole as one rank, as before (a hostile file cannot make thousands of conversions of itself)
+MAX_PLANES_SCANNED = 65_536
+MAX_DEVICE_RANKS = 64
+
+
+def plane_names(buf: BinaryIO) -> list[str]:
+    """The names of an XSpace's planes, in order, without parsing it: XSpace field 1 (planes) is a repeated message,
+    XPlane field 2 its name. Reads only the first bytes of each plane (seeks past the rest where it can)."""
+    return [name for name, _ in plane_heads(buf)]
+
+
+def plane_heads(buf: BinaryIO) -> list[tuple[str, bool]]:
+    """(name, whether it has a line) of each plane, in order (``plane_names``): a plane's fields are written in
+    field order, so its lines (field 3) follow its id and name in the bytes read."""
+    names: list[tuple[str, bool]] = []
+    while (key := _varint(buf)) is not None:
+        if len(names) >= MAX_PLANES_SCANNED:
+            raise TraceSourceError(f"an XSpace with more than {MAX_PLANES_SCANNED} planes: not expanded")
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _varint(buf)
+        elif wire == 1:
+            _skip(buf, 8)
+        elif wire == 5:
+            _skip(buf, 4)
+        elif wire == 2:
+            length = _varint(buf) or 0
+            if field != 1:
+                _skip(buf, length)
+                continue
+            head = buf.read(min(length, _NAME_PEEK))
+            if len(head) < min(length, _NAME_PEEK):
+                raise TraceSourceError("not a readable XSpace profile (.xplane.pb): truncated")
+            names.append(_name_in(head))
+            _skip(buf, length - len(head))
+        else:
+            raise TraceSourceError(f"not a readable XSpace profile (.xplane.pb): wire type {wire}")
+    return names
+
+
+def _name_in(head: bytes) -> tuple[str, bool]:
+    """XPlane's field 2 (name) among the first fields of ``head`` ("" where it is not there), and whether a line
+    (field 3) comes right after it."""
+    b = io.BytesIO(head)
+    name = ""
+    try:
+        while (key := _varint(b)) is not None:
+            field, wire = key >> 3, key & 7
+            if field == 3:
+                return name, True
+            if field > 3:
+                return name, False
+            if wire == 0:
+                _varint(b)
+            elif wire == 2:
+                length = _varint(b) or 0
+                data = b.read(length)
+                if field == 2:
+                    name = data.decode("utf-8")  # strict, as the parser: invalid UTF-8 is no XSpace
+            else:
+                return name, False
+    except TraceSourceError:
+        return name, False
+    except UnicodeDecodeError as exc:
+        raise TraceSourceError(f"not a readable XSpace profile (.xplane.pb): a plane name is not UTF-8: {exc}") from exc
+    return name, False
+
+
 def _event_json(ev: dict[str, Any]) -> bytes:
     return json.dumps(ev, separators=(",", ":"), allow_nan=False, default=str).encode()
 
@@ -231,17 +357,24 @@ def _device_event(out: dict[str, Any], args: dict[str, Any], dev_id: int | None,
     out["args"] = kargs
 
 
-def _host_event(out: dict[str, Any], args: dict[str, Any]) -> None:
+def _host_event(out: dict[str, Any], args: dict[str, Any], scope: _Scope) -> bool:
+    """Make ``out`` the Kineto form of a host event; False where it is left out (a launch of another device's op)."""
+    corr = args.get("correlation_id")
     if isinstance(args.get("step_num"), int):
         out["cat"] = "user_annotation"
         out["name"] = f"ProfilerStep#{args['step_num']}"
-    elif isinstance(args.get("correlation_id"), int) and _LAUNCH.match(out["name"]):
-        out["cat"] = (
-            "cuda_driver" if out["name"].startswith("cu") and not out["name"].startswith("cuda") else "cuda_runtime"
-        )
-        out["args"] = {"correlation": args["correlation_id"]}
+    elif isinstance(corr, int) and (corr in scope.all_corr or _LAUNCH.match(out["name"])):
+        if scope.mine is not None and corr not in scope.mine and (corr in scope.all_corr or not scope.first):
+            return False  # another device's launch (or, unmatched, kept once: by the first device's source)
+        name = out["name"]
+        # TensorFlow names a launch after its kernel; XLA / the CUPTI driver plane call the driver API
+        out["cat"] = "cuda_runtime" if name.startswith(("cuda", "hip")) else "cuda_driver"
+        out["args"] = {"correlation": corr}
+    elif scope.cpu_only and XLA_CPU_COLLECTIVE.match(out["name"]):
+        out["cat"] = "user_annotation"  # a span, like gloo's `gloo:all_reduce`: the host's collective time
     else:
         out["cat"] = "cpu_op"
+    return True
 
 
 def _timed_lines(plane: Any, device: re.Match[str] | None) -> list[Any]:
@@ -252,7 +385,40 @@ def _timed_lines(plane: Any, device: re.Match[str] | None) -> list[Any]:
     return streams or [line for line in plane.lines if line.name == "XLA Ops"]
 
 
-def _plane_events(plane: Any, pid: int, budget: list[int], skipped: list[int]) -> Iterator[dict[str, Any]]:
+#: XLA's collective HLO ops (``all-reduce.3``, ``all-gather-start``...): on a host without accelerator planes they run
+#: on the CPU (JAX's CPU collectives over gloo or MPI), the host's communication
+XLA_CPU_COLLECTIVE = re.compile(
+    r"^(all-reduce|all-gather|reduce-scatter|all-to-all|collective-permute|collective-broadcast)(-start|-done)?(\.\d+)?$"
+)
+
+
+class _Scope:
+    """Which device a conversion is for: ``all_corr``, the correlation ids of every device op; ``mine``, those of
+    the selected device's (None: every device); ``first``, whether it is the first device's source; ``cpu_only``,
+    whether the XSpace has no accelerator plane (XLA's collectives then run on the host)."""
+
+    def __init__(self, all_corr: set[int], mine: set[int] | None, first: bool, cpu_only: bool = False) -> None:
+        self.all_corr, self.mine, self.first, self.cpu_only = all_corr, mine, first, cpu_only
+
+
+def _device_correlations(plane: Any) -> set[int]:
+    stat_ids = {k for k, v in plane.stat_metadata.items() if v.name == "correlation_id"}
+    out: set[int] = set()
+    if not stat_ids:
+        return out
+    for line in plane.lines:
+        for event in line.events:
+            for stat in event.stats:
+                if stat.metadata_id in stat_ids:
+                    kind = stat.WhichOneof("value")
+                    if kind in ("int64_value", "uint64_value"):
+                        out.add(int(getattr(stat, kind)))
+    return out
+
+
+def _plane_events(
+    plane: Any, pid: int, budget: list[int], skipped: list[int], scope: _Scope
+) -> Iterator[dict[str, Any]]:
     device = _DEVICE_PLANE.match(plane.name)
     if device is None and not plane.name.startswith(_HOST_PLANE):
         return
@@ -284,32 +450,64 @@ def _plane_events(plane: Any, pid: int, budget: list[int], skipped: list[int]) -
             }
             if device:
                 _device_event(out, args, dev_id, tid)
-            else:
-                _host_event(out, args)
+            elif not _host_event(out, args, scope):
+                budget[0] += 1
+                continue
             yield out
 
 
-def xspace_to_kineto(data: bytes, *, max_events: int = MAX_XPLANE_EVENTS) -> Iterator[bytes]:
-    """The Kineto JSON of the XSpace ``data``, in pieces (header, events, footer)."""
+_LAST: dict[str, Any] = {}  # the last XSpace parsed: its digest, the message, its devices' correlation ids
+
+
+def _parsed(data: bytes) -> tuple[Any, dict[int, set[int]]]:
+    """The XSpace of ``data`` and each device plane's correlation ids, parsed once for the sources of its devices
+    (opened one after the other): the last one is kept, keyed by the bytes' digest."""
+    digest = hashlib.blake2b(data, digest_size=16).digest()
+    if _LAST.get("digest") == digest:
+        return _LAST["space"], _LAST["corr"]
     space = parse_xspace(data)
+    corr = {k: _device_correlations(p) for k, p in enumerate(space.planes) if _DEVICE_PLANE.match(p.name)}
+    _LAST.clear()
+    _LAST.update(digest=digest, space=space, corr=corr)
+    return space, corr
+
+
+def xspace_to_kineto(
+    data: bytes, *, max_events: int = MAX_XPLANE_EVENTS, plane: str | None = None, rank: Rank | None = None
+) -> Iterator[bytes]:
+    """The Kineto JSON of the XSpace ``data``, in pieces (header, events, footer). With ``plane`` (a GPU/TPU/XPU
+    plane's name), only that device's ops and the host events (its own launches among them); with ``rank`` (rank,
+    world size), the header's ``distributedInfo``."""
+    space, corr_by_plane = _parsed(data)
     budget, skipped = [max_events], [0]
-    planes = [(k, plane) for k, plane in enumerate(space.planes)]
+    planes = [(k, p) for k, p in enumerate(space.planes)]
+    accel = [k for k, p in planes if _accelerator(p.name)]
+    chosen = next((k for k in accel if space.planes[k].name == plane), None) if plane is not None else None
+    all_corr = set().union(*corr_by_plane.values()) if corr_by_plane else set()
+    first = chosen is None or chosen == min((k for k in accel if len(space.planes[k].lines)), default=chosen)
+    scope = _Scope(all_corr, corr_by_plane.get(chosen) if chosen is not None else None, first, cpu_only=not accel)
+    if chosen is not None:  # the other devices' planes are other ranks'
+        planes = [(k, p) for k, p in planes if k == chosen or not _DEVICE_PLANE.match(p.name)]
     device_props = [
         {"id": int(m.group(2)), "name": plane.name}
         for _, plane in planes
-        if (m := _DEVICE_PLANE.match(plane.name)) and m.group(1) in {"GPU", "TPU", "XPU"}
+        if (m := _DEVICE_PLANE.match(plane.name)) and m.group(1) in _ACCEL_PLANE
     ]
     head: dict[str, Any] = {
         "schemaVersion": 1,
         "traceName": "xplane",
         "xplane": {"planes": [p.name for _, p in planes], "hostnames": list(space.hostnames)},
     }
+    if chosen is not None:
+        head["xplane"]["device_plane"] = space.planes[chosen].name
+    if rank is not None:
+        head["distributedInfo"] = {"rank": rank[0], "world_size": rank[1]}
     if device_props:
         head["deviceProperties"] = device_props
     yield _event_json(head)[:-1] + b',"traceEvents":['
     first = True
-    for pid, plane in planes:
-        for ev in _plane_events(plane, pid, budget, skipped):
+    for pid, xplane in planes:
+        for ev in _plane_events(xplane, pid, budget, skipped, scope):
             yield (b"" if first else b",\n") + _event_json(ev)
             first = False
     tail: dict[str, Any] = {"xplaneSkippedAggregated": skipped[0]}
@@ -347,16 +545,22 @@ class _Converted(io.BufferedReader):
     converted_from_bytes: int = 0
 
 
-class XPlaneSource:
-    """A TraceSource over another one that holds an ``.xplane.pb``: opened, it reads the Kineto JSON of it."""
+Rank = tuple[int, int]  # (rank, world size)
 
-    def __init__(self, inner: Any) -> None:
+
+class XPlaneSource:
+    """A TraceSource over another one that holds an ``.xplane.pb``: opened, it reads the Kineto JSON of it (with
+    ``device``, of one of its GPU/TPU/XPU planes: ``name`` then ends ``#<plane name>``; with ``rank``, the rank and
+    world size its header states)."""
+
+    def __init__(self, inner: Any, *, plane: str | None = None, rank: Rank | None = None) -> None:
         self.inner = inner
-        self.name: str = inner.name
+        self.plane, self.rank = plane, rank
+        self.name: str = inner.name if plane is None else f"{inner.name}#{plane}"
         self.size_hint: int | None = inner.size_hint
 
     def __getattr__(self, attr: str) -> Any:  # path, obj, failure: what callers read off the wrapped source
-        if attr.startswith("__") or attr == "inner":  # pickling (worker processes) looks these up before __init__
+        if attr.startswith("__") or attr in ("inner", "plane", "rank"):  # pickling looks these up before __init__
             raise AttributeError(attr)
         return getattr(self.inner, attr)
 
@@ -370,7 +574,8 @@ class XPlaneSource:
             data = fh.read(MAX_XPLANE_BYTES + 1)
         if len(data) > MAX_XPLANE_BYTES:
             raise TraceSourceError(f"XSpace profile larger than {MAX_XPLANE_BYTES} bytes; open it in XProf instead")
-        reader = _Converted(_ChunkReader(xspace_to_kineto(data)), buffer_size=1 << 20)
+        pieces = xspace_to_kineto(data, plane=self.plane, rank=self.rank)
+        reader = _Converted(_ChunkReader(pieces), buffer_size=1 << 20)
         reader.converted_from_bytes = len(data)
         return cast(BinaryIO, reader)
 
@@ -383,3 +588,48 @@ def as_kineto(source: S) -> S:
     wrapped source's other attributes: ``path``, ``obj``, ``failure``)."""
     name = str(getattr(source, "name", ""))
     return cast(S, XPlaneSource(source)) if is_xplane_name(name) else source
+
+
+def device_planes(source: Any) -> list[str] | None:
+    """The GPU/TPU/XPU planes of the XSpace ``source`` holds that recorded anything (a line: TensorFlow lists every
+    visible GPU, used or not), by name (``plane_heads``); None where it cannot be read (its analysis says why)."""
+    try:
+        with source.open() as fh:
+            return [n for n, has_lines in plane_heads(fh) if has_lines and _accelerator(n)]
+    except (TraceSourceError, OSError):
+        return None
+
+
+def expand(sources: list[Any]) -> list[Any]:
+    """One source per device of each XSpace among ``sources``, the XSpaces of one folder (a profile run: one file
+    per host) ranked as one job: ranks count on across them in name order, each header saying its rank and the
+    job's world size. Other sources pass unchanged, in place."""
+    groups: dict[str, list[int]] = {}
+    for i, src in enumerate(sources):
+        if is_xplane_name(str(getattr(src, "name", ""))):
+            folder = str(getattr(src, "name", "")).rsplit("/", 1)[0] if "/" in str(src.name) else ""
+            groups.setdefault(folder, []).append(i)
+    if not groups:
+        return sources
+    replace: dict[int, list[Any]] = {}
+    for members in groups.values():
+        members.sort(key=lambda i: str(sources[i].name))
+        planes = {i: device_planes(_inner(sources[i])) for i in members}
+        world = sum(max(len(p or []), 1) for p in planes.values())
+        rank = 0
+        for i in members:
+            inner, devices = _inner(sources[i]), planes[i] or []
+            if len(devices) <= 1 or len(devices) > MAX_DEVICE_RANKS:  # one timeline (or too many): read whole
+                replace[i] = [XPlaneSource(inner, rank=(rank, world) if world > 1 else None)]
+                rank += 1
+                continue
+            replace[i] = [XPlaneSource(inner, plane=name, rank=(rank + d, world)) for d, name in enumerate(devices)]
+            rank += len(devices)
+    out: list[Any] = []
+    for i, src in enumerate(sources):
+        out.extend(replace.get(i, [src]))
+    return out
+
+
+def _inner(source: Any) -> Any:
+    return source.inner if isinstance(source, XPlaneSource) else source

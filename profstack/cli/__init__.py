@@ -16,7 +16,7 @@ from profstack import __version__
 from profstack.analysis.allocator import tune_malloc
 
 # Modules under profstack.cli that contribute sub-commands, in help order.
-SUBCOMMAND_MODULES = ("analyze", "diff", "reports", "config", "users", "tensorboard", "legacy", "migrate")
+SUBCOMMAND_MODULES = ("analyze", "diff", "reports", "config", "users", "tensorboard", "legacy", "migrate", "iam")
 # Top-level modules of the `aws` extra: a sub-command that needs them is listed but says how to get them.
 AWS_EXTRA_MODULES = frozenset({"boto3", "botocore", "s3transfer"})
 MISSING_AWS_EXTRA = "this command talks to AWS and needs boto3: pip install 'profstack[aws]'"

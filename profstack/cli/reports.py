@@ -1,7 +1,8 @@
 """`profstack reports`: find, open, download and compare your own reports, with your own AWS credentials.
 
     profstack reports list [--since 7d|DATE] [--family F] [--json] [--limit N]
-    profstack reports open JOB [--print] [--expires SECONDS]
+    profstack reports open JOB [--no-browser] [--port PORT] [--idle MINUTES] [--print [--expires SECONDS]]
+    profstack reports index [--no-browser] [--port PORT] [--idle MINUTES] [--print [--expires SECONDS]]
     profstack reports get JOB [DIR]
     profstack reports diff A B [--html FILE] [--limit N]
 
@@ -26,7 +27,6 @@ import json
 import os
 import re
 import sys
-import webbrowser
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -34,7 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from profstack import layout
-from profstack.cli import CliError, _aws
+from profstack.cli import CliError, _aws, reports_serve
 from profstack.cli._aws import add_config_argument, aws_errors, load, region_of
 from profstack.report import index as idx
 
@@ -67,18 +67,27 @@ def register(subparsers: Any) -> None:
     _common(listing)
     listing.set_defaults(handler=_with_hint(run_list))
 
-    opening = commands.add_parser("open", help="open a job's report.html in the browser (presigned URL)")
-    opening.add_argument("job", metavar="JOB", help="training job name")
-    opening.add_argument("--print", action="store_true", help="print the URL only, do not open a browser")
-    opening.add_argument(
-        "--expires",
-        type=int,
-        default=URL_EXPIRES_SECONDS,
-        metavar="SECONDS",
-        help=f"seconds the URL stays valid (default {URL_EXPIRES_SECONDS})",
+    opening = commands.add_parser(
+        "open",
+        help="open a job's report in your browser, every link in it working (served from this machine)",
+        description="Serve your reports on 127.0.0.1, read with your credentials as the browser asks, and open the "
+        "job's report: its links to the index, the Perfetto timelines, summary.json and your other reports all "
+        "work while the command runs (Ctrl-C stops it). --print gives a presigned URL of the page alone instead.",
     )
+    opening.add_argument("job", metavar="JOB", help="training job name")
+    _serve_options(opening)
     _common(opening)
     opening.set_defaults(handler=_with_hint(run_open))
+
+    indexing = commands.add_parser(
+        "index",
+        help="open your report index in your browser, every link working (served from this machine)",
+        description="Serve your reports on 127.0.0.1 as `reports open` does, and open reports/<you>/index.html: "
+        "every job's report, summary and timelines open from it. --print gives a presigned URL of the page alone.",
+    )
+    _serve_options(indexing)
+    _common(indexing)
+    indexing.set_defaults(handler=_with_hint(run_index))
 
     get = commands.add_parser("get", help="download a job's summary, report and Perfetto timelines")
     get.add_argument("job", metavar="JOB", help="training job name")
@@ -93,6 +102,33 @@ def register(subparsers: Any) -> None:
     diff.add_argument("--limit", type=int, default=25, metavar="N", help="kernels and operators listed (default 25)")
     _common(diff)
     diff.set_defaults(handler=_with_hint(run_diff))
+
+
+def _serve_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-browser", action="store_true", help="serve and print the address, do not start a browser")
+    parser.add_argument(
+        "--port", type=int, default=0, metavar="PORT", help="local port to serve on (default: any free one)"
+    )
+    parser.add_argument(
+        "--idle",
+        type=int,
+        default=reports_serve.IDLE_SECONDS // 60,
+        metavar="MINUTES",
+        help=f"stop after this many minutes without a request (default {reports_serve.IDLE_SECONDS // 60})",
+    )
+    parser.add_argument(
+        "--print",
+        action="store_true",
+        help="only print a presigned URL of the page (for a browser on another machine; the links in the page "
+        "will not open from it)",
+    )
+    parser.add_argument(
+        "--expires",
+        type=int,
+        default=URL_EXPIRES_SECONDS,
+        metavar="SECONDS",
+        help=f"with --print: seconds the URL stays valid (default {URL_EXPIRES_SECONDS})",
+    )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -392,25 +428,62 @@ def presigner(region: str | None, session: Any = None) -> Any:
         return session.client("s3", config=Config(signature_version="s3v4"))
 
 
-def run_open(args: argparse.Namespace) -> int:
+def _presigned(where: Place, key: str, expires: int) -> str:
+    with aws_errors("presigning the URL"):
+        return str(
+            presigner(where.region, where.session).generate_presigned_url(
+                "get_object",
+                Params={"Bucket": where.bucket, "Key": key, "ResponseContentType": "text/html; charset=utf-8"},
+                ExpiresIn=expires,
+            )
+        )
+
+
+def _check_serve_args(args: argparse.Namespace) -> None:
     if not 1 <= args.expires <= MAX_URL_EXPIRES_SECONDS:
         raise CliError(f"--expires must be 1 to {MAX_URL_EXPIRES_SECONDS} seconds")
+    if not 0 <= args.port <= 65535:
+        raise CliError("--port must be 0 (any free port) to 65535")
+    if args.idle < 1:
+        raise CliError("--idle must be at least 1 minute")
+    if args.print and args.no_browser:
+        raise CliError("--print and --no-browser do not go together: --print serves nothing")
+
+
+def _open_page(args: argparse.Namespace, where: Place, key: str, relative: str) -> int:
+    """Serve reports/<user>/ and open `relative` (profstack/cli/reports_serve.py), or with --print only presign
+    the page."""
+    if args.print:
+        print(_presigned(where, key, args.expires))
+        print(
+            "profstack: note: that URL opens this page only; its links (index, timelines, other reports) need "
+            "`profstack reports open` or `profstack reports index` on a machine with your browser",
+            file=sys.stderr,
+        )
+        return 0
+    site = reports_serve.ReportSite(where.s3, where.bucket, where.user)
+    return reports_serve.run(site, relative, open_browser=not args.no_browser, port=args.port, idle_s=args.idle * 60)
+
+
+def run_open(args: argparse.Namespace) -> int:
+    _check_serve_args(args)
     where = place(args)
     key = where.job_prefix(args.job) + "report.html"
     if not _exists(where, key):
         raise _no_report(where, args.job)
-    with aws_errors("presigning the report URL"):
-        url = str(
-            presigner(where.region, where.session).generate_presigned_url(
-                "get_object",
-                Params={"Bucket": where.bucket, "Key": key, "ResponseContentType": "text/html; charset=utf-8"},
-                ExpiresIn=args.expires,
-            )
+    return _open_page(args, where, key, f"{args.job}/report.html")
+
+
+def run_index(args: argparse.Namespace) -> int:
+    _check_serve_args(args)
+    where = place(args)
+    key = where.prefix + idx.INDEX_HTML
+    if not _exists(where, key):
+        raise CliError(
+            f"no report index at {where.uri(key)} yet (it is written with your first report after the upgrade); "
+            "`profstack reports list` lists the job folders"
         )
-    print(url)
-    if not args.print and not webbrowser.open(url):
-        print("profstack: no browser could be opened; open the URL above", file=sys.stderr)
-    return 0
+    return _open_page(args, where, key, idx.INDEX_HTML)
 
 
 def _local(base: Path, relative: str) -> Path:

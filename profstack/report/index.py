@@ -5,7 +5,8 @@ Pure (no AWS): the processor's hook (lambdas/trace_processor/report_index.py) an
     index_row(summary, ...)     the row of one job: status, duration, step time p50, GPU idle, top finding, cost
     parse_rows(data)            rows from index.json (or a per-job index-row.json); untrusted: every field checked
     upsert(rows, row)           the rows with this job's row in, newest first, at most MAX_INDEX_JOBS
-    render_index_html(...)      the page: the table, and per job family the step-time and GPU-idle trend (inline SVG)
+    render_index_html(...)      the page (index_page.py): the jobs, filtered and paged, and per job family the step-time
+                                and GPU-idle trend (inline SVG)
 
 The step time p50 and GPU idle are the same numbers as the history rows and the e-mail (means over GPU ranks,
 ``profstack.history.rows.job_numbers``). A row is a few hundred bytes; MAX_INDEX_JOBS bounds index.json and the
@@ -15,7 +16,6 @@ page whatever a user runs.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -24,9 +24,7 @@ from profstack import layout
 from profstack.analysis.summary import severity_rank
 from profstack.history.rows import job_numbers
 from profstack.report.format import dur as dur_us
-from profstack.report.format import esc, num, pct
-from profstack.report.html import CSP
-from profstack.report.style import CSS
+from profstack.report.format import num, pct
 
 INDEX_JSON = "index.json"
 INDEX_HTML = "index.html"
@@ -35,10 +33,6 @@ ROW_FILE = "index-row.json"
 INDEX_SCHEMA = 1
 #: newest jobs kept in the index (about 400 bytes of JSON each): older ones stay in S3 and in history/
 MAX_INDEX_JOBS = 5000
-#: a family's trend chart shows its newest jobs only
-MAX_TREND_POINTS = 60
-#: families charted (the ones with the newest jobs first); the table lists every job
-MAX_FAMILIES_CHARTED = 24
 MAX_MESSAGE_CHARS = 240
 #: bytes of index.json read at most (MAX_INDEX_JOBS rows with room to spare)
 MAX_INDEX_BYTES = 16 << 20
@@ -293,167 +287,30 @@ HEADERS = ["job", "status", "ended (UTC)", "duration", "step p50", "GPU idle", "
 # ------------------------------------------------------------------------------------------ page
 
 
-def _segments(points: Sequence[tuple[float, float] | None]) -> list[list[tuple[float, float]]]:
-    """Runs of consecutive known points: a job without the number breaks the line."""
-    runs: list[list[tuple[float, float]]] = [[]]
-    for point in points:
-        if point is None:
-            runs.append([])
-        else:
-            runs[-1].append(point)
-    return [run for run in runs if run]
-
-
-def trend_svg(values: Sequence[float | None], labels: Sequence[str], *, fmt: str, color: str) -> str:
-    """A small line chart, oldest job left: one dot per job (its job name as the tooltip), the scale's top
-    and bottom written at the left. Jobs without the number leave a gap, never a zero."""
-    width, height, left, top, bottom = 260.0, 90.0, 52.0, 8.0, 14.0
-    clean = [v if v is not None and math.isfinite(v) else None for v in values]
-    known = [v for v in clean if v is not None]
-    if not known:
-        return '<p class="muted">no data</p>'
-    lo, hi = (0.0, 100.0) if fmt == "pct" else (0.0, max(known) * 1.1 or 1.0)
-    plot_w, plot_h = width - left - 6, height - top - bottom
-    n = len(clean)
-
-    def label(v: float) -> str:
-        return pct(v, 0) if fmt == "pct" else dur_us(v)
-
-    points = [
-        None
-        if v is None
-        else (left + plot_w * (i + 0.5) / n, top + plot_h - (min(max(v, lo), hi) - lo) / (hi - lo) * plot_h)
-        for i, v in enumerate(clean)
-    ]
-    parts = [
-        f'<svg class="trend" viewBox="0 0 {width:.0f} {height:.0f}" width="{width:.0f}" height="{height:.0f}" '
-        'role="img">',
-        f'<rect x="{left}" y="{top}" width="{plot_w:.1f}" height="{plot_h:.1f}" fill="#f7f9fc"/>',
-        f'<text x="{left - 4}" y="{top + 8}" text-anchor="end" class="axis">{esc(label(hi))}</text>',
-        f'<text x="{left - 4}" y="{top + plot_h}" text-anchor="end" class="axis">{esc(label(lo))}</text>',
-    ]
-    for run in _segments(points):
-        if len(run) > 1:
-            line = " ".join(f"{x:.1f},{y:.1f}" for x, y in run)
-            parts.append(f'<polyline points="{line}" fill="none" stroke="{color}" stroke-width="1.8"/>')
-    for i, (v, point) in enumerate(zip(clean, points, strict=True)):
-        if v is not None and point is not None:
-            parts.append(
-                f'<circle cx="{point[0]:.1f}" cy="{point[1]:.1f}" r="3" fill="{color}">'
-                f"<title>{esc(labels[i])}: {esc(label(v))}</title></circle>"
-            )
-    parts.append(f'<text x="{left}" y="{height - 2}" class="axis">{esc(labels[0][:24])}</text>')
-    if n > 1:
-        parts.append(
-            f'<text x="{width - 6}" y="{height - 2}" text-anchor="end" class="axis">{esc(labels[-1][:24])}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
-def _families(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
-    """(family, its newest jobs oldest first), the families with the newest jobs first."""
-    by_family: dict[str, list[Mapping[str, Any]]] = {}
-    for row in rows:  # newest first
-        family = row.get("family")
-        if isinstance(family, str):
-            by_family.setdefault(family, []).append(row)
-    chosen = list(by_family.items())[:MAX_FAMILIES_CHARTED]
-    return [(name, list(reversed(jobs[:MAX_TREND_POINTS]))) for name, jobs in chosen]
-
-
-def _trend_cards(rows: Sequence[Mapping[str, Any]]) -> str:
-    cards = []
-    for family, jobs in _families(rows):
-        labels = [str(j["job"]) for j in jobs]
-        step = trend_svg([num(j.get("step_p50_us")) for j in jobs], labels, fmt="us", color="#3b6fd8")
-        idle = trend_svg([num(j.get("gpu_idle_pct")) for j in jobs], labels, fmt="pct", color="#f59e0b")
-        cards.append(
-            f'<div class="card trendcard"><h3>{esc(family)} <span class="muted">({len(jobs)} '
-            f"{'job' if len(jobs) == 1 else 'jobs'})</span></h3>"
-            f'<div class="trendpair"><div><div class="muted">step time p50</div>{step}</div>'
-            f'<div><div class="muted">GPU idle</div>{idle}</div></div></div>'
-        )
-    if not cards:
-        return ""
-    return f'<h2>Trends per job family</h2><div class="grid wide">{"".join(cards)}</div>'
-
-
-INDEX_CSS = """
-.trendcard h3 { margin: 0 0 6px 0; }
-.trendpair { display: flex; gap: 16px; flex-wrap: wrap; }
-svg.trend text.axis { font-size: 9px; fill: #5b6678; }
-table.jobs td, table.jobs th { white-space: nowrap; }
-table.jobs td.topfinding { white-space: normal; min-width: 320px; max-width: 560px; }
-"""
-
-
-def _table(rows: Sequence[Mapping[str, Any]]) -> str:
-    if not rows:
-        return '<div class="card"><p class="muted">No reports yet.</p></div>'
-    body = []
-    for row in rows:
-        cells = text_cells(row)
-        job = esc(row["job"])
-        top = row.get("top_finding")
-        if isinstance(top, Mapping):
-            severity = str(top.get("severity") or "")
-            badge = severity if severity in {"critical", "warning", "info"} else "muted"
-            finding = (
-                f'<span class="badge {badge}">{esc(severity)}</span> <b>{esc(top.get("rule_id"))}</b>: '
-                f"{esc(top.get('message'))}"
-            )
-        else:
-            finding = esc(cells[7])
-        body.append(
-            f'<tr><td><a href="{job}/report.html">{job}</a></td>'
-            + "".join(f"<td>{esc(c)}</td>" for c in cells[1:3])
-            + "".join(f"<td class=num>{esc(c)}</td>" for c in cells[3:7])
-            + f'<td class="topfinding">{finding}</td>'
-            + f'<td><a href="{job}/summary.json">summary</a></td></tr>'
-        )
-    head = "".join(f"<th>{esc(h)}</th>" for h in HEADERS)
-    return (
-        f'<div class="card"><table class="jobs"><thead><tr>{head}<th></th></tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>"
-    )
-
-
 INDEX_LINK_HTML = (
     '<p class="notice indexlink">All your jobs: <a href="../index.html">your report index</a> '
     "(or <code>profstack reports list</code>)</p>"
 )
+#: the same link as the first entry of the report's navigation bar
+INDEX_NAV_HTML = '<a class="up" href="../index.html">← All your reports</a>'
 
 
 def with_index_link(page: str) -> str:
-    """A job's page with the link to its owner's index (reports/<user>/index.html, one folder up) on top."""
-    marker = '<div class="wrap">'
-    if marker in page:
-        return page.replace(marker, marker + INDEX_LINK_HTML, 1)
+    """A job's page with the link to its owner's index (reports/<user>/index.html, one folder up): first in the
+    report's navigation bar, else a line on top of the page."""
+    nav = '<nav class="toc" aria-label="Sections of this report">'
+    if nav in page:
+        return page.replace(nav, nav + INDEX_NAV_HTML, 1)
+    for marker in ('<div class="wrap" id="top">', '<div class="wrap">'):
+        if marker in page:
+            return page.replace(marker, marker + INDEX_LINK_HTML, 1)
     return page.replace("<body>", "<body>" + INDEX_LINK_HTML, 1)
 
 
 def render_index_html(user: str, rows: Sequence[Mapping[str, Any]], *, generated_at: datetime) -> str:
     """The page: self-contained (inline CSS and SVG, no script, the report's Content-Security-Policy), every
-    job and family name escaped. Links are relative: reports/<user>/<job>/report.html beside it."""
-    layout.user_reports_prefix(user)
-    families = len({r.get("family") for r in rows if r.get("family")})
-    body = [
-        f'<header class="top"><h1>ProfStack reports: {esc(user)}</h1><div class="meta">'
-        f"<div><b>jobs</b>{len(rows)}</div><div><b>families</b>{families}</div>"
-        f"<div><b>updated</b>{esc(_iso(generated_at))}</div></div></header>",
-        _trend_cards(rows),
-        "<h2>Jobs, newest first</h2>",
-        _table(rows),
-        "<footer>Generated by ProfStack after each report · open one with <code>profstack reports open JOB</code>, "
-        "compare two with <code>profstack reports diff A B</code></footer>",
-    ]
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta name="referrer" content="no-referrer">'
-        f"<title>ProfStack reports: {esc(user)}</title><style>{CSS}{INDEX_CSS}</style></head>"
-        f'<body><div class="wrap">{"".join(body)}</div></body></html>\n'
-    )
+    job and family name escaped, filtered and paged without a script (profstack/report/index_page.py). Links
+    are relative: reports/<user>/<job>/report.html beside it."""
+    from profstack.report.index_page import render_page
+
+    return render_page(user, rows, generated_at=generated_at)

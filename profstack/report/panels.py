@@ -79,8 +79,10 @@ def panel_gpu_over_time(rank: Mapping[str, Any]) -> str:
         series,
         x_ticks=_ticks(0.0, num(get(tl, "bin_us")) or 0.0, n),
         y_max=100.0,
-        y_label=lambda v: "100%",
+        y_label=lambda v: "100% of the bin",
         hint=hint,
+        label=f"Rank {get(rank, 'label')}: GPU utilisation over time",
+        x_title="time since the start of the analysed window",
     )
     legend = _legend(
         [(COLORS["idle"], "busy (any GPU op)", f"mean {sum(busy) / n:.1f}%")]
@@ -120,9 +122,11 @@ def panel_cpu_over_time(rank: Mapping[str, Any]) -> str:
         body += '<h3 style="margin-top:2px">Operators and launches per ms</h3>' + time_chart(
             rates,
             x_ticks=ticks,
-            y_label=lambda v: f"{v:,.0f}/ms",
+            y_label=lambda v: f"{v:,.0f} per ms",
             hint=rate_hint,
             height=100,
+            label=f"Rank {get(rank, 'label')}: CPU operators and kernel launches per ms",
+            x_title="time since the start of the analysed window",
         )
         body += _legend(
             ([(COLORS["cpu_ops"], "CPU ops started", f"peak {max(ops):,.0f}/ms")] if any(ops) else [])
@@ -139,7 +143,13 @@ def panel_cpu_over_time(rank: Mapping[str, Any]) -> str:
     ]
     if shares:
         body += '<h3 style="margin-top:12px">Share of each bin</h3>' + time_chart(
-            shares, x_ticks=ticks, y_max=100.0, y_label=lambda v: "100%", height=90
+            shares,
+            x_ticks=ticks,
+            y_max=100.0,
+            y_label=lambda v: "100% of the bin",
+            height=90,
+            label=f"Rank {get(rank, 'label')}: share of each time bin on the host",
+            x_title="time since the start of the analysed window",
         )
         body += _legend([(s.color, s.label, f"mean {sum(s.values) / max(len(s.values), 1):.1f}%") for s in shares])
     hint = "same bins as the GPU chart" if get(rank, "has_gpu") else "over the analysed window"
@@ -160,13 +170,20 @@ def utilisation_overview(ranks: Sequence[Mapping[str, Any]]) -> str:
         def heat_hint(i: int, b: list[float] = busy, t: Mapping[str, Any] = tl_map, lab: object = label) -> str:
             return _bin_hint(t, i, f"rank {lab}: GPU busy {b[i]:.0f}%")
 
-        rows.append(f"<span>rank {esc(label)}</span>" + heat_row(busy, color=COLORS["compute"], hint=heat_hint))
+        rows.append(
+            f"<span>rank {esc(label)}</span>"
+            + heat_row(busy, color=COLORS["compute"], hint=heat_hint, label=f"Rank {label}: GPU busy share over time")
+        )
     if not rows:
         return ""
+    axis = (
+        '<span></span><div class="strip-axis"><span>start of the analysed window</span>'
+        "<span>time →</span><span>end</span></div>"
+    )
     return (
-        '<h2>GPU utilisation over time <span class="hint">busy share per time bin, darker = busier; '
+        '<h2 id="utilisation">GPU utilisation over time <span class="hint">busy share per time bin, darker = busier; '
         "each rank over its own analysed window</span></h2>"
-        f'<div class="card p-util-ranks"><div class="heatrows">{"".join(rows)}</div></div>'
+        f'<div class="card p-util-ranks"><div class="heatrows">{"".join(rows)}{axis}</div></div>'
     )
 
 
@@ -213,6 +230,8 @@ def annotation_histograms(items: Sequence[Mapping[str, Any]], limit: int = 8) ->
             hints=[f"{labels[i]}: {counts_[i]:,}" for i in range(len(counts_))],
             height=70,
             ticks=[dur_tick(edges[0]), *([""] * (len(edges) - 2)), dur_tick(edges[-1])],
+            label=f"{name}: occurrences by duration",
+            y_label=lambda v: f"{v:,.0f} ×",
         )
         blocks.append(
             f'<div><span class="k" title="{esc(name)}">{esc(name)}</span>'
@@ -238,7 +257,8 @@ def timelines_section(summary: Mapping[str, Any]) -> str:
     if isinstance(listed, list):
         if not listed:
             return (
-                '<h2>Timeline</h2><div class="card p-timelines"><p class="empty">No timeline files were written '
+                '<h2 id="timelines">Timelines</h2><div class="card p-timelines"><p class="empty">'
+                "No timeline files were written "
                 "with this report (<code>profstack analyze --format perfetto</code> writes them).</p></div>"
             )
         rows = []
@@ -261,7 +281,7 @@ def timelines_section(summary: Mapping[str, Any]) -> str:
             '<table><thead><tr><th>File</th><th>Rank</th><th>Window</th><th class="n">Events</th>'
             f"<th>Dropped by the cap</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
         )
-        return f'<h2>Timeline</h2><div class="card p-timelines">{table}{howto}</div>'
+        return f'<h2 id="timelines">Timelines</h2><div class="card p-timelines">{table}{howto}</div>'
     plan = perfetto_plan(
         {
             "inputs": [i for i in (get(summary, "inputs") or []) if isinstance(i, Mapping)],
@@ -276,7 +296,8 @@ def timelines_section(summary: Mapping[str, Any]) -> str:
         for o in plan.outputs
     )
     return (
-        '<h2>Timeline</h2><div class="card p-timelines"><p>Trimmed timelines are written next to this report '
+        '<h2 id="timelines">Timelines</h2><div class="card p-timelines">'
+        "<p>Trimmed timelines are written next to this report "
         "(a representative window of steps):</p>"
         f'<ul style="margin:4px 0 0 0;padding-left:18px">{links}</ul>{howto}</div>'
     )
@@ -388,6 +409,8 @@ def panel_memory(rank: Mapping[str, Any]) -> str:
                 y_label=nbytes,
                 height=100,
                 hint=mem_hint,
+                label=f"Rank {get(rank, 'label')}: memory on {get(d, 'device')} over time",
+                x_title="time since the start of the analysed window",
             )
             chart += _legend(
                 [(COLORS["allocated"], "allocated (max per bin)", nbytes(max(alloc)))]

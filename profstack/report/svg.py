@@ -17,15 +17,24 @@ class Slice:
     hint: str = ""  # tooltip text; defaults to the label
 
 
-def donut(slices: Sequence[Slice], *, center: str, caption: str = "", size: int = 150) -> str:
-    """A ring chart with a big number in the middle (e.g. GPU active share)."""
+def shares_text(slices: Sequence[Slice]) -> str:
+    """`computation 17.7%, idle 53.6%`: the slices as words, for a chart's accessible name."""
+    total = sum(max(s.value, 0.0) for s in slices)
+    if total <= 0:
+        return "no data"
+    return ", ".join(f"{s.label} {100.0 * max(s.value, 0.0) / total:.1f}%" for s in slices if s.value > 0)
+
+
+def donut(slices: Sequence[Slice], *, center: str, caption: str = "", size: int = 150, label: str = "") -> str:
+    """A ring chart with a big number in the middle (e.g. GPU active share). Its accessible name says what the
+    ring shows, slice by slice."""
     total = sum(max(s.value, 0.0) for s in slices)
     r, stroke = 56.0, 18.0
     circ = 2 * math.pi * r
+    name = f"{label or caption or 'ring chart'}: {center}; {shares_text(slices)}"
     parts = [
-        f'<svg class="donut" viewBox="0 0 150 150" width="{size}" height="{size}" role="img" '
-        f'aria-label="{esc(caption or center)}">',
-        f'<circle cx="75" cy="75" r="{r}" fill="none" stroke="#eef1f5" stroke-width="{stroke}"/>',
+        f'<svg class="donut" viewBox="0 0 150 150" width="{size}" height="{size}" role="img" aria-label="{esc(name)}">',
+        f'<circle cx="75" cy="75" r="{r}" fill="none" class="track-ring" stroke-width="{stroke}"/>',
     ]
     offset = 0.0
     if total > 0:
@@ -47,13 +56,15 @@ def donut(slices: Sequence[Slice], *, center: str, caption: str = "", size: int 
     return "".join(parts)
 
 
-def stacked_bar(slices: Sequence[Slice], *, height: int = 22) -> str:
-    """A 100 % horizontal bar; slices under 0.5 % of the total still get a visible sliver."""
+def stacked_bar(slices: Sequence[Slice], *, height: int = 22, label: str = "") -> str:
+    """A 100 % horizontal bar; slices under 0.5 % of the total still get a visible sliver. Its accessible name
+    lists the slices with their shares."""
     total = sum(max(s.value, 0.0) for s in slices)
+    name = f"{label}: {shares_text(slices)}" if label else shares_text(slices)
     parts = [
         f'<svg class="stacked" viewBox="0 0 1000 {height}" preserveAspectRatio="none" '
-        f'width="100%" height="{height}" role="img">',
-        f'<rect x="0" y="0" width="1000" height="{height}" rx="4" fill="#eef1f5"/>',
+        f'width="100%" height="{height}" role="img" aria-label="{esc(name)}">',
+        f'<rect x="0" y="0" width="1000" height="{height}" rx="4" class="track"/>',
     ]
     x = 0.0
     if total > 0:
@@ -84,11 +95,19 @@ def columns(
     y_label: Callable[[float], str] | None = None,
     ticks: Sequence[str] | None = None,
     max_slot: float = 90.0,
+    label: str = "",
+    x_title: str = "",
 ) -> str:
-    """Vertical bars (histograms, per-step times) with x labels under some bars."""
+    """Vertical bars (histograms, per-step times) with x labels under some bars, the scale's top written at the
+    top left (``y_label``: with its unit), an axis title under the labels (``x_title``), and an accessible name
+    (``label``, with the range of the values)."""
     n = len(values)
     if n == 0:
         return ""
+    fmt = y_label or (lambda v: f"{v:,.4g}")
+    name = f"{label or 'bar chart'}: {n} bar{'s' if n != 1 else ''} from {labels[0]} to {labels[-1]}, " + (
+        f"values {fmt(min(values))} to {fmt(max(values))}"
+    )
     width, top, bottom, left = 1000.0, 12.0, 26.0, 6.0
     plot_h = height - top - bottom
     vmax = max([*values, threshold or 0.0, 1e-12])
@@ -98,7 +117,7 @@ def columns(
     every = label_every or max(1, math.ceil(n / 14))
     parts = [
         f'<svg class="columns" viewBox="0 0 {width:.0f} {height}" width="100%" height="{height}" '
-        f'preserveAspectRatio="none" role="img">',
+        f'preserveAspectRatio="none" role="img" aria-label="{esc(name)}">',
         f'<line x1="0" y1="{top + plot_h:.1f}" x2="{width:.0f}" y2="{top + plot_h:.1f}" class="axis"/>',
     ]
     for i, v in enumerate(values):
@@ -135,9 +154,11 @@ def columns(
             else ""
         )
     scale = f'<span class="ymax">{esc(y_label(vmax))}</span>' if y_label else ""
+    title = f'<div class="xtitle">{esc(x_title)}</div>' if x_title else ""
+    extra = 18 + (16 if x_title else 0)
     return (
-        f'<div class="colchart" style="height:{height + 18}px"><div class="colplot" style="height:{height}px">'
-        f'{"".join(parts)}{thr}{scale}</div><div class="xlabels">{"".join(label_html)}</div></div>'
+        f'<div class="colchart" style="height:{height + extra}px"><div class="colplot" style="height:{height}px">'
+        f'{"".join(parts)}{thr}{scale}</div><div class="xlabels">{"".join(label_html)}</div>{title}</div>'
     )
 
 
@@ -157,12 +178,20 @@ def time_chart(
     y_label: Callable[[float], str] | None = None,
     height: int = 120,
     hint: Callable[[int], str] | None = None,
+    label: str = "",
+    x_title: str = "",
 ) -> str:
     """Series over time bins (all of one length): areas and lines on a shared y scale. ``x_ticks`` are
-    (fraction of the width, label) pairs; ``hint(i)`` is the tooltip of bin i (one title per bin)."""
+    (fraction of the width, label) pairs; ``hint(i)`` is the tooltip of bin i (one title per bin); ``x_title``
+    names the x axis; the accessible name (``label``) lists the series with their mean and peak."""
     n = max((len(s.values) for s in series), default=0)
     if n == 0:
         return ""
+    fmt = y_label or (lambda v: f"{v:,.4g}")
+    described = "; ".join(
+        f"{s.label}: mean {fmt(sum(s.values) / len(s.values))}, peak {fmt(max(s.values))}" for s in series if s.values
+    )
+    name = f"{label or 'chart over time'}, {n} time bins: {described}"
     width, top, bottom = 1000.0, 8.0, 2.0
     plot_h = height - top - bottom
     vmax = y_max if y_max is not None else max([max(s.values, default=0.0) for s in series] + [1e-12])
@@ -170,8 +199,8 @@ def time_chart(
     step = width / n
     parts = [
         f'<svg class="timechart" viewBox="0 0 {width:.0f} {height}" width="100%" height="{height}" '
-        f'preserveAspectRatio="none" role="img">',
-        f'<rect x="0" y="{top}" width="{width:.0f}" height="{plot_h:.1f}" fill="#f7f9fc"/>',
+        f'preserveAspectRatio="none" role="img" aria-label="{esc(name)}">',
+        f'<rect x="0" y="{top}" width="{width:.0f}" height="{plot_h:.1f}" class="plot"/>',
     ]
     for frac in (0.25, 0.5, 0.75):
         y = top + plot_h * (1 - frac)
@@ -210,17 +239,25 @@ def time_chart(
         shift = "0" if pos < 4 else "-100%" if pos > 96 else "-50%"
         labels.append(f'<span style="left:{pos:.2f}%;transform:translateX({shift})">{esc(lab)}</span>')
     scale = f'<span class="ymax">{esc(y_label(vmax))}</span>' if y_label else ""
+    title = f'<div class="xtitle">{esc(x_title)}</div>' if x_title else ""
+    extra = 18 + (16 if x_title else 0)
     return (
-        f'<div class="colchart" style="height:{height + 18}px"><div class="colplot" style="height:{height}px">'
-        f'{"".join(parts)}{scale}</div><div class="xlabels">{"".join(labels)}</div></div>'
+        f'<div class="colchart" style="height:{height + extra}px"><div class="colplot" style="height:{height}px">'
+        f'{"".join(parts)}{scale}</div><div class="xlabels">{"".join(labels)}</div>{title}</div>'
     )
 
 
-def heat_row(values: Sequence[float], *, color: str, hint: Callable[[int], str], height: int = 16) -> str:
+def heat_row(
+    values: Sequence[float], *, color: str, hint: Callable[[int], str], height: int = 16, label: str = ""
+) -> str:
     """One row of cells shaded by value (0-100): e.g. a rank's GPU busy share over time."""
     n = len(values)
     if n == 0:
         return ""
+    name = (
+        f"{label or 'share over time'}: {n} time bins, mean {sum(values) / n:.0f}%, "
+        f"lowest {min(values):.0f}%, highest {max(values):.0f}%"
+    )
     w = 1000.0 / n
     cells = "".join(
         f'<rect x="{i * w:.2f}" y="0" width="{w + 0.3:.2f}" height="{height}" fill="{color}" '
@@ -229,7 +266,8 @@ def heat_row(values: Sequence[float], *, color: str, hint: Callable[[int], str],
     )
     return (
         f'<svg class="heat" viewBox="0 0 1000 {height}" preserveAspectRatio="none" width="100%" height="{height}" '
-        f'role="img"><rect x="0" y="0" width="1000" height="{height}" fill="#eef1f5"/>{cells}</svg>'
+        f'role="img" aria-label="{esc(name)}"><rect x="0" y="0" width="1000" height="{height}" class="track"/>'
+        f"{cells}</svg>"
     )
 
 

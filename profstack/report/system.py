@@ -15,8 +15,7 @@ from typing import Any
 from profstack.analysis.summary import SEVERITY_ORDER
 from profstack.jobs.instance_metrics import HostMetrics, Metric, Series, SystemMetrics, percentile
 from profstack.report.format import esc
-from profstack.report.html import CSP
-from profstack.report.style import CSS
+from profstack.report.html import page
 
 MAX_HOSTS_DRAWN = 32
 MAX_POINTS_DRAWN = 400
@@ -34,10 +33,14 @@ CHARTS: tuple[tuple[Metric, str, str], ...] = (
 _STYLE = """
 .sys-chart { position: relative; }
 .sys-chart svg { display: block; width: 100%; height: 170px; }
-.sys-chart .grid line { stroke: #eef1f5; stroke-width: 1; }
+.sys-chart .grid line { stroke: var(--gridline); stroke-width: 1; }
 .sys-chart polyline { fill: none; stroke-width: 1.6; vector-effect: non-scaling-stroke; }
-.sys-axis { display: flex; justify-content: space-between; font-size: 11px; color: var(--faint); margin-top: 2px; }
-.sys-ymax { position: absolute; top: 0; left: 4px; font-size: 11px; color: var(--faint); }
+.sys-axis { display: flex; justify-content: space-between; gap: 6px; font-size: 11px; color: var(--faint);
+  margin-top: 2px; }
+.sys-axis span:not(:first-child):not(:last-child) { text-align: center; }
+@media (max-width: 640px) { .sys-axis span:nth-child(2), .sys-axis span:nth-child(4) { display: none; } }
+.sys-ymax { position: absolute; top: 0; left: 4px; font-size: 11px; color: var(--faint); background: var(--label-bg);
+  padding: 0 3px; }
 .sys-table { width: 100%; border-collapse: collapse; font-size: 13px; }
 .sys-table th, .sys-table td { text-align: right; padding: 4px 8px; border-bottom: 1px solid var(--line); }
 .sys-table th:first-child, .sys-table td:first-child { text-align: left; }
@@ -61,15 +64,43 @@ def _time(ts: float) -> str:
     return datetime.fromtimestamp(ts, tz=UTC).strftime("%m-%d %H:%M")
 
 
+def _ticks(start: float, end: float, parts: int = 4) -> list[str]:
+    """Axis labels at `parts` + 1 even positions: the first with its date and year, the others the time of day
+    (with the date again when the day changes), the last with its time zone."""
+    out: list[str] = []
+    previous = ""
+    for i in range(parts + 1):
+        moment = datetime.fromtimestamp(start + (end - start) * i / parts, tz=UTC)
+        day = moment.strftime("%Y-%m-%d")
+        text = moment.strftime("%H:%M") if day == previous else f"{day} {moment.strftime('%H:%M')}"
+        previous = day
+        out.append(text + (" UTC" if i == parts else ""))
+    return out
+
+
 def line_chart(
-    lines: Sequence[tuple[str, str, Series]], *, start: float, end: float, y_max: float = 100.0, unit: str = "%"
+    lines: Sequence[tuple[str, str, Series]],
+    *,
+    start: float,
+    end: float,
+    y_max: float = 100.0,
+    unit: str = "%",
+    title: str = "",
 ) -> str:
-    """Lines (label, colour, series) over [start, end]; y from 0 to y_max (raised to the data's maximum)."""
+    """Lines (label, colour, series) over [start, end]; y from 0 to y_max (raised to the data's maximum). The x axis
+    is labelled with dates and times (UTC), the y axis with its top and unit; the accessible name says what each
+    line holds (mean and peak)."""
     top = max([y_max, *[max(s.values, default=0.0) for _, _, s in lines]])
     span = max(end - start, 1.0)
     width, height = 1000.0, 170.0
+    described = "; ".join(
+        f"{label}: mean {sum(s.values) / len(s.values):.0f}{unit}, peak {max(s.values):.0f}{unit}"
+        for label, _, s in lines
+        if s.values
+    )
+    name = f"{title or 'metric'} from {_ticks(start, end)[0]} to {_ticks(start, end)[-1]}: {described}"
     parts = [
-        f'<svg viewBox="0 0 {width:.0f} {height:.0f}" preserveAspectRatio="none" role="img">',
+        f'<svg viewBox="0 0 {width:.0f} {height:.0f}" preserveAspectRatio="none" role="img" aria-label="{esc(name)}">',
         '<g class="grid">',
         *[f'<line x1="0" x2="{width:.0f}" y1="{height * f:.1f}" y2="{height * f:.1f}"/>' for f in (0.25, 0.5, 0.75)],
         "</g>",
@@ -82,9 +113,10 @@ def line_chart(
         if points:
             parts.append(f'<polyline points="{points}" stroke="{color}"><title>{esc(label)}</title></polyline>')
     parts.append("</svg>")
+    ticks = "".join(f"<span>{esc(t)}</span>" for t in _ticks(start, end))
     return (
         f'<div class="sys-chart">{"".join(parts)}<span class="sys-ymax">{top:.0f}{esc(unit)}</span>'
-        f'<div class="sys-axis"><span>{esc(_time(start))}</span><span>{esc(_time(end))} UTC</span></div></div>'
+        f'<div class="sys-axis">{ticks}</div><div class="xtitle">time (UTC), 1-minute averages</div></div>'
     )
 
 
@@ -123,12 +155,12 @@ def _chart_card(m: SystemMetrics, metric: Metric, title: str, unit: str, hosts: 
     legend = _legend([(label, color) for label, color, _ in lines])
     return (
         f'<div class="card"><h3>{esc(title)} <span class="hint">{esc(unit)}</span></h3>'
-        f"{line_chart(lines, start=m.start, end=m.end)}{legend}{note}</div>"
+        f"{line_chart(lines, start=m.start, end=m.end, unit='%', title=f'{title} ({unit})')}{legend}{note}</div>"
     )
 
 
 def _table(hosts: Sequence[HostMetrics]) -> str:
-    head = "".join(f"<th>{esc(t)} p50 / p95</th>" for _, t, _ in CHARTS)
+    head = "".join(f"<th>{esc(t)}<br><small>p50 / p95, {esc(u)}</small></th>" for _, t, u in CHARTS)
     rows = []
     for h in hosts:
         cells = []
@@ -174,7 +206,10 @@ def system_panel(
 ) -> str:
     """The system-metrics section of a report (an HTML fragment). `unavailable`: why CloudWatch could not be
     read (the section says so instead of looking like a job without metrics)."""
-    head = '<h2>System metrics <span class="hint">CloudWatch instance metrics, 1-min averages, per host</span></h2>'
+    head = (
+        '<h2 id="system">System metrics <span class="hint">CloudWatch instance metrics, 1-min averages, per host'
+        "</span></h2>"
+    )
     link_html = ""
     links = {k: v for k, v in (links or {}).items() if v.startswith("https://")}  # never javascript: or data:
     if links:
@@ -236,13 +271,7 @@ def system_report(
         + preface
         + system_panel(metrics, findings=findings, links=links, show_findings=True, unavailable=unavailable)
     )
-    return (
-        "<!DOCTYPE html>\n"
-        '<html lang="en"><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta name="referrer" content="no-referrer">'
-        f"<title>{esc(page_title)}</title><style>{CSS}</style></head>"
-        f'<body><div class="wrap">{body}<footer>Generated by profstack · CloudWatch instance metrics · '
-        "self-contained, works offline</footer></div></body></html>\n"
+    return page(
+        page_title,
+        f"{body}<footer>Generated by profstack · CloudWatch instance metrics · self-contained, works offline</footer>",
     )

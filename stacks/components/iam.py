@@ -11,6 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from profstack.guardrails import MANAGED_POLICY_MAX_CHARS, Statement, pack
 
 NO_RESOURCE_TYPE_ACTIONS: dict[str, str] = {
     "cloudwatch:PutMetricData": "PutMetricData supports no resource type; scoped by the cloudwatch:namespace "
@@ -91,3 +94,73 @@ def key_use_statement(
 def s3_key_context(bucket: Any) -> dict[str, str | list[str]]:
     """S3's encryption context for a bucket's objects: the bucket's ARN with an S3 Bucket Key, else the object's."""
     return {"aws:s3:arn": [bucket.bucket_arn, f"{bucket.bucket_arn}/*"]}
+
+
+#: the longest text a CloudFormation reference resolves to in these policies (IAM counts resolved characters)
+_LONGEST = {"AWS::Partition": len("aws-us-gov"), "AWS::Region": len("ap-southeast-5"), "AWS::AccountId": 12,
+            "AWS::URLSuffix": len("amazonaws.com.cn")}  # fmt: skip
+_LONGEST_DOMAIN_ID = len("d-") + 12
+#: any other reference (a role's or bucket's ARN, an import): generously long
+_LONGEST_OTHER = 256
+
+
+def _longest_text(node: Any) -> int | None:
+    """How long the text an intrinsic (or a literal string) resolves to can be at most; None: not text."""
+    if isinstance(node, str):
+        return len(node)
+    if not isinstance(node, Mapping):
+        return None
+    if "Ref" in node:
+        return _LONGEST.get(str(node["Ref"]), _LONGEST_OTHER)
+    if "Fn::GetAtt" in node:
+        return _LONGEST_DOMAIN_ID if node["Fn::GetAtt"][1] == "DomainId" else _LONGEST_OTHER
+    if "Fn::Join" in node:
+        delimiter, items = node["Fn::Join"]
+        lengths = [_longest_text(item) for item in items]
+        return sum(n if n is not None else _LONGEST_OTHER for n in lengths) + len(delimiter) * max(len(items) - 1, 0)
+    if "Fn::ImportValue" in node or "Fn::Sub" in node:
+        return _LONGEST_OTHER
+    return None
+
+
+def _shadow(node: Any) -> Any:
+    """The document with every intrinsic replaced by text of the longest length it can resolve to."""
+    length = _longest_text(node) if isinstance(node, Mapping) else None
+    if length is not None:
+        return "x" * length
+    if isinstance(node, Mapping):
+        return {key: _shadow(value) for key, value in node.items()}
+    if isinstance(node, list):
+        return [_shadow(item) for item in node]
+    return node
+
+
+def resolved_chars(scope: Construct, document: Mapping[str, Any]) -> int:
+    """The most characters IAM can count for `document` once CloudFormation has resolved its references."""
+    import json
+
+    import aws_cdk as cdk
+
+    return len(json.dumps(_shadow(cdk.Stack.of(scope).resolve(document)), separators=(",", ":")))
+
+
+def managed_policies(
+    scope: Construct, construct_id: str, statements: list[Statement], *, description: str, **kwargs: Any
+) -> list[iam.ManagedPolicy]:
+    """Statements as customer-managed policies of at most IAM's 6,144 characters each: `construct_id`, then
+    `<construct_id>2`, ... Each reference is measured at the longest text it can resolve to (resolved_chars)."""
+    documents = pack(statements, MANAGED_POLICY_MAX_CHARS, lambda document: resolved_chars(scope, document))
+    policies = []
+    for index, document in enumerate(documents, start=1):
+        suffix = "" if index == 1 else str(index)
+        part = f" (part {index} of {len(documents)})" if len(documents) > 1 else ""
+        policies.append(
+            iam.ManagedPolicy(
+                scope,
+                f"{construct_id}{suffix}",
+                description=f"{description}{part}",
+                document=iam.PolicyDocument.from_json(document),
+                **kwargs,
+            )
+        )
+    return policies

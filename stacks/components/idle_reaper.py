@@ -32,6 +32,7 @@ class IdleReaper(Construct):
         user_names: Sequence[str],
         tensorboard: TensorBoard,
         log_retention: logs.RetentionDays,
+        role_path: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -51,6 +52,7 @@ class IdleReaper(Construct):
             timeout=cdk.Duration.minutes(2),
             memory_size=256,
             reserved_concurrency=1,  # overlapping runs would race on the same apps
+            role_path=role_path,
         )
         role = self.function.role
         # sagemaker:ListApps supports no resource type (docs/platform-facts.md A4).

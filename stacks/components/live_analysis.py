@@ -27,7 +27,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from profstack import layout
-from profstack.actions import ACTIONS_FILE, ActionPolicy
+from profstack.actions import ACTIONS_FILE, ACTIONS_TAG, STOP_TAG_VALUE, ActionPolicy
 from profstack.config import Processing
 from profstack.jobs.metric_names import NAMESPACE
 from stacks.components.iam import no_resource_type_statement
@@ -63,13 +63,19 @@ WILDCARD_REASONS = {
 
 
 def stop_statement(scope: Construct, *, user_tag_key: str, users: Sequence[str]) -> iam.PolicyStatement:
-    """StopTrainingJob only on jobs whose owner tag is one of the configured users."""
+    """StopTrainingJob only on jobs whose owner tag is one of the configured users and whose creator consented
+    (`profstack:actions=stop`, issue 42 item 9): IAM, not only the code, holds both."""
     stack = cdk.Stack.of(scope)
     return iam.PolicyStatement(
-        sid="StopOwnedTrainingJobs",
+        sid="StopOwnedConsentingTrainingJobs",
         actions=["sagemaker:StopTrainingJob"],
         resources=[stack.format_arn(service="sagemaker", resource="training-job", resource_name="*")],
-        conditions={"StringEquals": {f"aws:ResourceTag/{user_tag_key}": sorted(users)}},
+        conditions={
+            "StringEquals": {
+                f"aws:ResourceTag/{user_tag_key}": sorted(users),
+                f"aws:ResourceTag/{ACTIONS_TAG}": STOP_TAG_VALUE,
+            }
+        },
     )
 
 

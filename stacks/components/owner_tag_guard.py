@@ -1,5 +1,8 @@
 """Optional IAM guardrail (config processing.owner_tag_guard, off by default): a user can create training
-and tuning jobs only tagged with *their own* owner tag, and cannot add, change or remove that tag later.
+and tuning jobs only tagged with *their own* owner tag, and cannot add, change or remove that tag later; and every
+other tag that changes what ProfStack does with a job (`profstack:actions`, `profstack:live`, the family tag, the
+job filter's key: profstack.guardrails.behaviour_tag_keys) may be added, changed or removed only by the job's owner
+(or break-glass), on the owner's own job (issue 42 item 9).
 
 The trace processor takes a job's owner from its tag (lambdas/trace_processor/job.py); this makes the tag
 trustworthy. Attach the managed policy to every principal that launches training jobs (the configured
@@ -11,21 +14,51 @@ policy only narrows what the principal's other policies allow. See docs/security
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from stacks.components.nag import acknowledge
+from profstack.guardrails import UNTAGGED
 
 CREATE_ACTIONS = ("sagemaker:CreateTrainingJob", "sagemaker:CreateHyperParameterTuningJob")
 TAG_ACTIONS = ("sagemaker:AddTags", "sagemaker:DeleteTags")
 
 
-def owner_tag_statements(user_tag_key: str, resources: Sequence[str]) -> list[iam.PolicyStatement]:
-    """The guardrail's Deny statements for the owner tag `user_tag_key` on these job ARN patterns."""
+def owner_tag_statements(
+    user_tag_key: str,
+    resources: Sequence[str],
+    *,
+    behaviour_tags: Sequence[str] = (),
+    break_glass: Sequence[str] = (),
+) -> list[iam.PolicyStatement]:
+    """The guardrail's Deny statements for the owner tag `user_tag_key` and the behaviour tags on these job ARN
+    patterns; `break_glass` (exact principal ARNs) may change behaviour tags on anyone's job."""
     principal_tag = f"aws:PrincipalTag/{user_tag_key}"
     create = list(CREATE_ACTIONS)
+    spared: dict[str, Any] = {"ArnNotEquals": {"aws:PrincipalArn": list(break_glass)}} if break_glass else {}
+    behaviour = [
+        iam.PolicyStatement(
+            sid="DenyBehaviourTagChangeByOthers",
+            effect=iam.Effect.DENY,
+            actions=list(TAG_ACTIONS),
+            resources=list(resources),
+            # a standalone AddTags/DeleteTags of a behaviour tag on a job whose owner is not the caller (a job
+            # without an owner tag is nobody's: denied too); a caller without the tag resolves to a name no job has
+            conditions={
+                "ForAnyValue:StringEquals": {"aws:TagKeys": sorted(behaviour_tags)},
+                "Null": {"sagemaker:TaggingAction": "true"},
+                "StringNotEquals": {f"aws:ResourceTag/{user_tag_key}": f"${{{principal_tag}, '{UNTAGGED}'}}"},
+                **spared,
+            },
+        )
+    ]
+    return [*(behaviour if behaviour_tags else []), *_owner_statements(user_tag_key, resources, create)]
+
+
+def _owner_statements(user_tag_key: str, resources: Sequence[str], create: list[str]) -> list[iam.PolicyStatement]:
+    principal_tag = f"aws:PrincipalTag/{user_tag_key}"
     return [
         iam.PolicyStatement(
             sid="DenyCreateWithAnotherOwner",
@@ -68,7 +101,16 @@ def owner_tag_statements(user_tag_key: str, resources: Sequence[str]) -> list[ia
 class OwnerTagGuard(Construct):
     """A customer-managed policy with the guardrail, attached to the named roles of this account."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, user_tag_key: str, role_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        user_tag_key: str,
+        role_names: Sequence[str],
+        behaviour_tags: Sequence[str] = (),
+        break_glass: Sequence[str] = (),
+    ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
         resources = [
@@ -79,13 +121,9 @@ class OwnerTagGuard(Construct):
             self,
             "Policy",
             description="ProfStack: training/tuning jobs only with the caller's own owner tag, never changed later",
-            statements=owner_tag_statements(user_tag_key, resources),
+            statements=owner_tag_statements(
+                user_tag_key, resources, behaviour_tags=behaviour_tags, break_glass=break_glass
+            ),
             roles=[iam.Role.from_role_name(self, f"Role{i}", name) for i, name in enumerate(role_names)],
-        )
-        acknowledge(
-            self.policy,
-            "AwsSolutions-IAM5",
-            "Deny-only guardrail: it must cover every training and tuning job of the account and region "
-            "(job names are chosen by users at create time), so the job ARN ends in a wildcard.",
         )
         cdk.CfnOutput(stack, "OwnerTagGuardPolicyArn", value=self.policy.managed_policy_arn)

@@ -1,8 +1,11 @@
 """IAM role paths that say, in the role's own ARN, whose data a ProfStack role may touch.
 
     arn:<partition>:iam::<account>:role/<prefix>/users/<user>/<generated name>   a user's execution role
+    arn:<partition>:iam::<account>:role/<prefix>/users/<user>/reader/<name>      the user's report reader role
     arn:<partition>:iam::<account>:role/<prefix>/processing/<generated name>     the trace-processing roles
     arn:<partition>:iam::<account>:role/<prefix>/analysts/<generated name>       the history analyst role
+    arn:<partition>:iam::<account>:role/<prefix>/platform/<generated name>       roles that manage every user's
+                                                                                 TensorBoard app (provider, reaper)
 
 The trace bucket's policy (stacks/components/trace_store.py) matches `aws:PrincipalArn` against these
 patterns instead of naming the roles: the roles live in the TensorBoard and processing stacks, which
@@ -35,8 +38,23 @@ def analyst_role_path(prefix: str) -> str:
     return f"/{_segment(prefix, 'prefix')}/analysts/"
 
 
+def platform_role_path(prefix: str) -> str:
+    """Roles that act on every user's Studio apps for the platform (the TensorBoard app provider, the idle reaper):
+    the service control policy template spares this path (profstack/guardrails.py)."""
+    return f"/{_segment(prefix, 'prefix')}/platform/"
+
+
 def user_role_path(prefix: str, user: str) -> str:
     return f"/{_segment(prefix, 'prefix')}/users/{_segment(user, 'user')}/"
+
+
+def reader_role_path(role_path: str) -> str:
+    """A user's report reader role sits below the user's path (so every rule for the user's roles holds it too),
+    in `reader/`, where the bucket policy lets it write nothing."""
+    return f"{role_path}{READER_SEGMENT}/"
+
+
+READER_SEGMENT = "reader"
 
 
 def users_role_path_root(prefix: str) -> str:

@@ -18,6 +18,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from profstack.config import CreateDomain, ImportDomain
+from profstack.guardrails import Scope, isolation_statements
+from stacks.components.iam import managed_policies
 
 # Interface endpoints a VpcOnly domain needs (SageMaker dev guide: studio-notebooks-and-internet-access;
 # STS so that the apps can use their execution role's credentials).
@@ -43,6 +45,7 @@ class StudioDomain(Construct):
         stack = cdk.Stack.of(self)
         self.security_group_ids: list[str] = []
         self.resource: sagemaker.CfnDomain | None = None
+        self.default_role: iam.Role | None = None
         if isinstance(domain, ImportDomain):
             self.domain_id = domain.domain_id
         else:
@@ -89,6 +92,7 @@ class StudioDomain(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description="ProfStack domain default execution role; every profile overrides it; no permissions",
         )
+        self.default_role = default_role
         if domain.network_access == "VpcOnly":
             self._endpoints(domain, group.attr_group_id)
         return sagemaker.CfnDomain(
@@ -107,6 +111,19 @@ class StudioDomain(Construct):
                 auto_mount_home_efs="Enabled",
             ),
             domain_settings=sagemaker.CfnDomain.DomainSettingsProperty(security_group_ids=self.security_group_ids),
+        )
+
+    def deny_every_users_things(self, isolation: Scope) -> None:
+        """The default execution role belongs to no user: whatever is granted to it later (a profile created outside
+        ProfStack runs as it), every user's roles, profile, apps, spaces and jobs' tags stay someone else's."""
+        if self.default_role is None:
+            return
+        managed_policies(
+            self,
+            "DefaultRoleIsolation",
+            isolation_statements(isolation, None),
+            description="ProfStack: the domain's default execution role reaches no user's things (Deny only)",
+            roles=[self.default_role],
         )
 
     def _endpoints(self, domain: CreateDomain, apps_group_id: str) -> None:

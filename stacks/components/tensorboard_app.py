@@ -37,6 +37,7 @@ class TensorBoardAppProvider(Construct):
         domain_id: str,
         user_names: Sequence[str],
         log_retention: logs.RetentionDays,
+        role_path: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = cdk.Stack.of(self)
@@ -52,6 +53,7 @@ class TensorBoardAppProvider(Construct):
             environment=environment,
             timeout=cdk.Duration.minutes(1),
             memory_size=256,
+            role_path=role_path,
         )
         self.is_complete = ProfStackFunction(
             self,
@@ -63,6 +65,7 @@ class TensorBoardAppProvider(Construct):
             environment=environment,
             timeout=cdk.Duration.minutes(1),
             memory_size=256,
+            role_path=role_path,
         )
         app_arns = [
             arn

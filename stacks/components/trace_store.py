@@ -22,6 +22,7 @@ from profstack.layout import (
 )
 from stacks.components.nag import acknowledge
 from stacks.components.role_paths import (
+    READER_SEGMENT,
     analyst_role_path,
     processing_role_path,
     role_arn_pattern,
@@ -88,24 +89,20 @@ def lifecycle_rules(retention: Retention, legacy: Legacy) -> list[s3.LifecycleRu
     ]
 
 
-# Object reads and writes the backstop governs. ACL actions are moot (BucketOwnerEnforced). Tags are data and
-# power: reading them reveals what they say, and writing profstack:class=legacy-rule-output expires an object.
-READ_ACTIONS = (
-    "s3:GetObject",
-    "s3:GetObjectVersion",
-    "s3:GetObjectAttributes",
-    "s3:GetObjectVersionAttributes",
-    "s3:GetObjectTagging",
-    "s3:GetObjectVersionTagging",
-)
-TAG_WRITE_ACTIONS = (
-    "s3:PutObjectTagging",
-    "s3:PutObjectVersionTagging",
-    "s3:DeleteObjectTagging",
-    "s3:DeleteObjectVersionTagging",
-)
-WRITE_ACTIONS = ("s3:PutObject", "s3:DeleteObject", "s3:DeleteObjectVersion", "s3:RestoreObject", *TAG_WRITE_ACTIONS)
+# The backstop governs actions by FAMILY, not by list (issue 42 item 4): on an object ARN, the read family is every
+# `s3:Get*` and `s3:List*` action (the object, its versions, ACL, attributes, tags, legal hold, retention, torrent,
+# the parts of an upload: each answers whether a key exists and what it holds), and the write family is everything
+# else (NotAction of the read family): put, copy, delete, abort, restore, replicate (ReplicateObject, ReplicateDelete,
+# ReplicateTags), ACLs, tags, retention and legal hold, governance bypass, encryption changes, and any verb S3 adds
+# later. tests/infra/test_bucket_action_families.py checks S3's whole action list and botocore's object operations.
+READ_FAMILY = ("s3:Get*", "s3:List*")
+#: tag writes (a tag changes what the lifecycle does, and what a tag-based policy decides)
+TAG_WRITE_ACTIONS = ("s3:PutObject*Tagging", "s3:DeleteObject*Tagging", "s3:ReplicateTags")
+#: what a user's role may do on the bucket itself: list its own prefixes (and find the bucket's region)
+USER_BUCKET_ACTIONS = ("s3:ListBucket", "s3:ListBucketVersions", "s3:GetBucketLocation")
 USER_DATA_PREFIXES = (TRACES_PREFIX, TENSORBOARD_PREFIX, REPORTS_PREFIX)
+#: the folders a training job writes: its owner's roles and the pipeline write there (and the configured writers)
+TRACE_FOLDERS = (TRACES_PREFIX, TENSORBOARD_PREFIX)
 #: every prefix ProfStack keeps in the bucket: key names there are users' data (jobs, hosts, files)
 PROFSTACK_PREFIXES = (TRACES_PREFIX, TENSORBOARD_PREFIX, REPORTS_PREFIX, HISTORY_PREFIX, ATHENA_RESULTS_PREFIX)
 
@@ -113,6 +110,11 @@ PROFSTACK_PREFIXES = (TRACES_PREFIX, TENSORBOARD_PREFIX, REPORTS_PREFIX, HISTORY
 def _deny(sid: str, **kwargs: Any) -> iam.PolicyStatement:
     """A Deny statement of the bucket policy, for every principal (conditions say whom it spares)."""
     return iam.PolicyStatement(sid=sid, effect=iam.Effect.DENY, principals=[iam.AnyPrincipal()], **kwargs)
+
+
+def _write_family(sid: str, **kwargs: Any) -> iam.PolicyStatement:
+    """A Deny of every action but the read family (writes, deletes, aborts, replication, tags, ACLs, retention)."""
+    return _deny(sid, not_actions=list(READ_FAMILY), **kwargs)
 
 
 def _leading_parts(prefixes: tuple[str, ...]) -> list[str]:
@@ -127,7 +129,7 @@ _UNTAGGED = "_untagged"
 
 @dataclass(frozen=True, kw_only=True)
 class BucketBoundary:
-    """Who may touch users' data, independent of identity policies (issue 11, item 2).
+    """Who may touch users' data, independent of identity policies (issue 11, item 2; issue 42, items 4-6).
 
     `prefix` is the deployment prefix (role paths, stacks/components/role_paths.py); `user_tag_key` the tag
     each user's execution role carries with the user's name (the same key as on training jobs)."""
@@ -144,16 +146,19 @@ class BucketBoundary:
         return [role_arn_pattern(processing_role_path(self.prefix)), *self.storage.break_glass_principal_arns]
 
     def statements(self, bucket: s3.IBucket) -> list[iam.PolicyStatement]:
-        break_glass = list(self.storage.break_glass_principal_arns)
+        return [*self._user_data_statements(bucket), *self._history_statements(bucket)]
+
+    def _user_data_statements(self, bucket: s3.IBucket) -> list[iam.PolicyStatement]:
         privileged = self.privileged_principals()
         # the caller's own user path, from its tag: a changed or missing tag can only narrow access
         own_user_role = role_arn_pattern(f"{users_role_path_root(self.prefix)}{self._tag_variable()}/")
         user_roles = role_arn_pattern(users_role_path_root(self.prefix))
         user_data = [bucket.arn_for_objects(f"{p}*") for p in USER_DATA_PREFIXES]
         own_data = [bucket.arn_for_objects(f"{p}{self._tag_variable()}/*") for p in USER_DATA_PREFIXES]
-        listers = [*privileged, user_roles, role_arn_pattern(analyst_role_path(self.prefix))]
+        analysts = role_arn_pattern(analyst_role_path(self.prefix))
+        analyst_prefixes = (HISTORY_PREFIX, ATHENA_RESULTS_PREFIX)
         tag_key = LEGACY_RULE_OUTPUT_TAG[0]
-        found = [
+        return [
             # the expiry tag deletes what it is on: only ProfStack's processing roles (they tag a finished job's
             # legacy rule-output/) and break-glass may set it, on any object, in a tagging call or an upload
             _deny(
@@ -180,41 +185,35 @@ class BucketBoundary:
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
             ),
             # key names under ProfStack's prefixes are users' data: principals outside ProfStack (a training job's
-            # role, an administrator) list none of them, nor the bucket's top level; users list their own (below)
+            # role, an administrator) list none of them, nor the bucket's top level; users list their own (below),
+            # the history analysts only history/ and their query results
+            *self._listing_statements(bucket, USER_DATA_PREFIXES, [*privileged, user_roles], "UserData"),
+            *self._listing_statements(bucket, analyst_prefixes, [*privileged, analysts], "History"),
             _deny(
-                "ProfStackKeysListedOnlyByProfStack",
+                "BucketListedWithoutPrefixOnlyByProcessingBreakGlass",
                 actions=["s3:ListBucket", "s3:ListBucketVersions"],
                 resources=[bucket.bucket_arn],
-                conditions={
-                    "ArnNotLike": {"aws:PrincipalArn": listers},
-                    "StringLike": {"s3:prefix": [f"{p}*" for p in PROFSTACK_PREFIXES]},
-                },
+                conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}, "Null": {"s3:prefix": "true"}},
             ),
-            _deny(
-                "ProfStackKeysListedOnlyByProfStackEvenByTheirBeginning",
-                actions=["s3:ListBucket", "s3:ListBucketVersions"],
-                resources=[bucket.bucket_arn],
-                conditions={
-                    "ArnNotLike": {"aws:PrincipalArn": listers},
-                    "StringEquals": {"s3:prefix": _leading_parts(PROFSTACK_PREFIXES)},
-                },
-            ),
-            _deny(
-                "BucketListedWithoutPrefixOnlyByProfStack",
-                actions=["s3:ListBucket", "s3:ListBucketVersions"],
-                resources=[bucket.bucket_arn],
-                conditions={"ArnNotLike": {"aws:PrincipalArn": listers}, "Null": {"s3:prefix": "true"}},
-            ),
+            # the read family (GetObjectAcl, GetObjectAttributes, ListMultipartUploadParts, ... answer for a key)
             _deny(
                 "UserDataReadOnlyByOwnerProcessingBreakGlass",
-                actions=list(READ_ACTIONS),
+                actions=list(READ_FAMILY),
                 resources=user_data,
                 conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, own_user_role]}},
             ),
+            # a user's roles: every object action on their own three prefixes only, and on the bucket itself only
+            # listing (below: their own prefixes), never its configuration
             _deny(
-                "UserRolesOnlyTheirOwnPrefixes",
-                actions=[*READ_ACTIONS, *WRITE_ACTIONS],
-                not_resources=own_data,
+                "UserRolesOnlyTheirOwnObjects",
+                actions=["s3:*"],
+                not_resources=[*own_data, bucket.bucket_arn],
+                conditions={"ArnLike": {"aws:PrincipalArn": user_roles}},
+            ),
+            _deny(
+                "UserRolesOnlyListTheBucket",
+                not_actions=list(USER_BUCKET_ACTIONS),
+                resources=[bucket.bucket_arn],
                 conditions={"ArnLike": {"aws:PrincipalArn": user_roles}},
             ),
             # key names are data too (job names, hosts, file names): a user's role lists only its own prefixes
@@ -227,51 +226,88 @@ class BucketBoundary:
                     "StringNotLike": {"s3:prefix": [f"{p}{self._tag_variable()}/*" for p in USER_DATA_PREFIXES]},
                 },
             ),
-            _deny(
+            # the evidence a report is built from: a job's folders are written by its owner's roles (the statement
+            # above keeps each to its own folders) and the pipeline; storage.trace_writer_principal_arns widens it
+            _write_family(
+                "TraceFoldersWrittenOnlyByOwnersPipelineWriters",
+                resources=[bucket.arn_for_objects(f"{p}*") for p in TRACE_FOLDERS],
+                conditions={
+                    "ArnNotLike": {
+                        "aws:PrincipalArn": [*privileged, user_roles, *self.storage.trace_writer_principal_arns]
+                    }
+                },
+            ),
+            # a user's report reader role reads; it writes nothing, whatever its identity policy says
+            _write_family(
+                "ReportReadersWriteNothing",
+                resources=[bucket.arn_for_objects("*")],
+                conditions={
+                    "ArnLike": {
+                        "aws:PrincipalArn": role_arn_pattern(f"{users_role_path_root(self.prefix)}*/{READER_SEGMENT}/")
+                    }
+                },
+            ),
+            _write_family(
                 "ReportsWrittenOnlyByProcessingBreakGlass",
-                actions=list(WRITE_ACTIONS),
                 resources=[bucket.arn_for_objects(f"{REPORTS_PREFIX}*")],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
             ),
         ]
+
+    def _listing_statements(
+        self, bucket: s3.IBucket, prefixes: tuple[str, ...], listers: list[str], name: str
+    ) -> list[iam.PolicyStatement]:
+        """Listing `prefixes` only by `listers`: with a prefix under them, and with one that begins them (`t` lists
+        `traces/`; the empty prefix lists everything)."""
+        return [
+            _deny(
+                f"{name}KeysListedOnlyByTheirReaders",
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "ArnNotLike": {"aws:PrincipalArn": listers},
+                    "StringLike": {"s3:prefix": [f"{p}*" for p in prefixes]},
+                },
+            ),
+            _deny(
+                f"{name}KeysListedOnlyByTheirReadersEvenByTheirBeginning",
+                actions=["s3:ListBucket", "s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+                conditions={
+                    "ArnNotLike": {"aws:PrincipalArn": listers},
+                    "StringEquals": {"s3:prefix": _leading_parts(prefixes)},
+                },
+            ),
+        ]
+
+    def _history_statements(self, bucket: s3.IBucket) -> list[iam.PolicyStatement]:
         # history rows (every user's, partitioned user=<user>: job names, costs, kernel names) and the Athena
         # results over them: the processing roles write and read the rows (a family's baseline), the history
         # analyst role reads them and owns the query results. Nobody else, whatever identity policies say: a
         # planted row under user=<bob> would be read as bob's baseline and put a Regression in bob's report.
+        privileged = self.privileged_principals()
         analysts = role_arn_pattern(analyst_role_path(self.prefix))
         history = bucket.arn_for_objects(f"{HISTORY_PREFIX}*")
         results = bucket.arn_for_objects(f"{ATHENA_RESULTS_PREFIX}*")
-        found += [
+        return [
             _deny(
                 "HistoryReadOnlyByProcessingAnalystsBreakGlass",
-                actions=list(READ_ACTIONS),
+                actions=list(READ_FAMILY),
                 resources=[history],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, analysts]}},
             ),
-            _deny(
+            _write_family(
                 "HistoryWrittenOnlyByProcessingBreakGlass",
-                actions=list(WRITE_ACTIONS),
                 resources=[history],
                 conditions={"ArnNotLike": {"aws:PrincipalArn": privileged}},
             ),
             _deny(
                 "QueryResultsOnlyAnalystsBreakGlass",
-                actions=[*READ_ACTIONS, *WRITE_ACTIONS],
+                actions=["s3:*"],
                 resources=[results],
-                conditions={"ArnNotLike": {"aws:PrincipalArn": [analysts, *break_glass]}},
+                conditions={"ArnNotLike": {"aws:PrincipalArn": [analysts, *self.storage.break_glass_principal_arns]}},
             ),
         ]
-        writers = list(self.storage.trace_writer_principal_arns)
-        if writers:
-            found.append(
-                _deny(
-                    "TracesWrittenOnlyByConfiguredWriters",
-                    actions=list(WRITE_ACTIONS),
-                    resources=[bucket.arn_for_objects(f"{p}*") for p in (TRACES_PREFIX, TENSORBOARD_PREFIX)],
-                    conditions={"ArnNotLike": {"aws:PrincipalArn": [*privileged, *writers]}},
-                )
-            )
-        return found
 
 
 class TraceStore(Construct):

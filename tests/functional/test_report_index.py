@@ -100,8 +100,10 @@ def test_each_report_rewrites_its_owners_index_with_every_job_newest_first(plane
     assert 'href="../index.html"' in report
     messages = [n["Message"] for n in plane.notifications()]
     assert len(messages) == 3
-    assert sum(f"All your reports: s3://{TRACE_BUCKET}/reports/alice/index.html" in m for m in messages) == 2
-    assert sum(f"All your reports: s3://{TRACE_BUCKET}/reports/bob/index.html" in m for m in messages) == 1
+    # (issue 45: as things that open for the owner, never an s3:// URI alone)
+    assert sum("All your reports: profstack reports index --user alice" in m for m in messages) == 2
+    assert sum("All your reports: profstack reports index --user bob" in m for m in messages) == 1
+    assert all("prefix=reports%2Falice%2Findex.html" in m for m in messages if "--user alice" in m)
 
 
 def test_a_lost_index_is_rebuilt_from_the_job_row_files(plane: DataPlane, traces_dir: Path) -> None:

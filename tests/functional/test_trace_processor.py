@@ -641,3 +641,32 @@ def test_an_mi300x_job_gets_a_complete_report_and_no_incomplete_email(plane: Dat
     (note,) = plane.notifications()
     assert "Incomplete" not in note["Message"]
     assert "partial" not in note["Subject"].lower()
+
+
+def test_a_multi_gpu_xspace_job_gets_one_rank_and_one_timeline_per_device(plane: DataPlane) -> None:
+    from tests.unit.analysis.test_xplane import _tf_host_gpu_space
+
+    # GIVEN a job whose profile is a TensorFlow-style XSpace of one host with three GPUs (launches merged into
+    # /host:CPU, named after their kernels, linked by correlation id), as TensorBoard's profile plugin writes it
+    job = "tf-multi-gpu"
+    register_training_job(plane, job)
+    key = _tb_key(job, "plugins/profile/run1/host0.xplane.pb")
+    plane.s3.put_object(Bucket=TRACE_BUCKET, Key=key, Body=_tf_host_gpu_space(3))
+    from lambdas.trace_processor import handler
+
+    # WHEN the pipeline processes its completion
+    response = handler.handler(sqs_event(sqs_record(job_event(job))), LambdaContext())
+    # THEN the summary has one complete rank per device, as `profstack analyze` reads the same file (before: the
+    # Lambda read the XSpace whole, one rank over three GPUs), and each device has its own trimmed timeline
+    assert response["batchItemFailures"] == []
+    reports = layout.job_reports_prefix(USER, job)
+    summary = json.loads(plane.s3.get_object(Bucket=TRACE_BUCKET, Key=f"{reports}summary.json")["Body"].read())
+    assert summary["complete"], summary["warnings"]
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1, 2]
+    assert [s.rsplit("#", 1)[-1] for r in summary["ranks"] for s in r["sources"]] == [
+        "/device:GPU:0",
+        "/device:GPU:1",
+        "/device:GPU:2",
+    ]
+    perfetto = sorted(k.rsplit("/", 1)[-1] for k in plane.list_keys(reports) if "/perfetto/" in k)
+    assert perfetto == [f"rank-{r}.trace.json.gz" for r in (0, 1, 2)]

@@ -206,12 +206,31 @@ def test_configured_trace_writers_alone_may_write_traces(world: World) -> None:
     assert _can(world, Principal(arn=ADMIN), S3_EVERYTHING, "s3:GetObject", "output/job-1/output/model.tar.gz")
 
 
-def test_without_configured_writers_trace_writes_are_left_to_identity_policies(synthesized: SynthesizedApp) -> None:
-    # GIVEN the example config (no trace writers): training jobs' own roles keep writing traces
+def test_by_default_only_the_owners_roles_and_the_pipeline_write_trace_folders(synthesized: SynthesizedApp) -> None:
+    # GIVEN the example config (no trace writers) (issue 42 item 6: before, any writer outside ProfStack could plant
+    # traces and TensorBoard logs in bob's folders, which the pipeline reads as bob's evidence)
     world = _world(synthesized)
-    assert _can(world, Principal(arn=WRITER), S3_EVERYTHING, "s3:PutObject", _key("traces", "alice"))
-    assert not _can(world, Principal(arn=WRITER), S3_EVERYTHING, "s3:GetObject", _key("traces", "alice"))
-    assert not any(s.get("Sid") == "TracesWrittenOnlyByConfiguredWriters" for s in world.bucket_policy)
+    alice = _user_role(world, "alice")
+    processor = next(r for k, r in _processing_roles(world).items() if k.startswith("TraceProcessorRole"))
+    for prefix in ("traces", "tensorboard"):
+        # THEN a training role outside ProfStack (and an administrator) with s3:* writes nothing there
+        for who in (Principal(arn=WRITER), Principal(arn=ADMIN)):
+            for action in ("s3:PutObject", "s3:DeleteObject", "s3:ReplicateObject", "s3:AbortMultipartUpload"):
+                assert not _can(world, who, S3_EVERYTHING, action, _key(prefix, "alice")), (who.arn, action)
+        # AND alice's own execution role (a job that runs as it) and the pipeline do
+        assert _can(world, alice.principal(), alice.statements, "s3:PutObject", _key(prefix, "alice"), **alice.tags)
+        assert _can(world, processor.principal(), S3_EVERYTHING, "s3:PutObject", _key(prefix, "alice"))
+        # AND alice's role still writes nothing of bob's
+        assert not _can(
+            world,
+            alice.principal(),
+            [*alice.statements, *S3_EVERYTHING],
+            "s3:PutObject",
+            _key(prefix, "bob"),
+            **alice.tags,
+        )
+    # AND the bucket's other prefixes (a job's own output) are left to identity policies
+    assert _can(world, Principal(arn=WRITER), S3_EVERYTHING, "s3:PutObject", "output/job-1/model.tar.gz")
 
 
 def test_without_the_backstop_an_identity_grant_would_cross_users(world: World) -> None:

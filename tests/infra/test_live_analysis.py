@@ -47,17 +47,27 @@ def test_the_analyser_stops_only_jobs_whose_owner_tag_is_a_configured_user(stop_
     template = stop_app.templates[STACK]
     statements = principal_statements(template, RESOLVE)
     analyser = statements[_role_of(template, ANALYSER)]
-    # THEN its role may stop a job tagged with a configured user
-    assert is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "alice"}))
-    assert is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "bob"}))
+    consent = {"aws:ResourceTag/profstack:actions": "stop"}
+    # THEN its role may stop a job tagged with a configured user that consented (profstack:actions=stop)
+    assert is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "alice", **consent}))
+    assert is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "bob", **consent}))
     # AND not one tagged with anyone else, a prefix of a user, or no owner tag at all
-    assert not is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "mallory"}))
-    assert not is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "alic"}))
-    assert not is_allowed(analyser, _stop({}))
+    assert not is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "mallory", **consent}))
+    assert not is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "alic", **consent}))
+    assert not is_allowed(analyser, _stop(consent))
+    # AND not a configured user's job without the consent tag, or with another value (issue 42 item 9: before, IAM
+    # held only the owner tag, the consent was the code's word)
+    assert not is_allowed(analyser, _stop({"aws:ResourceTag/profstack:user": "bob"}))
+    assert not is_allowed(
+        analyser, _stop({"aws:ResourceTag/profstack:user": "bob", "aws:ResourceTag/profstack:actions": "notify"})
+    )
     # AND no other role of the stack may stop any job
     others = [role for role, st in statements.items() if role != _role_of(template, ANALYSER)]
     for role in others:
-        assert not is_allowed(statements[role], _stop({"aws:ResourceTag/profstack:user": "alice"})), role
+        assert not is_allowed(
+            statements[role],
+            _stop({"aws:ResourceTag/profstack:user": "alice", "aws:ResourceTag/profstack:actions": "stop"}),
+        ), role
 
 
 def test_without_the_opt_in_no_role_may_stop_a_job(synthesized: SynthesizedApp) -> None:
@@ -67,7 +77,9 @@ def test_without_the_opt_in_no_role_may_stop_a_job(synthesized: SynthesizedApp) 
     # THEN the live analyser exists, and neither it nor any other role may call StopTrainingJob
     assert _role_of(template, ANALYSER) in statements
     for role, st in statements.items():
-        assert not is_allowed(st, _stop({"aws:ResourceTag/profstack:user": "alice"})), role
+        assert not is_allowed(
+            st, _stop({"aws:ResourceTag/profstack:user": "alice", "aws:ResourceTag/profstack:actions": "stop"})
+        ), role
 
 
 def test_a_schedule_at_the_configured_interval_drives_the_dispatcher_and_nothing_is_created_per_job(

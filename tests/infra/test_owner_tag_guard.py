@@ -69,13 +69,47 @@ def test_create_must_carry_the_callers_own_owner_tag(guarded: dict[str, Any], ex
 def test_the_owner_tag_cannot_be_changed_on_an_existing_job(guarded: dict[str, Any], example_config: Any) -> None:
     key = example_config.tensorboard.user_tag_key
     statements = _guard_policy(guarded)["PolicyDocument"]["Statement"]
-    (tags,) = [st for st in statements if _actions(st) == {"sagemaker:AddTags", "sagemaker:DeleteTags"}]
+    (tags,) = [st for st in statements if st.get("Sid") == "DenyOwnerTagChange"]
+    assert _actions(tags) == {"sagemaker:AddTags", "sagemaker:DeleteTags"}
     # AddTags outside a create call (no sagemaker:TaggingAction) and DeleteTags, touching the owner key
     assert tags["Condition"] == {
         "ForAnyValue:StringEquals": {"aws:TagKeys": [key]},
         "Null": {"sagemaker:TaggingAction": "true"},
     }
     assert ":training-job/*" in json.dumps(tags["Resource"])
+
+
+BOB_JOB = "arn:aws:sagemaker:us-east-1:123456789012:training-job/bob-resnet-1"
+
+
+@pytest.mark.parametrize("key", ["profstack:actions", "profstack:live", "profstack:family"])
+def test_behaviour_tags_change_only_on_the_callers_own_jobs(guarded: dict[str, Any], key: str) -> None:
+    from tests.infra.iam_eval import Request, Resolver, is_allowed
+
+    # GIVEN the guard and sagemaker:* (issue 42 item 9: before, only the owner key was guarded, so alice could opt
+    # bob's running job into stops, turn its live analysis off or move it to another family)
+    statements = [
+        *Resolver()(_guard_policy(guarded)["PolicyDocument"])["Statement"],
+        {"Effect": "Allow", "Action": "sagemaker:*", "Resource": "*"},
+    ]
+
+    def tag(caller: str | None, owner: str | None, action: str = "sagemaker:AddTags", **extra: str) -> bool:
+        context: dict[str, Any] = {"aws:TagKeys": [key], **extra}
+        if caller is not None:
+            context["aws:PrincipalTag/profstack:user"] = caller
+        if owner is not None:
+            context["aws:ResourceTag/profstack:user"] = owner
+        return is_allowed(statements, Request(action, BOB_JOB, context))
+
+    # THEN alice cannot add, change or remove it on bob's job, nor on a job without an owner, nor untagged callers
+    assert not tag("alice", "bob")
+    assert not tag("alice", "bob", "sagemaker:DeleteTags")
+    assert not tag("alice", None)
+    assert not tag(None, "bob")
+    # AND bob can on his own job; and at create time (TaggingAction set) the create statements judge the tags
+    assert tag("bob", "bob")
+    assert tag("bob", "bob", "sagemaker:DeleteTags")
+    assert tag("alice", None, **{"sagemaker:TaggingAction": "CreateTrainingJob"})
 
 
 def test_the_guard_is_attached_to_the_configured_roles(guarded: dict[str, Any]) -> None:

@@ -78,11 +78,19 @@ def test_prefix_of_another_name_grants_nothing(policies: Any) -> None:
     assert not is_allowed(policies["al"]["role"], _list("tensorboard/al"))  # would list 'alice/' too
 
 
-def test_execution_role_cannot_list_the_bucket_root_write_or_delete(policies: Any) -> None:
+def test_execution_role_cannot_list_the_bucket_root_and_writes_only_its_own_trace_folders(policies: Any) -> None:
     role = policies["alice"]["role"]
     assert not is_allowed(role, _list(None))
     assert not is_allowed(role, _list(""))
-    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/alice/x"))
+    # a job that runs as alice's role writes her traces and TensorBoard logs (issue 42: by default nobody else may)
+    assert is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/alice/job-1/x.pt.trace.json"))
+    assert is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/tensorboard/alice/job-1/events.out"))
+    assert is_allowed(role, Request("s3:AbortMultipartUpload", f"{BUCKET_ARN}/traces/alice/job-1/x"))
+    # AND nothing else: no report, no other user's folder (al is a prefix of alice), no delete
+    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/reports/alice/x"))
+    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/al/x"))
+    assert not is_allowed(role, Request("s3:PutObject", f"{BUCKET_ARN}/traces/alicex/x"))
+    assert not is_allowed(role, Request("s3:DeleteObject", f"{BUCKET_ARN}/traces/alice/x"))
     assert not is_allowed(role, Request("s3:DeleteObject", f"{BUCKET_ARN}/reports/alice/x"))
 
 
@@ -178,22 +186,53 @@ def test_the_report_reader_role_lists_and_reads_only_its_users_reports(policies:
 
 @pytest.mark.parametrize("person", USERS)
 def test_a_person_may_assume_only_their_own_report_reader(synth: Synth, person: str) -> None:
-    resources = synth.template.to_json()["Resources"]
+    from tests.infra.iam_eval import Principal, can_assume, trust_statements
+
+    template = synth.template.to_json()
+    resources = template["Resources"]
     workspace = synth.stack.workspaces[person]
     policy = resources[synth.logical_id(workspace.access_policy)]["Properties"]["PolicyDocument"]["Statement"]
-    (assume,) = [st for st in policy if "sts:AssumeRole" in str(st.get("Action"))]
+    (assume,) = [st for st in policy if "sts:AssumeRole" in str(st.get("Action")) and st["Effect"] == "Allow"]
     readers = {u: synth.logical_id(synth.stack.workspaces[u].reader_role) for u in USERS}
     # THEN the person's access policy lets them assume their own reader role and no other role
-    assert assume["Effect"] == "Allow"
     assert assume["Resource"] == {"Fn::GetAtt": [readers[person], "Arn"]}
     role = resources[readers[person]]["Properties"]
-    # AND the role trusts this account only (an identity still needs sts:AssumeRole on it), on the user's path
-    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
-    assert trust["Action"] == "sts:AssumeRole"
-    assert ":root" in str(trust["Principal"]["AWS"])
-    assert role["Path"] == f"/profstack/users/{person}/"
+    # AND the role trusts the person, not the account (issue 42 item 1): this account's principals carrying the
+    # principal tag of that user; an identity still needs sts:AssumeRole on it
+    trust = trust_statements(template, readers[person], Resolver())
+    assume_all = [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]
+    arn = f"arn:aws:iam::123456789012:role{role['Path']}reader"
+    caller = Principal(arn="arn:aws:iam::123456789012:role/SomeoneWithAssumeRoleOnStar")
+    for other in USERS:
+        tagged = {"aws:PrincipalTag/profstack:user": other}
+        assert can_assume(assume_all, trust, caller, arn, context=tagged) is (other == person), (person, other)
+    assert not can_assume(assume_all, trust, caller, arn)
+    # AND on the user's path, below it in reader/ (where the bucket policy lets it write nothing)
+    assert role["Path"] == f"/profstack/users/{person}/reader/"
     assert role["MaxSessionDuration"] == 3600
     # AND the CLI finds it by a stable export name
-    outputs = synth.template.to_json()["Outputs"]
+    outputs = template["Outputs"]
     exports = [o["Export"]["Name"] for o in outputs.values() if "Export" in o]
     assert f"profstack-report-reader-{person}" in exports
+
+
+def test_a_users_configured_principals_may_assume_the_reader_without_the_tag() -> None:
+    from tests.infra.iam_eval import Principal, can_assume, trust_statements
+
+    # GIVEN bob's config names his own IAM user as his principal (users[].principals)
+    bob_user = "arn:aws:iam::123456789012:user/bob.smith"
+    users = [
+        {"name": "alice", "email": "alice@example.com"},
+        {"name": "bob", "email": "bob@example.com", "principals": [bob_user]},
+    ]
+    synth = synth_tensorboard(config_with(users=users))
+    template = synth.template.to_json()
+    assume_all = [{"Effect": "Allow", "Action": "sts:AssumeRole", "Resource": "*"}]
+    for user in ("alice", "bob"):
+        reader = synth.logical_id(synth.stack.workspaces[user].reader_role)
+        trust = trust_statements(template, reader, Resolver())
+        arn = f"arn:aws:iam::123456789012:role/profstack/users/{user}/reader/r"
+        # THEN that identity assumes bob's reader, untagged, and not alice's; another identity does neither
+        assert can_assume(assume_all, trust, Principal(arn=bob_user), arn) is (user == "bob")
+        other = Principal(arn="arn:aws:iam::123456789012:user/bob.smith2")
+        assert not can_assume(assume_all, trust, other, arn)

@@ -136,21 +136,35 @@ def test_execution_role_policy_is_scoped_to_the_users_prefixes_key_and_tagged_jo
     policy = next(
         p for p in example.resources("AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]
     )
-    statements = {
-        s.get("Sid", s["Action"] if isinstance(s["Action"], str) else "kms"): s
-        for s in policy["Properties"]["PolicyDocument"]["Statement"]
-    }
+    statements = {s.get("Sid", "kms"): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
     assert statements["ListOwnPrefixes"]["Condition"] == {
         "StringLike": {"s3:prefix": ["traces/alice/*", "tensorboard/alice/*", "reports/alice/*"]}
     }
     assert statements["ReadOwnObjects"]["Action"] == "s3:GetObject"
+    # a job that runs as the role (the verified owner) writes its own traces and TensorBoard logs, nothing else
+    writes = statements["WriteOwnTraces"]
+    assert sorted(writes["Action"]) == ["s3:AbortMultipartUpload", "s3:PutObject"]
+    written = json.dumps(writes["Resource"])
+    assert "/traces/alice/*" in written
+    assert "/tensorboard/alice/*" in written
+    assert "reports" not in written
     assert statements["DescribeOwnTrainingJobs"]["Condition"] == {
         "StringEquals": {"aws:ResourceTag/profstack:user": "alice"}
     }
-    assert "DataKey" in statements["kms:Decrypt"]["Resource"]["Fn::ImportValue"]  # the trace key, only
-    actions = sorted(json.dumps(s["Action"]) for s in statements.values())
+    assert sorted(statements["kms"]["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey"]  # SSE-KMS read and upload
+    assert "DataKey" in statements["kms"]["Resource"]["Fn::ImportValue"]  # the trace key, only
+    actions = sorted(
+        json.dumps(sorted(s["Action"]) if isinstance(s["Action"], list) else s["Action"]) for s in statements.values()
+    )
     assert actions == sorted(
-        json.dumps(a) for a in ["s3:ListBucket", "s3:GetObject", "kms:Decrypt", "sagemaker:DescribeTrainingJob"]
+        json.dumps(a)
+        for a in [
+            "s3:ListBucket",
+            "s3:GetObject",
+            ["s3:AbortMultipartUpload", "s3:PutObject"],
+            ["kms:Decrypt", "kms:GenerateDataKey"],
+            "sagemaker:DescribeTrainingJob",
+        ]
     )
 
 

@@ -39,12 +39,12 @@ def test_two_ranks_in_two_processes_give_the_serial_summary() -> None:
 
 
 def test_the_whole_sample_folder_in_processes_gives_the_serial_summary() -> None:
-    # GIVEN every sample trace (ranks 0, 1, 3 and 34, files of unknown rank, merged cycles, files that fail, a file
-    # of another format that is left out)
+    # GIVEN every sample trace (ranks 0, 1, 2, 3 and 34, files of unknown rank, merged cycles, files that fail, a
+    # file of another format that is left out, XSpaces expanded into a rank per device)
     sources = discover_sources([TRACES_DIR])
     # WHEN analysed in 2 and in 3 processes THEN both summaries are the serial one, byte for byte
     serial, par, report, progressed = serial_and_parallel(sources)
-    assert report == parallel.Report(workers=2, groups=4)
+    assert report == parallel.Report(workers=2, groups=5)
     assert par == serial
     assert progressed == sum(s.size_hint or 0 for s in sources)
     result, report3 = parallel.analyze_with_report(sources, None, jobs=3, min_bytes=0)

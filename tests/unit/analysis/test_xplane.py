@@ -222,3 +222,156 @@ def test_the_sample_is_the_one_the_recording_script_describes() -> None:
     (pb,) = Path(JAX_SAMPLE).rglob("*.xplane.pb")
     names = {p.name for p in xp.parse_xspace(pb.read_bytes()).planes}
     assert {"/host:CPU", "/host:metadata"} <= names
+
+
+# ------------------------------------------------------------------------ XSpace as XProf reads it (#43 item 5)
+
+
+def _tf_host_gpu_space(n_gpus: int, *, steps: int = 3) -> bytes:
+    """A TensorFlow-style host XSpace: the CUPTI launches merged into /host:CPU and named after their kernels (linked
+    by correlation_id only), one GPU plane per device; per step and device a 300 µs kernel launched 50 µs before."""
+    host: list[tuple[str, int, int, dict[str, Any]]] = []
+    devices: list[list[tuple[str, int, int, dict[str, Any]]]] = [[] for _ in range(n_gpus)]
+    for step in range(steps):
+        t0 = step * 1000 * US
+        host.append(("train", t0, 1000 * US, {"step_num": step}))
+        for d in range(n_gpus):
+            corr = 1000 * d + step
+            kernel = f"volta_sgemm_128x64_nn_dev{d}"
+            host.append((kernel, t0 + (10 + d) * US, 5 * US, {"correlation_id": corr}))  # named after the kernel
+            devices[d].append((kernel, t0 + (60 + d) * US, 300 * US, {"correlation_id": corr}))
+    planes: list[dict[str, Any]] = [
+        {"name": "/host:CPU", "lines": [{"name": "tf_Compute", "id": 42, "ts_ns": 0, "events": host}]}
+    ]
+    planes += [
+        {"name": f"/device:GPU:{d}", "lines": [{"name": "Stream #14(Compute)", "id": 14, "ts_ns": 0, "events": ev}]}
+        for d, ev in enumerate(devices)
+    ]
+    return _xspace(planes)
+
+
+def test_launches_are_recognised_by_correlation_id_whatever_their_name(tmp_path: Path) -> None:
+    # GIVEN a TensorFlow host XSpace whose launches carry their kernel's name, not cuLaunchKernel
+    path = tmp_path / "host.xplane.pb"
+    path.write_bytes(_tf_host_gpu_space(1))
+    summary: dict[str, Any] = dict(analyze(discover_sources([path]), AnalysisOptions(launch_calls="all")).summary)
+    (rank,) = summary["ranks"]
+    # THEN they are launches (before: CPU ops, the launches "missing"): delays of 45 µs, none left as a CPU op
+    assert rank["launch_delay"]["count"] == 2
+    assert rank["launch_delay"]["mean_us"] == pytest.approx(45.0)
+    assert not [op for op in rank["top_cpu_ops"] if op["name"].startswith("volta_sgemm")]
+    # AND the idle time is split with the launches known, and no BatchSize "without a host bottleneck" guess
+    assert rank["idle_breakdown"]["causes"]["gpu_side_us"] is not None
+    assert summary["complete"], summary["warnings"]
+
+
+def test_a_host_with_several_gpus_is_one_rank_per_device(tmp_path: Path) -> None:
+    # GIVEN one host's XSpace with 3 GPU planes (TensorFlow, MirroredStrategy-like)
+    run = tmp_path / "plugins" / "profile" / "run"
+    run.mkdir(parents=True)
+    (run / "host.xplane.pb").write_bytes(_tf_host_gpu_space(3))
+    sources = discover_sources([tmp_path])
+    # THEN three sources, one per device plane, ranks 0-2 of a world of 3
+    assert [s.name for s in sources] == [f"plugins/profile/run/host.xplane.pb#/device:GPU:{d}" for d in range(3)]
+    summary = _summary(sources)
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1, 2]
+    # AND each rank holds its own device's kernels and launches only (before: one rank over 3 GPUs, partial with
+    # MultipleDevicesError)
+    assert summary["complete"], summary["warnings"]
+    assert not [w for w in summary["warnings"] if w["error_type"] == "MultipleDevicesError"]
+    for r in summary["ranks"]:
+        (k,) = r["top_kernels_by_time"]
+        assert k["name"].endswith(f"dev{r['rank']}")
+        assert r["counts"]["gpu_kernels"] == 3
+        assert r["distributed"]["world_size"] == 3
+    # AND they are one run
+    assert len(summary["runs"]) == 1
+
+
+def test_several_hosts_xspaces_are_one_job(tmp_path: Path) -> None:
+    # GIVEN a profile run folder with two hosts' XSpaces, 2 GPUs each
+    run = tmp_path / "plugins" / "profile" / "2026_12_04_10_00_00"
+    run.mkdir(parents=True)
+    for host in ("worker-0", "worker-1"):
+        (run / f"{host}.xplane.pb").write_bytes(_tf_host_gpu_space(2))
+    summary = _summary(discover_sources([tmp_path]))
+    # THEN four ranks of one job: worker-0's devices 0-1, worker-1's 2-3, one run, world size 4
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1, 2, 3]
+    assert {r["distributed"]["world_size"] for r in summary["ranks"]} == {4}
+    assert [r["sources"][0].split("2026_12_04_10_00_00/")[-1] for r in summary["ranks"]] == [
+        "worker-0.xplane.pb#/device:GPU:0",
+        "worker-0.xplane.pb#/device:GPU:1",
+        "worker-1.xplane.pb#/device:GPU:0",
+        "worker-1.xplane.pb#/device:GPU:1",
+    ]
+    assert len(summary["runs"]) == 1
+    assert summary["cross_rank"]["rank_count"] == 4
+
+
+def test_tpu_cores_are_ranks_read_from_their_xla_ops() -> None:
+    # GIVEN a TPU host with two core planes (no stream lines: XProf's XLA Ops line is their activity)
+    ops = [("fusion.1", 100 * US, 400 * US, {}), ("convolution.2", 600 * US, 200 * US, {})]
+    host = [("train", 0, 1000 * US, {"step_num": 0}), ("train", 1000 * US, 1000 * US, {"step_num": 1})]
+    data = _xspace(
+        [{"name": "/host:CPU", "lines": [{"name": "python", "id": 1, "ts_ns": 0, "events": host}]}]
+        + [
+            {"name": f"/device:TPU:{d}", "lines": [{"name": "XLA Ops", "id": 2, "ts_ns": 0, "events": ops}]}
+            for d in range(2)
+        ]
+    )
+    sources = xp.expand([xp.as_kineto(BytesTraceSource(data, name="tpu-host.xplane.pb"))])
+    summary = _summary(sources)
+    # THEN two ranks, each busy 600 µs of its step
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    for r in summary["ranks"]:
+        assert r["gpu_activity"]["kernel_time_us"] == pytest.approx(600.0)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_plane, max_size=5))
+def test_plane_names_are_read_without_parsing(planes: list[dict[str, Any]]) -> None:
+    import io
+
+    # GIVEN any XSpace WHEN its plane names are scanned THEN they are the parsed names, in order
+    data = _xspace(planes)
+    assert xp.plane_names(io.BytesIO(data)) == [p.name for p in xp.parse_xspace(data).planes]
+    # AND a cut file is an error, or (where its first bytes still read as planes) the names the parser reads
+    cut = data[: len(data) // 2] + b"\x0a\xff"
+    try:
+        parsed = [p.name for p in xp.parse_xspace(cut).planes]
+    except TraceSourceError:
+        parsed = None
+    try:
+        scanned = xp.plane_names(io.BytesIO(cut))
+    except TraceSourceError:
+        scanned = None
+    assert scanned is None or parsed is None or scanned == parsed
+
+
+def test_a_recorded_two_process_jax_job_is_one_job_with_its_late_process_found() -> None:
+    # GIVEN two JAX processes' XSpaces (CPU collectives over gloo; process 1 sleeps 20 ms before every step),
+    # recorded by scripts/make_xplane_samples.py
+    summary = _summary(discover_sources([TRACES_DIR / "xplane" / "jax_cpu_2proc"]))
+    # THEN they are one job of two ranks (before: two rank-0 entries of two runs)
+    assert summary["complete"], summary["warnings"]
+    assert [r["rank"] for r in summary["ranks"]] == [0, 1]
+    assert len(summary["runs"]) == 1
+    # AND XLA's all-reduce on the CPU is the ranks' communication, and the late process is the straggler
+    for r in summary["ranks"]:
+        assert r["communication"]["host_collectives"]["by_name"][0]["name"].startswith("all-reduce")
+    (straggler,) = [f for f in summary["findings"] if f["rule_id"] == "Straggler"]
+    assert straggler["ranks"] == [1]
+
+
+def test_a_hostile_xspace_cannot_multiply_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    # GIVEN an XSpace with more device planes holding work than a host has devices (bound lowered to 2 here)
+    monkeypatch.setattr(xp, "MAX_DEVICE_RANKS", 2)
+    sources = xp.expand([xp.as_kineto(BytesTraceSource(_tf_host_gpu_space(3), name="h.xplane.pb"))])
+    # THEN it is read whole, one source, as before (its result then says MultipleDevicesError)
+    assert [s.name for s in sources] == ["h.xplane.pb"]
+    # AND a plane scan stops at its bound with an error (no expansion), never reads on without end
+    monkeypatch.setattr(xp, "MAX_PLANES_SCANNED", 2)
+    import io
+
+    with pytest.raises(TraceSourceError):
+        xp.plane_heads(io.BytesIO(_tf_host_gpu_space(3)))

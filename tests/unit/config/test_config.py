@@ -91,6 +91,16 @@ BAD_CONFIGS = [
         id="bad-instance-type",
     ),
     pytest.param(_with("notifications.emails", ["x@y.io", "X@y.io"]), r"must be unique", id="duplicate-email"),
+    pytest.param(
+        _with("users.0.principals", ["arn:aws:iam::123456789012:role/*"]),
+        r"^config: users\[0\]\.principals\[0\]: String should match pattern",
+        id="principal-with-wildcard",
+    ),
+    pytest.param(
+        _with("users", [{**u, "principals": ["arn:aws:iam::123456789012:user/shared"]} for u in _example()["users"]]),
+        r"^config: users: principal arn:aws:iam::123456789012:user/shared is listed for both 'alice' and 'bob'",
+        id="principal-of-two-users",
+    ),
     pytest.param(["not", "a", "mapping"], r"^config: the file must hold a YAML mapping", id="not-a-mapping"),
 ]
 

@@ -32,3 +32,25 @@ def test_the_report_and_the_no_traces_page_both_carry_the_csp() -> None:
         assert _csp(page) == CSP
         assert "default-src 'none'" in CSP
     assert "<script>" not in render_no_traces_html(no_traces)
+
+
+def test_the_index_the_system_page_and_the_local_servers_pages_carry_it_and_no_script() -> None:
+    # GIVEN the other pages: a user's report index (filters and paging in CSS), a job's system-metrics page, and
+    # the pages `profstack reports open` answers with when S3 refuses
+    from datetime import UTC, datetime
+
+    from profstack.cli.reports_serve import _page
+    from profstack.report import index as idx
+    from profstack.report.system import system_report
+
+    summary: dict[str, Any] = json.loads((REPO_ROOT / "tests" / "fixtures" / "summary_example.json").read_text())
+    row = idx.index_row(summary, job="j-1", status="Completed", ended_at=datetime(2026, 12, 1, tzinfo=UTC), family="j")
+    pages = [
+        idx.render_index_html("alice", [row], generated_at=datetime(2026, 12, 2, tzinfo=UTC)),
+        system_report(None, title="No traces: j", message="m", unavailable="throttled"),
+        _page("Access denied", "<script>alert(1)</script>").decode(),
+    ]
+    # THEN each carries the same policy, and none holds a script
+    for page in pages:
+        assert _csp(page) == CSP
+        assert "<script" not in page.lower()

@@ -141,7 +141,7 @@ def test_dashboard_panels_are_present_with_findings_first(summary: dict[str, Any
         "Kernel precision",
         "Launch → execution delay",
         "Step time",
-        "Per-rank comparison",
+        "Ranks compared",
         "Memcpy &amp; memset bandwidth",
         "Synchronisation",
         "NCCL communication",
@@ -149,8 +149,8 @@ def test_dashboard_panels_are_present_with_findings_first(summary: dict[str, Any
         "Why the GPU was idle",
     ):
         assert title in text, title
-    # AND findings come before the overview and the per-rank details
-    assert page.index(">Findings") < page.index(">Overview") < page.index("Rank 0")
+    # AND the overview comes first, then the findings, then the per-rank details (issue 45: KPIs first)
+    assert page.index('id="overview"') < page.index('id="findings"') < page.index('id="rank-0"')
     # AND values from the summary are formatted into the page
     rank = summary["ranks"][0]
     assert f"{100 - rank['temporal_breakdown']['idle_pct']:.1f}%" in text  # GPU active share
@@ -193,11 +193,12 @@ def test_evidence_chips_show_units_in_the_value_not_the_key(summary: dict[str, A
     ]
     # WHEN rendering
     page = render_html(summary)
-    # THEN the label drops the suffix and the value is formatted in its unit
-    assert '<span class="chip">host wait <b>3.53 s</b></span>' in page
-    assert '<span class="chip">idle % <b>55.2%</b></span>' in page
-    assert '<span class="chip">copied <b>' in page
+    # THEN the label is plain words without the suffix, and the value is formatted in its unit
+    assert '<span class="chip">host waits <b>3.53 s</b></span>' in page
+    assert '<span class="chip">GPU idle <b>55.2%</b></span>' in page
+    assert '<span class="chip">copied <b>2.05 KB</b></span>' in page
     assert "host_wait_us" not in page
+    assert "idle_pct" not in page
 
 
 def test_long_kernel_names_are_shortened_with_the_full_name_in_a_title(summary: dict[str, Any]) -> None:
@@ -295,7 +296,7 @@ def test_many_ranks_detail_stragglers_first_and_say_what_was_left_out(summary: d
     page = render_html(summary)
 
     # THEN 8 rank sections are drawn, the straggler's first, with a note about the rest
-    sections = re.findall(r'<section class="rank"><h2>Rank (\d+)', page)
+    sections = re.findall(r'<section class="rank" id="rank-\d+"><h2>Rank (\d+)', page)
     assert sections[0] == "11"
     assert len(sections) == 8
     assert "Showing details for 8 of 12 ranks" in page

@@ -48,7 +48,7 @@ def test_real_trace_renders_with_a_section_per_rank_and_no_placeholder_leaks(nam
         if not memory["events"]:  # the page says why: not asked for, or asked for and nothing allocated
             said = "profile_memory was on, but no memory event" if memory.get("header_profile_memory") else "no memory"
             assert said in page
-    assert "<h2>Timeline</h2>" in page
+    assert '<h2 id="timelines">Timelines</h2>' in page
     assert "ui.perfetto.dev" in page
     if any(r.get("cuda_graphs") for r in summary["ranks"]):
         assert "<h3>CUDA graphs" in page

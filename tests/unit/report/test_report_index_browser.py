@@ -74,7 +74,7 @@ def test_the_table_links_each_report_and_each_family_has_two_trend_charts(tmp_pa
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(page_file.resolve().as_uri(), wait_until="load")
             links = page.eval_on_selector_all(
-                "table.jobs tbody tr td:first-child a", "a => a.map(x => x.getAttribute('href'))"
+                "table.jobs tbody tr td:first-child > a", "a => a.map(x => x.getAttribute('href'))"
             )
             charts = page.eval_on_selector_all("svg.trend", "s => s.length")
             dots = page.eval_on_selector_all("svg.trend circle", "c => c.length")
