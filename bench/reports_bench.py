@@ -127,7 +127,7 @@ def measure(jobs: int, repeat: int) -> dict[str, Any]:
     os.environ.update(
         {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"}
     )
-    os.environ.update({"PROFSTACK_BUCKET": BUCKET, "PROFSTACK_USER": USER})
+    os.environ.update({"PROFSTACK_TRACE_BUCKET": BUCKET, "PROFSTACK_USER": USER})
     rows = _rows(jobs)
     new_row = idx.index_row(
         {"findings": [], "ranks": []}, job="new-job", status="Completed", ended_at=datetime.now(UTC), family="family-0"
@@ -210,7 +210,7 @@ def measure_command(jobs: int, repeat: int) -> dict[str, Any]:
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
         _seed(s3, _rows(jobs))
-        env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "PROFSTACK_BUCKET": BUCKET, "PROFSTACK_USER": USER}
+        env = {**os.environ, "AWS_ENDPOINT_URL": endpoint, "PROFSTACK_TRACE_BUCKET": BUCKET, "PROFSTACK_USER": USER}
         env["PYTHONPATH"] = str(REPO_ROOT)
 
         def run(*args: str) -> int:

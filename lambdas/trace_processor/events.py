@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from profstack.jobs.events import TERMINAL_STATUSES
+from profstack.jobs.events import REANALYSIS_FIELD, REANALYSIS_ID_PATTERN, TERMINAL_STATUSES
 from profstack.tensorboard.names import TRAINING_JOB_NAME_RE
 
 
@@ -34,6 +34,9 @@ class TrainingJobDetail(_Loose):
     output_data_config: Annotated[OutputDataConfig | None, Field(alias="OutputDataConfig")] = None
     tags: Annotated[dict[str, str], Field(alias="Tags")] = {}
     training_end_time: Annotated[int | None, Field(alias="TrainingEndTime")] = None
+    #: set only by `profstack reports reanalyze` / `backfill` (profstack/cli/reanalyze.py): a fresh id that makes
+    #: the idempotency key and the fan-out execution new; everything else is checked as for SageMaker's events
+    reanalysis: Annotated[str | None, Field(alias=REANALYSIS_FIELD, pattern=REANALYSIS_ID_PATTERN)] = None
 
     @field_validator("training_job_name")
     @classmethod

@@ -96,7 +96,7 @@ def process_job(
             describe=describe,
         )
     elif needs_fanout(objects, env):
-        started = start_fanout(clients, env, ctx, objects, describe=describe)
+        started = start_fanout(clients, env, ctx, objects, describe=describe, request=event.detail.reanalysis)
         outcome = Outcome(
             ctx.job,
             ctx.status,

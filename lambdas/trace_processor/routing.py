@@ -110,7 +110,9 @@ def _start_execution(sfn: SFNClient, machine: str, ctx: JobContext, payload: Map
     a name with the payload's digest, or, if that is taken by another input too, a random one."""
     sent = json.loads(json.dumps(payload))  # what DescribeExecution gives back
     digest = hashlib.sha256(json.dumps(sent, sort_keys=True).encode()).hexdigest()[:16]
-    for suffix in ("", digest, uuid.uuid4().hex[:16]):
+    # a re-analysis (its payload names the request) never is the job's first execution: its own name first
+    first = () if payload.get("request") else ("",)
+    for suffix in (*first, digest, uuid.uuid4().hex[:16]):
         name = execution_name(ctx.job, ctx.status, suffix)
         if aws.start_execution(sfn, state_machine_arn=machine, name=name, payload=payload):
             return True
@@ -151,11 +153,13 @@ def start_fanout(
     objects: Sequence[S3Object],
     *,
     describe: Mapping[str, Any] | None = None,
+    request: str | None = None,
 ) -> bool:
     """Write the item manifest (a JSON array the Distributed Map reads) and start the execution.
     Returns False when an execution for this job and status already exists. `describe` travels in the
     execution input (system_view.describe_for_fanout: the keys the aggregate step's system view and e-mail
-    need), so the aggregate step reads no SageMaker API."""
+    need), so the aggregate step reads no SageMaker API. `request`: a re-analysis request's id
+    (profstack reports reanalyze), which makes the payload, and so the execution, new."""
     if clients.sfn is None or not env.state_machine_arn:
         raise ProcessingError("fan-out needed but no state machine is configured")
     items = [
@@ -176,11 +180,13 @@ def start_fanout(
             put_json(clients.s3, target, processing_input_manifest(obj))
     manifest = manifest_location(ctx)
     put_json(clients.s3, manifest, items)
-    payload = {
+    payload: dict[str, Any] = {
         "context": ctx.to_json(),
         "manifest": {"bucket": manifest.bucket, "key": manifest.key},
         "partials": {"bucket": ctx.trace_bucket, "prefix": ctx.reports.child("partials", "").key},
         "job": describe_for_fanout(describe or {}),
     }
+    if request:
+        payload["request"] = request
     put_json(clients.s3, input_location(ctx), payload)
     return _start_execution(clients.sfn, env.state_machine_arn, ctx, payload)

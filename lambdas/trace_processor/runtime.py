@@ -15,6 +15,11 @@ from lambdas.trace_processor.engine import Engine, ProfStackEngine
 from lambdas.trace_processor.env import ProcessorEnv
 
 _BOTO = BOTO_CONFIG
+#: [job, status] (the key before re-analysis existed, unchanged), or [job, status, request] for a re-analysis
+IDEMPOTENCY_KEY = (
+    'detail."ProfStackReanalysis" && [detail."TrainingJobName", detail."TrainingJobStatus", '
+    'detail."ProfStackReanalysis"] || [detail."TrainingJobName", detail."TrainingJobStatus"]'
+)
 
 
 @lru_cache(maxsize=1)
@@ -44,8 +49,9 @@ def engine() -> Engine:
 @lru_cache(maxsize=1)
 def idempotency() -> tuple[IdempotencyConfig, DynamoDBPersistenceLayer]:
     config = IdempotencyConfig(
-        # One report per job and terminal status, however often SageMaker repeats the event (A5).
-        event_key_jmespath='[detail."TrainingJobName", detail."TrainingJobStatus"]',
+        # One report per job and terminal status, however often SageMaker repeats the event (A5); a re-analysis
+        # request (profstack reports reanalyze) adds its own id, so it runs once more (and once per request).
+        event_key_jmespath=IDEMPOTENCY_KEY,
         raise_on_no_idempotency_key=True,
         expires_after_seconds=env().idempotency_ttl_seconds,
     )

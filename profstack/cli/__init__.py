@@ -16,10 +16,37 @@ from profstack import __version__
 from profstack.analysis.allocator import tune_malloc
 
 # Modules under profstack.cli that contribute sub-commands, in help order.
-SUBCOMMAND_MODULES = ("analyze", "diff", "reports", "config", "users", "tensorboard", "legacy", "migrate", "iam")
+SUBCOMMAND_MODULES = (
+    "analyze",
+    "diff",
+    "reports",
+    "reanalyze",  # adds `reports reanalyze` and `reports backfill`
+    "init",
+    "config",
+    "verify",
+    "cost",
+    "users",
+    "iam",
+    "tensorboard",
+    "legacy",
+    "migrate",
+)
 # Top-level modules of the `aws` extra: a sub-command that needs them is listed but says how to get them.
 AWS_EXTRA_MODULES = frozenset({"boto3", "botocore", "s3transfer"})
-MISSING_AWS_EXTRA = "this command talks to AWS and needs boto3: pip install 'profstack[aws]'"
+#: what the `aws` extra of pyproject.toml installs (ProfStack is not on PyPI: `profstack[aws]` would not resolve)
+AWS_EXTRA_REQUIREMENT = "boto3>=1.34,<2"
+
+
+def missing_aws_extra(what: str = "this command") -> str:
+    """What to type when boto3 is missing: install it into the Python that runs `profstack` (not PyPI's
+    `profstack[aws]`, which does not exist)."""
+    return (
+        f"{what} talks to AWS and needs boto3, which is not installed in {sys.prefix}: "
+        f"run `{sys.executable} -m pip install '{AWS_EXTRA_REQUIREMENT}'` (docs/first-report.md, Install)"
+    )
+
+
+MISSING_AWS_EXTRA = missing_aws_extra()
 
 
 class CliError(Exception):
@@ -34,10 +61,21 @@ def _version_text() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from profstack.cli._help import HelpFormatter, examples
+
     parser = argparse.ArgumentParser(
         prog="profstack",
         description="ProfStack: analyse PyTorch profiler traces, manage per-user TensorBoard on SageMaker, "
         "and move off SageMaker Profiler.",
+        epilog=examples(
+            "profstack analyze traces/ --out out/",
+            "profstack reports list --user alice --since 7d",
+            "profstack init --region us-east-1 --user alice=alice@yourcompany.com",
+            "profstack COMMAND --help",
+            note="Every command that changes an AWS account is a dry run until --apply. "
+            "Guides: docs/first-report.md (engineers), docs/operate.md (administrators).",
+        ),
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=_version_text())
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -58,12 +96,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _register_needs_aws_extra(subparsers: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
     """`pip install profstack` without `[aws]`: the AWS sub-commands exist and say what to install."""
     parser = subparsers.add_parser(
-        name, help="(needs the AWS extra: pip install 'profstack[aws]')", add_help=False, prefix_chars="\0"
+        name, help=f"(needs boto3: pip install '{AWS_EXTRA_REQUIREMENT}')", add_help=False, prefix_chars="\0"
     )
     parser.add_argument("rest", nargs=argparse.REMAINDER, help="arguments of the sub-command")
 
     def needs_extra(_: argparse.Namespace) -> int:
-        raise CliError(f"`profstack {name}` talks to AWS and needs boto3: pip install 'profstack[aws]'")
+        raise CliError(missing_aws_extra(f"`profstack {name}`"))
 
     parser.set_defaults(handler=needs_extra)
 

@@ -14,7 +14,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from profstack.cli import MISSING_AWS_EXTRA, CliError
-from profstack.config import DEFAULT_CONFIG_PATH, ConfigError, ProfStackConfig, User, load_config
+from profstack.config import (
+    CONFIG_ENV,
+    DEFAULT_CONFIG_PATH,
+    ConfigError,
+    ProfStackConfig,
+    User,
+    default_config_path,
+    load_config,
+)
 from profstack.tensorboard.names import DOMAIN_ID_OUTPUT, tensorboard_stack_name
 
 T = TypeVar("T")
@@ -29,9 +37,9 @@ def add_config_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--config",
         type=Path,
-        default=DEFAULT_CONFIG_PATH,
+        default=default_config_path(),
         metavar="PATH",
-        help=f"ProfStack config (default {DEFAULT_CONFIG_PATH})",
+        help=f"ProfStack config (default ${CONFIG_ENV}, else {DEFAULT_CONFIG_PATH})",
     )
 
 
@@ -139,3 +147,21 @@ def domain_id(args: argparse.Namespace, config: ProfStackConfig, region: str | N
         f"no SageMaker domain found: stack {stack} is not deployed (or has no {DOMAIN_ID_OUTPUT} output); "
         "run `npx cdk deploy` or pass --domain-id"
     )
+
+
+def stack_outputs(stack: str, region: str | None, *, hint: str) -> dict[str, str]:
+    """The outputs of a deployed stack (DescribeStacks); a stack that is not deployed is a CliError naming it
+    and ``hint`` (what to pass instead)."""
+    from botocore.exceptions import ClientError
+
+    cloudformation = make_client("cloudformation", region)
+    with aws_errors(f"reading the outputs of stack {stack} ({hint})"):
+        try:
+            stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
+        except ClientError as exc:
+            if "does not exist" not in str(exc.response.get("Error", {}).get("Message", "")):
+                raise
+            stacks = []
+    if not stacks:
+        raise CliError(f"stack {stack} is not deployed in {resolve_region(region) or 'your default region'} ({hint})")
+    return {str(o["OutputKey"]): str(o["OutputValue"]) for o in stacks[0].get("Outputs", []) if "OutputKey" in o}

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from profstack.analysis.errors import NOT_RECORDED
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
 from profstack.analysis.summary import SEVERITIES, Summary, gpu_side_unknown, severity_rank
-from profstack.cli import CliError
+from profstack.cli import CliError, _help
+from profstack.cli._help import command
 from profstack.cli.progress import Phase, Progress
 
 if TYPE_CHECKING:
@@ -32,21 +33,26 @@ if TYPE_CHECKING:
     from profstack.analysis.trim import TrimReport
 
 FORMATS = ("json", "html", "perfetto")
-DEFAULT_TOP_K = 15
+DEFAULT_TOP_K = _help.DEFAULT_TOP_K  # one default for every command that analyses traces
 DEFAULT_PERFETTO_MAX_EVENTS = PERFETTO_MAX_EVENTS  # why a million: profstack/analysis/perfetto_plan.py
 MB = 1_000_000
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+    parser = command(
+        subparsers,
         "analyze",
         help="analyse PyTorch profiler (Kineto) traces: summary.json, report.html, trimmed Perfetto traces",
         description="Analyse PyTorch profiler (Kineto) traces locally: summary.json, a self-contained "
         "report.html and trimmed per-rank traces that Perfetto opens.",
-        epilog=(
-            "PATH is a *.json / *.json.gz trace or a directory searched recursively. Exit status: 0 complete, "
-            "1 partial results (some input unreadable), 2 error."
+        examples=(
+            "profstack analyze traces/ --out out/",
+            "profstack analyze rank-0.pt.trace.json.gz rank-1.pt.trace.json.gz --out out/ --steps 10:20",
+            "profstack analyze traces/ --out out/ --format json --top 30 --jobs 4",
+            "profstack analyze traces/ --out out/ --threshold low_gpu_util_busy_pct=60",
         ),
+        note="PATH is a *.json / *.json.gz trace or a directory searched recursively. Exit status: 0 complete, "
+        "1 partial results (the line before names the file and the cause), 2 error.",
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="output directory (created)")
@@ -407,7 +413,7 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
     # what the traces did not record, each with how to record it (analysis/unrecorded.py)
     lines.extend(f"Not recorded: {e.get('message')}" for e in not_recorded[:8])
     if len(not_recorded) > 8:
-        lines.append(f"  ... and {len(not_recorded) - 8} more (see summary.json errors)")
+        lines.append(f"  ... and {len(not_recorded) - 8} more (summary.json errors[] and warnings[] list each)")
     no_delay: dict[str, list[str]] = defaultdict(list)
     for r in gpu:
         why = r["launch_delay"].get("unavailable_reason")
@@ -424,6 +430,28 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
         lines.append("Outputs:")
         lines.extend(f"  {p}" for p in outputs)
     return "\n".join(lines)
+
+
+def partial_cause(summary: Summary | Mapping[str, Any], outputs: Sequence[Path] = ()) -> str:
+    """Why a summary is partial, naming the file and the cause: the first error that is not a "not recorded"
+    one (a file read in part or not at all), then how many more, and where the whole list is."""
+    errors = [e for e in summary.get("errors") or [] if isinstance(e, Mapping)]
+    unread = [e for e in errors if e.get("error_type") not in NOT_RECORDED] or errors
+    where = next((str(p) for p in outputs if p.name == "summary.json"), "summary.json")
+    if not unread:
+        partial = [i for i in summary.get("inputs") or [] if isinstance(i, Mapping) and i.get("status") != "ok"]
+        if partial:
+            first = partial[0]
+            more = f"; {len(partial) - 1} more file(s) in {where} inputs[]" if len(partial) > 1 else ""
+            return f"{first.get('name')}: {first.get('status')}{more}"
+        return f"some input could not be fully read ({where} inputs[] says which)"
+    first = unread[0]
+    source = str(first.get("source") or "?")
+    message = str(first.get("message") or first.get("error_type") or "unreadable")
+    cause = message if message.startswith(source) else f"{source}: {message}"
+    kind = f" ({first.get('error_type')})" if first.get("error_type") else ""
+    more = f"; {len(unread) - 1} more in {where} errors[]" if len(unread) > 1 else ""
+    return f"{cause}{kind}{more}"
 
 
 # --------------------------------------------------------------------------------------------- handler
@@ -542,7 +570,7 @@ def run(args: argparse.Namespace) -> int:
     if not result.complete and _only_not_recorded(summary):
         problems.append("partial results; the traces did not record everything (see Not recorded above)")
     elif not result.complete:
-        problems.append("partial results; some input could not be fully read (see summary.json errors)")
+        problems.append(f"partial results: {partial_cause(summary, outputs)}")
     if skipped:
         problems.append(f"no Perfetto trace for {len(skipped)} file(s): {skipped[0]}")
     if problems:

@@ -1,11 +1,11 @@
 """`profstack iam`: the guardrails an administrator installs where ProfStack cannot write (docs/security.md,
 "What an administrator must not grant").
 
-    profstack iam boundary --user U [--account ID] [--partition P] [--domain-id ID]
+    profstack iam boundary --user USER [--account ID] [--partition P] [--domain-id ID]
     profstack iam scp [--exempt ARN ...] [--bucket NAME] [--domain-id ID] [--out-dir DIR]
 
-`boundary` prints user U's permissions boundary (install it as the customer-managed policy
-`<prefix>-boundary-<U>` and set it as the boundary of U's own IAM identities). `scp` prints the service control
+`boundary` prints user USER's permissions boundary (install it as the customer-managed policy
+`<prefix>-boundary-<USER>` and set it as the boundary of USER's own IAM identities). `scp` prints the service control
 policies (JSON list; with --out-dir one file each) to attach, next to FullAWSAccess, to the account's OU. Both
 are computed from the config alone: no AWS call.
 """
@@ -20,6 +20,7 @@ from typing import Any
 
 from profstack.cli import CliError
 from profstack.cli._aws import add_config_argument
+from profstack.cli._help import BUCKET, DIR, USER, command
 from profstack.config import ConfigError, ProfStackConfig, load_config
 from profstack.guardrails import (
     MANAGED_POLICY_MAX_CHARS,
@@ -39,15 +40,33 @@ CDK_DEPLOY_ROLE = "arn:{partition}:iam::{account}:role/cdk-*-cfn-exec-role-*"
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+    parser = command(
+        subparsers,
         "iam",
         help="print the permissions boundary and service control policies that keep users apart",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        examples=("profstack iam boundary --user alice", "profstack iam scp --out-dir scps/"),
     )
     commands = parser.add_subparsers(dest="iam_command", metavar="ACTION", required=True)
-    boundary = commands.add_parser("boundary", help="one user's permissions boundary (JSON)")
-    boundary.add_argument("--user", required=True, metavar="U", help="the config user the boundary is for")
-    scp = commands.add_parser("scp", help="the service control policies for the account (JSON)")
+    boundary = command(
+        commands,
+        "boundary",
+        help="one user's permissions boundary (JSON)",
+        examples=(
+            "profstack iam boundary --user alice",
+            "profstack iam boundary --user alice --account 403921877410 --domain-id d-1a2b3c4d5e6f",
+        ),
+    )
+    boundary.add_argument("--user", required=True, metavar=USER, help="the config user the boundary is for")
+    scp = command(
+        commands,
+        "scp",
+        help="the service control policies for the account (JSON)",
+        examples=(
+            "profstack iam scp",
+            "profstack iam scp --exempt arn:aws:iam::403921877410:role/Admin --bucket my-trace-bucket --out-dir scps/",
+        ),
+    )
     scp.add_argument(
         "--exempt",
         action="append",
@@ -57,9 +76,9 @@ def register(subparsers: Any) -> None:
         "(always exempt: CDK's CloudFormation execution role, ProfStack's processing and platform roles, "
         "storage.break_glass_principal_arns)",
     )
-    scp.add_argument("--bucket", metavar="NAME", help="the trace bucket (stack output TraceBucketName): its "
+    scp.add_argument("--bucket", metavar=BUCKET, help="the trace bucket (stack output TraceBucketName): its "
                      "policy, replication, inventory, notifications and lifecycle change only by deploy")  # fmt: skip
-    scp.add_argument("--out-dir", type=Path, metavar="DIR", help="write scp-1.json, scp-2.json, ... here")
+    scp.add_argument("--out-dir", type=Path, metavar=DIR, help="write scp-1.json, scp-2.json, ... here")
     for sub in (boundary, scp):
         add_config_argument(sub)
         sub.add_argument("--account", metavar="ID", help="AWS account id (default: environment.account, else *)")

@@ -1,6 +1,6 @@
 """`profstack legacy tag-rule-output`: tag old Profiler/Debugger rule output so it expires.
 
-    profstack legacy tag-rule-output --bucket B [--prefix P] [--apply] [--with-profiler-output]
+    profstack legacy tag-rule-output --bucket BUCKET [--prefix PREFIX] [--apply] [--with-profiler-output]
         [--batch | --batch-threshold N] [--role-arn ARN] [--replace-existing-tags]
 
 Objects under `<output>/<job>/rule-output/` of the training jobs that used the Profiler (read from
@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import IO, Any
 
 from profstack.cli import CliError
+from profstack.cli._help import ARN, BUCKET, DAYS, PREFIX, REGION, N, command
 from profstack.cli.legacy_profiler import add_parsers as add_legacy_profiler_parsers
 
 DEFAULT_BATCH_THRESHOLD = 100_000
@@ -27,38 +28,64 @@ DEFAULT_MANIFEST_PREFIX = "profstack/batch-operations/"
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("legacy", help="clean up after SageMaker Profiler/Debugger")
+    parser = command(
+        subparsers,
+        "legacy",
+        help="clean up after SageMaker Profiler/Debugger",
+        examples=("profstack legacy audit", "profstack legacy cleanup", "profstack legacy TOOL --help"),
+    )
     commands = parser.add_subparsers(dest="legacy_command", metavar="TOOL", required=True)
-    tag = commands.add_parser(
+    tag = command(
+        commands,
         "tag-rule-output",
         help="tag <output>/<job>/rule-output/ objects so the tag-based lifecycle rule expires them",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        examples=(
+            "profstack legacy tag-rule-output --bucket my-sagemaker-output",
+            "profstack legacy tag-rule-output --bucket my-sagemaker-output --prefix team-a/ --apply",
+            "profstack legacy tag-rule-output --bucket my-sagemaker-output --batch --role-arn "
+            "arn:aws:iam::111122223333:role/BatchTagging --replace-existing-tags --apply",
+        ),
     )
-    tag.add_argument("--bucket", required=True, metavar="B", help="bucket holding SageMaker job output")
-    tag.add_argument("--prefix", default="", metavar="P", help="only job prefixes under this key prefix")
-    tag.add_argument("--apply", action="store_true", help="tag the objects (default: list what would be tagged)")
-    tag.add_argument(
+    tag.add_argument("--bucket", required=True, metavar=BUCKET, help="bucket holding SageMaker job output")
+    tag.add_argument("--prefix", default="", metavar=PREFIX, help="only job prefixes under this key prefix")
+    mode = tag.add_mutually_exclusive_group()
+    mode.add_argument("--apply", action="store_true", help="tag the objects (default: list what would be tagged)")
+    mode.add_argument(
         "--dry-run", action="store_true", help="the default; accepted so older scripts keep working (no effect)"
     )
     tag.add_argument("--with-profiler-output", action="store_true", help="also tag the jobs' profiler-output/ prefixes")
-    tag.add_argument("--days", type=int, default=365, help="look at jobs created in the last N days (default 365)")
-    tag.add_argument("--max-jobs", type=int, default=10000, help="stop after N training jobs (default 10000)")
-    tag.add_argument("--region", metavar="REGION", help="AWS region (default: your AWS setup)")
+    tag.add_argument(
+        "--days", type=int, default=365, metavar=DAYS, help="look at jobs created in the last DAYS days (default 365)"
+    )
+    tag.add_argument(
+        "--max-jobs", type=int, default=10000, metavar=N, help="stop after N training jobs (default 10000)"
+    )
+    tag.add_argument("--region", metavar=REGION, help="AWS region (default: your AWS setup)")
     tag.add_argument("--batch", action="store_true", help="always use an S3 Batch Operations job")
     tag.add_argument(
         "--batch-threshold",
         type=int,
         default=DEFAULT_BATCH_THRESHOLD,
-        metavar="N",
+        metavar=N,
         help=f"use S3 Batch Operations above N matching objects (default {DEFAULT_BATCH_THRESHOLD:,})",
     )
-    tag.add_argument("--role-arn", metavar="ARN", help="IAM role S3 Batch Operations assumes (batch mode)")
-    tag.add_argument("--account-id", metavar="ID", help="account of the batch job (default: caller's)")
+    tag.add_argument("--role-arn", metavar=ARN, help="IAM role S3 Batch Operations assumes (batch mode)")
+    tag.add_argument("--account-id", metavar="ACCOUNT", help="account of the batch job (default: caller's)")
     tag.add_argument(
         "--manifest-prefix",
         default=DEFAULT_MANIFEST_PREFIX,
-        metavar="P",
+        metavar=PREFIX,
         help=f"where the manifest and job report go, in --bucket (default {DEFAULT_MANIFEST_PREFIX})",
+    )
+    tag.add_argument(
+        "--expire-after-days",
+        dest="expire_days",
+        type=int,
+        default=30,
+        metavar=DAYS,
+        help="when no lifecycle rule of the bucket expires the tag, add ProfStack's first: expire tagged objects "
+        "DAYS days after they were written (default 30); tags are never written without the rule that expires them",
     )
     tag.add_argument(
         "--replace-existing-tags",
@@ -133,7 +160,7 @@ def _aws_call(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _spool_matches(
-    s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress, owner: str | None = None
+    s3: Any, bucket: str, prefixes: list[str], progress: ObjectProgress, owner: str
 ) -> tuple[IO[str], int]:
     """Matching keys, one per line in a temp file: a bucket with millions of keys is never held whole."""
     from profstack.migrate.rule_output import iter_prefix_keys
@@ -175,6 +202,37 @@ def _verified_prefixes(args: argparse.Namespace) -> list[str]:
             if p.bucket == args.bucket and p.prefix.startswith(args.prefix)
         }
     )
+
+
+def _expiry_rule_first(s3: Any, bucket: str, account: str, days: int) -> None:
+    """Before any tag: a lifecycle rule that expires the tag (the bucket's own, or ProfStack's, merged in), so a run
+    stopped part-way never leaves tagged objects that nothing expires."""
+    from profstack.migrate.legacy_profiler import (
+        EXPIRY_RULE_ID,
+        LegacyProfilerError,
+        apply_expiry_rule,
+        current_lifecycle_rules,
+        expires_tag,
+    )
+
+    if days <= 0:
+        raise CliError("--expire-after-days must be positive")
+    rules = _aws_call(f"reading the lifecycle of {bucket}", current_lifecycle_rules, s3, bucket, expected_owner=account)
+    if expires_tag(rules):
+        return
+    try:
+        _aws_call(
+            f"writing the lifecycle of {bucket}",
+            apply_expiry_rule,
+            s3,
+            bucket,
+            days=days,
+            apply=True,
+            expected_owner=account,
+        )
+    except LegacyProfilerError as exc:
+        raise CliError(f"{bucket}: {exc}; no object was tagged") from None
+    print(f"added lifecycle rule {EXPIRY_RULE_ID} to {bucket} (expire tagged objects after {days} days)")
 
 
 def _keys(spool: IO[str]) -> Iterator[str]:
@@ -227,6 +285,7 @@ def tag_rule_output_command(args: argparse.Namespace) -> int:
             for prefix in prefixes[:20]:
                 print(f"  s3://{args.bucket}/{prefix}")
             return 0
+        _expiry_rule_first(s3, args.bucket, account, args.expire_days)
         if batch:
             if not args.role_arn:
                 raise CliError("batch mode needs --role-arn (a role S3 Batch Operations can assume)")

@@ -13,19 +13,67 @@ Registered by profstack.cli.legacy beside tag-rule-output.
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from profstack.cli import CliError
+from profstack.cli._help import BUCKET, DAYS, REGION, N, command, deprecated, refuse
 
 REGION_HELP = "AWS region (default: your AWS setup)"
 
 
 def _window(parser: argparse.ArgumentParser, days: int) -> None:
     parser.add_argument(
-        "--days", type=int, default=days, help=f"look at jobs created in the last N days (default {days})"
+        "--days",
+        type=int,
+        default=days,
+        metavar=DAYS,
+        help=f"look at jobs created in the last DAYS days (default {days})",
     )
-    parser.add_argument("--max-jobs", type=int, default=1000, help="stop after N training jobs (default 1000)")
-    parser.add_argument("--region", metavar="REGION", help=REGION_HELP)
+    parser.add_argument(
+        "--max-jobs", type=int, default=1000, metavar=N, help="stop after N training jobs in a region (default 1000)"
+    )
+    parser.add_argument("--region", metavar=REGION, help=REGION_HELP)
+    parser.add_argument(
+        "--regions",
+        metavar="REGIONS",
+        help="also audit these regions whole (comma-separated), or `all`: every region enabled for the account "
+        "(the functions, state machines, rules and pipelines of every enabled region are always read as the users "
+        "of its IAM roles)",
+    )
+
+
+def _expiry(parser: argparse.ArgumentParser, *, old_spelling: str) -> None:
+    """`--expire-after-days`: after how many days tagged legacy output expires (the config's
+    `legacy.rule_output_expire_after_days`). `--days` is a lookback window in every other legacy command."""
+    parser.add_argument(
+        "--expire-after-days",
+        dest="expire_days",
+        type=int,
+        default=30,
+        metavar=DAYS,
+        help="expire tagged legacy output DAYS days after it was written (default 30)",
+    )
+    if old_spelling == "--expire-days":
+        parser.add_argument(
+            "--expire-days",
+            dest="expire_days",
+            type=int,
+            metavar=DAYS,
+            action=deprecated("--expire-after-days"),
+            help=argparse.SUPPRESS,  # older spelling of --expire-after-days: works, with a warning
+        )
+    else:
+        parser.add_argument(
+            old_spelling,
+            nargs="?",
+            metavar=DAYS,
+            action=refuse(
+                "here the expiry is --expire-after-days DAYS; --days is the lookback window of the other legacy "
+                "commands"
+            ),
+            help=argparse.SUPPRESS,  # refused with the hint above
+        )
 
 
 def _prices(parser: argparse.ArgumentParser) -> None:
@@ -48,24 +96,37 @@ def _prices(parser: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(commands: Any) -> None:
-    audit = commands.add_parser(
-        "audit", help="find what SageMaker Profiler left: jobs, S3 output, logs, IAM, apps, automation (read-only)"
+    audit = command(
+        commands,
+        "audit",
+        help="find what SageMaker Profiler left: jobs, S3 output, logs, IAM, apps, automation (read-only)",
+        examples=(
+            "profstack legacy audit",
+            "profstack legacy audit --days 180 --json",
+            "profstack legacy audit --region eu-west-1",
+            "profstack legacy audit --regions all  # every region enabled for the account",
+        ),
     )
     _window(audit, 90)
     _prices(audit)
     audit.add_argument("--json", action="store_true", help="print the report as JSON")
     audit.set_defaults(handler=run_audit)
 
-    clean = commands.add_parser(
+    clean = command(
+        commands,
         "cleanup",
         help="act on the audit's verified findings (dry run unless --apply); never edits IAM or automation",
+        examples=(
+            "profstack legacy cleanup",
+            "profstack legacy cleanup --list-objects",
+            "profstack legacy cleanup --apply --expire-after-days 14",
+            "profstack legacy cleanup --regions us-east-1,eu-west-1 --apply",
+        ),
     )
     _window(clean, 90)
     _prices(clean)
     clean.add_argument("--apply", action="store_true", help="change the account (default: print what would change)")
-    clean.add_argument(
-        "--expire-days", type=int, default=30, help="expire tagged legacy output after N days (default 30)"
-    )
+    _expiry(clean, old_spelling="--expire-days")
     clean.add_argument(
         "--delete-log-streams",
         action="store_true",
@@ -78,22 +139,32 @@ def add_parsers(commands: Any) -> None:
     )
     clean.set_defaults(handler=run_cleanup)
 
-    expire = commands.add_parser(
+    expire = command(
+        commands,
         "expire-rule-output",
         help="add ProfStack's tag-based expiry rule to a bucket that holds legacy output (dry run unless --apply)",
+        examples=(
+            "profstack legacy expire-rule-output --bucket my-sagemaker-output",
+            "profstack legacy expire-rule-output --bucket my-sagemaker-output --expire-after-days 14 --apply",
+        ),
     )
-    expire.add_argument("--bucket", required=True, metavar="B", help="bucket holding SageMaker job output")
-    expire.add_argument("--days", type=int, default=30, help="expire tagged objects after N days (default 30)")
+    expire.add_argument("--bucket", required=True, metavar=BUCKET, help="bucket holding SageMaker job output")
+    _expiry(expire, old_spelling="--days")
     expire.add_argument("--apply", action="store_true", help="write the merged lifecycle configuration")
-    expire.add_argument("--region", metavar="REGION", help=REGION_HELP)
+    expire.add_argument("--region", metavar=REGION, help=REGION_HELP)
     expire.set_defaults(handler=run_expire)
 
-    disable = commands.add_parser(
-        "disable-profiler", help="turn SageMaker Profiler off on in-progress jobs (dry run unless --apply)"
+    disable = command(
+        commands,
+        "disable-profiler",
+        help="turn SageMaker Profiler off on in-progress jobs (dry run unless --apply)",
+        examples=("profstack legacy disable-profiler", "profstack legacy disable-profiler --days 7 --apply"),
     )
-    disable.add_argument("--days", type=int, default=30, help="look at jobs created in the last N days (default 30)")
+    disable.add_argument(
+        "--days", type=int, default=30, metavar=DAYS, help="look at jobs created in the last DAYS days (default 30)"
+    )
     disable.add_argument("--apply", action="store_true", help="call UpdateTrainingJob (default: list the jobs)")
-    disable.add_argument("--region", metavar="REGION", help=REGION_HELP)
+    disable.add_argument("--region", metavar=REGION, help=REGION_HELP)
     disable.set_defaults(handler=run_disable)
 
 
@@ -111,21 +182,53 @@ def _clients(region: str | None) -> tuple[Any, Any]:
     return make_client("sagemaker", region), make_client("s3", region)
 
 
-def account_clients(region: str | None) -> Any:
+def account_clients(region: str | None, regions: str | None = None) -> Any:
     from profstack.cli._aws import make_client
     from profstack.migrate.legacy_profiler import AccountClients
 
-    return AccountClients(
-        sagemaker=make_client("sagemaker", region),
-        s3=make_client("s3", region),
-        logs=make_client("logs", region),
-        iam=make_client("iam", region),
-        events=make_client("events", region),
-        stepfunctions=make_client("stepfunctions", region),
-        lambda_=make_client("lambda", region),
-        # the account whose buckets cleanup may write: a job's output in another account's bucket is left alone
-        account_id=str(make_client("sts", region).get_caller_identity()["Account"]),
-    )
+    if regions and regions.strip().lower() != "all":
+        _region_names(regions)
+    sts = make_client("sts", region)
+    # the account whose buckets cleanup may write: a job's output in another account's bucket is left alone
+    account = str(sts.get_caller_identity()["Account"])
+    home = str(region or getattr(getattr(sts, "meta", None), "region_name", "") or "")
+    ec2 = make_client("ec2", region)  # DescribeRegions: the regions enabled for the account
+    iam, s3 = make_client("iam", region), make_client("s3", region)
+    made: dict[str, Any] = {}
+
+    def in_region(name: str) -> Any:
+        if name not in made:
+            made[name] = AccountClients(
+                sagemaker=make_client("sagemaker", name),
+                s3=s3,
+                logs=make_client("logs", name),
+                iam=iam,
+                events=make_client("events", name),
+                stepfunctions=make_client("stepfunctions", name),
+                lambda_=make_client("lambda", name),
+                cloudwatch=make_client("cloudwatch", name),
+                account_id=account,
+                region=name,
+            )
+        return made[name]
+
+    clients = in_region(home)
+    clients.ec2, clients.regional = ec2, in_region
+    if regions and regions.strip().lower() == "all":
+        enabled = [r["RegionName"] for r in ec2.describe_regions().get("Regions", [])]
+        clients.audit_regions = tuple(sorted(r for r in enabled if r != home))
+    elif regions:
+        clients.audit_regions = tuple(dict.fromkeys(r for r in _region_names(regions) if r != home))
+    return clients
+
+
+def _region_names(regions: str) -> list[str]:
+    """--regions R1,R2: each must look like a region name (checked before any AWS call)."""
+    named = [r.strip() for r in regions.split(",") if r.strip()]
+    wrong = [r for r in named if not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d+", r)]
+    if wrong or not named:
+        raise CliError(f"--regions: not a region name: {', '.join(wrong) or regions!r} (e.g. eu-west-1, or `all`)")
+    return named
 
 
 def _positive(value: float, flag: str) -> Any:
@@ -140,7 +243,7 @@ def _full_audit(args: argparse.Namespace) -> Any:
 
     days = _positive(args.days, "--days")
     with aws_errors("audit"):
-        clients = account_clients(args.region)
+        clients = account_clients(args.region, args.regions)
         try:
             report = audit_account(
                 clients,
@@ -163,7 +266,8 @@ def print_findings(findings: list[Any], *, title: str) -> None:
         size = human_bytes(f.bytes) if f.bytes is not None else "-"
         cost = f"{f.monthly_usd:.4f}" if f.monthly_usd is not None else "-"
         only = " [Profiler-only]" if f.profiler_only else ""
-        print(f"  {f.kind:<16} {size:>10} {cost:>10}  {f.resource}{only}")
+        where = f" ({f.region})" if f.region and f.region not in f.resource else ""
+        print(f"  {f.kind:<16} {size:>10} {cost:>10}  {f.resource}{where}{only}")
         print(f"  {'':<16} {'':>10} {'':>10}    {f.why}")
         if f.command:
             print(f"  {'':<16} {'':>10} {'':>10}    $ {f.command}")
@@ -222,7 +326,7 @@ def run_cleanup(args: argparse.Namespace) -> int:
     from profstack.cli._aws import aws_errors
     from profstack.migrate.legacy_profiler import cleanup
 
-    days = _positive(args.expire_days, "--expire-days")
+    days = _positive(args.expire_days, "--expire-after-days")
     clients, report = _full_audit(args)
     with aws_errors("cleanup"):
         listed: list[tuple[str, int]] = []
@@ -262,25 +366,51 @@ def run_cleanup(args: argparse.Namespace) -> int:
                 print("    $ profstack legacy cleanup --delete-log-streams --apply")
     for section in result.skipped:
         print(f"skipped: {section} was read incompletely, so cleanup changed nothing there (see the warnings)")
-    for failure in result.tag_failures[:10]:
-        print(f"  failed: {failure}")
     for what in report.incomplete:
         print(f"warning: incomplete audit: {what}")
     if not args.apply:
         print("dry run: nothing changed; add --apply to do the above")
-    return 1 if result.tag_failures else 0
+    return _print_failures(result.failed)
+
+
+def _print_failures(failed: list[str], shown: int = 20) -> int:
+    """Each failure (the first `shown`), then one summary line; 1 when anything failed."""
+    for failure in failed[:shown]:
+        print(f"  failed: {failure}")
+    if len(failed) > shown:
+        print(f"  ... and {len(failed) - shown:,} more")
+    if failed:
+        print(
+            f"{len(failed):,} failed; cleanup went on past each, and no object was tagged without its bucket's "
+            "expiry rule: fix the permissions named above and run it again (it redoes only what is left)"
+        )
+    return 1 if failed else 0
 
 
 def run_expire(args: argparse.Namespace) -> int:
     from profstack.cli._aws import aws_errors, make_client
     from profstack.migrate.legacy_profiler import EXPIRY_RULE_ID, LegacyProfilerError, apply_expiry_rule
 
-    days = _positive(args.days, "--days")
+    days = _positive(args.expire_days, "--expire-after-days")
     with aws_errors(f"bucket {args.bucket}"):
+        from botocore.exceptions import ClientError
+
+        # both S3 calls name this account as the bucket's owner: another account's bucket answers 403, never written
+        account = str(make_client("sts", args.region).get_caller_identity()["Account"])
         try:
-            rules, changed = apply_expiry_rule(make_client("s3", args.region), args.bucket, days=days, apply=args.apply)
+            rules, changed = apply_expiry_rule(
+                make_client("s3", args.region), args.bucket, days=days, apply=args.apply, expected_owner=account
+            )
         except LegacyProfilerError as exc:
             raise CliError(f"{args.bucket}: {exc}") from None
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "AccessDenied":
+                raise
+            raise CliError(
+                f"{args.bucket}: refused, nothing written: S3 denied access to a request naming account {account} as "
+                "the bucket's owner (another account's bucket, or missing s3:GetLifecycleConfiguration / "
+                "s3:PutLifecycleConfiguration)"
+            ) from None
     kept = len(rules) - 1
     if not changed:
         print(f"{args.bucket}: rule {EXPIRY_RULE_ID} already expires tagged objects after {days} days; nothing to do")

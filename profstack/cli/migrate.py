@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from profstack.cli import CliError
+from profstack.cli._help import BUCKET, USER, command
 
 # S3 general purpose bucket names: 3-63 of a-z 0-9 . -, starting and ending with a letter or digit
 BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -31,10 +32,22 @@ SKIP_DIRS = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", "
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("migrate", help="migrate off SageMaker Profiler")
+    parser = command(
+        subparsers,
+        "migrate",
+        help="migrate off SageMaker Profiler",
+        examples=("profstack migrate smprof train.py", "profstack migrate smprof --write src/"),
+    )
     commands = parser.add_subparsers(dest="migrate_command", metavar="TOOL", required=True)
-    smprof = commands.add_parser(
+    smprof = command(
+        commands,
         "smprof",
+        examples=(
+            "profstack migrate smprof train.py  # print the diff",
+            "profstack migrate smprof --write src/ notebooks/",
+            "profstack migrate smprof --check .  # in CI: exit 1 while anything would change",
+            "profstack migrate smprof --write launch.py --user alice --trace-bucket my-profstack-traces",
+        ),
         help="rewrite smprof/smppy scripts, notebooks, SageMaker launchers and dependency files (prints a diff "
         "unless --write)",
         description="Take SageMaker Profiler out of training scripts (-> torch.profiler), notebooks (their code "
@@ -52,11 +65,11 @@ def register(subparsers: Any) -> None:
         help="exit 1 while any file would change or still uses smprof/smppy/ProfilerConfig (for CI)",
     )
     smprof.add_argument(
-        "--user", metavar="NAME", help="ProfStack user written into launchers (default: $PROFSTACK_USER at launch)"
+        "--user", metavar=USER, help="ProfStack user written into launchers (default: $PROFSTACK_USER at launch)"
     )
     smprof.add_argument(
         "--trace-bucket",
-        metavar="BUCKET",
+        metavar=BUCKET,
         help="ProfStack trace bucket for the TensorBoard prefix (default: $PROFSTACK_TRACE_BUCKET at launch)",
     )
     smprof.add_argument(

@@ -1,15 +1,17 @@
 """`profstack reports`: find, open, download and compare your own reports, with your own AWS credentials.
 
-    profstack reports list [--since 7d|DATE] [--family F] [--json] [--limit N]
-    profstack reports open JOB [--no-browser] [--port PORT] [--idle MINUTES] [--print [--expires SECONDS]]
-    profstack reports index [--no-browser] [--port PORT] [--idle MINUTES] [--print [--expires SECONDS]]
-    profstack reports get JOB [DIR]
-    profstack reports diff A B [--html FILE] [--limit N]
+    profstack reports list [--since 7d|DATE] [--family FAMILY] [--json] [--limit N]
+    profstack reports open JOB [--no-browser] [--port PORT] [--idle MINUTES] [--print [--expires SECONDS]] [--json]
+    profstack reports index [--no-browser] [--port PORT] [--idle MINUTES] [--print [--expires SECONDS]] [--json]
+    profstack reports get JOB [DIR] [--json]
+    profstack reports diff A B [--html FILE] [--limit N] [--json]
+    profstack reports reanalyze JOB [--apply]                      (administrators: profstack/cli/reanalyze.py)
+    profstack reports backfill --since WHEN [--until WHEN] [--apply]
 
-Common options: --user U (default $PROFSTACK_USER), --bucket B (default $PROFSTACK_BUCKET, else the storage
-stack's TraceBucketName output), --config PATH, --region R. Every key read is under reports/<U>/ (profstack/layout.py),
-and the trace bucket's policy lets a user's execution role read and list only its own reports/<U>/ (docs/security.md):
-another user's jobs are neither listed nor opened, whatever is typed.
+Common options: --user USER (default $PROFSTACK_USER), --bucket BUCKET (default $PROFSTACK_TRACE_BUCKET, else the
+storage stack's TraceBucketName output), --config PATH, --region REGION. Every key read is under reports/<U>/
+(profstack/layout.py), and the trace bucket's policy lets a user's execution role read and list only its own
+reports/<U>/ (docs/security.md): another user's jobs are neither listed nor opened, whatever is typed.
 
 From your own machine (outside SageMaker), `--reader` assumes your report reader role: the role the access
 policy attached to your IAM identity lets you assume, and no one else's; it lists and reads reports/<U>/ only.
@@ -34,8 +36,24 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from profstack import layout
-from profstack.cli import CliError, _aws, reports_serve
+from profstack.cli import CliError, _aws, missing_aws_extra, reports_serve
 from profstack.cli._aws import add_config_argument, aws_errors, load, region_of
+from profstack.cli._help import (
+    ARN,
+    BUCKET,
+    BUCKET_ENV,
+    DEPRECATED_BUCKET_ENV,
+    DIR,
+    FILE,
+    JOB,
+    REGION,
+    SECONDS,
+    USER,
+    WHEN,
+    N,
+    command,
+)
+from profstack.cli.diff import add_json_argument, add_limit_argument, print_diff
 from profstack.report import index as idx
 
 BUCKET_OUTPUT = "TraceBucketName"
@@ -52,54 +70,100 @@ _SINCE_RE = re.compile(r"(\d+)([dhw])\Z")
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+    parser = command(
+        subparsers,
         "reports",
         help="list, open, download and compare your own job reports (your AWS credentials)",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        examples=(
+            "profstack reports list --user alice --since 7d",
+            "profstack reports open --user alice my-training-job",
+            "profstack reports ACTION --help",
+        ),
     )
     commands = parser.add_subparsers(dest="reports_command", metavar="ACTION", required=True)
 
-    listing = commands.add_parser("list", help="your jobs, newest first: status, duration, step time, GPU idle, cost")
-    listing.add_argument("--since", metavar="WHEN", help="only jobs that ended since: 7d, 12h, 2w or a date (UTC)")
-    listing.add_argument("--family", metavar="F", help="only jobs of this family")
-    listing.add_argument("--json", action="store_true", help="print the rows as JSON")
-    listing.add_argument("--limit", type=int, default=50, metavar="N", help="rows printed (default 50; 0: all)")
+    listing = command(
+        commands,
+        "list",
+        help="your jobs, newest first: status, duration, step time, GPU idle, cost",
+        examples=(
+            "profstack reports list --user alice",
+            "profstack reports list --user alice --since 7d --family bert-large",
+            "profstack reports list --user alice --since 2026-11-30 --json --limit 0",
+        ),
+    )
+    listing.add_argument("--since", metavar=WHEN, help="only jobs that ended since: 7d, 12h, 2w or a date (UTC)")
+    listing.add_argument("--family", metavar="FAMILY", help="only jobs of this family")
+    add_json_argument(listing, "print the rows as JSON")
+    listing.add_argument("--limit", type=int, default=50, metavar=N, help="rows printed (default 50; 0: all)")
     _common(listing)
     listing.set_defaults(handler=_with_hint(run_list))
 
-    opening = commands.add_parser(
+    opening = command(
+        commands,
         "open",
         help="open a job's report in your browser, every link in it working (served from this machine)",
         description="Serve your reports on 127.0.0.1, read with your credentials as the browser asks, and open the "
         "job's report: its links to the index, the Perfetto timelines, summary.json and your other reports all "
         "work while the command runs (Ctrl-C stops it). --print gives a presigned URL of the page alone instead.",
+        examples=(
+            "profstack reports open --user alice my-training-job",
+            "profstack reports open --user alice my-training-job --no-browser --port 8765",
+            "profstack reports open --user alice my-training-job --reader --print --expires 600",
+            "profstack reports open --user alice my-training-job --json",
+        ),
     )
-    opening.add_argument("job", metavar="JOB", help="training job name")
+    opening.add_argument("job", metavar=JOB, help="training job name")
     _serve_options(opening)
     _common(opening)
     opening.set_defaults(handler=_with_hint(run_open))
 
-    indexing = commands.add_parser(
+    indexing = command(
+        commands,
         "index",
         help="open your report index in your browser, every link working (served from this machine)",
         description="Serve your reports on 127.0.0.1 as `reports open` does, and open reports/<you>/index.html: "
         "every job's report, summary and timelines open from it. --print gives a presigned URL of the page alone.",
+        examples=(
+            "profstack reports index --user alice",
+            "profstack reports index --user alice --reader --idle 60",
+            "profstack reports index --user alice --print",
+        ),
     )
     _serve_options(indexing)
     _common(indexing)
     indexing.set_defaults(handler=_with_hint(run_index))
 
-    get = commands.add_parser("get", help="download a job's summary, report and Perfetto timelines")
-    get.add_argument("job", metavar="JOB", help="training job name")
-    get.add_argument("dir", metavar="DIR", nargs="?", type=Path, help="where to (default ./JOB)")
+    get = command(
+        commands,
+        "get",
+        help="download a job's summary, report and Perfetto timelines",
+        examples=(
+            "profstack reports get --user alice my-training-job",
+            "profstack reports get --user alice my-training-job ./reports/my-training-job",
+        ),
+    )
+    get.add_argument("job", metavar=JOB, help="training job name")
+    get.add_argument("dir", metavar=DIR, nargs="?", type=Path, help="where to (default ./JOB)")
+    add_json_argument(get, "print what was downloaded as JSON")
     _common(get)
     get.set_defaults(handler=_with_hint(run_get))
 
-    diff = commands.add_parser("diff", help="compare two of your jobs by name (as `profstack diff`)")
+    diff = command(
+        commands,
+        "diff",
+        help="compare two of your jobs by name (as `profstack diff`)",
+        examples=(
+            "profstack reports diff --user alice job-a job-b",
+            "profstack reports diff --user alice job-a job-b --html diff.html --limit 50",
+        ),
+    )
     diff.add_argument("a", metavar="A", help="the baseline job")
     diff.add_argument("b", metavar="B", help="the job to compare with A")
-    diff.add_argument("--html", type=Path, metavar="FILE", help="also write the comparison as an HTML page")
-    diff.add_argument("--limit", type=int, default=25, metavar="N", help="kernels and operators listed (default 25)")
+    diff.add_argument("--html", type=Path, metavar=FILE, help="also write the comparison as an HTML page")
+    add_limit_argument(diff)
+    add_json_argument(diff, "print the comparison as JSON instead of text")
     _common(diff)
     diff.set_defaults(handler=_with_hint(run_diff))
 
@@ -126,27 +190,28 @@ def _serve_options(parser: argparse.ArgumentParser) -> None:
         "--expires",
         type=int,
         default=URL_EXPIRES_SECONDS,
-        metavar="SECONDS",
+        metavar=SECONDS,
         help=f"with --print: seconds the URL stays valid (default {URL_EXPIRES_SECONDS})",
     )
+    add_json_argument(parser, "print {page, url, expires_in} (the presigned URL of --print) as JSON; serves nothing")
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--user", metavar="U", help="your ProfStack user name (default $PROFSTACK_USER)")
+    parser.add_argument("--user", metavar=USER, help="your ProfStack user name (default $PROFSTACK_USER)")
     parser.add_argument(
         "--bucket",
-        metavar="B",
-        help="the trace bucket (default $PROFSTACK_BUCKET, else the storage stack's TraceBucketName output)",
+        metavar=BUCKET,
+        help=f"the trace bucket (default ${BUCKET_ENV}, else the storage stack's TraceBucketName output)",
     )
     parser.add_argument(
         "--reader",
         action="store_true",
         help="assume your report reader role (from your own machine; found by the stack export "
-        "<prefix>-report-reader-<U>)",
+        "<prefix>-report-reader-<USER>)",
     )
-    parser.add_argument("--role", metavar="ARN", help="the reader role to assume (default $PROFSTACK_REPORTS_ROLE)")
+    parser.add_argument("--role", metavar=ARN, help="the reader role to assume (default $PROFSTACK_REPORTS_ROLE)")
     add_config_argument(parser)
-    parser.add_argument("--region", metavar="REGION", help="AWS region (default: config, then your AWS setup)")
+    parser.add_argument("--region", metavar=REGION, help="AWS region (default: config, then your AWS setup)")
 
 
 # ------------------------------------------------------------------------------------------ where
@@ -220,15 +285,47 @@ def reader_session(role_arn: str, user: str, region: str | None) -> Any:
         )
 
 
+def bucket_from_environment() -> str | None:
+    """$PROFSTACK_TRACE_BUCKET (the name migrated launchers read too); $PROFSTACK_BUCKET, its older spelling, with
+    a warning. Both set to different buckets is an error: which one was meant cannot be guessed."""
+    current = os.environ.get(BUCKET_ENV) or None
+    old = os.environ.get(DEPRECATED_BUCKET_ENV) or None
+    if old and current and old != current:
+        raise CliError(
+            f"${BUCKET_ENV}={current} and ${DEPRECATED_BUCKET_ENV}={old} name different buckets: "
+            f"unset ${DEPRECATED_BUCKET_ENV} (the older spelling) or pass --bucket"
+        )
+    if old and not current:
+        print(
+            f"profstack: warning: ${DEPRECATED_BUCKET_ENV} is deprecated; set ${BUCKET_ENV} instead "
+            "(the same name migrated launchers read)",
+            file=sys.stderr,
+        )
+    return current or old
+
+
+def _config_naming_the_stacks(args: argparse.Namespace, *, need_bucket: bool) -> Any:
+    """The config names the stacks (and the region); without the file, say what to pass instead of the file."""
+    from profstack.config import default_config_path
+
+    if need_bucket and Path(args.config) == default_config_path() and not Path(args.config).exists():
+        raise CliError(
+            f"which trace bucket? pass --bucket BUCKET or set {BUCKET_ENV} (the storage stack's TraceBucketName "
+            f"output; your administrator has it), or --config PATH to read it from the deployed stack "
+            f"(no {args.config} in {Path.cwd()})"
+        )
+    return load(args)
+
+
 def place(args: argparse.Namespace) -> Place:
-    """--bucket (or $PROFSTACK_BUCKET) needs no config; otherwise the config names the stacks and region.
+    """--bucket (or $PROFSTACK_TRACE_BUCKET) needs no config; otherwise the config names the stacks and region.
     With --reader / --role, S3 is read as the user's report reader role."""
     user = _user(args)
-    bucket = args.bucket or os.environ.get("PROFSTACK_BUCKET")
+    bucket = args.bucket or bucket_from_environment()
     region = args.region
     role = args.role or os.environ.get("PROFSTACK_REPORTS_ROLE")
     if not bucket or args.reader:  # the config (read once) names the stacks and the region
-        config = load(args)
+        config = _config_naming_the_stacks(args, need_bucket=not bucket)
         region = region_of(args, config)
         bucket = bucket or _stack_bucket(config.prefix, region)
         if args.reader and not role:
@@ -422,7 +519,7 @@ def presigner(region: str | None, session: Any = None) -> Any:
     try:
         import boto3
     except ModuleNotFoundError:  # pragma: no cover - the aws extra is there whenever make_client worked
-        raise CliError("this command talks to AWS and needs boto3: pip install 'profstack[aws]'") from None
+        raise CliError(missing_aws_extra()) from None
     with aws_errors("s3 client"):
         session = boto3.session.Session(region_name=_aws.resolve_region(region))
         return session.client("s3", config=Config(signature_version="s3v4"))
@@ -453,6 +550,10 @@ def _check_serve_args(args: argparse.Namespace) -> None:
 def _open_page(args: argparse.Namespace, where: Place, key: str, relative: str) -> int:
     """Serve reports/<user>/ and open `relative` (profstack/cli/reports_serve.py), or with --print only presign
     the page."""
+    if args.json:
+        url = _presigned(where, key, args.expires)
+        print(json.dumps({"page": where.uri(key), "url": url, "expires_in": args.expires}, indent=2))
+        return 0
     if args.print:
         print(_presigned(where, key, args.expires))
         print(
@@ -522,10 +623,14 @@ def run_get(args: argparse.Namespace) -> int:
         with aws_errors(f"downloading {where.uri(key)}"):
             where.s3.download_file(where.bucket, key, str(path))
         total += size
+    timelines = sorted(k for k, _ in keys if "/perfetto/" in k)
+    if args.json:
+        files = [str(target / key[len(prefix) :]) for key, _ in keys]
+        print(json.dumps({"job": args.job, "dir": str(target), "bytes": total, "files": files}, indent=2))
+        return 0
     print(f"{len(keys)} file(s), {total:,} bytes -> {target}/")
     print(f"  report:  {target / 'report.html'}")
     print(f"  summary: {target / 'summary.json'}")
-    timelines = sorted(k for k, _ in keys if "/perfetto/" in k)
     for key in timelines:
         print(f"  timeline: {target / key[len(prefix) :]}  (drag into https://ui.perfetto.dev)")
     if not timelines:
@@ -553,16 +658,10 @@ def fetch_summary(where: Place, job: str) -> dict[str, Any]:
 def run_diff(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise CliError("--limit must be at least 1")
-    from profstack.analysis.diff import diff_summaries, format_text
+    from profstack.analysis.diff import diff_summaries
 
     where = place(args)
     a, b = fetch_summary(where, args.a), fetch_summary(where, args.b)
     diff = diff_summaries(a, b, a_label=args.a, b_label=args.b, limit=args.limit)
-    print(format_text(diff), end="")
-    if args.html:
-        from profstack.report.diff import render_diff_html
-
-        args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(render_diff_html(diff), encoding="utf-8")
-        print(f"HTML: {args.html}")
+    print_diff(diff, html=args.html, as_json=args.json)
     return 0

@@ -1,23 +1,26 @@
 """`profstack tensorboard`: open, start and stop a user's managed TensorBoard.
 
-    profstack tensorboard url --user U [--job J] [--expires SECONDS]
-    profstack tensorboard start --user U [--wait]
-    profstack tensorboard stop --user U
+    profstack tensorboard url --user USER [--job JOB] [--expires SECONDS] [--json]
+    profstack tensorboard start --user USER [--wait] [--apply]
+    profstack tensorboard stop --user USER [--apply]
 
 `url` prints a presigned Studio URL that lands in the user's TensorBoard app, optionally
 on a training job (docs/platform-facts.md A3). Common options: --config PATH, --domain-id ID,
---region R. The caller needs the user's access policy (the TensorBoard stack's output
+--region REGION. The caller needs the user's access policy (the TensorBoard stack's output
 `User<user>AccessPolicyArn...`, described "Attach to <user>'s IAM identity") or admin rights.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import time
 from typing import Any
 
 from profstack.cli import CliError, _aws
 from profstack.cli._aws import add_aws_arguments, aws_errors, config_user, domain_id, load, region_of
+from profstack.cli._help import JOB, SECONDS, USER, command
 from profstack.tensorboard.apps import (
     DELETED,
     DELETING,
@@ -44,48 +47,82 @@ WAIT_SECONDS = 15 * 60.0
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+    parser = command(
+        subparsers,
         "tensorboard",
         help="open (presigned URL), start or stop a user's managed TensorBoard",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        examples=("profstack tensorboard url --user alice", "profstack tensorboard start --user alice --apply"),
     )
     commands = parser.add_subparsers(dest="tensorboard_command", metavar="ACTION", required=True)
 
-    url = commands.add_parser("url", help="print a presigned URL that opens the user's TensorBoard")
-    url.add_argument("--user", required=True, metavar="U", help="user name from the config")
-    url.add_argument("--job", metavar="J", help="open this training job in TensorBoard")
+    url = command(
+        commands,
+        "url",
+        help="print a presigned URL that opens the user's TensorBoard",
+        examples=(
+            "profstack tensorboard url --user alice",
+            "profstack tensorboard url --user alice --job my-training-job --expires 60",
+            "profstack tensorboard url --user alice --json",
+        ),
+    )
+    _user_argument(url)
+    url.add_argument("--job", metavar=JOB, help="open this training job in TensorBoard")
     url.add_argument(
         "--expires",
         type=int,
         default=URL_EXPIRES_SECONDS,
-        metavar="SECONDS",
+        metavar=SECONDS,
         help=f"seconds the URL stays valid, 5-300 (default {URL_EXPIRES_SECONDS})",
     )
+    url.add_argument("--json", action="store_true", help="print {user, job, url} as JSON")
     add_aws_arguments(url)
     url.set_defaults(handler=run_url)
 
-    start = commands.add_parser(
-        "start", help="start the user's TensorBoard app (a billed instance; a dry run unless --apply)"
+    start = command(
+        commands,
+        "start",
+        help="start the user's TensorBoard app (a billed instance; a dry run unless --apply)",
+        examples=(
+            "profstack tensorboard start --user alice",
+            "profstack tensorboard start --user alice --apply --wait",
+        ),
     )
-    start.add_argument("--user", required=True, metavar="U", help="user name from the config")
+    _user_argument(start)
     start.add_argument("--wait", action="store_true", help="wait until it is InService")
     start.add_argument("--apply", action="store_true", help="really start it (default: say what would happen)")
     add_aws_arguments(start)
     start.set_defaults(handler=run_start)
 
-    stop = commands.add_parser(
-        "stop", help="stop (delete) the user's TensorBoard app; its data stays in S3 (a dry run unless --apply)"
+    stop = command(
+        commands,
+        "stop",
+        help="stop (delete) the user's TensorBoard app; its data stays in S3 (a dry run unless --apply)",
+        examples=("profstack tensorboard stop --user alice", "profstack tensorboard stop --user alice --apply"),
     )
-    stop.add_argument("--user", required=True, metavar="U", help="user name from the config")
+    _user_argument(stop)
     stop.add_argument("--apply", action="store_true", help="really stop it (default: say what would happen)")
     add_aws_arguments(stop)
     stop.set_defaults(handler=run_stop)
 
 
+def _user_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--user", metavar=USER, help="user name from the config (default $PROFSTACK_USER)")
+
+
+def _user(args: argparse.Namespace) -> str:
+    user = args.user or os.environ.get("PROFSTACK_USER")
+    if not user:
+        raise CliError("which user? pass --user USER or set PROFSTACK_USER (a user name from the config)")
+    args.user = user
+    return str(user)
+
+
 def _target(args: argparse.Namespace) -> tuple[Any, str, str, str]:
     """(SageMaker client, domain id, profile name, instance type) for --user, or a CliError."""
+    name = _user(args)
     config = load(args)
-    user = config_user(config, args.user)
+    user = config_user(config, name)
     region = region_of(args, config)
     domain = domain_id(args, config, region)
     instance_type = user.tensorboard_instance_type or config.tensorboard.default_instance_type
@@ -108,7 +145,11 @@ def run_url(args: argparse.Namespace) -> int:
             ExpiresInSeconds=args.expires,
             SessionExpirationDurationInSeconds=SESSION_SECONDS,
         )
-    print(tensorboard_url(response["AuthorizedUrl"], args.job))
+    link = tensorboard_url(response["AuthorizedUrl"], args.job)
+    if args.json:
+        print(json.dumps({"user": args.user, "job": args.job, "url": link, "expires_in": args.expires}, indent=2))
+    else:
+        print(link)
     return 0
 
 

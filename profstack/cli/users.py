@@ -1,8 +1,8 @@
 """`profstack users`: list ProfStack users with live status; add or remove them in the config.
 
-    profstack users list [--config PATH] [--domain-id ID] [--region R] [--no-status] [--json]
-    profstack users add NAME --email E [--instance-type T] [--config PATH]
-    profstack users remove NAME [--config PATH]
+    profstack users list [--config PATH] [--domain-id ID] [--region REGION] [--no-status] [--json]
+    profstack users add USER --email EMAIL [--instance-type INSTANCE_TYPE] [--config PATH]
+    profstack users remove USER [--config PATH]
 
 `add` and `remove` edit the YAML in place, keeping its comments and layout, validate the
 result like `cdk synth` does, and only then write it. The change takes effect on the next
@@ -28,6 +28,7 @@ from profstack.cli._aws import (
     load,
     region_of,
 )
+from profstack.cli._help import EMAIL, INSTANCE_TYPE, USER, command
 from profstack.config import ConfigError, ProfStackConfig, parse_config
 from profstack.tensorboard.names import APP_NAME, APP_TYPE, user_profile_name
 
@@ -35,28 +36,52 @@ NOT_CREATED = "-"
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
+    parser = command(
+        subparsers,
         "users",
         help="list ProfStack users (with live profile/TensorBoard status), add or remove them",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
+        examples=("profstack users list", "profstack users add carol --email carol@yourcompany.com"),
     )
     commands = parser.add_subparsers(dest="users_command", metavar="ACTION", required=True)
 
-    listing = commands.add_parser("list", help="users from the config, with their profile and app status")
+    listing = command(
+        commands,
+        "list",
+        help="users from the config, with their profile and app status",
+        examples=(
+            "profstack users list",
+            "profstack users list --no-status --json",
+            "profstack users list --config my-profstack.yaml --region eu-west-1",
+        ),
+    )
     add_aws_arguments(listing)
     listing.add_argument("--no-status", action="store_true", help="config only; make no AWS call")
     listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
     listing.set_defaults(handler=run_list)
 
-    adding = commands.add_parser("add", help="add a user to the config (then run `npx cdk deploy --all`)")
-    adding.add_argument("name", metavar="NAME", help="lower-case user name (S3 prefixes, profile name)")
-    adding.add_argument("--email", required=True, metavar="E", help="the user's e-mail address")
-    adding.add_argument("--instance-type", metavar="T", help="TensorBoard instance type (default: config)")
+    adding = command(
+        commands,
+        "add",
+        help="add a user to the config (then run `npx cdk deploy --all`)",
+        examples=(
+            "profstack users add carol --email carol@yourcompany.com",
+            "profstack users add dave --email dave@yourcompany.com --instance-type ml.r5.xlarge",
+        ),
+    )
+    adding.add_argument("name", metavar=USER, help="lower-case user name (S3 prefixes, profile name)")
+    adding.add_argument("--email", required=True, metavar=EMAIL, help="the user's e-mail address")
+    adding.add_argument("--instance-type", metavar=INSTANCE_TYPE, help="TensorBoard instance type (default: config)")
     add_config_argument(adding)
     adding.set_defaults(handler=run_add)
 
-    removing = commands.add_parser("remove", help="remove a user from the config (then run `npx cdk deploy --all`)")
-    removing.add_argument("name", metavar="NAME", help="user name as written in the config")
+    removing = command(
+        commands,
+        "remove",
+        help="remove a user from the config (then run `npx cdk deploy --all`)",
+        examples=("profstack users remove carol", "profstack users remove carol --config my-profstack.yaml"),
+    )
+    removing.add_argument("name", metavar=USER, help="user name as written in the config")
     add_config_argument(removing)
     removing.set_defaults(handler=run_remove)
 
@@ -111,7 +136,7 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     elif not rows:
-        print(f"no users in {args.config}; add one with `profstack users add NAME --email E`")
+        print(f"no users in {args.config}; add one with `profstack users add USER --email EMAIL`")
     else:
         _print_table(rows)
     return 0

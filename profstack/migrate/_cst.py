@@ -15,6 +15,8 @@ replaced by the body of an `if smprof:` guard).
 
 from __future__ import annotations
 
+import ast
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Union, cast
@@ -23,6 +25,8 @@ import libcst as cst
 
 Statement = Union[cst.SimpleStatementLine, cst.BaseCompoundStatement]  # noqa: UP007 - a runtime alias
 MARKER = "profstack-migrate"
+#: the comment a notebook's joined cells start with (profstack.migrate.notebook): code above it would move cells
+CELL_MARKER = "# profstack-cell-"
 
 
 @dataclass(frozen=True, order=True)
@@ -40,14 +44,16 @@ class StatementPlan:
     wrap: dict[cst.CSTNode, tuple[cst.CSTNode, str]] = field(default_factory=dict)  # begin -> (end, with-item code)
     append: dict[cst.CSTNode, list[str]] = field(default_factory=dict)  # compound -> statements appended to its body
     insert_after: dict[cst.CSTNode, list[str]] = field(default_factory=dict)  # stmt -> statements after it
+    insert_before: dict[cst.CSTNode, list[str]] = field(default_factory=dict)  # stmt -> statements before it
     # filled while transforming: compound -> the (updated) statements that stand in its place (a kept branch)
     inline: dict[cst.CSTNode, list[cst.BaseStatement]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.remove or self.replace or self.wrap or self.append or self.insert_after or self.inline)
+        edits = (self.remove, self.replace, self.wrap, self.append, self.insert_after, self.insert_before, self.inline)
+        return any(bool(e) for e in edits)
 
     def touches(self, stmt: cst.CSTNode) -> bool:
-        edits = (self.remove, self.replace, self.wrap, self.append, self.insert_after, self.inline)
+        edits = (self.remove, self.replace, self.wrap, self.append, self.insert_after, self.insert_before, self.inline)
         return any(stmt in planned for planned in edits)
 
 
@@ -108,6 +114,12 @@ def rebuild_body(
     while index < len(original):
         orig, upd = original[index], cast(Statement, updated[index])
         key = orig
+        if key in plan.insert_before:
+            before = parse_statements(plan.insert_before[key])
+            if pending and before:
+                before[0] = _with_leading(before[0], pending)
+                pending = []
+            out.extend(before)
         if key in plan.wrap:
             end_key, item_code = plan.wrap[key]
             end_index = next(i for i in range(index + 1, len(original)) if original[i] is end_key)
@@ -220,6 +232,15 @@ class PlannedTransformer(cst.CSTTransformer):
 
     def _touches(self, body: Sequence[cst.BaseStatement]) -> bool:
         return any(self.plan.touches(s) for s in body)
+
+
+def parse_quietly(source: str, filename: str = "<unknown>") -> ast.Module:
+    """ast.parse of a user's file without the warnings its code draws (`"\\s"` in a plain string is a
+    SyntaxWarning since 3.12): they are the user's to fix, not the codemod's to print."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return ast.parse(source, filename=filename)
 
 
 def dotted(node: cst.BaseExpression) -> str | None:

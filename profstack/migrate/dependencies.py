@@ -1,6 +1,11 @@
 """Remove what installs SageMaker Profiler (smprof / smppy) from requirements, Dockerfiles, pyproject
 (PEP 621 arrays and Poetry tables), setup.cfg, Pipfile and conda environment files.
 
+Names are compared as PEP 503 normalises them (`SMPROF`, `smprof` are the Profiler; `smppy_lint`, which
+normalises to `smppy-lint`, is another project), requirement strings are read as PEP 508 says (extras,
+markers, `name @ url`), wheels by their file name's project, and indexes by their URL's host: the
+Profiler's `smppy` S3 bucket, never a path that merely contains `smppy-`.
+
 A line is removed only when it installs nothing else: a requirement line for smprof/smppy (with its
 `\\` continuation lines, e.g. `--hash=`), a wheel URL from smppy's S3 bucket, a Dockerfile
 `RUN pip install` whose packages are all Profiler packages, a pyproject/setup.cfg dependency entry on
@@ -16,17 +21,124 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import PurePath
+from urllib.parse import urlsplit
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import (
+    InvalidSdistFilename,
+    InvalidWheelFilename,
+    canonicalize_name,
+    parse_sdist_filename,
+    parse_wheel_filename,
+)
 
 from profstack.migrate._cst import Finding
 
 PACKAGES = ("smprof", "smppy")
-_NAME = r"(?:smprof|smppy)"
-# smppy's wheels: https://smppy.s3.amazonaws.com/<framework>/<cuda>/smprof-<ver>-<tags>.whl
-_WHEEL = re.compile(r"(?:https?://[^\s\"']*smppy[^\s\"']*|[^\s\"']*\b" + _NAME + r"-[^\s\"']*\.whl)", re.I)
-_REQUIREMENT = re.compile(r"^\s*" + _NAME + r"(?![\w.-])\s*(?:\[[^\]]*\])?\s*(?:[<>=!~;@].*)?$", re.I)
-# anywhere (`SMPROF_WHEEL` in an ARG, the bucket in a URL, `smprof-0.3-...whl`), but not another package
-# whose name starts the same (`smprofiler-tools`, `smprof-docs`)
-_MENTION = re.compile(r"(?<![A-Za-z0-9-])" + _NAME + r"(?![A-Za-z0-9]|-[A-Za-z])", re.I)
+#: the Profiler's distributions, as PEP 503 normalises them (`SMPROF`, `smprof` match; `smppy_lint`,
+#: `smppy-lint`, `smprofiler-tools` are other projects)
+PROFILER_DISTRIBUTIONS = frozenset(PACKAGES)
+#: the S3 bucket the Profiler's wheels and index are served from (https://smppy.s3.amazonaws.com/...)
+PROFILER_BUCKET = "smppy"
+# S3 endpoints: virtual-hosted (`smppy.s3.amazonaws.com`, `smppy.s3.us-west-2.amazonaws.com`,
+# `smppy.s3-us-west-2.amazonaws.com`, `.amazonaws.com.cn`) and path-style (`s3.amazonaws.com/smppy/...`)
+_S3_ENDPOINT = r"s3(?:[.-][a-z0-9-]+)*\.amazonaws\.com(?:\.cn)?"
+_BUCKET_HOST = re.compile(rf"{PROFILER_BUCKET}\.{_S3_ENDPOINT}")
+_S3_HOST = re.compile(_S3_ENDPOINT)
+# a word that could be a project name (PEP 508: letters, digits, `.`, `_`, `-`), a URL, or a `$VAR`
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9._+-]*://[^\s\"'<>|;&]+|\$\{?\w+\}?|[A-Za-z0-9][A-Za-z0-9._-]*")
+_EGG = re.compile(r"[#&]egg=([A-Za-z0-9._-]+)")
+
+
+def is_profiler_name(name: str) -> bool:
+    """A distribution name that is the Profiler's, compared as PEP 503 normalises names."""
+    return canonicalize_name(name) in PROFILER_DISTRIBUTIONS
+
+
+def requirement_name(text: str) -> str | None:
+    """The project a PEP 508 requirement names (`SMPROF[x] >= 0.3; python_version < "3.10"`,
+    `smprof @ https://...`), or None when the text is not a requirement."""
+    try:
+        return Requirement(text.strip()).name
+    except InvalidRequirement:
+        return None
+
+
+def is_requirement(text: str) -> bool:
+    """A requirement specifier for the Profiler's distributions (PEP 508 name, PEP 503 normalised)."""
+    name = requirement_name(text)
+    return name is not None and is_profiler_name(name)
+
+
+def _host(value: str) -> tuple[str, str]:
+    """(host, path) of a URL, or (the value as a host, "") for `--trusted-host host[:port]`."""
+    bare = value.strip("\"'")
+    try:
+        parsed = urlsplit(bare if "://" in bare else "//" + bare)
+        host = (parsed.hostname or "").lower()
+    except ValueError:  # a malformed port or IPv6 literal: not the Profiler's host
+        return "", ""
+    return host, parsed.path
+
+
+def is_profiler_index(value: str) -> bool:
+    """The Profiler's package index, wheel folder or host: by the URL's host (the `smppy` S3 bucket,
+    virtual-hosted or path-style), never by a substring of its path (`https://mirror/smppy-simple/`)."""
+    host, path = _host(value)
+    if _BUCKET_HOST.fullmatch(host):
+        return True
+    return bool(_S3_HOST.fullmatch(host)) and path.lstrip("/").split("/", 1)[0] == PROFILER_BUCKET
+
+
+def _archive_name(filename: str) -> str | None:
+    """The project a wheel or sdist file name is of (`smprof-0.3.334-cp311-...whl` -> smprof)."""
+    base = filename.rsplit("/", 1)[-1]
+    try:
+        if base.endswith(".whl"):
+            return str(parse_wheel_filename(base)[0])
+        if base.endswith((".tar.gz", ".zip")):
+            return str(parse_sdist_filename(base)[0])
+    except (InvalidWheelFilename, InvalidSdistFilename):
+        head = re.match(r"([A-Za-z0-9][A-Za-z0-9._]*?)-\d", base)  # a wheel with a local tag, ...
+        return head.group(1) if head else None
+    return None
+
+
+def is_profiler_source(token: str) -> bool:
+    """A package source that installs the Profiler: a requirement for it, a file from its bucket, its
+    wheel or sdist by file name (any host or path), or a VCS/URL requirement with `#egg=smprof`."""
+    bare = token.strip("\"'")
+    if not bare:
+        return False
+    if is_requirement(bare):
+        return True
+    if "://" in bare and is_profiler_index(bare):
+        return True
+    egg = _EGG.search(bare)
+    if egg is not None:
+        return is_profiler_name(egg.group(1))
+    name = _archive_name(bare.split("#", 1)[0].split("?", 1)[0])
+    return name is not None and is_profiler_name(name)
+
+
+def mentions_profiler(text: str) -> bool:
+    """Free text (a Dockerfile instruction, a magic line) that names what installs the Profiler: a word
+    that is its distribution name, its wheel, a URL on its host, or a `$VARIABLE` with SMPROF/SMPPY as a
+    word of its name (`${SMPROF_WHEEL}`). `smppy_lint`, `smprofiler-tools`, `/mirror/smppy-docs/` do not."""
+    for match in _WORD.finditer(text):
+        word = match.group(0)
+        if word.startswith("$"):
+            parts = re.split(r"_+", word.strip("${}").lower())
+            if any(p in PROFILER_DISTRIBUTIONS for p in parts):
+                return True
+        elif "://" in word:
+            if is_profiler_source(word) or is_profiler_index(word):
+                return True
+        elif is_profiler_name(word) or is_profiler_source(word) or ("." in word and is_profiler_index(word)):
+            return True  # the name, its wheel, or its bucket's host (`--trusted-host smppy.s3.amazonaws.com`)
+    return False
+
+
 # pip install options that take no value: a Profiler token after one of these is a package; after any
 # other option (`-i`, `--index-url`, `-f`, `-c`, ...) it is that option's value and the line is reported
 PIP_FLAGS = frozenset(
@@ -98,16 +210,6 @@ def included_files(text: str) -> list[str]:
     return out
 
 
-def is_requirement(text: str) -> bool:
-    """A requirement specifier for smprof/smppy (`smprof>=0.3`, `smppy==0.3; python_version<'3.10'`)."""
-    return bool(_REQUIREMENT.match(text))
-
-
-def _is_profiler_token(token: str) -> bool:
-    bare = token.strip("\"'")
-    return bool(_WHEEL.fullmatch(bare) or _REQUIREMENT.match(bare))
-
-
 def logical_lines(text: str) -> list[tuple[int, list[str]]]:
     """(first line number, physical lines) of each `\\`-continued logical line."""
     out: list[tuple[int, list[str]]] = []
@@ -134,7 +236,7 @@ def _index_options(tokens: list[_Token]) -> list[str]:
             continue
         value_token = tokens[position + 1] if inline is None and position + 1 < len(tokens) else None
         value = inline if inline is not None else (value_token.value if value_token else "")
-        if _profiler_location(value):
+        if is_profiler_index(value):
             token.drop = True
             if value_token is not None:
                 value_token.drop = True
@@ -157,20 +259,52 @@ def _requirement_options(lines: list[str]) -> tuple[list[str], list[str]] | None
     return _rebuild(lines, tokens, comments), removed
 
 
+_COMMENT = re.compile(r"(?:^|\s)#.*$")  # pip: a `#` at the start or after whitespace begins a comment
+_OPTION = re.compile(r"(?:^|\s)--?[A-Za-z]")
+
+
+def _strip_comment(line: str) -> str:
+    return _COMMENT.sub("", line.rstrip("\r\n"))
+
+
+def _requirement_part(lines: list[str]) -> str:
+    """The requirement of a requirements-file line, its comments, continuations and per-requirement
+    options (`--hash=...`) taken off: `smppy ; python_version < "3.10" \\` + `--hash=sha256:...` -> the marker form."""
+    code = " ".join(_strip_comment(line).rstrip("\\").strip() for line in lines).strip()
+    option = _OPTION.search(code)
+    return (code[: option.start()] if option else code).strip()
+
+
+def _installs_profiler(lines: list[str]) -> str | None:
+    """What a requirements-file line installs of the Profiler (the requirement, a wheel or a URL from its
+    bucket, `-e <its source>`), or None."""
+    code = " ".join(_strip_comment(line).rstrip("\\").strip() for line in lines).strip()
+    editable = re.match(r"(?:-e|--editable)(?:\s*=\s*|\s+)(\S+)", code)
+    if editable is not None:
+        return editable.group(1) if is_profiler_source(editable.group(1)) else None
+    requirement = _requirement_part(lines)
+    if not requirement:
+        return None
+    if is_requirement(requirement):
+        return requirement
+    first = requirement.split()[0]
+    return first if is_profiler_source(first) else None
+
+
 def rewrite_requirements(text: str) -> DependencyResult:
     result = DependencyResult(source=text, changed=False)
     kept: list[str] = []
     for number, lines in logical_lines(text):
-        first = lines[0].split("#", 1)[0].strip().rstrip("\\").strip()
-        if first and _is_profiler_token(first.split()[0]):
-            result.edits.append(Finding(number, f"removed `{first.split()[0]}`"))
+        installed = _installs_profiler(lines)
+        if installed is not None:
+            result.edits.append(Finding(number, f"removed `{installed}`"))
             continue
         options = _requirement_options(lines)
         if options is not None:
             result.edits.append(Finding(number, "removed " + ", ".join(options[1])))
             kept.extend(options[0])
             continue
-        if _MENTION.search("".join(lines).split("#", 1)[0]):
+        if mentions_profiler(" ".join(_strip_comment(line) for line in lines)):
             result.manual.append(Finding(number, "names the SageMaker Profiler package; remove it by hand"))
         kept.extend(lines)
     result.source = "".join(kept)
@@ -184,11 +318,6 @@ INDEX_OPTIONS = frozenset({"--index-url", "-i", "--extra-index-url", "--find-lin
 SOURCE_OPTIONS = frozenset({"-r", "--requirement", "-e", "--editable"})
 _RAW_TOKEN = re.compile(r"""(?:[^\s"']+|"[^"]*"|'[^']*')+""")
 _SHELL_SEPARATORS = frozenset({"&&", "||", ";", "|"})
-
-
-def _profiler_location(value: str) -> bool:
-    """A URL or host of the Profiler's own index/bucket (`https://smppy.s3.amazonaws.com/simple`)."""
-    return bool(re.search(r"(?:^|[/.@])smppy[.\-]", value.strip("\"'"), re.I))
 
 
 def _split_option(token: str) -> tuple[str, str | None]:
@@ -249,19 +378,19 @@ def _plan_one_install(args: list[_Token]) -> tuple[list[str], int] | None:
         if option.startswith("-") and _takes_value(option):
             value_token = None if inline is not None or position + 1 >= len(args) else args[position + 1]
             value = inline if inline is not None else (value_token.value if value_token else "")
-            if option in INDEX_OPTIONS and _profiler_location(value):
+            if option in INDEX_OPTIONS and is_profiler_index(value):
                 token.drop = True
                 if value_token is not None:
                     value_token.drop = True
                 gone.append(f"{option} {value}")
-            elif _is_profiler_token(value):
+            elif is_profiler_source(value):
                 return None  # `-c <profiler thing>`: an option of its own, not ours to drop
             elif option in SOURCE_OPTIONS:
                 sources += 1
             position += 1 if inline is not None else 2
             continue
         if not option.startswith("-"):
-            if _is_profiler_token(token.value):
+            if is_profiler_source(token.value):
                 token.drop = True
                 gone.append(token.value)
             else:
@@ -315,7 +444,7 @@ def rewrite_install_lines(lines: list[str]) -> tuple[list[str], list[str]] | Non
     """A RUN instruction (its physical lines) without the Profiler's packages and index options.
     (new lines, what was removed); None: not safely editable (reported)."""
     tokens = _tokens(lines)
-    if tokens is None or any("$" in t.raw and _MENTION.search(t.raw) for t in tokens):
+    if tokens is None or any("$" in t.raw and mentions_profiler(t.raw) for t in tokens):
         return None
     removed = _plan_pip_drops(tokens)
     if removed is None or not removed:
@@ -333,7 +462,7 @@ def rewrite_dockerfile(text: str) -> DependencyResult:
     out: list[str] = []
     for number, lines in logical_lines(text):
         joined = "".join(lines)
-        if not _MENTION.search(joined) and not _WHEEL.search(joined):
+        if joined.lstrip().startswith("#") or not mentions_profiler(joined):  # a comment installs nothing
             out.extend(lines)
             continue
         instruction = joined.split(None, 1)[0].upper() if joined.strip() else ""
@@ -356,7 +485,7 @@ def rewrite_dockerfile(text: str) -> DependencyResult:
 _TOML_ENTRY = re.compile(r"""^\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*,?\s*(?:#.*)?$""")
 # `smprof = "^0.3"` / `smppy = { version = "0.3", optional = true }` in a Poetry or Pipfile table
 _TOML_KEY = re.compile(
-    r"""^\s*["']?(?P<name>""" + _NAME + r""")["']?\s*=\s*(?:"[^"]*"|'[^']*'|\{[^{}]*\})\s*(?:#.*)?$""", re.I
+    r"""^\s*(?P<q>["']?)(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)(?P=q)\s*=\s*(?:"[^"]*"|'[^']*'|\{[^{}]*\})\s*(?:#.*)?$"""
 )
 _TOML_TABLE = re.compile(r"^\s*\[\[?\s*(?P<name>[^\]]+?)\s*\]\]?\s*(?:#.*)?$")
 _PIPFILE_NOT_PACKAGES = frozenset({"source", "requires", "scripts", "pipenv"})
@@ -385,7 +514,7 @@ def _drop_array_items(line: str) -> tuple[str, list[str]]:
         value = m.group(0)[1:-1]
         before, after = line[: m.start()], line[m.end() :]
         in_array = re.search(r"(?:^|[\[,])\s*$", before) and re.match(r"\s*(?:,|\]|$|#)", after)
-        if not (in_array and _REQUIREMENT.match(value)):
+        if not (in_array and is_requirement(value)):
             continue
         removed.append(value)
         comma_after = re.match(r"\s*,[ \t]*", after)
@@ -411,12 +540,12 @@ def rewrite_pyproject(text: str, kind: str = "pyproject") -> DependencyResult:
         if header:
             table = header.group("name").strip().replace('"', "").replace("'", "")
         key = _TOML_KEY.match(line)
-        if key and _package_table(table, kind):
+        if key and is_profiler_name(key.group("name")) and _package_table(table, kind):
             result.edits.append(Finding(number, f"removed `{key.group('name')}` from [{table}]"))
             continue
         match = _TOML_ENTRY.match(line)
         requirement = (match.group("dq") or match.group("sq") or "") if match else ""
-        if requirement and _REQUIREMENT.match(requirement):
+        if requirement and is_requirement(requirement):
             result.edits.append(Finding(number, f"removed `{requirement}`"))
             continue
         kept, removed = _drop_array_items(line)
@@ -424,7 +553,7 @@ def rewrite_pyproject(text: str, kind: str = "pyproject") -> DependencyResult:
             result.edits.append(Finding(number, "removed " + ", ".join(f"`{r}`" for r in removed) + " from an array"))
             if not kept.strip():
                 continue
-        if _MENTION.search(kept.split("#", 1)[0]):
+        if mentions_profiler(kept.split("#", 1)[0]):
             result.manual.append(
                 Finding(number, "names the SageMaker Profiler package (inline array or other table); edit by hand")
             )
@@ -444,7 +573,7 @@ def _drop_lines(text: str, removable: Callable[[str], str | None]) -> Dependency
         if item:
             result.edits.append(Finding(number, f"removed `{item}`"))
             continue
-        if _MENTION.search(line.split("#", 1)[0]):
+        if mentions_profiler(line.split("#", 1)[0]):
             result.manual.append(Finding(number, "names the SageMaker Profiler package; edit it by hand"))
         out.append(line)
     result.source = "".join(out)
@@ -454,7 +583,7 @@ def _drop_lines(text: str, removable: Callable[[str], str | None]) -> Dependency
 
 def _setup_cfg_requirement(line: str) -> str | None:
     stripped = line.split("#", 1)[0].strip()
-    return stripped if line[:1].isspace() and stripped and _REQUIREMENT.match(stripped) else None
+    return stripped if line[:1].isspace() and stripped and is_requirement(stripped) else None
 
 
 def rewrite_setup_cfg(text: str) -> DependencyResult:
@@ -475,7 +604,13 @@ def _conda_item(line: str) -> str | None:
     if item.startswith("-"):  # `- --extra-index-url <the Profiler's index>` in the pip list
         tokens = _tokens([item])
         return item if tokens and _index_options(tokens) and all(t.drop for t in tokens) else None
-    return item if item and _is_profiler_token(item) else None
+    if not item:
+        return None
+    spec = _CONDA_SPEC.match(item)  # a conda match spec: `smprof=0.3`, `conda-forge::smprof 0.3.*`
+    return item if is_profiler_source(item) or (spec is not None and is_profiler_name(spec.group(1))) else None
+
+
+_CONDA_SPEC = re.compile(r"(?:[\w.-]+::)?([A-Za-z0-9][A-Za-z0-9._-]*)(?=\s|[=<>!~\[]|$)")
 
 
 def rewrite_conda(text: str) -> DependencyResult:

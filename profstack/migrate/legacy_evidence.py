@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -97,6 +97,10 @@ class Location:
 class Evidence:
     verdict: Verdict
     reason: str
+    #: the resource is not Profiler automation but launches profiled jobs (a pipeline, a state machine that
+    #: creates training jobs): an edit (turn the Profiler off in it), never a removal; this evidence does not travel
+    #: along the account's edges (the rule that starts such a launcher, or its role, is not Profiler's)
+    edit: bool = False
 
 
 def _covers(token: str, location: Location) -> bool:
@@ -205,11 +209,49 @@ def strings(value: Any) -> Iterator[str]:
 
 
 def match_json(text: str, paths: LegacyPaths) -> Evidence | None:
-    """Evidence in a JSON document, string by string; a path built from parts may name its bucket in a sibling."""
+    """Evidence in a JSON document, string by string; a path built from parts may name its bucket in a sibling.
+
+    A CreateTrainingJob (or UpdateTrainingJob) request inside it (a state machine task's Parameters) is judged by
+    its settings, not by the words in it: `ProfilerConfig: {DisableProfiler: true}` is what a migrated launcher
+    looks like, never Profiler evidence (request_evidence)."""
     try:
-        value = json.loads(text)
+        value = expand_json(json.loads(text))
     except ValueError:
         return paths.match(text)
+    requests, rest = split_requests(value)
+    found = match_value(rest, paths)
+    if found is not None and found.verdict == "profiler":
+        return found
+    launched = strongest(request_evidence(r) for r in requests)
+    return strongest([launched, found]) if launched is not None else found
+
+
+MAX_JSON_DEPTH = 4  # JSON inside a string inside JSON (an environment variable holding a request): a few levels
+
+
+def expand_json(value: Any, depth: int = 0) -> Any:
+    """A string that holds a JSON object or array (a function's environment variable holding a training request)
+    is read as that JSON, so the request inside is judged by its settings, not by its words."""
+    if isinstance(value, dict):
+        return {k: expand_json(v, depth) for k, v in value.items()}
+    if isinstance(value, list):
+        return [expand_json(v, depth) for v in value]
+    if isinstance(value, str) and depth < MAX_JSON_DEPTH and value.strip()[:1] in {"{", "["}:
+        try:
+            return expand_json(json.loads(value), depth + 1)
+        except ValueError:
+            return value
+    return value
+
+
+def strongest(found: Iterable[Evidence | None]) -> Evidence | None:
+    """Profiler over Debugger over review (the order the audit decides in)."""
+    rank = {"profiler": 0, "debugger": 1, "review": 2}
+    present = [e for e in found if e is not None]
+    return min(present, key=lambda e: (rank[e.verdict], e.edit)) if present else None
+
+
+def match_value(value: Any, paths: LegacyPaths) -> Evidence | None:
     blob = json.dumps(value)
     best: Evidence | None = None
     for string in strings(value):
@@ -229,6 +271,89 @@ def match_json(text: str, paths: LegacyPaths) -> Evidence | None:
     if api is not None and (best is None or api.verdict == "profiler"):
         return api
     return best
+
+
+# --- training-job requests (pipeline steps, state machine tasks) ----------------------------------------------
+
+#: what a CreateTrainingJob request says about the Profiler and Debugger
+REQUEST_KEYS = ("ProfilerConfig", "ProfilerRuleConfigurations", "DebugRuleConfigurations")
+
+
+class Dynamic:
+    """A value only known when the launcher runs (a Step Functions `.$` path, a pipeline parameter without a
+    default): the audit cannot say whether such a job profiles."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+
+def literal(value: Any) -> Any:
+    """The resolver for plain JSON: a value is what it says."""
+    return value
+
+
+def _field(request: dict[str, Any], key: str, resolve: Callable[[Any], Any]) -> tuple[bool, Any]:
+    if key in request:
+        return True, resolve(request[key])
+    if f"{key}.$" in request:  # Step Functions: the value is read from the execution's input at run time
+        return True, Dynamic(f"{key}.$ = {request[f'{key}.$']}")
+    return False, None
+
+
+def _truthy(value: Any) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == "true")
+
+
+def request_evidence(request: dict[str, Any], resolve: Callable[[Any], Any] = literal) -> Evidence | None:
+    """A launcher's CreateTrainingJob request: Profiler's (an edit) when it names Profiler rules or a ProfilerConfig
+    that is not `DisableProfiler: true`; nothing when the Profiler is off; Debugger's when it names only Debugger
+    rules; review when the setting is only known at run time."""
+    _, rules = _field(request, "ProfilerRuleConfigurations", resolve)
+    has_config, config = _field(request, "ProfilerConfig", resolve)
+    _, debug = _field(request, "DebugRuleConfigurations", resolve)
+    for value in (rules, config):
+        if isinstance(value, Dynamic):
+            return Evidence(
+                "review",
+                f"launches training jobs whose Profiler setting is known only at run time ({value.what})",
+                edit=True,
+            )
+    if isinstance(rules, list) and rules:
+        names = ", ".join(str(r.get("RuleConfigurationName", "?")) for r in rules if isinstance(r, dict))
+        return Evidence("profiler", f"launches training jobs with Profiler rules ({names})", edit=True)
+    if has_config:
+        disable = _field(config, "DisableProfiler", resolve)[1] if isinstance(config, dict) else None
+        if isinstance(disable, Dynamic):
+            return Evidence(
+                "review",
+                f"launches training jobs whose DisableProfiler is known only at run time ({disable.what})",
+                edit=True,
+            )
+        if not _truthy(disable):
+            return Evidence(
+                "profiler", "launches profiled training jobs (ProfilerConfig without DisableProfiler: true)", edit=True
+            )
+    if isinstance(debug, list) and debug:
+        names = ", ".join(str(r.get("RuleConfigurationName", "?")) for r in debug if isinstance(r, dict))
+        return Evidence("debugger", f"launches training jobs with Debugger rules ({names})", edit=True)
+    return None
+
+
+def split_requests(value: Any) -> tuple[list[dict[str, Any]], Any]:
+    """(the training-job requests in a JSON value, the value without their Profiler and Debugger settings)."""
+    found: list[dict[str, Any]] = []
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if not isinstance(node, dict):
+            return node
+        keys = {k for k in node if k.removesuffix(".$") in REQUEST_KEYS}
+        if keys:
+            found.append(node)
+        return {k: walk(v) for k, v in node.items() if k not in keys}
+
+    return found, walk(value)
 
 
 # --- IAM statements ---------------------------------------------------------------------------------------------
@@ -251,8 +376,36 @@ def neutral(statement: dict[str, Any]) -> bool:
     return bool(actions) and "NotAction" not in statement and all(a in NEUTRAL_ACTIONS for a in actions)
 
 
-def statement_evidence(statement: dict[str, Any], paths: LegacyPaths) -> Evidence | None:
-    texts = _as_list(statement.get("Resource", [])) + _as_list(statement.get("NotResource", []))
+@dataclass(frozen=True)
+class Automation:
+    """The ARNs of the account's functions, state machines and rules, by whether they are Profiler's: a statement
+    that grants only on Profiler automation (lambda:InvokeFunction on a Profiler function, states:StartExecution
+    on a Profiler state machine) is a Profiler statement."""
+
+    profiler: frozenset[str] = frozenset()
+    others: frozenset[str] = frozenset()
+
+    def names(self, resource: str) -> str | None:
+        """The Profiler ARN a policy Resource names, when it names only Profiler automation."""
+        probe = wildcard(resource)
+
+        def hit(arn: str) -> bool:  # `function:name:*` and `function:name:alias` name the function too
+            return bool(probe.fullmatch(arn) or probe.fullmatch(arn + ":x"))
+
+        hits = sorted(a for a in self.profiler if hit(a))
+        if not hits or any(hit(a) for a in self.others):
+            return None
+        cut = max(hits[0].rfind(":"), hits[0].rfind("/")) + 1
+        if probe.fullmatch(hits[0][:cut] + "zz0-another-resource"):  # `function:*`: any function, not evidence
+            return None
+        return hits[0]
+
+
+def statement_evidence(
+    statement: dict[str, Any], paths: LegacyPaths, automation: Automation | None = None
+) -> Evidence | None:
+    resources = _as_list(statement.get("Resource", []))
+    texts = resources + _as_list(statement.get("NotResource", []))
     texts.append(json.dumps(statement.get("Condition", {})))
     best: Evidence | None = None
     for text in texts:
@@ -265,6 +418,13 @@ def statement_evidence(statement: dict[str, Any], paths: LegacyPaths) -> Evidenc
             return evidence
         if best is None or (best.verdict == "review" and evidence.verdict == "debugger"):
             best = evidence
+    if best is None and automation is not None and resources and "NotResource" not in statement:
+        named = [automation.names(r) for r in resources]
+        hits = sorted({n for n in named if n})
+        if all(named):
+            return Evidence("profiler", "grants only on Profiler automation " + ", ".join(hits))
+        if hits:
+            return Evidence("review", f"grants on Profiler automation {hits[0]} among other resources")
     return best
 
 
@@ -279,11 +439,11 @@ class DocumentVerdict:
     profiler_statements: tuple[int, ...]  # indexes (or Sids) of the Profiler statements, for a partial edit
 
 
-def classify_document(document: Any, paths: LegacyPaths) -> DocumentVerdict:
+def classify_document(document: Any, paths: LegacyPaths, automation: Automation | None = None) -> DocumentVerdict:
     verdicts: list[Evidence | None] = []
     found = statements(document)
     for statement in found:
-        verdicts.append(None if neutral(statement) else statement_evidence(statement, paths))
+        verdicts.append(None if neutral(statement) else statement_evidence(statement, paths, automation))
     profiler = [e for e in verdicts if e is not None and e.verdict == "profiler"]
     debugger = [e for e in verdicts if e is not None and e.verdict == "debugger"]
     review = [e for e in verdicts if e is not None and e.verdict == "review"]

@@ -22,7 +22,7 @@ never edits IAM, EventBridge, Step Functions or Lambda. AWS clients are injected
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from profstack.migrate.legacy_automation import (
     other_targets,
     read_functions,
     read_iam,
+    read_pipelines,
     read_rules,
     read_state_machines,
     resolve,
@@ -40,10 +41,13 @@ from profstack.migrate.legacy_automation import (
 from profstack.migrate.legacy_evidence import (
     DEBUGGER_CLOSED_TO_NEW_CUSTOMERS,
     PROFILER_REPORT_FOLDER,
+    Evidence,
     LegacyPaths,
     Location,
     describe_failure,
+    iam_action,
 )
+from profstack.migrate.legacy_monitoring import Watched, Watchers, read_alarms, read_dashboards
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -60,6 +64,8 @@ S3_USD_PER_GB_MONTH = 0.023
 LOGS_USD_PER_GB_MONTH = 0.03
 GB = 1024**3
 MAX_LOG_PAGES = 20  # per stream; beyond it the byte count is a lower bound
+#: the sections that read what may run as an IAM role
+RUNNER_SECTIONS = frozenset({"eventbridge rules", "step functions", "lambda functions", "sagemaker pipelines"})
 
 
 class LegacyProfilerError(Exception):
@@ -109,21 +115,38 @@ class ProfilerJob:
     usage: list[PrefixUsage] = field(default_factory=list)
     debugger_rules: list[str] = field(default_factory=list)  # DebugRuleConfigurations: Debugger, not Profiler
     debugger_rule_jobs: list[str] = field(default_factory=list)
+    #: ProfilerConfig says DisableProfiler: true and no Profiler rule is configured: the job may still have written
+    #: profiler-output/ before it was turned off (UpdateTrainingJob, `profstack legacy disable-profiler`)
+    past_only: bool = False
+    region: str = ""
+    role_arn: str = ""
+
+    @property
+    def profiled_now(self) -> bool:
+        """The Profiler is on, or Profiler rules are configured."""
+        return self.profiler_enabled or bool(self.profiler_rules)
 
     @property
     def uses_profiler(self) -> bool:
-        return self.profiler_enabled or bool(self.profiler_rules)
+        return self.profiled_now or self.past_only
 
     def folder_verdict(self, folder: str) -> str:
-        """Whose a rule-output/ sub-folder is: SageMaker names it after its rule (ProfilerReport-<ts>)."""
-
-        def named(rule: str) -> bool:
-            return folder == rule or folder.startswith(f"{rule}-")
-
-        if folder.startswith(PROFILER_REPORT_FOLDER) or any(named(r) for r, _ in self.profiler_rules):
-            return "profiler"
-        if any(named(r) for r in self.debugger_rules):
+        """Whose a rule-output/ sub-folder is. SageMaker names it after its rule configuration (`ProfilerReport-<ts>`,
+        `LossNotDecreasing`), so the job's own rule names decide, exact names first, Debugger's before Profiler's:
+        a Debugger rule may be called `ProfilerReportCustom`. The `ProfilerReport` stem counts only for a folder no
+        rule of the job names."""
+        if folder in self.debugger_rules:
             return "debugger"
+        if folder in {r for r, _ in self.profiler_rules}:
+            return "profiler"
+        candidates = [(r, "debugger") for r in self.debugger_rules] + [(r, "profiler") for r, _ in self.profiler_rules]
+        named = [(len(r), owner) for r, owner in candidates if folder.startswith(f"{r}-")]
+        if named:
+            return max(named)[1]  # the longest rule name that the folder carries, with a suffix
+        if folder.startswith(PROFILER_REPORT_FOLDER) and not any(
+            r.startswith(PROFILER_REPORT_FOLDER) for r in self.debugger_rules
+        ):
+            return "profiler"
         return "review"
 
     @property
@@ -131,6 +154,8 @@ class ProfilerJob:
         return sum(u.bytes for u in self.usage)
 
     def prefixes(self, folders: Sequence[str] = LEGACY_FOLDERS) -> list[S3Prefix]:
+        if self.past_only:  # only what the Profiler wrote before it was turned off; no rule ran
+            folders = [f for f in folders if f == "profiler-output"]
         return [root.child(self.name, folder) for root in self.output_roots for folder in folders]
 
 
@@ -150,6 +175,7 @@ class Finding:
     command: str = ""  # what to run to act on it (cleanup, or the AWS CLI for what cleanup never edits)
     extra: tuple[tuple[str, str], ...] = ()
     owner: str = "profiler"  # "debugger": Debugger's, named and kept (never found, never cleaned up)
+    region: str = ""  # where it is (S3 output: the job's region); empty: the audit's own region
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -166,6 +192,8 @@ class Finding:
             out["profiler_only"] = self.profiler_only
         if self.command:
             out["command"] = self.command
+        if self.region:
+            out["region"] = self.region
         out.update(dict(self.extra))
         return out
 
@@ -181,6 +209,8 @@ class AuditReport:
     debugger_jobs: list[ProfilerJob] = field(default_factory=list)  # Debugger rules only: kept
     failed_sections: set[str] = field(default_factory=set)  # read incompletely: cleanup does not act on them
     versioned: dict[str, bool] = field(default_factory=dict)  # bucket -> versioning on (or suspended)
+    job_roles: dict[str, list[str]] = field(default_factory=dict)  # role ARN -> a few training jobs that ran as it
+    regions: list[str] = field(default_factory=list)  # the regions audited whole
 
     def fail(self, section: str, service: str, exc: Exception) -> None:
         """One line naming what failed (the missing permission, when denied); the rest of the audit goes on."""
@@ -188,7 +218,8 @@ class AuditReport:
         self.incomplete.append(describe_failure(section, service, exc))
 
     def complete(self, section: str) -> bool:
-        return section not in self.failed_sections
+        """The section was read completely, in every region (`s3 output` covers `s3 output [eu-west-1]`)."""
+        return not any(f == section or f.startswith(f"{section} [") for f in self.failed_sections)
 
     @property
     def buckets(self) -> dict[str, int]:
@@ -218,13 +249,16 @@ class AuditReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "since": self.since.isoformat(),
+            "regions": self.regions,
             "jobs_scanned": self.scanned,
             "jobs_using_profiler": [
                 {
                     "name": j.name,
+                    **({"region": j.region} if j.region else {}),
                     "status": j.status,
                     "created": j.created.isoformat(),
                     "profiler_enabled": j.profiler_enabled,
+                    **({"turned_off_after_profiling": True} if j.past_only else {}),
                     "profiler_rules": [{"name": n, "status": s} for n, s in j.profiler_rules],
                     "rule_jobs": j.rule_jobs,
                     "legacy_output": [
@@ -262,8 +296,12 @@ def _training_job_names(sm: SageMakerClient, since: datetime, limit: int) -> Ite
             yield summary["TrainingJobName"]
 
 
-def _describe(sm: SageMakerClient, name: str) -> ProfilerJob | None:
+def _describe(sm: SageMakerClient, name: str, roles: dict[str, list[str]] | None = None) -> ProfilerJob | None:
     job = sm.describe_training_job(TrainingJobName=name)
+    if roles is not None and job.get("RoleArn"):
+        named = roles.setdefault(job["RoleArn"], [])
+        if len(named) < 3:  # a few names say which jobs run as a role; every job's name is not needed
+            named.append(name)
     profiler = job.get("ProfilerConfig") or {}
     statuses = job.get("ProfilerRuleEvaluationStatuses", [])
     rules = [(s.get("RuleConfigurationName", "?"), s.get("RuleEvaluationStatus", "?")) for s in statuses]
@@ -273,6 +311,9 @@ def _describe(sm: SageMakerClient, name: str) -> ProfilerJob | None:
         if config["RuleConfigurationName"] not in {n for n, _ in rules}
     ]
     enabled = bool(profiler) and not profiler.get("DisableProfiler", False)
+    # turned off: before it was (UpdateTrainingJob with DisableProfiler: true), the Profiler may have written
+    # profiler-output/; whether it did is read from S3, never assumed
+    past_only = bool(profiler) and not enabled and not rules
     debug_statuses = job.get("DebugRuleEvaluationStatuses", [])
     debugger_rules = [c["RuleConfigurationName"] for c in job.get("DebugRuleConfigurations", [])]
     debugger_rules += [
@@ -280,7 +321,7 @@ def _describe(sm: SageMakerClient, name: str) -> ProfilerJob | None:
         for s in debug_statuses
         if s.get("RuleConfigurationName") and s["RuleConfigurationName"] not in debugger_rules
     ]
-    if not enabled and not rules and not debugger_rules:
+    if not enabled and not rules and not debugger_rules and not past_only:
         return None
     roots: list[S3Prefix] = []
     for uri in (profiler.get("S3OutputPath"), job.get("OutputDataConfig", {}).get("S3OutputPath")):
@@ -303,6 +344,8 @@ def _describe(sm: SageMakerClient, name: str) -> ProfilerJob | None:
         rule_jobs=rule_jobs,
         debugger_rules=debugger_rules,
         debugger_rule_jobs=debugger_rule_jobs,
+        past_only=past_only,
+        role_arn=str(job.get("RoleArn") or ""),
     )
 
 
@@ -368,6 +411,7 @@ def _folder_finding(job: ProfilerJob, usage: PrefixUsage, verdict: str, what: st
             kind=usage.folder,
             resource=str(usage.location),
             why=f"{what} of training job {job.name} ({size}): Debugger's, kept (Debugger is not Profiler)",
+            region=job.region,
             bytes=usage.bytes,
             verified=False,
             owner="debugger",
@@ -377,14 +421,18 @@ def _folder_finding(job: ProfilerJob, usage: PrefixUsage, verdict: str, what: st
             kind=usage.folder,
             resource=str(usage.location),
             why=f"{what} of training job {job.name} ({size}) belongs to none of its Profiler rules: review",
+            region=job.region,
             bytes=usage.bytes,
             verified=False,
         )
+    past = "; the job now says DisableProfiler: true, but the Profiler wrote this before it was turned off"
     return Finding(
         kind=usage.folder,
         resource=str(usage.location),
         why=f"{what} of training job {job.name} ({size})"
+        + (past if job.past_only else "")
         + (f"; the job is {job.status}: its rules may still write here, review after it ends" if running else ""),
+        region=job.region,
         bytes=usage.bytes,
         monthly_usd=usage.bytes / GB * price,
         # a running job's folder is listed for review, never tagged for expiry by cleanup
@@ -411,9 +459,9 @@ def _measure_folder(
     if is_versioned(s3, location.bucket, report, owner):
         items = _list_versions(s3, location, owner)
     whole = _usage(location, folder, items)
-    if job.uses_profiler:
+    if folder == "profiler-output" or job.profiled_now:
         job.usage.append(whole)
-    if folder == "profiler-output" or (job.uses_profiler and not job.debugger_rules):
+    if folder == "profiler-output" or (job.profiled_now and not job.debugger_rules):
         # no Debugger rule ran: everything SageMaker wrote here is the Profiler's
         report.findings.append(_folder_finding(job, whole, "profiler", f"{folder}/", price))
         return
@@ -425,7 +473,7 @@ def _measure_folder(
             continue
         usage = _usage(location.child(segment), folder, part)
         verdict = job.folder_verdict(segment)
-        if verdict == "profiler" and not job.uses_profiler:
+        if verdict == "profiler" and not job.profiled_now:
             verdict = "review"  # a Profiler-looking folder of a job that never ran the Profiler
         report.findings.append(_folder_finding(job, usage, verdict, f"{folder}/{segment}/", price))
 
@@ -443,39 +491,81 @@ def audit(
 ) -> AuditReport:
     """The profiled jobs and (a): the bytes under each job's own rule-output/ and profiler-output/.
 
-    With expected_owner (the caller's account), a job whose output lies in another account's bucket
-    gets no finding (S3 answers 403): cleanup never tags, nor writes the lifecycle of, a bucket this
-    account does not own. The report says so under `incomplete`. A job with Debugger rules has its
-    rule-output/ split by rule: Debugger's folders are named and kept, never tagged."""
-
-    from botocore.exceptions import ClientError  # lazily: the `aws` extra
-
+    Every S3 call names expected_owner (the caller's account) as the bucket's owner, so a job whose output lies in
+    another account's bucket gets no finding (S3 answers 403): cleanup never tags, nor writes the lifecycle of, a
+    bucket this account does not own. The report says so under `incomplete`. Measuring needs the owner. A job with
+    Debugger rules has its rule-output/ split by rule: Debugger's folders are named and kept, never tagged."""
     since = (now or datetime.now(UTC)) - timedelta(days=since_days)
     report = AuditReport(jobs=[], scanned=0, since=since)
-    try:
-        for name in _training_job_names(sm, since, max_jobs + 1):  # one more: to know there are more
-            if report.scanned >= max_jobs:
-                report.incomplete.append(
-                    f"more than {max_jobs} training jobs since {since:%Y-%m-%d}: only the {max_jobs} newest "
-                    "were read (raise --max-jobs)"
-                )
-                break
-            report.scanned += 1
-            job = _describe(sm, name)
-            if job is None:
-                continue
-            (report.jobs if job.uses_profiler else report.debugger_jobs).append(job)
-            if measure_output:
-                _measure_job(s3, job, report, s3_price, expected_owner)
-    except ClientError as exc:
-        report.fail("training jobs", "sagemaker", exc)
+    audit_region(
+        report,
+        sm,
+        s3,
+        max_jobs=max_jobs,
+        measure_output=measure_output,
+        s3_price=s3_price,
+        expected_owner=expected_owner,
+    )
     return report
 
 
-def _measure_job(s3: S3Client, job: ProfilerJob, report: AuditReport, price: float, owner: str | None) -> None:
+def audit_region(
+    report: AuditReport,
+    sm: SageMakerClient,
+    s3: S3Client,
+    *,
+    max_jobs: int,
+    measure_output: bool = True,
+    s3_price: float = S3_USD_PER_GB_MONTH,
+    expected_owner: str | None = None,
+    region: str = "",
+    section: Callable[[str], str] = str,
+) -> None:
+    """One region's training jobs (since report.since) and their output, added to the report."""
+    from botocore.exceptions import ClientError  # lazily: the `aws` extra
+
+    if measure_output and not expected_owner:
+        raise LegacyProfilerError("measuring S3 output needs the caller's account: every S3 call names it as owner")
+    scanned = 0
+    try:
+        for name in _training_job_names(sm, report.since, max_jobs + 1):  # one more: to know there are more
+            if scanned >= max_jobs:
+                where = f" in {region}" if region else ""
+                report.incomplete.append(
+                    f"more than {max_jobs} training jobs{where} since {report.since:%Y-%m-%d}: only the {max_jobs} "
+                    "newest were read (raise --max-jobs)"
+                )
+                break
+            scanned += 1
+            report.scanned += 1
+            job = _describe(sm, name, report.job_roles)
+            if job is None:
+                continue
+            job.region = region
+            if measure_output:
+                _measure_job(s3, job, report, s3_price, expected_owner or "", section=section)
+            if job.past_only and measure_output:  # turned off: a Profiler job only if it left profiler-output/
+                job.past_only = any(u.folder == "profiler-output" for u in job.usage)
+            if job.uses_profiler or job.debugger_rules:
+                (report.jobs if job.uses_profiler else report.debugger_jobs).append(job)
+    except ClientError as exc:
+        report.fail(section("training jobs"), "sagemaker", exc)
+
+
+def _measure_job(
+    s3: S3Client,
+    job: ProfilerJob,
+    report: AuditReport,
+    price: float,
+    owner: str,
+    *,
+    section: Callable[[str], str] = str,
+) -> None:
     from botocore.exceptions import ClientError
 
-    folders = LEGACY_FOLDERS if job.uses_profiler else ("rule-output",)
+    folders: tuple[str, ...] = LEGACY_FOLDERS
+    if not job.profiled_now:  # Debugger's rules, or what the Profiler wrote before it was turned off
+        folders = ("profiler-output",) * job.past_only + ("rule-output",) * bool(job.debugger_rules)
     for root in job.output_roots:
         for folder in folders:
             location = root.child(job.name, folder)
@@ -484,10 +574,9 @@ def _measure_job(s3: S3Client, job: ProfilerJob, report: AuditReport, price: flo
             except ClientError as exc:
                 code = exc.response.get("Error", {}).get("Code", "")
                 if code in {"AccessDenied", "NoSuchBucket"}:
-                    note = f" (or not account {owner}'s bucket): left alone" if owner else ""
-                    report.incomplete.append(f"{location}: {code}{note}")
+                    report.incomplete.append(f"{location}: {code} (or not account {owner}'s bucket): left alone")
                     continue
-                report.fail("s3 output", "s3", exc)
+                report.fail(section("s3 output"), "s3", exc)
 
 
 def legacy_paths(report: AuditReport) -> LegacyPaths:
@@ -499,10 +588,15 @@ def legacy_paths(report: AuditReport) -> LegacyPaths:
             base = root.child(job.name).prefix
             if job.uses_profiler:
                 profiler.append(Location(root.bucket, f"{base}profiler-output/", job.name))
-                if not job.debugger_rules:
+                if job.past_only:
+                    pass  # no rule ran: only profiler-output/ is the Profiler's
+                elif not job.debugger_rules:
                     profiler.append(Location(root.bucket, f"{base}rule-output/", job.name))
                 else:
-                    for rule in {PROFILER_REPORT_FOLDER, *(r for r, _ in job.profiler_rules)}:
+                    stems = {r for r, _ in job.profiler_rules}
+                    if not any(r.startswith(PROFILER_REPORT_FOLDER) for r in job.debugger_rules):
+                        stems.add(PROFILER_REPORT_FOLDER)  # a Debugger rule named ProfilerReport... keeps it exact
+                    for rule in sorted(stems):
                         profiler.append(Location(root.bucket, f"{base}rule-output/{rule}", job.name))
             for rule in job.debugger_rules:
                 debugger.append(Location(root.bucket, f"{base}rule-output/{rule}", job.name))
@@ -536,11 +630,17 @@ def _stream_candidates(job: ProfilerJob, rule_job: str) -> list[str]:
     return list(dict.fromkeys(candidates))
 
 
-def _log_streams(logs: Any, report: AuditReport, price: float) -> None:
+def _log_streams(logs: Any, report: AuditReport, price: float, region: str = "") -> None:
     from botocore.exceptions import ClientError  # lazily: the `aws` extra
 
-    wanted = [(job, rj, "profiler") for job in report.jobs for rj in job.rule_jobs]
-    wanted += [(job, rj, "debugger") for job in [*report.jobs, *report.debugger_jobs] for rj in job.debugger_rule_jobs]
+    here = [job for job in report.jobs if job.region == region]
+    wanted = [(job, rj, "profiler") for job in here for rj in job.rule_jobs]
+    wanted += [
+        (job, rj, "debugger")
+        for job in [*report.jobs, *report.debugger_jobs]
+        if job.region == region
+        for rj in job.debugger_rule_jobs
+    ]
     seen: set[str] = set()
     for job, rule_job, owner in wanted:
         for prefix in _stream_candidates(job, rule_job.lower()):
@@ -558,7 +658,8 @@ def _log_streams(logs: Any, report: AuditReport, price: float) -> None:
                 if name in seen or name.split("/", 1)[0].lower() != rule_job.lower():
                     continue
                 seen.add(name)
-                report.findings.append(_stream_finding(logs, name, rule_job, owner=owner, stream=stream, price=price))
+                found = _stream_finding(logs, name, rule_job, owner=owner, stream=stream, price=price)
+                report.findings.append(replace(found, region=region))
 
 
 def _stream_finding(
@@ -600,9 +701,9 @@ def _stream_bytes(logs: Any, stream: str) -> tuple[int, bool]:
     return size, False
 
 
-def _log_groups(logs: Any, report: AuditReport, price: float) -> None:
+def _log_groups(logs: Any, report: AuditReport, price: float, region: str = "") -> None:
     """The log group of each Profiler function found (cleanup never deletes log groups: listed with the command)."""
-    for finding in [f for f in report.found if f.kind == "lambda"]:
+    for finding in [f for f in report.found if f.kind == "lambda" and f.region == region]:
         group = f"/aws/lambda/{finding.resource.rsplit(':', 1)[-1]}"
         pages = logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=group)
         for page in pages:
@@ -617,12 +718,14 @@ def _log_groups(logs: Any, report: AuditReport, price: float) -> None:
                         why=f"log group of Profiler function {finding.resource.rsplit(':', 1)[-1]}",
                         bytes=size,
                         monthly_usd=size / GB * price,
-                        command=f"aws logs delete-log-group --log-group-name {group}   # after deleting the function",
+                        command=f"aws logs delete-log-group --log-group-name {group}{_in(region)}"
+                        "   # after deleting the function",
+                        region=region,
                     )
                 )
 
 
-def _apps(sm: SageMakerClient, report: AuditReport) -> None:
+def _apps(sm: SageMakerClient, report: AuditReport, region: str = "") -> None:
     for page in sm.get_paginator("list_apps").paginate():
         for app in page.get("Apps", []):
             if app.get("AppType") != "DetailedProfiler" or app.get("Status") in {"Deleted", "Deleting"}:
@@ -637,6 +740,7 @@ def _apps(sm: SageMakerClient, report: AuditReport) -> None:
                     extra=tuple(
                         (k, str(app[k])) for k in ("DomainId", "UserProfileName", "SpaceName", "AppName") if app.get(k)
                     ),
+                    region=region,
                 )
             )
 
@@ -644,17 +748,32 @@ def _apps(sm: SageMakerClient, report: AuditReport) -> None:
 # --- (c) IAM and (e) automation: one graph (legacy_automation) ------------------------------------------------
 
 
+def _in(region: str) -> str:
+    return f" --region {region}" if region else ""
+
+
 def _command(node: Node, others: list[tuple[str, str]]) -> str:
     """What to run to act on a node; `others`: a rule's targets that are not Profiler's (a partial edit)."""
+    where = _in(node.region)
     if node.kind == "rule":
+        bus = node.extra.get("EventBusName", "default")
+        on_bus = f" --event-bus-name {bus}" if bus != "default" else ""
         if others:
             ids = " ".join(t for t, a in node.targets if (t, a) not in others)
-            return f"aws events remove-targets --rule {node.name} --ids {ids}   # only the Profiler targets"
-        return f"aws events disable-rule --name {node.name}   # review its targets first"
+            return (
+                f"aws events remove-targets --rule {node.name} --ids {ids}{on_bus}{where}   # only the Profiler targets"
+            )
+        return f"aws events disable-rule --name {node.name}{on_bus}{where}   # review its targets first"
     if node.kind == "state-machine":
-        return f"aws stepfunctions describe-state-machine --state-machine-arn {node.arn}"
+        edit = "   # set DisableProfiler: true and drop the Profiler rules in its tasks" if _edit(node) else ""
+        return f"aws stepfunctions describe-state-machine --state-machine-arn {node.arn}{edit}"
+    if node.kind == "pipeline":
+        return (
+            f"aws sagemaker describe-pipeline --pipeline-name {node.name}{where}   # rebuild it with the Profiler off: "
+            "profstack migrate smprof --write on the script that defines it, then upsert"
+        )
     if node.kind == "lambda":
-        return f"aws lambda get-function-configuration --function-name {node.name}"
+        return f"aws lambda get-function-configuration --function-name {node.name}{where}"
     if node.kind == "iam-policy":
         if node.profiler_only:
             return f"aws iam delete-policy --policy-arn {node.arn}   # after detaching it"
@@ -664,10 +783,17 @@ def _command(node: Node, others: list[tuple[str, str]]) -> str:
     return f"aws iam list-role-policies --role-name {node.name}"
 
 
+def _edit(node: Node) -> bool:
+    return node.evidence is not None and node.evidence.edit
+
+
+GRAPH_ORDER = {"rule": 0, "state-machine": 1, "lambda": 2, "pipeline": 3, "iam-policy": 4, "iam-role": 5}
+
+
 def graph_findings(graph: Graph) -> list[Finding]:
-    order = {"rule": 0, "state-machine": 1, "lambda": 2, "iam-policy": 3, "iam-role": 4}
     findings: list[Finding] = []
-    for node in sorted(graph.nodes.values(), key=lambda n: (order[n.kind], n.arn)):
+    nodes = [n for n in graph.nodes.values() if n.kind in GRAPH_ORDER]
+    for node in sorted(nodes, key=lambda n: (GRAPH_ORDER[n.kind], n.arn)):
         if node.evidence is None:
             continue
         verdict = node.evidence.verdict
@@ -679,6 +805,8 @@ def graph_findings(graph: Graph) -> list[Finding]:
         if verdict == "profiler" and others:
             names = ", ".join(a.rsplit(":", 1)[-1] for _, a in others)
             why += f"; it also targets {names} (not Profiler's): remove only the Profiler targets"
+        if verdict == "profiler" and _edit(node):
+            why += ": an edit (turn the Profiler off in it), not a removal"
         iam = node.kind in {"iam-policy", "iam-role"}
         verified = verdict == "profiler"
         findings.append(
@@ -690,9 +818,50 @@ def graph_findings(graph: Graph) -> list[Finding]:
                 profiler_only=(node.profiler_only if verified else None) if iam else None,
                 command="" if verdict == "debugger" else _command(node, others),
                 owner="debugger" if verdict == "debugger" else "profiler",
+                region=node.region,
             )
         )
     return findings
+
+
+def monitoring_findings(watchers: Watchers, region: str) -> list[Finding]:
+    """Alarms and dashboards that watch what the Profiler left (legacy_monitoring)."""
+    findings: list[Finding] = []
+    for name, (alarm, evidence) in sorted(watchers.alarms.items()):
+        if evidence is not None:
+            command = f"aws cloudwatch delete-alarms --alarm-names {name}{_in(region)}"
+            if evidence.verdict == "review":  # it watches the Profiler's among other things: an edit, for a person
+                command = (
+                    f"aws cloudwatch describe-alarms --alarm-names {name} --alarm-types MetricAlarm CompositeAlarm"
+                    f"{_in(region)}   # remove what watches the Profiler's"
+                )
+            findings.append(_watcher_finding("alarm", str(alarm.get("AlarmArn") or name), evidence, region, command))
+    for name, arn, evidence, widgets in watchers.dashboards:
+        if evidence is None:
+            continue
+        if evidence.edit or evidence.verdict == "review":
+            command = (
+                f"aws cloudwatch get-dashboard --dashboard-name {name}{_in(region)}   # remove widgets "
+                + ", ".join(str(i) for i in widgets)
+                + ", then put-dashboard"
+            )
+        else:
+            command = f"aws cloudwatch delete-dashboards --dashboard-names {name}{_in(region)}"
+        findings.append(_watcher_finding("dashboard", arn, evidence, region, command))
+    return findings
+
+
+def _watcher_finding(kind: str, resource: str, evidence: Evidence, region: str, command: str) -> Finding:
+    debugger = evidence.verdict == "debugger"
+    return Finding(
+        kind=kind,
+        resource=resource,
+        why=evidence.reason + (": kept (Debugger is not Profiler)" if debugger else ""),
+        verified=evidence.verdict == "profiler",
+        command="" if debugger else command,
+        owner="debugger" if debugger else "profiler",
+        region=region,
+    )
 
 
 @dataclass
@@ -705,6 +874,21 @@ class AccountClients:
     stepfunctions: Any = None
     lambda_: Any = None
     account_id: str | None = None  # the caller's account (STS): S3 calls name it as ExpectedBucketOwner
+    cloudwatch: Any = None
+    ec2: Any = None  # DescribeRegions: the regions enabled for the account, whose functions may run as its roles
+    region: str = ""  # the region of these clients
+    #: the same account's clients in another region (IAM is global: a role serves every region)
+    regional: Callable[[str], AccountClients | None] | None = None
+    audit_regions: tuple[str, ...] = ()  # more regions to audit whole, besides `region`
+
+    def regional_clients(self) -> list[AccountClients]:
+        """This region's clients, then those of each other region audited whole."""
+        found = [self]
+        for region in self.audit_regions:
+            other = self.regional(region) if self.regional and region != self.region else None
+            if other is not None:
+                found.append(other)
+        return found
 
 
 def audit_account(
@@ -716,34 +900,139 @@ def audit_account(
     s3_price: float = S3_USD_PER_GB_MONTH,
     logs_price: float = LOGS_USD_PER_GB_MONTH,
 ) -> AuditReport:
-    """The whole checklist, (a) to (e). A service that is denied or fails marks its section incomplete, in one
-    line naming the missing permission; every other section is still read (cleanup skips incomplete ones)."""
-    report = audit(
-        clients.sagemaker,
-        clients.s3,
-        since_days=since_days,
-        max_jobs=max_jobs,
-        now=now,
-        s3_price=s3_price,
-        expected_owner=clients.account_id,
-    )
-    report.prices = (s3_price, logs_price)
+    """The whole checklist, (a) to (e), in each audited region; IAM once (it is global), with every enabled region's
+    functions, state machines, rules and pipelines read as the users of its roles. A service that is denied or fails
+    marks its section incomplete, in one line naming the missing permission; every other section is still read
+    (cleanup skips incomplete ones)."""
+    since = (now or datetime.now(UTC)) - timedelta(days=since_days)
+    report = AuditReport(jobs=[], scanned=0, since=since, prices=(s3_price, logs_price))
+    regions = clients.regional_clients()
+    report.regions = [r.region for r in regions if r.region]
+    for here in regions:
+        audit_region(
+            report,
+            here.sagemaker,
+            clients.s3,
+            max_jobs=max_jobs,
+            s3_price=s3_price,
+            expected_owner=clients.account_id,
+            region=here.region,
+            section=_section_in(here, clients),
+        )
     paths = legacy_paths(report)
     graph = Graph()
-    sections: list[tuple[str, str, Any, Callable[[Any], None]]] = [
-        ("log streams", "logs", clients.logs, lambda c: _log_streams(c, report, logs_price)),
-        ("sagemaker apps", "sagemaker", clients.sagemaker, lambda c: _apps(c, report)),
-        ("iam", "iam", clients.iam, lambda c: read_iam(c, graph, paths)),
-        ("eventbridge rules", "events", clients.events, lambda c: read_rules(c, graph, paths)),
-        ("step functions", "states", clients.stepfunctions, lambda c: read_state_machines(c, graph, paths)),
-        ("lambda functions", "lambda", clients.lambda_, lambda c: read_functions(c, graph, paths)),
-    ]
-    for section, service, client, read in sections:
-        _guarded(report, section, service, client, read)
+    _guarded(report, "iam", "iam", clients.iam, lambda c: read_iam(c, graph, paths))
+    for here in regions:
+        _read_region(report, here, _section_in(here, clients), graph, paths, logs_price=logs_price)
+    _read_role_users(report, clients, {r.region for r in regions}, graph, paths)
+    for role, jobs in report.job_roles.items():  # a role that training jobs run as serves more than the Profiler
+        graph.add(Node(kind="training-job", arn=f"training-jobs-of:{role}", name=", ".join(jobs), roles=[role]))
     resolve(graph, paths)
     report.findings += graph_findings(graph)
-    _guarded(report, "log groups", "logs", clients.logs, lambda c: _log_groups(c, report, logs_price))
+    for here in regions:
+        _read_watchers(report, here, _section_in(here, clients), graph, paths, logs_price=logs_price)
     return report
+
+
+def _section_in(here: AccountClients, home: AccountClients) -> Callable[[str], str]:
+    """A section's name: plain in the audit's own region, `name [region]` in another."""
+    if here is home or not here.region:
+        return str
+    return lambda name: f"{name} [{here.region}]"
+
+
+def _read_region(
+    report: AuditReport,
+    here: AccountClients,
+    section: Callable[[str], str],
+    graph: Graph,
+    paths: LegacyPaths,
+    *,
+    logs_price: float,
+) -> None:
+    region = here.region
+    reads: list[tuple[str, str, Any, Callable[[Any], None]]] = [
+        ("log streams", "logs", here.logs, lambda c: _log_streams(c, report, logs_price, region)),
+        ("sagemaker apps", "sagemaker", here.sagemaker, lambda c: _apps(c, report, region)),
+        ("eventbridge rules", "events", here.events, lambda c: read_rules(c, graph, paths, region)),
+        ("step functions", "states", here.stepfunctions, lambda c: read_state_machines(c, graph, paths, region)),
+        ("lambda functions", "lambda", here.lambda_, lambda c: read_functions(c, graph, paths, region)),
+    ]
+    if here.cloudwatch is not None:  # a full client set (the CLI's): pipelines too
+        reads.append(
+            ("sagemaker pipelines", "sagemaker", here.sagemaker, lambda c: read_pipelines(c, graph, paths, region))
+        )
+    for name, service, client, read in reads:
+        before = len(report.failed_sections)
+        _guarded(report, section(name), service, client, read)
+        if name in RUNNER_SECTIONS and len(report.failed_sections) > before:
+            graph.users_complete = False  # a role's users there are unknown: none is Profiler-only by its users
+
+
+def _read_watchers(
+    report: AuditReport,
+    here: AccountClients,
+    section: Callable[[str], str],
+    graph: Graph,
+    paths: LegacyPaths,
+    *,
+    logs_price: float,
+) -> None:
+    """After the graph is decided: the region's alarms and dashboards, and the log groups of its Profiler functions."""
+    watched, watchers = Watched.of(graph, paths, here.region), Watchers()
+    _guarded(
+        report, section("cloudwatch alarms"), "cloudwatch", here.cloudwatch, lambda c: read_alarms(c, watched, watchers)
+    )
+    _guarded(
+        report,
+        section("cloudwatch dashboards"),
+        "cloudwatch",
+        here.cloudwatch,
+        lambda c: read_dashboards(c, watched, watchers),
+    )
+    report.findings += monitoring_findings(watchers, here.region)
+    _guarded(
+        report, section("log groups"), "logs", here.logs, lambda c: _log_groups(c, report, logs_price, here.region)
+    )
+
+
+def _read_role_users(
+    report: AuditReport, clients: AccountClients, audited: set[str], graph: Graph, paths: LegacyPaths
+) -> None:
+    """IAM is global: a role may run a function in any region. The functions, state machines, rules and pipelines of
+    every other enabled region are read too; when a region cannot be read, no role is Profiler-only by its users."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if clients.ec2 is None:
+        return
+    try:
+        enabled = sorted(r["RegionName"] for r in clients.ec2.describe_regions().get("Regions", []))
+    except (ClientError, BotoCoreError) as exc:
+        report.fail("regions", "ec2", exc)
+        graph.users_complete = False
+        return
+    for region in [r for r in enabled if r not in audited]:
+        here = clients.regional(region) if clients.regional else None
+        if here is None:
+            graph.users_complete = False
+            continue
+        before = len(report.failed_sections)
+        readers: list[tuple[str, str, Any, Callable[[Any, Graph, LegacyPaths, str], None]]] = [
+            ("lambda functions", "lambda", here.lambda_, read_functions),
+            ("step functions", "states", here.stepfunctions, read_state_machines),
+            ("eventbridge rules", "events", here.events, read_rules),
+            ("sagemaker pipelines", "sagemaker", here.sagemaker, read_pipelines),
+        ]
+        for name, service, client, read in readers:
+            _guarded(report, f"role users: {name} [{region}]", service, client, _reader(read, graph, paths, region))
+        if len(report.failed_sections) > before:
+            graph.users_complete = False
+
+
+def _reader(
+    read: Callable[[Any, Graph, LegacyPaths, str], None], graph: Graph, paths: LegacyPaths, region: str
+) -> Callable[[Any], None]:
+    return lambda client: read(client, graph, paths, region)
 
 
 def _guarded(report: AuditReport, section: str, service: str, client: Any, read: Callable[[Any], None]) -> None:
@@ -785,13 +1074,23 @@ def merge_expiry_rule(existing: Sequence[dict[str, Any]], *, days: int) -> list[
     return [*others, ours]
 
 
-def current_lifecycle_rules(s3: S3Client, bucket: str, *, expected_owner: str | None = None) -> list[dict[str, Any]]:
+def expires_tag(rules: Sequence[dict[str, Any]]) -> bool:
+    """An enabled rule expires objects carrying the legacy tag (ProfStack's own, or the StorageStack's bucket rule)."""
+    key, value = LEGACY_RULE_OUTPUT_TAG
+    wanted = {"Key": key, "Value": value}
+    for rule in rules:
+        selector = rule.get("Filter") or {}
+        tags = [selector.get("Tag"), *list((selector.get("And") or {}).get("Tags") or [])]
+        if rule.get("Status") == "Enabled" and rule.get("Expiration") and wanted in tags:
+            return True
+    return False
+
+
+def current_lifecycle_rules(s3: S3Client, bucket: str, *, expected_owner: str) -> list[dict[str, Any]]:
     return _current_lifecycle(s3, bucket, expected_owner=expected_owner)[0]
 
 
-def _current_lifecycle(
-    s3: S3Client, bucket: str, *, expected_owner: str | None = None
-) -> tuple[list[dict[str, Any]], str | None]:
+def _current_lifecycle(s3: S3Client, bucket: str, *, expected_owner: str) -> tuple[list[dict[str, Any]], str | None]:
     """(rules, TransitionDefaultMinimumObjectSize): the bucket's whole lifecycle configuration."""
 
     from botocore.exceptions import ClientError  # lazily: the `aws` extra
@@ -809,9 +1108,10 @@ def _current_lifecycle(
 
 
 def apply_expiry_rule(
-    s3: S3Client, bucket: str, *, days: int, apply: bool, expected_owner: str | None = None
+    s3: S3Client, bucket: str, *, days: int, apply: bool, expected_owner: str
 ) -> tuple[list[dict[str, Any]], bool]:
-    """Returns (merged rules, changed). Writes only with apply=True and only when something changes.
+    """Returns (merged rules, changed). Writes only with apply=True and only when something changes; both calls
+    name expected_owner (the caller's account): another account's bucket answers 403 and is never written.
 
     PutBucketLifecycleConfiguration replaces the whole configuration: the bucket's other rules and
     its TransitionDefaultMinimumObjectSize (omitted, it resets to all_storage_classes_128K) are
@@ -846,13 +1146,31 @@ def disable_profiler(sm: SageMakerClient, jobs: Iterable[ProfilerJob], *, apply:
 class CleanupResult:
     tagged: int = 0
     already_tagged: int = 0
-    tag_failures: list[str] = field(default_factory=list)
+    tag_failures: list[str] = field(default_factory=list)  # objects that could not be tagged, one line each
     expiry_rules: list[str] = field(default_factory=list)  # buckets whose lifecycle got (or would get) the rule
     apps: list[str] = field(default_factory=list)
     log_streams: list[str] = field(default_factory=list)
     left_alone: list[Finding] = field(default_factory=list)  # IAM, rules, state machines, functions, review
     versions_tagged: int = 0  # older versions (versioned buckets) tagged beside the current ones
     skipped: list[str] = field(default_factory=list)  # sections read incompletely: not acted on
+    failures: list[str] = field(default_factory=list)  # a write that was refused (a bucket, an app, a stream)
+
+    @property
+    def failed(self) -> list[str]:
+        """Every failure, in the order met: cleanup went on past each (a re-run is safe and finishes the job)."""
+        return [*self.failures, *self.tag_failures]
+
+
+def _refused(what: str, service: str, exc: Exception, owner: str | None = None) -> str:
+    """One line for a write that failed: the permission it needs when denied (an S3 denial may also be
+    another account's bucket, which the expected-owner check refuses)."""
+    response = getattr(exc, "response", {}) or {}
+    code = str(response.get("Error", {}).get("Code", "") or type(exc).__name__)
+    operation = str(getattr(exc, "operation_name", "") or "")
+    if code in {"AccessDenied", "AccessDeniedException"} and operation:
+        mine = f" (or not account {owner}'s bucket)" if owner and service == "s3" else ""
+        return f"{what}: {code}: missing permission {iam_action(service, operation)}{mine}"
+    return f"{what}: {code or exc}" + (f" ({operation})" if operation else "")
 
 
 def _tag_prefix(
@@ -862,11 +1180,14 @@ def _tag_prefix(
     versioned: bool,
     result: CleanupResult,
     apply: bool,
-    owner: str | None,
+    owner: str,
     on_object: Callable[[str, int], None] | None,
 ) -> None:
     """Tag every object under a verified prefix; in a versioned bucket every version, since lifecycle reads each
-    version's own tags: an untagged older version would never expire (the rule's NoncurrentVersionExpiration)."""
+    version's own tags: an untagged older version would never expire (the rule's NoncurrentVersionExpiration).
+    A refused object is one line in result.tag_failures and the others are still tagged."""
+    from botocore.exceptions import ClientError
+
     from profstack.migrate.rule_output import TaggingError, iter_prefix_keys, merge_object_tag
 
     tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
@@ -894,11 +1215,11 @@ def _tag_prefix(
                 result.already_tagged += 1
         except TaggingError as exc:
             result.tag_failures.append(str(exc))
+        except ClientError as exc:
+            result.tag_failures.append(_refused(f"tagging s3://{location.bucket}/{key}", "s3", exc, owner))
 
 
-def iter_prefix_versions(
-    s3: Any, bucket: str, prefix: str, *, expected_owner: str | None = None
-) -> Iterator[tuple[str, int, str]]:
+def iter_prefix_versions(s3: Any, bucket: str, prefix: str, *, expected_owner: str) -> Iterator[tuple[str, int, str]]:
     """(key, size, version id) of every object version under the prefix (delete markers have no tags)."""
     from profstack.migrate.rule_output import owner_kwargs
 
@@ -911,6 +1232,52 @@ def iter_prefix_versions(
                 yield version["Key"], int(version.get("Size", 0)), str(version["VersionId"])
 
 
+def _in_region(clients: AccountClients, region: str) -> AccountClients:
+    """The client set of a finding's region (the audit's own when it names none)."""
+    if not region or region == clients.region or clients.regional is None:
+        return clients
+    return clients.regional(region) or clients
+
+
+def _expire_then_tag(
+    clients: AccountClients,
+    report: AuditReport,
+    prefixes: dict[str, list[S3Prefix]],
+    result: CleanupResult,
+    *,
+    apply: bool,
+    expire_days: int,
+    on_object: Callable[[str, int], None] | None,
+) -> None:
+    """Per bucket: the expiry rule first (merged with the bucket's own rules), then the tags. A bucket whose rule
+    cannot be written gets no tag, so no object is ever tagged without the rule that expires it."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    owner = str(clients.account_id)
+    for bucket, locations in sorted(prefixes.items()):
+        try:
+            _, changed = apply_expiry_rule(clients.s3, bucket, days=expire_days, apply=apply, expected_owner=owner)
+        except (ClientError, BotoCoreError, LegacyProfilerError) as exc:
+            reason = _refused(f"s3://{bucket}: lifecycle rule", "s3", exc, owner)
+            result.failures.append(f"{reason}; its {len(locations)} verified prefixes were not tagged")
+            continue
+        if changed:
+            result.expiry_rules.append(bucket)
+        for location in locations:
+            try:
+                _tag_prefix(
+                    clients.s3,
+                    location,
+                    versioned=report.versioned.get(bucket, False),
+                    result=result,
+                    apply=apply,
+                    owner=owner,
+                    on_object=on_object,
+                )
+            except (ClientError, BotoCoreError) as exc:  # the listing itself was refused
+                result.failures.append(_refused(f"listing {location}", "s3", exc, owner))
+
+
 def cleanup(
     report: AuditReport,
     clients: AccountClients,
@@ -920,10 +1287,16 @@ def cleanup(
     delete_log_streams: bool = False,
     on_object: Callable[[str, int], None] | None = None,
 ) -> CleanupResult:
-    """Act on the verified findings only; with apply=False count what would be done and change nothing."""
+    """Act on the verified findings only; with apply=False count what would be done and change nothing.
+
+    A refused write (a denied tag, lifecycle rule, app or log stream) is one line in result.failures and cleanup
+    goes on; a re-run redoes only what is left (each step is idempotent)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    if not clients.account_id:
+        raise LegacyProfilerError("cleanup needs the caller's account: every S3 call names it as the bucket owner")
     result = CleanupResult()
-    owner = clients.account_id  # every S3 call names it: never a write to another account's bucket
-    buckets: set[str] = set()
+    prefixes: dict[str, list[S3Prefix]] = {}
     # act only on what was read completely: a section that was denied or failed may hide what decides a verdict
     act = {
         "s3": report.complete("training jobs") and report.complete("s3 output"),
@@ -936,38 +1309,30 @@ def cleanup(
     for finding in report.found:
         if finding.kind in LEGACY_FOLDERS and act["s3"]:
             location = S3Prefix.parse(finding.resource)
-            buckets.add(location.bucket)
-            _tag_prefix(
-                clients.s3,
-                location,
-                versioned=report.versioned.get(location.bucket, False),
-                result=result,
-                apply=apply,
-                owner=owner,
-                on_object=on_object,
-            )
-        elif finding.kind in LEGACY_FOLDERS:
-            result.left_alone.append(finding)
+            prefixes.setdefault(location.bucket, []).append(location)
         elif finding.kind == "app" and act["app"]:
             extra = dict(finding.extra)
             result.apps.append(finding.resource)
-            if apply:
-                kwargs = {"DomainId": extra["DomainId"], "AppType": "DetailedProfiler", "AppName": extra["AppName"]}
-                if "UserProfileName" in extra:
-                    kwargs["UserProfileName"] = extra["UserProfileName"]
-                else:
-                    kwargs["SpaceName"] = extra["SpaceName"]
-                clients.sagemaker.delete_app(**kwargs)
+            kwargs = {"DomainId": extra["DomainId"], "AppType": "DetailedProfiler", "AppName": extra["AppName"]}
+            if "UserProfileName" in extra:
+                kwargs["UserProfileName"] = extra["UserProfileName"]
+            else:
+                kwargs["SpaceName"] = extra["SpaceName"]
+            try:
+                if apply:
+                    _in_region(clients, finding.region).sagemaker.delete_app(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                result.failures.append(_refused(f"deleting app {finding.resource}", "sagemaker", exc))
         elif finding.kind == "log-stream" and delete_log_streams and act["log-stream"]:
             group, _, stream = finding.resource.partition(":")
             result.log_streams.append(finding.resource)
-            if apply:
-                clients.logs.delete_log_stream(logGroupName=group, logStreamName=stream)
+            try:
+                if apply:
+                    _in_region(clients, finding.region).logs.delete_log_stream(logGroupName=group, logStreamName=stream)
+            except (ClientError, BotoCoreError) as exc:
+                result.failures.append(_refused(f"deleting log stream {finding.resource}", "logs", exc))
         else:
             result.left_alone.append(finding)
     result.left_alone += report.review
-    for bucket in sorted(buckets):
-        _, changed = apply_expiry_rule(clients.s3, bucket, days=expire_days, apply=apply, expected_owner=owner)
-        if changed:
-            result.expiry_rules.append(bucket)
+    _expire_then_tag(clients, report, prefixes, result, apply=apply, expire_days=expire_days, on_object=on_object)
     return result

@@ -3,10 +3,13 @@
 The cells are read and written with nbformat: outputs, execution counts and metadata stay as they
 were; only the `source` of the code cells changes. The codemods see the notebook as one module
 (an import in the first cell serves the profiler built in the third), so the code cells are joined,
-each behind a marker comment, rewritten once, and split again at the markers. IPython lines
-(`%pip ...`, `!pip ...`, `%matplotlib inline`) become placeholder comments while the Python is
-rewritten, then come back as they were, except the Profiler's install lines: `%pip install smppy`
-goes, `!pip install torch smprof` loses `smprof`, index options pointing at the Profiler's index go.
+each behind a marker comment, rewritten once, and split again at the markers. IPython syntax
+(`%pip ...`, `!pip ...`, `files = !ls`, `obj?`, a `%%time` first line; profstack.migrate.ipython reads
+it by IPython's own rules) becomes placeholder *statements* while the Python is rewritten, so a
+`!pip install` that is the only line of an `except:` block still leaves a block that parses, then comes
+back byte for byte, except the Profiler's install lines: `%pip install smppy` goes (a `pass` stands in
+when it was the only line of its block), `!pip install torch smprof` loses `smprof`, index options
+pointing at the Profiler's index go.
 Cell magics: `%%time`/`%%timeit`/`%%capture` cells are Python; a `%%writefile train.py` cell is
 rewritten as the file it writes (a script, launcher or requirements file, on its own); a `%%bash` cell's
 install lines lose the Profiler; other cell magics (`%%html`, ...) are left alone.
@@ -18,19 +21,19 @@ left byte-identical. Every finding names its cell: `cell 3, line 2: ...`.
 
 from __future__ import annotations
 
-import ast
+import json
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from profstack.migrate._cst import Finding
+from profstack.migrate import ipython
+from profstack.migrate._cst import CELL_MARKER, Finding, parse_quietly
 from profstack.migrate.dependencies import rewrite_install_lines
 from profstack.migrate.scan import PYTHON_CELL_MAGICS, SHELL_CELL_MAGICS, notebook_uses
 
-CELL = "# profstack-cell-{}"
-MAGIC = "# profstack-magic-{}"
-_CELL = re.compile(r"^# profstack-cell-(\d+)$")
-_MAGIC = re.compile(r"^[ \t]*# profstack-magic-(\d+)[ \t]*$")
+CELL = CELL_MARKER + "{}"
+_CELL = re.compile("^" + re.escape(CELL_MARKER) + r"(\d+)$")
 _INSTALL = re.compile(r"\b(?:pip3?|conda|mamba)\b.*\binstall\b")
 
 
@@ -50,9 +53,13 @@ class NotebookResult:
 class _Cell:
     index: int  # position among all cells (1-based, as Jupyter numbers them)
     source: str
-    python: str = ""  # magics replaced by placeholders
-    magics: dict[int, str] = field(default_factory=dict)  # placeholder number -> the line that comes back
+    read: ipython.Cell | None = None  # the cell as Python, IPython syntax as placeholder statements
+    replacements: dict[int, list[str] | None] = field(default_factory=dict)  # install lines without the Profiler
     edits: list[Finding] = field(default_factory=list)
+
+    @property
+    def python(self) -> str:
+        return self.read.python if self.read is not None else self.source
 
 
 @dataclass
@@ -122,46 +129,42 @@ def _shell_cell(index: int, source: str) -> _Standalone:
     return out
 
 
-def _magic_line(line: str, cell: _Cell, number: int) -> str | None:
-    """What an IPython line (`%pip install smppy`) becomes: itself, without the Profiler, or None (gone)."""
-    stripped = line.strip()
-    if not _INSTALL.search(stripped):
-        return line
-    ending = line[len(line.rstrip("\r\n")) :]
-    rewritten = rewrite_install_lines([line.rstrip("\r\n")])
+def _install_line(special: ipython.Special, cell: _Cell) -> None:
+    """A `!pip install` / `%pip install` (its `\\`-continued lines too) without the Profiler's packages and
+    index options: kept as written otherwise, or gone when it installed nothing else."""
+    if not (special.kind == "automagic" or (special.kind == "escape" and special.escape in {"!", "!!", "%"})):
+        return
+    command = "".join(special.original)
+    if not _INSTALL.search(command):
+        return
+    rewritten = rewrite_install_lines(special.original)
     if rewritten is None:
-        return line
+        return
     new, removed = rewritten
+    number = _line_of(cell, special)
+    stripped = special.original[0].strip()
     cell.edits.append(Finding(0, f"cell {cell.index}, line {number}: removed {', '.join(removed)} from `{stripped}`"))
-    return new[0] + ending if new else None
+    cell.replacements[special.number] = new or None
 
 
-def _prepare(cell: _Cell, counter: list[int]) -> None:
-    lines = cell.source.splitlines(keepends=True)
-    out = []
-    for number, line in enumerate(lines, start=1):
-        if line.lstrip().startswith(("%", "!")):
-            kept = _magic_line(line, cell, number)
-            counter[0] += 1
-            indent = line[: len(line) - len(line.lstrip())]
-            cell.magics[counter[0]] = "" if kept is None else kept.rstrip("\r\n")
-            out.append(indent + MAGIC.format(counter[0]) + "\n")
-            continue
-        out.append(line)
-    cell.python = "".join(out)
+def _line_of(cell: _Cell, special: ipython.Special) -> int:
+    """The 1-based line of the cell a placeholder stands on."""
+    for number, line in enumerate(cell.python.splitlines(), start=1):
+        if special.name in line and not line.lstrip().startswith("#"):
+            return number
+    return 0
 
 
-def _restore(text: str, magics: dict[int, str]) -> str:
-    out = []
-    for line in text.splitlines(keepends=True):
-        match = _MAGIC.match(line.rstrip("\r\n"))
-        if match is None:
-            out.append(line)
-            continue
-        original = magics.get(int(match.group(1)), "")
-        if original:
-            out.append(original + line[len(line.rstrip("\r\n")) :])
-    return "".join(out)
+def _prepare(cell: _Cell, counter: list[int]) -> str | None:
+    """Read the cell as IPython (placeholders numbered on from ``counter``); why it cannot be, or None."""
+    try:
+        cell.read = ipython.read_cell(cell.source, start=counter[0])
+    except ipython.IPythonError as exc:
+        return f"cell {cell.index}: {exc}"
+    counter[0] += len(cell.read.specials)
+    for special in cell.read.specials.values():
+        _install_line(special, cell)
+    return None
 
 
 def _cell_of(line: int, starts: list[tuple[int, _Cell]]) -> tuple[_Cell, int]:
@@ -198,11 +201,14 @@ def _split(new: str, cells: list[_Cell]) -> dict[int, str] | None:
 def _read(text: str) -> tuple[Any, str | None]:
     """(the notebook, why it does not validate or None)."""
     import nbformat
+    from nbformat.warnings import MissingIDFieldWarning
 
     reads: Any = nbformat.reads  # untyped
     invalid: dict[str, Exception] = {}
     try:
-        notebook = reads(text, as_version=nbformat.NO_CONVERT, capture_validation_error=invalid)
+        with warnings.catch_warnings():  # a 4.5 notebook saved without cell ids is read (and written) as it is
+            warnings.simplefilter("ignore", MissingIDFieldWarning)
+            notebook = reads(text, as_version=nbformat.NO_CONVERT, capture_validation_error=invalid)
     except Exception as exc:  # nbformat raises JSON, schema-version and key errors of several kinds
         raise NotebookError(f"not a notebook nbformat reads: {_first_line(exc)}") from None
     error = invalid.get("ValidationError")
@@ -214,13 +220,14 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _code_cells(notebook: Any, launcher: object | None) -> tuple[list[_Cell], list[_Standalone]]:
-    """The notebook's Python cells (IPython lines turned into placeholders; `%%time`-style cells are
-    Python too), and the cells rewritten on their own (`%%writefile`, `%%bash`). Other cell magics
-    (`%%html`, ...) are left alone."""
+def _code_cells(notebook: Any, launcher: object | None) -> tuple[list[_Cell], list[_Standalone], list[Finding]]:
+    """The notebook's Python cells (IPython syntax turned into placeholder statements; `%%time`-style cells
+    are Python too), the cells rewritten on their own (`%%writefile`, `%%bash`), and why a cell cannot be
+    read. Other cell magics (`%%html`, ...) are left alone."""
     cells: list[_Cell] = []
     standalone: list[_Standalone] = []
-    counter = [0]
+    unreadable: list[Finding] = []
+    counter = [1]
     for index, cell in enumerate(notebook.get("cells", []), start=1):
         source = cell.get("source", "")
         source = "".join(source) if isinstance(source, list) else str(source)
@@ -233,9 +240,11 @@ def _code_cells(notebook: Any, launcher: object | None) -> tuple[list[_Cell], li
             standalone.append(_shell_cell(index, source))
         elif magic is None or magic in PYTHON_CELL_MAGICS:
             prepared = _Cell(index=index, source=source)
-            _prepare(prepared, counter)
+            why = _prepare(prepared, counter)
+            if why is not None:
+                unreadable.append(Finding(0, why))
             cells.append(prepared)
-    return cells, standalone
+    return cells, standalone, unreadable
 
 
 def _join(cells: list[_Cell]) -> tuple[str, list[tuple[int, _Cell]]]:
@@ -249,20 +258,31 @@ def _join(cells: list[_Cell]) -> tuple[str, list[tuple[int, _Cell]]]:
     return joined, starts
 
 
-def _put_back(notebook: Any, cells: list[_Cell], split: dict[int, str], standalone: list[_Standalone]) -> bool:
-    """Each cell's new source, magics restored, into the notebook; whether any changed."""
-    changed = False
-    for alone in standalone:
-        if alone.new != alone.source:
-            notebook.cells[alone.index - 1].source = alone.new
-            changed = True
+def _restored(cells: list[_Cell], split: dict[int, str]) -> tuple[dict[int, str], list[Finding]]:
+    """Each cell's new source, its IPython syntax put back; and the cells that cannot be put back."""
+    out: dict[int, str] = {}
+    problems: list[Finding] = []
     for cell in cells:
-        new = _restore(split[cell.index], cell.magics)
-        if not cell.source.endswith("\n") and new.endswith("\n"):
-            new = new[:-1]
-        if new != cell.source:
-            notebook.cells[cell.index - 1].source = new
-            changed = True
+        if cell.read is None:
+            out[cell.index] = cell.source
+            continue
+        back = ipython.restore(split[cell.index], cell.read, cell.replacements)
+        if back.text is None:
+            problems.append(Finding(0, f"not rewritten: cell {cell.index}: {back.why}"))
+            continue
+        out[cell.index] = back.text
+    return out, problems
+
+
+def _put_back(data: Any, cells: list[_Cell], sources: dict[int, str], standalone: list[_Standalone]) -> bool:
+    """Each cell's new source into the notebook's JSON, stored as the cell stored it; whether any changed."""
+    changed = False
+    new_sources = {alone.index: alone.new for alone in standalone if alone.new != alone.source}
+    new_sources |= {cell.index: sources[cell.index] for cell in cells if sources[cell.index] != cell.source}
+    for index, new in new_sources.items():
+        cell = data["cells"][index - 1]
+        cell["source"] = _as_read(new, cell.get("source"))
+        changed = True
     return changed
 
 
@@ -281,8 +301,8 @@ def _rewrite_cells(cells: list[_Cell], text: str, launcher: object | None) -> _J
     if not cells:
         return _Joined(split={})
     joined, starts = _join(cells)
-    try:
-        result = rewrite_source(joined, filename="<notebook>", launcher=launcher)
+    try:  # the ProfStack constants go into the cell of the first launcher, above it (not in cell 1)
+        result = rewrite_source(joined, filename="<notebook>", launcher=_first_use(launcher))
     except RewriteError as exc:
         why = str(exc).removeprefix("<notebook>:").strip()
         refused = Finding(0, f"not rewritten: the code cells do not parse as Python ({why})")
@@ -300,26 +320,54 @@ def _rewrite_cells(cells: list[_Cell], text: str, launcher: object | None) -> _J
     return _Joined(split=split, edits=edits, manual=manual)
 
 
+def _first_use(launcher: object | None) -> object:
+    import dataclasses
+
+    from profstack.migrate.launcher import LauncherOptions
+
+    options = launcher if isinstance(launcher, LauncherOptions) else LauncherOptions()
+    return dataclasses.replace(options, constants_at="first-use")
+
+
+def _dumps(data: Any, original: str) -> str:
+    """The notebook's JSON in the layout it was read in (Jupyter's: one-space indent, keys in their order,
+    non-ASCII as is), so that only the edited sources differ: nbformat's writer would also add an `id`
+    (random) to every cell of a 4.5 notebook saved without them."""
+    second = original.split("\n", 2)[1] if original.count("\n") >= 2 else ""
+    indent = len(second) - len(second.lstrip(" ")) or 1
+    ascii_only = original.isascii() and bool(re.search(r"\\u[0-9a-fA-F]{4}", original))
+    written = json.dumps(data, indent=indent, separators=(",", ": "), ensure_ascii=ascii_only)
+    if original.endswith("\n") and not written.endswith("\n"):
+        written += "\n"
+    return written
+
+
+def _as_read(new: str, old: object) -> object:
+    """A cell source in the form it was stored: a list of lines (Jupyter's) or one string."""
+    return new.splitlines(keepends=True) if isinstance(old, list) else new
+
+
 def rewrite_notebook(text: str, *, launcher: object | None = None) -> NotebookResult:
     """Rewrite the notebook's code cells; raises NotebookError when nbformat cannot read it."""
-    import nbformat
-
     notebook, invalid = _read(text)
     if invalid is not None:  # nbformat would write it back changed (or not at all): report, never edit
         uses = notebook_uses(text)
         why = f"not rewritten: the notebook does not validate ({invalid}); open and save it in Jupyter, then rerun"
         return NotebookResult(source=text, changed=False, manual=[*uses, Finding(0, why)] if uses else [])
-    cells, standalone = _code_cells(notebook, launcher)
+    cells, standalone, unreadable = _code_cells(notebook, launcher)
+    if unreadable:
+        return NotebookResult(source=text, changed=False, manual=[*notebook_uses(text), *unreadable])
     joined = _rewrite_cells(cells, text, launcher)
     if joined.refusal is not None:
         return NotebookResult(source=text, changed=False, manual=joined.refusal)
+    sources, problems = _restored(cells, joined.split)
+    if problems:
+        return NotebookResult(source=text, changed=False, manual=[*notebook_uses(text), *problems])
     manual = joined.manual + [finding for alone in standalone for finding in alone.manual]
-    if not _put_back(notebook, cells, joined.split, standalone):
+    data = json.loads(text)  # written back as read: only the changed cells' sources differ
+    if not _put_back(data, cells, sources, standalone):
         return NotebookResult(source=text, changed=False, manual=sorted(set(manual + _magics_left(text))))
-    writes: Any = nbformat.writes  # untyped
-    written = str(writes(notebook))
-    if text.endswith("\n") and not written.endswith("\n"):
-        written += "\n"
+    written = _dumps(data, text)
     edits = joined.edits + [finding for alone in standalone for finding in alone.edits]
     return NotebookResult(source=written, changed=True, edits=edits, manual=sorted(set(manual + _magics_left(written))))
 
@@ -343,7 +391,7 @@ def _cells_that_break(split: dict[int, str] | None, cells: list[_Cell]) -> str |
     broken = []
     for cell in cells:
         try:
-            ast.parse(split[cell.index])
+            parse_quietly(split[cell.index])
         except SyntaxError:
             broken.append(str(cell.index))
     if broken:

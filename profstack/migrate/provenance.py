@@ -84,25 +84,51 @@ PROFILER_RULE_CONFIGS = frozenset(
     }
 )
 
-#: SageMaker Python SDK v2 estimator classes (sagemaker.estimator.EstimatorBase subclasses)
-ESTIMATOR_CLASSES = frozenset(
-    {
-        "Estimator",
-        "EstimatorBase",
-        "Framework",
-        "PyTorch",
-        "TensorFlow",
-        "HuggingFace",
-        "MXNet",
-        "XGBoost",
-        "SKLearn",
-        "Chainer",
-        "RLEstimator",
-        "JumpStartEstimator",
-        "AlgorithmEstimator",
-        "AmazonAlgorithmEstimatorBase",
-    }
-)
+#: SageMaker Python SDK v2 estimators: the names of the sagemaker.estimator.EstimatorBase subclasses (as of
+#: SDK 2.257), by the module that defines each; each is also reached through the package that re-exports it
+#: (below). Names only, listed here by hand: no SDK code is part of this repository.
+ESTIMATOR_DEFINITIONS = {
+    "sagemaker.estimator": ("EstimatorBase", "Estimator", "Framework"),
+    "sagemaker.algorithm": ("AlgorithmEstimator",),
+    "sagemaker.amazon.amazon_estimator": ("AmazonAlgorithmEstimatorBase",),
+    "sagemaker.amazon.factorization_machines": ("FactorizationMachines",),
+    "sagemaker.amazon.ipinsights": ("IPInsights",),
+    "sagemaker.amazon.kmeans": ("KMeans",),
+    "sagemaker.amazon.knn": ("KNN",),
+    "sagemaker.amazon.lda": ("LDA",),
+    "sagemaker.amazon.linear_learner": ("LinearLearner",),
+    "sagemaker.amazon.ntm": ("NTM",),
+    "sagemaker.amazon.object2vec": ("Object2Vec",),
+    "sagemaker.amazon.pca": ("PCA",),
+    "sagemaker.amazon.randomcutforest": ("RandomCutForest",),
+    "sagemaker.chainer.estimator": ("Chainer",),
+    "sagemaker.huggingface.estimator": ("HuggingFace",),
+    "sagemaker.jumpstart.estimator": ("JumpStartEstimator",),
+    "sagemaker.mxnet.estimator": ("MXNet",),
+    "sagemaker.pytorch.estimator": ("PyTorch",),
+    "sagemaker.rl.estimator": ("RLEstimator",),
+    "sagemaker.sklearn.estimator": ("SKLearn",),
+    "sagemaker.tensorflow.estimator": ("TensorFlow",),
+    "sagemaker.xgboost.estimator": ("XGBoost",),
+}
+ESTIMATOR_CLASSES = frozenset(name for names in ESTIMATOR_DEFINITIONS.values() for name in names)
+
+
+def _estimator_paths() -> frozenset[str]:
+    paths = {f"{module}.{name}" for module, names in ESTIMATOR_DEFINITIONS.items() for name in names}
+    for module, names in ESTIMATOR_DEFINITIONS.items():
+        package = module.rsplit(".", 1)[0]
+        if module.endswith(".estimator") and package != "sagemaker":  # sagemaker.pytorch.PyTorch
+            paths |= {f"{package}.{name}" for name in names}
+        if module.startswith("sagemaker.amazon.") or module == "sagemaker.algorithm":  # sagemaker.KMeans
+            paths |= {f"sagemaker.{name}" for name in names}
+    paths |= {f"sagemaker.tuner.{name}" for name in ("EstimatorBase", "Framework", "AmazonAlgorithmEstimatorBase")}
+    return frozenset(paths)
+
+
+ESTIMATOR_PATHS = _estimator_paths()
+#: estimators whose constructor drops `disable_profiler` (AlgorithmEstimator takes **kwargs and ignores them)
+IGNORES_DISABLE_PROFILER = frozenset({"AlgorithmEstimator"})
 _BOTO_ROOTS = ("boto3.", "botocore.", "aioboto3.", "aiobotocore.")
 _SAGEMAKER_CLIENT = re.compile(r"\.(?:client|create_client)\(sagemaker\)$")
 _CLIENT_FACTORIES = ("client", "create_client")
@@ -134,15 +160,11 @@ def is_profiler_value(origin: str) -> bool:
 
 
 def is_estimator_class(origin: str) -> bool:
+    """A SageMaker SDK v2 estimator class, by where it is defined or re-exported (ESTIMATOR_DEFINITIONS): not
+    any SageMaker name that ends in `Estimator` (AutoML's CandidateEstimator is not one)."""
     if not _is_sagemaker(origin) or "(" in origin:
         return False
-    parts = origin.split(".")
-    last = parts[-1]
-    if last in ESTIMATOR_CLASSES or last.endswith("Estimator"):
-        return True
-    # a framework's estimator module (`sagemaker.pytorch.estimator.PyTorch`), not the names the
-    # generic `sagemaker.estimator` module re-exports (ProfilerConfig, TensorBoardOutputConfig, ...)
-    return len(parts) > 3 and parts[-2] == "estimator" and last[:1].isupper() and last not in PROFILER_CLASSES
+    return origin in ESTIMATOR_PATHS
 
 
 def is_model_trainer(origin: str) -> bool:
@@ -168,6 +190,11 @@ def is_estimator_instance(origin: str) -> bool:
     if base.endswith(".attach"):
         base = base[: -len(".attach")]
     return is_estimator_class(base)
+
+
+def is_attached_instance(origin: str) -> bool:
+    """What `Estimator.attach(job_name)` returns: an estimator for a job started elsewhere."""
+    return is_estimator_instance(origin) and origin.endswith(".attach()")
 
 
 def all_of(origins: frozenset[str], predicate: object) -> bool:
@@ -265,6 +292,20 @@ class Provenance:
             if all_of(annotated, lambda o: o.startswith("mypy_boto3_sagemaker") and o.endswith("SageMakerClient")):
                 return frozenset({"boto3.client(sagemaker)"})  # typed with the boto3-stubs SageMaker client
         return frozenset({UNKNOWN})
+
+    def local_class(self, expr: cst.BaseExpression) -> cst.ClassDef | None:
+        """The class of this module a name calls (`Job(...)` after `class Job(PyTorch)`), if it is one."""
+        if not isinstance(expr, cst.Name):
+            return None
+        scope = self.scope(expr)
+        if scope is None:
+            return None
+        referents = [r for access in scope.accesses[expr] if access.node is expr for r in access.referents]
+        nodes = {getattr(r, "node", None) for r in referents}
+        if len(nodes) == 1:
+            (node,) = nodes
+            return node if isinstance(node, cst.ClassDef) else None
+        return None
 
     def _class_origins(self, node: cst.ClassDef, seen: frozenset[int]) -> frozenset[str]:
         """A class defined here counts as its SageMaker base (`class Job(PyTorch)` is an estimator)."""

@@ -6,7 +6,8 @@ merged with its tags. Only the prefixes of verified training jobs are listed (de
 output configuration and name by profstack.migrate.legacy_profiler): a `rule-output/` folder that
 belongs to no job (`datasets/rule-output/labels.csv`) is never touched.
 
-Small buckets: tag object by object (GetObjectTagging + PutObjectTagging, merge).
+Small buckets: tag object by object (GetObjectTagging + PutObjectTagging, merge). Every S3 call names the
+caller's account as ExpectedBucketOwner (the legacy commands pass it; another account's bucket answers 403).
 Very large buckets: write a CSV manifest of the matching keys and create one S3 Batch Operations
 job with the S3PutObjectTagging operation. That operation *replaces* each object's tag set, which is
 why it needs an explicit confirmation (SageMaker writes rule output without tags).
@@ -17,7 +18,7 @@ from __future__ import annotations
 import csv
 import io
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -48,7 +49,7 @@ def owner_kwargs(expected_owner: str | None) -> dict[str, Any]:
 
 
 def iter_prefix_keys(
-    s3: S3Client, bucket: str, job_prefixes: Sequence[str], *, expected_owner: str | None = None
+    s3: S3Client, bucket: str, job_prefixes: Sequence[str], *, expected_owner: str
 ) -> Iterator[tuple[str, int]]:
     """(key, size) of every object under the verified job prefixes, listed 1,000 at a time, each once."""
     seen: set[str] = set()
@@ -89,43 +90,6 @@ def merge_object_tag(
         raise TaggingError(f"s3://{bucket}/{key} already has {MAX_TAGS_PER_OBJECT} tags; cannot add {tag_key}")
     s3.put_object_tagging(Bucket=bucket, Key=key, Tagging={"TagSet": merged}, **owner)
     return True
-
-
-@dataclass
-class TagRunResult:
-    scanned: int = 0
-    tagged: int = 0
-    already: int = 0
-    failed: int = 0
-
-
-def tag_rule_output(
-    s3: S3Client,
-    bucket: str,
-    job_prefixes: Sequence[str],
-    *,
-    dry_run: bool = False,
-    on_object: Callable[[TagRunResult], None] | None = None,
-    errors: list[str] | None = None,
-) -> TagRunResult:
-    """Tag every object under the verified job prefixes (merge). With dry_run, only count them."""
-    tag_key, tag_value = LEGACY_RULE_OUTPUT_TAG
-    result = TagRunResult()
-    for key, _size in iter_prefix_keys(s3, bucket, job_prefixes):
-        result.scanned += 1
-        if not dry_run:
-            try:
-                if merge_object_tag(s3, bucket, key, tag_key, tag_value):
-                    result.tagged += 1
-                else:
-                    result.already += 1
-            except TaggingError as exc:
-                result.failed += 1
-                if errors is not None:
-                    errors.append(str(exc))
-        if on_object is not None:
-            on_object(result)
-    return result
 
 
 def manifest_csv(bucket: str, keys: Iterator[str] | list[str]) -> tuple[bytes, int]:

@@ -17,8 +17,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from profstack.migrate._cst import Finding
-from profstack.migrate.dependencies import is_requirement
+from profstack.migrate._cst import Finding, parse_quietly
+from profstack.migrate.dependencies import is_requirement, mentions_profiler
 from profstack.migrate.provenance import (
     BOTO_KEYWORDS,
     PROFILER_CLASSES,
@@ -33,6 +33,13 @@ SMPROF_MODULES = frozenset({"smprof", "smppy"})
 
 def _sagemaker_module(module: str | None) -> bool:
     return bool(module) and (module == "sagemaker" or str(module).startswith("sagemaker."))
+
+
+#: what to do about an analysis that reads the Profiler's output
+_SMDEBUG_HINT = (
+    " (reads SageMaker Profiler output, which a migrated job no longer writes: read its traces with "
+    "`profstack analyze` or the ProfStack report instead)"
+)
 
 
 def _smdebug_profiler(module: str | None) -> bool:
@@ -97,7 +104,7 @@ def _turns_profiler_off(value: ast.expr | None) -> bool:
 def remaining_uses(source: str) -> list[Finding]:
     """Every line that still uses the Profiler. Unparsable text gives one finding at its error line."""
     try:
-        tree = ast.parse(source)
+        tree = parse_quietly(source)
     except SyntaxError as exc:
         return [Finding(exc.lineno or 0, f"cannot parse: {exc.msg}")]
     bound = _bindings(tree)
@@ -106,15 +113,17 @@ def remaining_uses(source: str) -> list[Finding]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] in SMPROF_MODULES or _smdebug_profiler(alias.name):
+                if alias.name.split(".")[0] in SMPROF_MODULES:
                     found.append(Finding(node.lineno, f"imports {alias.name}"))
+                elif _smdebug_profiler(alias.name):
+                    found.append(Finding(node.lineno, f"imports {alias.name}{_SMDEBUG_HINT}"))
         elif isinstance(node, ast.ImportFrom):
-            if node.level == 0 and (
-                (node.module or "").split(".")[0] in SMPROF_MODULES or _smdebug_profiler(node.module)
-            ):
+            if node.level == 0 and (node.module or "").split(".")[0] in SMPROF_MODULES:
                 found.append(Finding(node.lineno, f"imports from {node.module}"))
+            elif node.level == 0 and _smdebug_profiler(node.module):
+                found.append(Finding(node.lineno, f"imports from {node.module}{_SMDEBUG_HINT}"))
             elif node.module == "smdebug" and any(a.name == "profiler" for a in node.names):
-                found.append(Finding(node.lineno, "imports smdebug.profiler"))
+                found.append(Finding(node.lineno, f"imports smdebug.profiler{_SMDEBUG_HINT}"))
             elif _sagemaker_module(node.module):
                 for alias in node.names:
                     if alias.name in PROFILER_CLASSES:
@@ -123,7 +132,7 @@ def remaining_uses(source: str) -> list[Finding]:
             found.append(Finding(node.lineno, f"uses {ast.unparse(node)}"))
         elif (
             isinstance(node, ast.Attribute)
-            and node.attr in PROFILER_METHODS
+            and node.attr in PROFILER_METHODS - {"disable_profiling"}  # that one stops a running job's Profiler
             and bound.sagemaker
             and node.end_lineno not in foreign
         ):
@@ -193,10 +202,24 @@ def _launcher_keyword(keyword: str, call: ast.Call, bound: _Bindings) -> bool:
     return bound.sagemaker
 
 
-# the Profiler's names, not a package whose name starts the same (`smprof-docs`, `smprofiler`)
-_NOTEBOOK_MENTION = re.compile(
-    r"(?<![A-Za-z0-9-])(?:smprof|smppy)(?![A-Za-z0-9]|-[A-Za-z])|smdebug\.profiler", re.IGNORECASE
-)
+_SMDEBUG_PROFILER = re.compile(r"smdebug\.profiler", re.IGNORECASE)
+
+
+def _names_profiler(code: str) -> bool:
+    """The Profiler's names (PEP 503), wheels or index host, not a package whose name starts the same
+    (`smprof-docs`, `smprofiler`, `smppy_lint`)."""
+    return mentions_profiler(code) or bool(_SMDEBUG_PROFILER.search(code))
+
+
+def _python_of(code: str) -> str:
+    """A cell's Python, its IPython syntax as placeholder statements (profstack.migrate.ipython), so a
+    `!pip install` alone in an `except:` block still leaves a cell that parses."""
+    from profstack.migrate.ipython import IPythonError, to_python
+
+    try:
+        return to_python(code)
+    except IPythonError:
+        return "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
 
 
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun"})  # the rest of the cell is Python
@@ -206,8 +229,9 @@ READ_CELL_MAGICS = PYTHON_CELL_MAGICS | SHELL_CELL_MAGICS | {"writefile"}  # oth
 
 def notebook_uses(text: str) -> list[Finding]:
     """A Jupyter notebook's code cells that still use the Profiler, as `cell N: ...` findings (line 0): the
-    check after `profstack.migrate.notebook` has rewritten what it can. Magic and shell lines (`%pip`,
-    `!pip`) are blanked before parsing, and reported when they still name the Profiler. Unreadable JSON is
+    check after `profstack.migrate.notebook` has rewritten what it can. IPython syntax (`%pip`, `!pip`,
+    `x = !ls`, `obj?`) becomes placeholder statements before parsing, and is reported when it still names
+    the Profiler. Unreadable JSON is
     one finding."""
     try:
         cells = json.loads(text).get("cells", [])
@@ -222,9 +246,9 @@ def notebook_uses(text: str) -> list[Finding]:
         first = code.lstrip().split("\n", 1)[0]
         if first.startswith("%%") and (first[2:].split() or [""])[0] not in READ_CELL_MAGICS:
             continue  # `%%html`, `%%markdown`, ...: text, not code
-        python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in code.splitlines())
+        python = _python_of(code)
         uses = [f.message for f in remaining_uses(python) if not f.message.startswith("cannot parse")]
-        if uses or _NOTEBOOK_MENTION.search(code):
+        if uses or _names_profiler(code):
             why = uses[0] if uses else "names smprof/smppy (a magic or pip line)"
             found.append(Finding(0, f"cell {number}: {why}; convert it by hand"))
     return found

@@ -24,7 +24,6 @@ handled by `profstack.migrate.launcher`; `rewrite_source` runs both.
 
 from __future__ import annotations
 
-import ast
 import re
 import sys
 from collections.abc import Sequence
@@ -35,7 +34,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider, ScopeProvider
 
 from profstack.migrate import _steps
-from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted
+from profstack.migrate._cst import Finding, PlannedTransformer, StatementPlan, dotted, parse_quietly
 from profstack.migrate.sagemaker_paths import TENSORBOARD_DIR, TRACE_DIR_ENV
 
 SMPROF_MODULES = frozenset({"smprof", "smppy"})
@@ -85,7 +84,7 @@ class _NewerSyntax(RewriteError):
 
 def _parse(source: str, filename: str) -> cst.Module:
     try:
-        ast.parse(source, filename=filename)
+        parse_quietly(source, filename=filename)
     except RecursionError:
         raise RewriteError(f"{filename}: nested too deeply for the codemod to walk; left as is") from None
     except SyntaxError as exc:
@@ -158,6 +157,8 @@ class _Analysis(cst.CSTVisitor):
         self.bindings: set[cst.CSTNode] = set()  # the import nodes (and fallback `= None` targets) binding the module
         self.none_fallback: set[str] = set()  # `except ImportError: smprof = None`: names guarded by `if smprof:`
         self.unwrap: dict[cst.CSTNode, bool] = {}  # if / if-expression on the module name -> keep body (else orelse)
+        # `G and X` / `G or X` with G a guard on the optional import: "right" (X stands in) or the literal it is
+        self.bool_pick: dict[cst.CSTNode, str] = {}
         self.flow: set[str] = set()  # names a profiler is handed on to (returned, passed as an argument)
         self.factories: set[str] = set()  # functions that return a profiler
         self.returned: set[str] = set()  # names of profilers handed on (returned, passed as an argument)
@@ -367,6 +368,23 @@ class _Analysis(cst.CSTVisitor):
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             self._call_statement(node, small.value)
 
+    def conditional_instance(self, value: cst.BaseExpression) -> str | None:
+        """`SMProfiler.instance() if args.profile else None` (either way round): the branch that builds it."""
+        if not isinstance(value, cst.IfExp) or self._guard_peek(value.test) is not None:
+            return None
+        if self.is_instance_call(value.body) and dotted(value.orelse) == "None":
+            return "body"
+        if self.is_instance_call(value.orelse) and dotted(value.body) == "None":
+            return "orelse"
+        return None
+
+    def _guard_peek(self, test: cst.BaseExpression) -> bool | None:
+        """Whether a test is a guard on the optional import, without marking it handled."""
+        handled = set(self.handled)
+        result = self._guard(test)
+        self.handled = handled
+        return result
+
     def unguarded(self, value: cst.BaseExpression) -> cst.BaseExpression:
         """`X if smprof else None` -> X (the guard goes)."""
         if isinstance(value, cst.IfExp) and self._guard(value.test) is True:
@@ -378,6 +396,14 @@ class _Analysis(cst.CSTVisitor):
     ) -> None:
         value = self.unguarded(value)
         target_code = self.code(target)
+        branch = self.conditional_instance(value)
+        if branch is not None and isinstance(target, cst.Name | cst.Attribute):
+            self.mark(getattr(value, branch))
+            self.mark(target)
+            self.profilers[target_code] = _Profiler(code=target_code, assign=stmt)
+            self.instance_sites += 1
+            self.edits.append(Finding(self.line(stmt), "SMProfiler.instance() -> torch.profiler.profile(...)"))
+            return
         if self.is_instance_call(value) and isinstance(target, cst.Name | cst.Attribute):
             assert isinstance(value, cst.Call)
             self.mark(value)
@@ -513,6 +539,43 @@ class _Analysis(cst.CSTVisitor):
             return
         self.unwrap[node] = keep
         self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
+        """A guard on the optional import inside any boolean expression: `PROFILE = smprof is not None and
+        os.environ.get("PROFILE")` -> `PROFILE = os.environ.get("PROFILE")`. Exact in value, not only in truth:
+        a guard on the left decides the operation (`True and X` is X, `True or X` is True, ...); a guard on
+        the right becomes the literal it now always is (`X and True`)."""
+        if node in self.expr_replace:
+            return  # `if G and X:`, done by visit_If
+        conjunction = isinstance(node.operator, cst.And)
+        left = self._guard(node.left)
+        if left is not None:
+            self.bool_pick[node] = "right" if left == conjunction else str(left)
+            self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+            return
+        right = self._guard(node.right)
+        if right is not None:
+            self.expr_replace[node.right] = str(right)
+            self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        self._guard_as_value(node)
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        self._guard_as_value(node)
+
+    def _guard_as_value(self, node: cst.Comparison | cst.UnaryOperation) -> None:
+        """`has_profiler = smprof is not None`, `return not smprof`: the literal the test now always is.
+        Tests of `if` / `while` / `x if G else y` and operands of `and` / `or` / `not` are handled above."""
+        parent = self.parent(node)
+        if node in self.expr_replace or isinstance(parent, cst.BooleanOperation | cst.UnaryOperation):
+            return
+        if isinstance(parent, cst.If | cst.While | cst.IfExp) and parent.test is node:
+            return
+        value = self._guard(node)
+        if value is not None:
+            self.expr_replace[node] = str(value)
+            self.edits.append(Finding(self.line(node), "removed the guard on the optional profiler import"))
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         keep = self._guard(node.test)
@@ -1136,8 +1199,15 @@ class _Analysis(cst.CSTVisitor):
                     )
 
     def _truth_test(self, node: cst.CSTNode) -> bool:
-        """`if prof:`, `prof is None`, `not prof`: as true of a torch.profiler.profile as of the old object."""
+        """`if prof:`, `prof is None`, `not prof`: as true of a torch.profiler.profile as of the old object;
+        and `self.prof = None` (its value before the profiler is built, in `__init__`): as valid for one."""
         parent = self.parent(node)
+        if isinstance(parent, cst.AssignTarget) and parent.target is node:
+            assign = self.parent(parent)
+            if isinstance(assign, cst.Assign) and dotted(assign.value) == "None":
+                return True
+        if isinstance(parent, cst.AnnAssign) and parent.target is node and dotted(parent.value or node) == "None":
+            return True
         if isinstance(parent, cst.If | cst.While | cst.IfExp) and parent.test is node:
             return True
         if isinstance(parent, cst.Arg) and parent.keyword is node:
@@ -1162,6 +1232,10 @@ class _Rewrite(PlannedTransformer):
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
         value = self.a.unguarded(original_node.value)
+        branch = self.a.conditional_instance(value)
+        if branch is not None and isinstance(updated_node.value, cst.IfExp):
+            built = cst.Name("_profiler") if self.shared else cst.parse_expression(profile_call(schedule=self.schedule))
+            return updated_node.with_changes(value=updated_node.value.with_changes(**{branch: built}))
         if self.a.is_instance_call(value) and self.shared:
             return updated_node.with_changes(value=cst.Name("_profiler"))
         if self.a.is_instance_call(value):
@@ -1185,6 +1259,19 @@ class _Rewrite(PlannedTransformer):
             else:
                 self.plan.inline[original_node] = []
         return updated_node
+
+    def leave_BooleanOperation(
+        self, original_node: cst.BooleanOperation, updated_node: cst.BooleanOperation
+    ) -> cst.BaseExpression:
+        pick = self.a.bool_pick.get(original_node)
+        if pick is None:
+            return updated_node
+        if pick == "right":
+            right = updated_node.right
+            if original_node.lpar and not right.lpar:  # `(G and X)`: the parentheses stay around X
+                right = right.with_changes(lpar=updated_node.lpar, rpar=updated_node.rpar)
+            return right
+        return cst.Name(pick)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> Any:
         new = self.a.expr_replace.get(original_node)
@@ -1498,7 +1585,7 @@ def rewrite_source(source: str, *, filename: str = "<script>", launcher: object 
     changed = new_source != source
     if changed:
         try:
-            ast.parse(new_source, filename=filename)
+            parse_quietly(new_source, filename=filename)
         except SyntaxError as exc:  # our bug: never hand back code that does not parse
             raise RewriteError(
                 f"{filename}: rewrite produced invalid Python at line {exc.lineno}; left as is"

@@ -149,3 +149,20 @@ def short_kernel_name(name: str, limit: int = 120) -> str:
     if len(short) > limit:
         short = short[: limit - 1].rstrip() + "…"
     return short
+
+
+def duration_text(seconds: object) -> str:
+    v = num(seconds)
+    if v is None:
+        return "—"
+    total = round(v)
+    if total < 60:
+        return f"{total} s"
+    if total < 3600:
+        return f"{total // 60} min {total % 60:02d} s"
+    return f"{total // 3600} h {total % 3600 // 60:02d} min"
+
+
+def cost_text(usd: object) -> str:
+    v = num(usd)
+    return "—" if v is None else f"${v:,.2f}"

@@ -23,8 +23,8 @@ from typing import Any
 from profstack import layout
 from profstack.analysis.summary import severity_rank
 from profstack.history.rows import job_numbers
+from profstack.report.format import cost_text, duration_text, num, pct
 from profstack.report.format import dur as dur_us
-from profstack.report.format import num, pct
 
 INDEX_JSON = "index.json"
 INDEX_HTML = "index.html"
@@ -241,23 +241,6 @@ def filter_rows(
 
 
 # ------------------------------------------------------------------------------------------ text cells
-
-
-def duration_text(seconds: object) -> str:
-    v = num(seconds)
-    if v is None:
-        return "—"
-    total = round(v)
-    if total < 60:
-        return f"{total} s"
-    if total < 3600:
-        return f"{total // 60} min {total % 60:02d} s"
-    return f"{total // 3600} h {total % 3600 // 60:02d} min"
-
-
-def cost_text(usd: object) -> str:
-    v = num(usd)
-    return "—" if v is None else f"${v:,.2f}"
 
 
 def finding_text(row: Mapping[str, Any]) -> str:

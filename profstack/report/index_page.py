@@ -17,9 +17,8 @@ from typing import Any
 
 from profstack import layout
 from profstack.report.findings import prose, rule_title
-from profstack.report.format import dur, dur_tick, esc, num, pct
+from profstack.report.format import cost_text, dur, dur_tick, duration_text, esc, num, pct
 from profstack.report.html import page
-from profstack.report.index import cost_text, duration_text
 
 #: rows per page of the job table
 PAGE_ROWS = 50

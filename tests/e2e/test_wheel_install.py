@@ -120,12 +120,14 @@ def test_the_installed_cli_analyses_a_sample_and_checks_a_config_without_boto3(
     assert list((out / "perfetto").glob("*.trace.json.gz"))
 
     # AND the config check works, and an AWS command names the missing extra in one line
-    check = _run([exe, "config", "check", str(EXAMPLE_CONFIG)], cwd=tmp_path)
+    check = _run([exe, "config", "check", str(EXAMPLE_CONFIG), "--allow-example-values"], cwd=tmp_path)
     assert check.returncode == 0, check.stderr
     aws = _run([exe, "users", "list", "--config", str(EXAMPLE_CONFIG)], cwd=tmp_path)
     assert aws.returncode == 2
+    python = env_dir / "bin" / "python"
     assert aws.stderr.strip().splitlines() == [
-        "profstack: error: this command talks to AWS and needs boto3: pip install 'profstack[aws]'"
+        f"profstack: error: this command talks to AWS and needs boto3, which is not installed in {env_dir}: "
+        f"run `{python} -m pip install 'boto3>=1.34,<2'` (docs/first-report.md, Install)"
     ]
 
 

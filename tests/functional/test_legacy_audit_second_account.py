@@ -103,7 +103,7 @@ def _jobs() -> list[dict[str, Any]]:
     return [bert, resnet, llm, plain]
 
 
-def _stub(stubber: Stubber, *, apps: bool = True) -> None:
+def _stub(stubber: Stubber, *, apps: bool = True, pipelines: bool = False) -> None:
     jobs = _jobs()
     stubber.add_response(
         "list_training_jobs",
@@ -114,6 +114,8 @@ def _stub(stubber: Stubber, *, apps: bool = True) -> None:
         stubber.add_response("describe_training_job", job, {"TrainingJobName": job["TrainingJobName"]})
     if apps:
         stubber.add_response("list_apps", {"Apps": []}, {})
+    if pipelines:  # the CLI reads SageMaker pipelines too (their training steps may still profile)
+        stubber.add_response("list_pipelines", {"PipelineSummaries": []}, {"MaxResults": 50})
 
 
 def _policy(statements: list[dict[str, Any]]) -> str:
@@ -468,7 +470,7 @@ def test_cli_names_the_missing_permission_in_one_line(
     c = account.clients
     cli_clients(c, monkeypatch)
     _deny(c.events, "ListRules")
-    _stub(account.stubber)
+    _stub(account.stubber, pipelines=True)
     # WHEN the audit runs without events:ListRules THEN it still prints the report, with one warning line
     assert main(["legacy", "audit", "--days", "30"]) == 0
     out = capsys.readouterr().out

@@ -141,9 +141,11 @@ def _stub_jobs(stubber: Stubber, jobs: list[dict[str, Any]]) -> None:
         stubber.add_response("describe_training_job", job, {"TrainingJobName": job["TrainingJobName"]})
 
 
-def _stub_account(stubber: Stubber) -> None:
+def _stub_account(stubber: Stubber, *, cli: bool = False) -> None:
     _stub_jobs(stubber, SEEDED_JOBS)
     stubber.add_response("list_apps", {"Apps": APPS}, {})
+    if cli:  # the CLI also reads SageMaker pipelines (their training steps may still profile)
+        stubber.add_response("list_pipelines", {"PipelineSummaries": []}, {"MaxResults": 50})
 
 
 @dataclass
@@ -341,7 +343,14 @@ def seeded(aws_credentials: None) -> Iterator[Seeded]:
             }
             yield Seeded(
                 AccountClients(
-                    sagemaker=sagemaker, s3=s3, logs=logs, iam=iam, events=events, stepfunctions=sfn, lambda_=lam
+                    sagemaker=sagemaker,
+                    s3=s3,
+                    logs=logs,
+                    iam=iam,
+                    events=events,
+                    stepfunctions=sfn,
+                    lambda_=lam,
+                    account_id=ACCOUNT,
                 ),
                 stubber,
                 legacy,
@@ -385,7 +394,7 @@ def _snapshot(seeded: Seeded) -> dict[str, Any]:
             k: c.s3.get_object_tagging(Bucket="legacy-out", Key=k)["TagSet"] for k in {**DECOY_KEYS, **RUNNING_KEYS}
         },
         "datasets_tags": c.s3.get_object_tagging(Bucket="datasets", Key="rule-output/labels.csv")["TagSet"],
-        "datasets_lifecycle": current_lifecycle_rules(c.s3, "datasets"),
+        "datasets_lifecycle": current_lifecycle_rules(c.s3, "datasets", expected_owner=ACCOUNT),
         "other_stream": [
             s["logStreamName"]
             for s in c.logs.describe_log_streams(logGroupName=PROCESSING_LOG_GROUP, logStreamNamePrefix="data-prep")[
@@ -450,7 +459,7 @@ def test_cleanup_dry_run_changes_nothing_and_apply_touches_only_verified(seeded:
     assert dry.tagged == len(LEGACY_KEYS)
     assert dry.apps == ["d-abc123/alice/DetailedProfiler/default"]
     assert dry.expiry_rules == ["legacy-out"]
-    assert current_lifecycle_rules(c.s3, "legacy-out") == []
+    assert current_lifecycle_rules(c.s3, "legacy-out", expected_owner=ACCOUNT) == []
     assert all(not c.s3.get_object_tagging(Bucket="legacy-out", Key=k)["TagSet"] for k in LEGACY_KEYS)
     assert {f.kind for f in dry.left_alone} >= {
         "iam-policy",
@@ -473,7 +482,7 @@ def test_cleanup_dry_run_changes_nothing_and_apply_touches_only_verified(seeded:
     for key in LEGACY_KEYS:
         tags = {(t["Key"], t["Value"]) for t in c.s3.get_object_tagging(Bucket="legacy-out", Key=key)["TagSet"]}
         assert LEGACY_RULE_OUTPUT_TAG in tags
-    rules = {r["ID"]: r for r in current_lifecycle_rules(c.s3, "legacy-out")}
+    rules = {r["ID"]: r for r in current_lifecycle_rules(c.s3, "legacy-out", expected_owner=ACCOUNT)}
     assert rules[EXPIRY_RULE_ID]["Expiration"] == {"Days": 14}
     # AND no decoy, IAM, rule, state machine, function or other log stream changed; logs kept without the flag
     assert _snapshot(seeded) == before
@@ -493,8 +502,23 @@ def test_cleanup_dry_run_changes_nothing_and_apply_touches_only_verified(seeded:
     assert _snapshot(seeded) == before
 
 
+def one_region(ec2: Any) -> Any:
+    """An EC2 client whose DescribeRegions names only REGION (moto's names every region it knows)."""
+    from botocore.awsrequest import AWSResponse
+
+    def answer(**_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        regions = [
+            {"RegionName": REGION, "Endpoint": f"ec2.{REGION}.amazonaws.com", "OptInStatus": "opt-in-not-required"}
+        ]
+        return AWSResponse("", 200, {}, None), {"Regions": regions, "ResponseMetadata": {"HTTPStatusCode": 200}}
+
+    ec2.meta.events.register("before-call.ec2.DescribeRegions", answer)
+    return ec2
+
+
 def cli_clients(c: AccountClients, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI's AWS clients are the seeded account's (sts: the caller's account, the expected bucket owner)."""
+    """The CLI's AWS clients are the seeded account's (sts: the caller's account, the expected bucket owner), in one
+    region (ec2: the regions enabled for the account)."""
     import profstack.cli._aws as aws
 
     services = {
@@ -505,6 +529,8 @@ def cli_clients(c: AccountClients, monkeypatch: pytest.MonkeyPatch) -> None:
         "events": c.events,
         "stepfunctions": c.stepfunctions,
         "lambda": c.lambda_,
+        "cloudwatch": c.cloudwatch or boto3.client("cloudwatch", region_name=REGION),
+        "ec2": one_region(boto3.client("ec2", region_name=REGION)),
         "sts": boto3.client("sts", region_name=REGION),
     }
     monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
@@ -516,7 +542,7 @@ def test_cli_audit_table_json_and_cleanup(
     c = seeded.clients
     cli_clients(c, monkeypatch)
     # WHEN the audit prints its table THEN each finding has its size, cost and the command to act on it
-    _stub_account(seeded.stubber)
+    _stub_account(seeded.stubber, cli=True)
     assert main(["legacy", "audit", "--days", "30"]) == 0
     out = capsys.readouterr().out
     assert "Scanned 4 training jobs" in out
@@ -528,11 +554,11 @@ def test_cli_audit_table_json_and_cleanup(
     assert "profstack legacy disable-profiler --apply" in out
     assert "profstack legacy cleanup " in out
     # WHEN as JSON THEN the same findings
-    _stub_account(seeded.stubber)
+    _stub_account(seeded.stubber, cli=True)
     assert main(["legacy", "audit", "--days", "30", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["findings"]) == 10
     # WHEN cleanup runs without --apply THEN it prints what it would do and the commands for the rest
-    _stub_account(seeded.stubber)
+    _stub_account(seeded.stubber, cli=True)
     assert main(["legacy", "cleanup", "--days", "30"]) == 0
     out = capsys.readouterr().out
     assert "would tag 3 objects under 2 verified job prefixes" in out  # job-a's; the running job-b's are reviewed
@@ -553,7 +579,7 @@ def test_audit_finds_profiler_jobs_and_measures_their_legacy_output(seeded: Seed
         _job("job-c", "InProgress", profiler=None, rules=[]),
     ]
     _stub_jobs(stubber, jobs)
-    report = audit(client, seeded.clients.s3, since_days=30, now=NOW)
+    report = audit(client, seeded.clients.s3, since_days=30, now=NOW, expected_owner=ACCOUNT)
     # THEN only job-a is reported, with its rule and the bytes under rule-output/ and profiler-output/
     assert report.scanned == 3
     assert [j.name for j in report.jobs] == ["job-a"]
@@ -593,29 +619,29 @@ def test_expiry_rule_merges_with_existing_rules(seeded: Seeded) -> None:
     own = {"ID": "team-archive", "Status": "Enabled", "Filter": {"Prefix": "archive/"}, "Expiration": {"Days": 400}}
     s3.put_bucket_lifecycle_configuration(Bucket="legacy-out", LifecycleConfiguration={"Rules": [own]})
     # WHEN a dry run THEN nothing is written
-    _, changed = apply_expiry_rule(s3, "legacy-out", days=30, apply=False)
+    _, changed = apply_expiry_rule(s3, "legacy-out", days=30, apply=False, expected_owner=ACCOUNT)
     assert changed
-    assert [r["ID"] for r in current_lifecycle_rules(s3, "legacy-out")] == ["team-archive"]
+    assert [r["ID"] for r in current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT)] == ["team-archive"]
     # WHEN applied THEN both rules are there, ours expiring by tag
-    apply_expiry_rule(s3, "legacy-out", days=30, apply=True)
-    rules = {r["ID"]: r for r in current_lifecycle_rules(s3, "legacy-out")}
+    apply_expiry_rule(s3, "legacy-out", days=30, apply=True, expected_owner=ACCOUNT)
+    rules = {r["ID"]: r for r in current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT)}
     assert set(rules) == {"team-archive", EXPIRY_RULE_ID}
     assert rules["team-archive"]["Expiration"] == {"Days": 400}
     assert rules[EXPIRY_RULE_ID]["Filter"] == {"Tag": {"Key": "profstack:class", "Value": "legacy-rule-output"}}
     assert rules[EXPIRY_RULE_ID]["Expiration"] == {"Days": 30}
     # WHEN applied again THEN nothing changes; WHEN the days change THEN our rule is updated, not duplicated
-    assert apply_expiry_rule(s3, "legacy-out", days=30, apply=True)[1] is False
-    apply_expiry_rule(s3, "legacy-out", days=60, apply=True)
-    rules_after = current_lifecycle_rules(s3, "legacy-out")
+    assert apply_expiry_rule(s3, "legacy-out", days=30, apply=True, expected_owner=ACCOUNT)[1] is False
+    apply_expiry_rule(s3, "legacy-out", days=60, apply=True, expected_owner=ACCOUNT)
+    rules_after = current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT)
     assert [r["ID"] for r in rules_after].count(EXPIRY_RULE_ID) == 1
     assert {r["ID"]: r for r in rules_after}[EXPIRY_RULE_ID]["Expiration"] == {"Days": 60}
 
 
 def test_expiry_rule_on_a_bucket_without_lifecycle(seeded: Seeded) -> None:
     s3 = seeded.clients.s3
-    assert current_lifecycle_rules(s3, "legacy-out") == []
-    apply_expiry_rule(s3, "legacy-out", days=7, apply=True)
-    assert [r["ID"] for r in current_lifecycle_rules(s3, "legacy-out")] == [EXPIRY_RULE_ID]
+    assert current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT) == []
+    apply_expiry_rule(s3, "legacy-out", days=7, apply=True, expected_owner=ACCOUNT)
+    assert [r["ID"] for r in current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT)] == [EXPIRY_RULE_ID]
 
 
 def test_merge_refuses_bad_days_and_full_buckets() -> None:
@@ -631,15 +657,22 @@ def test_cli_expire_rule_output_dry_run_and_apply(
 ) -> None:
     import profstack.cli._aws as aws
 
+    services = {"s3": seeded.clients.s3, "sts": boto3.client("sts", region_name=REGION)}
     s3 = seeded.clients.s3
-    monkeypatch.setattr(aws, "make_client", lambda service, region: s3)
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14"]) == 0
+    monkeypatch.setattr(aws, "make_client", lambda service, region: services[service])
+    expire = ["legacy", "expire-rule-output", "--bucket", "legacy-out", "--expire-after-days"]
+    assert main([*expire, "14"]) == 0
     assert "dry run" in capsys.readouterr().out
-    assert current_lifecycle_rules(s3, "legacy-out") == []
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14", "--apply"]) == 0
+    assert current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT) == []
+    assert main([*expire, "14", "--apply"]) == 0
     assert "set (expire after 14 days); 0 existing rule(s) kept" in capsys.readouterr().out
-    assert main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "-1"]) == 2
-    assert capsys.readouterr().err.strip() == "profstack: error: --days must be a positive number, got -1"
+    assert main([*expire, "-1"]) == 2
+    assert capsys.readouterr().err.strip() == "profstack: error: --expire-after-days must be a positive number, got -1"
+    # the old spelling, --days, means a lookback window in every other legacy command: refused here, with a hint
+    with pytest.raises(SystemExit):
+        main(["legacy", "expire-rule-output", "--bucket", "legacy-out", "--days", "14", "--apply"])
+    assert "--expire-after-days" in capsys.readouterr().err
+    assert current_lifecycle_rules(s3, "legacy-out", expected_owner=ACCOUNT) != []  # the --apply above
 
 
 def test_cli_audit_without_credentials_is_one_line(
@@ -676,7 +709,7 @@ def test_cli_cleanup_dry_run_lists_every_object_it_would_tag(
 ) -> None:
     c = seeded.clients
     cli_clients(c, monkeypatch)
-    _stub_account(seeded.stubber)
+    _stub_account(seeded.stubber, cli=True)
     # WHEN a dry run asks for the objects (before: only the prefixes and a count were printed)
     assert main(["legacy", "cleanup", "--days", "30", "--list-objects"]) == 0
     out = capsys.readouterr().out
@@ -687,3 +720,19 @@ def test_cli_cleanup_dry_run_lists_every_object_it_would_tag(
     assert f"would tag for expiry ({len(LEGACY_KEYS)} objects):" in out
     assert not any(k in out for k in DECOY_KEYS)
     assert all(not c.s3.get_object_tagging(Bucket="legacy-out", Key=k)["TagSet"] for k in LEGACY_KEYS)
+
+
+@pytest.mark.parametrize("regions", ["eu-west", "us-east-1,../x", ","])
+def test_cli_refuses_a_region_list_with_a_wrong_name_before_any_aws_call(
+    regions: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import profstack.cli._aws as aws
+
+    def no_aws(service: str, region: str | None) -> Any:
+        raise AssertionError(f"{service} client made before --regions was checked")
+
+    monkeypatch.setattr(aws, "make_client", no_aws)
+    assert main(["legacy", "audit", "--regions", regions]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("profstack: error: --regions: not a region name")

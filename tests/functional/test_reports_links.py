@@ -71,7 +71,8 @@ def summary() -> dict[str, Any]:
 @pytest.fixture
 def s3(aws_credentials: None, monkeypatch: pytest.MonkeyPatch, summary: dict[str, Any]) -> Iterator[Any]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("PROFSTACK_BUCKET", BUCKET)
+    monkeypatch.setenv("PROFSTACK_TRACE_BUCKET", BUCKET)
+    monkeypatch.delenv("PROFSTACK_BUCKET", raising=False)
     monkeypatch.setenv("PROFSTACK_USER", "alice")
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")

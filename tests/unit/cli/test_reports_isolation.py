@@ -80,7 +80,8 @@ def judged(
     """alice's role (with s3:* from an identity policy when the test is parametrised so) running the command."""
     s3_star = bool(getattr(request, "param", False))
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    monkeypatch.setenv("PROFSTACK_BUCKET", BUCKET)
+    monkeypatch.setenv("PROFSTACK_TRACE_BUCKET", BUCKET)
+    monkeypatch.delenv("PROFSTACK_BUCKET", raising=False)
     with mock_aws():
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)

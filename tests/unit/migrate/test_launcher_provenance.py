@@ -170,7 +170,7 @@ def test_typed_boto3_client_parameter_is_proven() -> None:
 
 
 def test_a_method_on_an_unproven_receiver_stays_and_is_reported_in_a_converted_launcher() -> None:
-    # GIVEN a launcher being converted, with .disable_profiling() on a parameter
+    # GIVEN a launcher being converted, with .update_profiler() and .disable_profiling() on a parameter
     source = _src(
         """
         from sagemaker.debugger import ProfilerConfig
@@ -180,14 +180,18 @@ def test_a_method_on_an_unproven_receiver_stays_and_is_reported_in_a_converted_l
 
 
         def stop(job):
+            job.update_profiler(system_monitor_interval_millis=100)
             job.disable_profiling()
         """
     )
     result = rewrite_source(source)
-    # THEN the proven part is converted, the unproven call stays, and the user is told about it
+    # THEN the proven part is converted, the unproven calls stay, and the user is told about the one that
+    # may turn a Profiler on; disable_profiling() turns it off whatever job it is: it stays, unreported
     assert result.changed
+    assert "job.update_profiler(system_monitor_interval_millis=100)" in result.source
     assert "job.disable_profiling()" in result.source
     assert any(f.line == 8 and "cannot prove" in f.message for f in result.manual), result.manual
+    assert not any(f.line == 9 for f in result.manual), result.manual
 
 
 def test_the_check_gate_ignores_only_what_is_proven_foreign() -> None:
@@ -196,11 +200,12 @@ def test_the_check_gate_ignores_only_what_is_proven_foreign() -> None:
         import sagemaker
         from trainkit import Runner
 
-        Runner(profiler_config={}).disable_profiling()
+        Runner(profiler_config={}).update_profiler()
 
 
         def stop(job):
-            job.disable_profiling()
+            job.update_profiler()
+            job.disable_profiling()  # turns a running job's Profiler off: never a use of it
         """
     )
     assert foreign_profiler_lines(source) == {4}

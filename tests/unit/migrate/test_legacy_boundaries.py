@@ -108,15 +108,9 @@ def test_cleanup_names_this_account_as_owner_on_every_s3_call(
     _listing(s3_stub, "own-bucket", "jobs/job-a/profiler-output/", [])
     sm_stub.add_response("list_apps", {"Apps": []}, {})
     report = audit_account(clients, since_days=30, now=NOW)
-    # WHEN cleanup is applied THEN listing, tagging and the lifecycle all carry ExpectedBucketOwner
-    # (Stubber compares the exact parameters: a call without it fails the test)
-    _listing(s3_stub, "own-bucket", "jobs/job-a/rule-output/", [key])
+    # WHEN cleanup is applied THEN the lifecycle rule comes first, then listing and tagging, and every call carries
+    # ExpectedBucketOwner (Stubber compares the exact parameters and the order: a call without it fails the test)
     owner = {"ExpectedBucketOwner": ACCOUNT}
-    s3_stub.add_response("get_object_tagging", {"TagSet": []}, {"Bucket": "own-bucket", "Key": key, **owner})
-    tag = {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}
-    s3_stub.add_response(
-        "put_object_tagging", {}, {"Bucket": "own-bucket", "Key": key, "Tagging": {"TagSet": [tag]}, **owner}
-    )
     s3_stub.add_client_error(
         "get_bucket_lifecycle_configuration",
         service_error_code="NoSuchLifecycleConfiguration",
@@ -127,6 +121,12 @@ def test_cleanup_names_this_account_as_owner_on_every_s3_call(
         "put_bucket_lifecycle_configuration",
         {},
         {"Bucket": "own-bucket", "LifecycleConfiguration": {"Rules": ANY}, **owner},
+    )
+    _listing(s3_stub, "own-bucket", "jobs/job-a/rule-output/", [key])
+    s3_stub.add_response("get_object_tagging", {"TagSet": []}, {"Bucket": "own-bucket", "Key": key, **owner})
+    tag = {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}
+    s3_stub.add_response(
+        "put_object_tagging", {}, {"Bucket": "own-bucket", "Key": key, "Tagging": {"TagSet": [tag]}, **owner}
     )
     result = cleanup(report, clients, apply=True)
     s3_stub.assert_no_pending_responses()
@@ -180,15 +180,17 @@ def test_expiry_rule_frees_the_versions_a_versioned_bucket_keeps(aws_credentials
         s3.create_bucket(Bucket="versioned-out")
         s3.put_bucket_versioning(Bucket="versioned-out", VersioningConfiguration={"Status": "Enabled"})
         # WHEN the expiry rule is applied
-        apply_expiry_rule(s3, "versioned-out", days=30, apply=True)
-        rule = {r["ID"]: r for r in current_lifecycle_rules(s3, "versioned-out")}[EXPIRY_RULE_ID]
+        apply_expiry_rule(s3, "versioned-out", days=30, apply=True, expected_owner=ACCOUNT)
+        rule = {r["ID"]: r for r in current_lifecycle_rules(s3, "versioned-out", expected_owner=ACCOUNT)}[
+            EXPIRY_RULE_ID
+        ]
         # THEN the tagged versions left behind the marker expire too, by the same tag (before: no
         # NoncurrentVersionExpiration, so the legacy bytes and their cost stayed forever)
         assert rule["Expiration"] == {"Days": 30}
         assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == 1
         assert rule["Filter"] == {"Tag": {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}}
         # AND applying it again changes nothing
-        assert apply_expiry_rule(s3, "versioned-out", days=30, apply=True)[1] is False
+        assert apply_expiry_rule(s3, "versioned-out", days=30, apply=True, expected_owner=ACCOUNT)[1] is False
 
 
 def test_expiry_rule_keeps_the_buckets_transition_minimum_size(aws_credentials: None) -> None:
@@ -303,13 +305,13 @@ def test_cleanup_follows_the_listing_past_its_first_page(stubbed: tuple[AccountC
     report = audit_account(clients, since_days=30, now=NOW)
     # WHEN a dry run counts what it would tag THEN both pages, 1,003 objects, are there
     assert sum(f.bytes or 0 for f in report.found) == 1003
-    pages()
     s3_stub.add_client_error(
         "get_bucket_lifecycle_configuration",
         service_error_code="NoSuchLifecycleConfiguration",
         http_status_code=404,
         expected_params={"Bucket": "own-bucket", "ExpectedBucketOwner": ACCOUNT},
     )
+    pages()
     listed: list[str] = []
     result = cleanup(report, clients, apply=False, on_object=lambda uri, size: listed.append(uri))
     s3_stub.assert_no_pending_responses()

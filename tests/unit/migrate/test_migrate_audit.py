@@ -139,7 +139,7 @@ def test_check_does_not_flag_other_libraries_profiler_names(source: str) -> None
         ("import sagemaker\n\npc = sagemaker.debugger.ProfilerConfig()\n", 3),
         ("from sagemaker.debugger import ProfilerConfig as PC\n\npc = PC()\n", 1),
         ("from sagemaker import debugger\n\npc = debugger.ProfilerConfig()\n", 3),
-        ("import sagemaker\n\nest = sagemaker.estimator.Estimator()\nest.disable_profiling()\n", 4),
+        ("import sagemaker\n\nest = sagemaker.estimator.Estimator()\nest.update_profiler()\n", 4),
         ("from smdebug.profiler.analysis.utils import pandas_data_analysis\n", 1),
         ("import smdebug.profiler\n", 1),
         ('import boto3\n\nparams = {"ProfilerConfig": {"DisableProfiler": False}}\n', 3),
@@ -627,18 +627,49 @@ def test_disabling_the_profiler_with_boto3_is_kept_and_not_a_use() -> None:
     assert result.manual == []
 
 
-def test_update_training_job_with_other_profiler_settings_is_refused() -> None:
+def test_update_training_job_on_a_running_job_turns_its_profiler_off() -> None:
+    # GIVEN UpdateTrainingJob changing a running job's Profiler settings and rules (#46: before, refused)
     source = _src(
         """
         import boto3
 
         sm = boto3.client("sagemaker")
-        sm.update_training_job(TrainingJobName="j", ProfilerConfig={"ProfilingIntervalInMilliseconds": 100})
+        sm.update_training_job(
+            TrainingJobName="j",
+            ProfilerConfig={"ProfilingIntervalInMilliseconds": 100},
+            ProfilerRuleConfigurations=[{"RuleConfigurationName": "ProfilerReport"}],
+        )
         """
     )
+    # WHEN rewritten
     result = rewrite_source(source)
-    assert not result.changed
-    assert any(f.line == 4 and "update_training_job" in f.message for f in result.manual), result.manual
+    # THEN the call stays and stops the job's Profiler the way the API allows; its rules go; nothing is added
+    # (UpdateTrainingJob takes no TensorBoardOutputConfig or Tags)
+    assert result.source == _src(
+        """
+        import boto3
+
+        sm = boto3.client("sagemaker")
+        sm.update_training_job(
+            TrainingJobName="j",
+            ProfilerConfig={"DisableProfiler": True},
+        )
+        """
+    )
+    assert result.manual == []
+    assert remaining_uses(result.source) == []
+    assert not rewrite_source(result.source).changed
+
+
+def test_update_training_job_through_a_dict_or_with_rules_only_is_refused() -> None:
+    for call in (
+        'sm.update_training_job(**{"TrainingJobName": "j", "ProfilerConfig": {"S3OutputPath": "s3://o"}})',
+        'sm.update_training_job(TrainingJobName="j", ProfilerRuleConfigurations=[{"RuleConfigurationName": "r"}])',
+    ):
+        source = f'import boto3\n\nsm = boto3.client("sagemaker")\n{call}\n'
+        result = rewrite_source(source)
+        assert not result.changed, call
+        assert any(f.line == 4 and "DisableProfiler" in f.message for f in result.manual), result.manual
 
 
 def test_a_continue_that_skips_the_added_step_is_reported() -> None:

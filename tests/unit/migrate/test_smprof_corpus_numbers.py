@@ -22,6 +22,7 @@ CORPUS = [
     FIXTURES / "smprof" / "unsafe",
     FIXTURES / "smprof" / "deps",
     FIXTURES / "smprof_round2",
+    FIXTURES / "smprof_round3",
 ]
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "migration.md"
 COLUMNS = ("converted whole", "converted, with a note", "refused with a reason", "untouched")

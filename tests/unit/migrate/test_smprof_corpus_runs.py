@@ -1,9 +1,11 @@
-"""Round-2 corpus (#35): every converted script runs under CPU torch and records a bounded window.
+"""Round-2 and round-3 corpora (#35, #46 item 3): every converted script runs under CPU torch and records a
+bounded window.
 
 One subprocess per script (torch's start-up dominates), two at a time. Each script trains or infers
 for a few steps in the style the issue names (optional import guard, profiler factory, Hugging Face
 and Lightning callbacks, loop in another method, nested loops under `if args.profile:`, try/finally,
-no loop statement at all); the converted script must leave exactly one Kineto trace holding its
+no loop statement at all; round 3: `self.prof = None` in `__init__`, the profiler as a conditional
+expression, availability tests used as values); the converted script must leave exactly one Kineto trace holding its
 annotation labels and at most `active` (3) ProfilerStep ranges: the schedule, not the run, bounds it.
 """
 
@@ -22,7 +24,8 @@ from profstack.migrate.scan import remaining_uses
 from profstack.migrate.smprof import rewrite_source
 
 ROUND2 = Path(__file__).resolve().parents[2] / "fixtures" / "smprof_round2"
-SCRIPTS = sorted((ROUND2 / "scripts").glob("*.py"))
+ROUND3 = Path(__file__).resolve().parents[2] / "fixtures" / "smprof_round3"
+SCRIPTS = sorted((ROUND2 / "scripts").glob("*.py")) + sorted((ROUND3 / "scripts").glob("*.py"))
 LABELS = {
     "r01_optional_import_guard": {"forward"},
     "r02_profiler_factory": {"step"},
@@ -34,6 +37,9 @@ LABELS = {
     "r08_work_function_no_loop": {"mapped_step"},
     "r09_calls_only": {"inference"},
     "r10_flag_and_conditional_start": {"flagged_step"},
+    "s01_init_none_then_built": {"init_none_step"},
+    "s02_conditional_instance": {"conditional_step"},
+    "s03_flag_forms": {"flag_forms_step"},
 }
 
 

@@ -249,3 +249,51 @@ def test_aws_errors_are_one_line(s3: Any, capsys: pytest.CaptureFixture[str]) ->
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert err[-1].startswith(f"profstack: error: listing s3://{BUCKET}/: NoSuchBucket")
+
+
+def test_the_expiry_rule_is_written_before_any_tag(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.functional.aws_serving import refuse
+
+    # GIVEN a bucket whose lifecycle cannot be written (s3:PutLifecycleConfiguration denied)
+    refuse(s3, "PutBucketLifecycleConfiguration")
+    # WHEN tagging is applied THEN it stops before the first tag, in one line: no object is left tagged with
+    # nothing to expire it (before: the tags were written and the rule left to a separate command)
+    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--apply"]) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]  # progress lines aside
+    assert errors == [
+        "profstack: error: writing the lifecycle of ml-output: AccessDenied: not authorized to perform "
+        "PutBucketLifecycleConfiguration"
+    ]
+    assert all(LEGACY_RULE_OUTPUT_TAG not in _tags(s3, k) for k in RULE_KEYS)
+
+
+def test_a_bucket_that_already_expires_the_tag_keeps_its_own_rule(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from profstack.migrate.legacy_profiler import EXPIRY_RULE_ID
+
+    # GIVEN the StorageStack's bucket, whose own rule already expires the tag
+    own = {
+        "ID": "storage-stack-legacy",
+        "Status": "Enabled",
+        "Filter": {"Tag": {"Key": LEGACY_RULE_OUTPUT_TAG[0], "Value": LEGACY_RULE_OUTPUT_TAG[1]}},
+        "Expiration": {"Days": 14},
+    }
+    s3.put_bucket_lifecycle_configuration(Bucket=BUCKET, LifecycleConfiguration={"Rules": [own]})
+    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--apply"]) == 0
+    assert "added lifecycle rule" not in capsys.readouterr().out
+    rules = s3.get_bucket_lifecycle_configuration(Bucket=BUCKET)["Rules"]
+    assert [r["ID"] for r in rules] == ["storage-stack-legacy"]
+    # AND a bucket without one gets ProfStack's rule first, merged with its other rules
+    s3.put_bucket_lifecycle_configuration(
+        Bucket=BUCKET,
+        LifecycleConfiguration={
+            "Rules": [{"ID": "archive", "Status": "Enabled", "Filter": {"Prefix": "a/"}, "Expiration": {"Days": 400}}]
+        },
+    )
+    assert main(["legacy", "tag-rule-output", "--bucket", BUCKET, "--apply", "--expire-after-days", "7"]) == 0
+    assert (
+        f"added lifecycle rule {EXPIRY_RULE_ID} to {BUCKET} (expire tagged objects after 7 days)"
+        in capsys.readouterr().out
+    )
+    rules = {r["ID"]: r for r in s3.get_bucket_lifecycle_configuration(Bucket=BUCKET)["Rules"]}
+    assert set(rules) == {"archive", EXPIRY_RULE_ID}
+    assert rules[EXPIRY_RULE_ID]["Expiration"] == {"Days": 7}
