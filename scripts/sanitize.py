@@ -27,6 +27,7 @@ NATIVE_TESTS = (
     "tests/unit/analysis/test_gpu_native.py",
     "tests/unit/analysis/test_memory_op_log.py",
     "tests/unit/analysis/test_hostile_input.py",
+    "tests/unit/analysis/test_exact_time.py",
 )
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from profstack import __version__
-from profstack.analysis import native, plausibility, rules, runs
+from profstack.analysis import completeness, native, plausibility, rules, runs, unrecorded
 from profstack.analysis.errors import (
     DuplicateEventsError,
     ImplausibleResultError,
@@ -89,12 +89,29 @@ class AnalysisResult:
         return not self.summary["ranks"]
 
 
-def _file_errors(fd: FileData) -> list[FileError]:
+def _file_errors(fd: FileData) -> tuple[list[FileError], list[FileError]]:
+    """(what makes the file partial: its error, and the gaps at stake; the gaps that leave only a section
+    incomplete, for ``warnings[]``: profstack.analysis.completeness)."""
     out = []
     if fd.error is not None:
         out.append(FileError(fd.name, fd.error, fatal=fd.failed))
-    out.extend(FileError(fd.name, w, fatal=False) for w in fd.warnings)
-    return out
+    out.extend(FileError(fd.name, w, fatal=False) for w in fd.warnings if completeness.at_stake(w))
+    return out, [FileError(fd.name, w, fatal=False) for w in fd.warnings if not completeness.at_stake(w)]
+
+
+def _launch_gaps(rd: RankData, r: RankAnalysis) -> TraceError | None:
+    """The rank's kernel launches without a GPU row, sized against its GPU span and kernel time."""
+    g = r.internal.launch_gaps
+    summary = r.summary
+    return unrecorded.launch_gaps(
+        g.kernels,
+        g.at_stop,
+        g.maybe_empty,
+        source=", ".join(f.name for f in rd.files),
+        span_us=float(summary["temporal_breakdown"]["gpu_span_us"] or 0.0),
+        kernel_us=float(summary["gpu_activity"]["kernel_time_us"] or 0.0),
+        n_kernels=r.internal.kernels_selected,
+    )
 
 
 _PEEK_BYTES = 8 << 20
@@ -213,13 +230,18 @@ def analyse_files(
         finally:
             release_columns(rd.data)
         span = (min(sp[0] for sp in spans), max(sp[1] for sp in spans)) if spans else None
-        for problem in plausibility.check_rank(r.summary, host, d.launch_span):
+        implausible = [
+            ImplausibleResultError(problem, source=rd.label)
+            for problem in plausibility.check_rank(r.summary, host, d.launch_span)
+        ]
+        for problem_err in implausible:
             r.summary["complete"] = False
-            warnings.append(FileError(rd.label, ImplausibleResultError(problem, source=rd.label), fatal=False))
+            warnings.append(FileError(rd.label, problem_err, fatal=False))
         # (warning, whether it marks the entry incomplete as a plausibility failure does)
         noted: list[tuple[TraceError, bool]] = []
         raw_us, rounded_us = r.internal.gpu_op_raw_us, r.internal.gpu_op_rounded_us
-        lost = plausibility.rounding_loss(raw_us, rounded_us)
+        # only HTA's time model rounds (the exact one keeps every ns the trace wrote)
+        lost = plausibility.rounding_loss(raw_us, rounded_us) if opts.hta_compat else None
         if lost is not None:  # below the severe share: HTA's definition, understated and said so
             noted.append(
                 (RoundingLossError(lost, source=rd.label), plausibility.rounding_loss_severe(raw_us, rounded_us))
@@ -230,10 +252,25 @@ def analyse_files(
         folded = plausibility.streams_folded(r.internal.streams_folded_ops, MAX_STREAMS, OTHER_STREAM)
         if folded is not None:
             noted.append((StreamsFoldedError(folded, source=rd.label), True))
+        gaps: list[TraceError] = [e for f in rd.files for e in ([f.error] if f.error is not None else [])]
+        gaps += [w for f in rd.files for w in f.warnings]
+        gaps += implausible
         for note, incomplete in noted:
+            completeness.mark(note, at_stake=incomplete)
             if incomplete:
                 r.summary["complete"] = False
             warnings.append(FileError(rd.label, note, fatal=False))
+            gaps.append(note)
+        lost_rows = _launch_gaps(rd, r)
+        if lost_rows is not None:  # the file's gap (its input reads partial where it is at stake)
+            gaps.append(lost_rows)
+            rd.files[0].warnings.append(lost_rows)
+            if completeness.at_stake(lost_rows):
+                r.summary["complete"] = False
+                errors.append(FileError(rd.files[0].name, lost_rows, fatal=False))
+            else:
+                warnings.append(FileError(rd.files[0].name, lost_rows, fatal=False))
+        r.summary["completeness"] = completeness.section_state(gaps)
         analysed.append((rd, r, span))
 
     def parse(idx: int, stream_gpu: bool) -> FileData:
@@ -298,7 +335,9 @@ def analyse_files(
         if not alone and fd.gpu_mode_reason is None:
             fd.gpu_mode_reason = "several input files may belong to this rank"
         files[idx] = fd
-        errors.extend(_file_errors(fd))
+        partial, noted_gaps = _file_errors(fd)
+        errors.extend(partial)
+        warnings.extend(noted_gaps)
         warnings.extend(FileError(fd.name, n, fatal=False) for n in fd.notices)
         if not fd.failed:
             if not opts.merge_rank_files or fd.rank in closed:
@@ -397,7 +436,7 @@ def assemble(parts: Analysed, opts: AnalysisOptions) -> AnalysisResult:
             "error": (
                 FileError(f.name, f.error, f.failed).as_dict()
                 if f.error is not None
-                else (FileError(f.name, f.warnings[0], False).as_dict() if f.warnings else None)
+                else next((FileError(f.name, w, False).as_dict() for w in f.warnings if completeness.at_stake(w)), None)
             ),
         }
         for f in files
@@ -427,8 +466,10 @@ def assemble(parts: Analysed, opts: AnalysisOptions) -> AnalysisResult:
             "count_sync": opts.count_sync,
             "steps_keep_unlaunched": opts.steps_keep_unlaunched,
             "op_types": opts.op_types,
+            "hta_compat": opts.hta_compat,
             "rule_thresholds": th.as_dict(),
         },
+        "time_model": "hta" if opts.hta_compat else "exact",
         "inputs": inputs,
         "errors": [e.as_dict() for e in errors],
         "warnings": [w.as_dict() for w in warnings],

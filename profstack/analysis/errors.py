@@ -15,6 +15,11 @@ class TraceError(Exception):
 
     #: True when results parsed before the error are still meaningful (partial results).
     partial_ok: bool = False
+    #: set on an instance where its own size decides (profstack.analysis.completeness): whether it can move a
+    #: reported headline number beyond the tolerances, and the result sections it leaves incomplete; None: the
+    #: type's default there
+    at_stake: bool | None = None
+    sections: tuple[str, ...] | None = None
 
     def __init__(self, message: str, *, source: str | None = None) -> None:
         self.source = source
@@ -167,8 +172,10 @@ class MultipleDevicesError(TraceError):
 
 
 class FlowsToNowhereError(TraceError):
-    """Launches whose flow starts (ac2g) reach no GPU row: GPU records were lost (CUPTI / roctracer buffers) or the
-    profiler stopped before they ran. Their GPU time is missing (recorded, incomplete beyond a few at the edge)."""
+    """Kernel launches whose GPU row is missing (matched by correlation id: their ``ac2g`` flows reach no row): GPU
+    records were lost (CUPTI / roctracer buffers). Launches at the stop and calls that may enqueue nothing are not
+    counted. Recorded with the estimated GPU time missing; at stake (incomplete) beyond the tolerances
+    (``profstack.analysis.completeness``)."""
 
     partial_ok = True
 

@@ -38,6 +38,53 @@ GPU_SERIES = ("busy", *classify.KERNEL_TYPES, "launch_calls", "launch_time")
 
 _NAN = math.nan
 _INF = math.inf
+
+#: The accumulator's clock: integer nanoseconds. Kineto writes µs floats with ns precision (relative to
+#: ``baseTimeNanoseconds`` in torch >= 2), older traces whole µs, XSpace ps/ns; every op becomes an integer interval
+#: ``[start_ns, end_ns)``, so unions and sums are exact and do not depend on the order of additions (the C loops
+#: give the same integers). Two time models (``AnalysisOptions.hta_compat``):
+#:
+#: * exact (default): ``start = ns_of(ts)``, ``end = start + ns_of(dur)``: the trace's own resolution. A duration
+#:   keeps every ns the profiler wrote even where the start, an absolute epoch-µs float (~1.7e15 µs: a double
+#:   holds it to 0.25 µs), does not.
+#: * HTA (``hta_compat``): ``start = ceil(ts)``, ``end = floor(ts + dur)`` in whole µs, as HolisticTraceAnalysis
+#:   rounds (an op inside one whole µs counts 0), expressed in the same integers (× 1000).
+NS_PER_US = 1000
+
+
+def ns_of(x: float) -> int:
+    """``x`` µs as the nearest integer ns (ties to even), exactly for every double: the integer part times 1000 plus
+    the fraction's ns (``x - floor(x)`` is exact). Raises as ``math.floor`` does on infinity and NaN."""
+    i = math.floor(x)
+    return i * 1000 + round((x - i) * 1000.0)
+
+
+def start_ns(ts: float, hta: bool) -> int:
+    """An op's start in the time model: ``ns_of(ts)``, or HTA's ``ceil(ts)`` whole µs."""
+    return math.ceil(ts) * 1000 if hta else ns_of(ts)
+
+
+def end_ns(ts: float, dur: float, start: int, hta: bool) -> int:
+    """An op's end (``start`` is ``start_ns(ts, hta)``): ``start + ns_of(dur)``, or HTA's ``floor(ts + dur)``."""
+    return math.floor(ts + dur) * 1000 if hta else start + ns_of(dur)
+
+
+def _us_column(col: array[float], base_us: float) -> array[float]:
+    """Relative ns (``col``) as µs on the host's clock: one correctly rounded division (a whole µs stays exact:
+    HTA's model gives the timeline it always gave), then the whole-µs base (C: ``us_column``)."""
+    return array(
+        "d", map(operator.add, map(operator.truediv, col, itertools.repeat(1000.0)), itertools.repeat(base_us))
+    )
+
+
+def us_of(t_ns: float) -> float:
+    """ns (an int, or a float holding an integer) as µs, correctly rounded once (exact for whole µs); infinity and
+    NaN stay what they are."""
+    if isinstance(t_ns, float) and not math.isfinite(t_ns):
+        return t_ns
+    return int(t_ns) / 1000
+
+
 OP_KERNEL = 0
 OP_MEMCPY = 1
 OP_MEMSET = 2
@@ -90,12 +137,25 @@ class Selection:
     mode: str  # "all" | "hta" (HTA's last-step rule) | "window" (--steps, or no launches) | "none"
     win_lo: float = -_INF
     win_hi: float = _INF
-    last_start: int = 0
-    last_end: int = 0
+    #: the last step's start and end: whole µs (ceil, floor) in HTA's time model, as written in the exact one
+    last_start: float = 0
+    last_end: float = 0
     include_last: bool = False
     steps_in: tuple[Step, ...] = ()
     last_step_dropped: bool = False
     need_launch: bool = False  # window mode: keep only ops joined to a launch (HTA), not by their own start
+    hta_compat: bool = False  # the last-step rule compares ceil(launch start) with the whole-µs bounds above
+
+    def launch_selected(self, rts: float) -> bool:
+        """Whether an op launched at ``rts`` would be analysed (what ``_add_ops`` decides, by the launch)."""
+        if self.mode == "all":
+            return True
+        if self.mode == "window":
+            return self.win_lo <= rts < self.win_hi
+        if self.mode == "hta":
+            rc = math.ceil(rts) if self.hta_compat and math.isfinite(rts) else rts
+            return rc <= self.last_end if self.include_last else rc < self.last_start
+        return False
 
     @property
     def gpu_key(self) -> tuple[object, ...]:
@@ -108,6 +168,7 @@ class Selection:
             self.last_end,
             self.include_last,
             self.need_launch,
+            self.hta_compat,
         )
 
 
@@ -136,20 +197,37 @@ def select(steps: Sequence[Step], opts: AnalysisOptions, *, has_launches: bool, 
         return Selection("window", chosen[0][1], max(s[1] + s[2] for s in chosen), steps_in=chosen, need_launch=need)
     if len({s[0] for s in steps}) < 2:
         return Selection("all", steps_in=tuple(steps))
-    last_start = math.ceil(max(s[1] for s in steps))
-    last_end = math.floor(max(s[1] + s[2] for s in steps))
+    hta = opts.hta_compat
     incl = opts.include_last_step
-    steps_in = tuple(steps) if incl else tuple(s for s in steps if math.ceil(s[1]) < last_start)
+    last_start: float
+    last_end: float
+    if hta:  # HTA compares whole µs: ceil(launch start) with ceil(last start) / floor(last end)
+        last_start = math.ceil(max(s[1] for s in steps))
+        last_end = math.floor(max(s[1] + s[2] for s in steps))
+        steps_in = tuple(steps) if incl else tuple(s for s in steps if math.ceil(s[1]) < last_start)
+    else:
+        last_start = max(s[1] for s in steps)
+        last_end = max(s[1] + s[2] for s in steps)
+        steps_in = tuple(steps) if incl else tuple(s for s in steps if s[1] < last_start)
     if not has_launches:
         # no launch was recorded at all (activity-only trace): select GPU ops by their own start
         # instead of dropping every one of them as HTA would
-        hi = (last_end if incl else last_start) + 1e-9
-        return Selection("window", steps_in[0][1], hi, last_start, last_end, incl, steps_in, not incl)
-    return Selection("hta", -_INF, _INF, last_start, last_end, incl, steps_in, not incl)
+        if hta:
+            hi = (last_end if incl else last_start) + 1e-9
+        else:
+            hi = math.nextafter(last_end, _INF) if incl else last_start
+        return Selection("window", steps_in[0][1], hi, last_start, last_end, incl, steps_in, not incl, hta_compat=hta)
+    return Selection("hta", -_INF, _INF, last_start, last_end, incl, steps_in, not incl, hta_compat=hta)
 
 
 class GpuAccumulator:
-    """Per-rank GPU metrics from ops fed in start order (ties in file order)."""
+    """Per-rank GPU metrics from ops fed in start order (ties in file order).
+
+    Until ``finish`` the state is on the integer ns clock (``NS_PER_US``): the ``*_ns`` fields, and ``kstats``,
+    ``stream_state``, ``graphs`` and ``parts``. ``finish`` publishes them in µs, what the analyzers read:
+    ``union_us``, ``span_us``, ``gpu_lo`` / ``gpu_hi``, ``type_total``, ``time_by_kind``, ``sync_us``, and the four
+    containers converted in place. Closed intervals (``closed``, float columns) are kept relative to ``base_ns``
+    (the first op's start, down to a whole µs), so that they stay exact doubles on an epoch clock."""
 
     FLUSH_INTERVALS = 4096
 
@@ -161,11 +239,13 @@ class GpuAccumulator:
         *,
         all_launch_calls: bool = False,
         clip_delays: bool = True,
+        hta_compat: bool = False,
     ) -> None:
         self.names = names
         self.selection = selection
+        self.hta_compat = hta_compat
         self.tiny_us = th["tiny_kernel_us"]
-        self.delay_thr = th["consecutive_kernel_delay_us"]
+        self.delay_thr_ns = th["consecutive_kernel_delay_us"] * 1000.0
         n_types = len(classify.KERNEL_TYPES)
         self.type_cache: dict[int, int] = {}  # name id -> index into classify.KERNEL_TYPES
         self.kstats: dict[int, list[float]] = {}  # nid -> [count, sum, sumsq, min, max] (all GPU ops, like HTA)
@@ -173,14 +253,17 @@ class GpuAccumulator:
         self.mem_dir: dict[str, list[float]] = {}
         self.dir_cache: dict[int, list[float]] = {}
         self.memset: list[float] = [0, 0, 0.0]
-        self.time_by_kind = [0.0, 0.0, 0.0]
+        self.time_by_kind_ns = [0.0, 0.0, 0.0]
+        self.time_by_kind = [0.0, 0.0, 0.0]  # µs, set by ``finish``
         self.delays = DelayDistribution(LAUNCH_DELAY_CUTOFFS_US)
         self.all_launch_calls = all_launch_calls
         self.clip_delays = clip_delays
         self.n_negative_delays = 0
+        self.sync_ns = 0.0
         self.sync_us = 0.0
         self.n_sync = 0
         self.raw_us = 0.0  # analysed kernels, memcpy and memset: their durations as written, before HTA's rounding
+        self.base_ns: int | None = None  # origin of ``closed`` (set by ``add`` from the first op)
         self.n_duplicates = 0  # ops equal to the op before them on their stream (name, launch, start, duration)
         self.n_stream_folded = 0  # ops on streams beyond MAX_STREAMS (idle breakdown row OTHER_STREAM)
         self.launch_cpu_sum = 0.0
@@ -193,9 +276,14 @@ class GpuAccumulator:
         self.open_e = [-_INF] * (n_types + 2)
         self.closed = [intervals.Merged() for _ in range(n_types)]
         self.n_closed = 0
-        self.type_total = [0.0] * n_types
+        self.type_total_ns = [0.0] * n_types
+        self.type_total = [0.0] * n_types  # µs, set by ``finish``
+        self.union_ns = 0.0
         self.union_us = 0.0
-        self.gpu_lo = _NAN
+        self.span_us = 0.0  # gpu_hi - gpu_lo, exact (set by ``finish``)
+        self.gpu_lo_ns: float = _NAN  # an int once an interval closed
+        self.gpu_hi_ns: float = _NAN
+        self.gpu_lo = _NAN  # µs, set by ``finish``
         self.gpu_hi = _NAN
         self.ops_lo = _INF  # every op's first start / last end, analysed or not (set by ``GpuFeed.finish``)
         self.ops_hi = -_INF
@@ -208,6 +296,7 @@ class GpuAccumulator:
         self.graphs: dict[int, list[float]] = {}
         self.graphs_untracked = 0  # graph launches beyond MAX_GRAPH_LAUNCHES
         self.graph_first_unseen = 0  # graph launches whose first op was not next to the second
+        self.launch_gaps = LaunchGaps()  # launches no GPU row answered (set by ``GpuFeed.finish``)
 
     def add(
         self,
@@ -225,6 +314,8 @@ class GpuAccumulator:
 
         The per-op loop runs in C (``native.ACCEL``, a transliteration of ``_add_ops``) where that module is
         built; the two leave the same state to the bit (tests/unit/analysis/test_gpu_native.py)."""
+        if self.base_ns is None and len(order):
+            self.base_ns = ops.s[order[0]] // 1000 * 1000  # a whole µs: the timeline converts with one division
         accel = native.ACCEL
         r = NotImplemented if accel is None else accel.add_ops(self, ops, order, join, stop_s, settle, by_op_start)
         if r is NotImplemented:  # no C module, or it declined (an input outside its exact range) and changed nothing
@@ -241,7 +332,7 @@ class GpuAccumulator:
             cpu_n,
             n_neg,
             n_sync,
-            sync_us,
+            sync_ns,
             raw_us,
             n_dup,
             n_fold,
@@ -260,7 +351,7 @@ class GpuAccumulator:
         self.launch_cpu_n += cpu_n
         self.n_negative_delays += n_neg
         self.n_sync += n_sync
-        self.sync_us += sync_us
+        self.sync_ns += sync_ns
         self.raw_us += raw_us
         self.n_duplicates += n_dup
         self.n_stream_folded += n_fold
@@ -300,21 +391,23 @@ class GpuAccumulator:
         launch_get, used, used_add = join.launches.get, join.used, join.used.add
         no_launch = complex(_NAN, _NAN)
         ceil, floor = math.ceil, math.floor
+        whole_us = self.hta_compat  # HTA's time model: whole µs, start up and end down (else ns as written)
+        base = self.base_ns if self.base_ns is not None else 0
         names = self.names
         type_cache, kstats, kernel_ids = self.type_cache, self.kstats, self.kernel_ids
-        time_by_kind, memset, dir_cache = self.time_by_kind, self.memset, self.dir_cache
+        time_by_kind, memset, dir_cache = self.time_by_kind_ns, self.memset, self.dir_cache
         kernel_types_all = classify.KERNEL_TYPES
-        tiny_us, delay_thr = self.tiny_us, self.delay_thr
+        tiny_us, delay_thr = self.tiny_us, self.delay_thr_ns
         open_s, open_e, closed = self.open_s, self.open_e, self.closed
         n_types = len(kernel_types_all)
         all_t = n_types + 1
         all_s, all_e = open_s[all_t], open_e[all_t]
         all_calls, clip = self.all_launch_calls, self.clip_delays
         n_neg = n_sync = n_dup = n_fold = 0
-        sync_us = raw_us = 0.0
+        sync_ns = raw_us = 0.0
         need_launch = sel.need_launch
-        union_us, gpu_lo, gpu_hi = self.union_us, self.gpu_lo, self.gpu_hi
-        type_total = self.type_total
+        union_ns, gpu_lo, gpu_hi = self.union_ns, self.gpu_lo_ns, self.gpu_hi_ns
+        type_total = self.type_total_ns
         stream_state = self.stream_state
         state_get = stream_state.get
         delays = array("d")
@@ -358,14 +451,18 @@ class GpuAccumulator:
             elif hta:
                 if not has_launch:
                     continue  # HTA keeps only GPU ops whose launch it can correlate
-                rc = ceil(rts)
+                rc = ceil(rts) if whole_us else rts
                 if incl:
                     if rc > last_end:
                         continue
                 elif rc >= last_start:
                     continue
             dur = dur_col[i]
-            e = floor(ts + dur)
+            if whole_us:
+                e = floor(ts + dur) * 1000
+            else:  # s + ns_of(dur), inlined
+                fl = floor(dur)
+                e = s + fl * 1000 + round((dur - fl) * 1000.0)
             nid = name_col[i]
             kt = type_cache.get(nid)
             if kt is None:
@@ -377,7 +474,7 @@ class GpuAccumulator:
                 rd_us = 0
             if kind == OP_SYNC:
                 n_sync += 1
-                sync_us += rd_us
+                sync_ns += rd_us
             else:
                 n_sel += 1
                 raw_us += dur
@@ -420,7 +517,9 @@ class GpuAccumulator:
                     if rdur >= 0 or (all_calls and rdur < 0):
                         if rdur < 0:
                             rdur = -rdur - 1.0
-                        delay = float(s - floor(rts + rdur))  # HTA's rounding: ceil(op start) - floor(launch end)
+                        # HTA's rounding: ceil(op start) - floor(launch end); exact: the ns as written
+                        launch_end = floor(rts + rdur) * 1000 if whole_us else ns_of(rts) + ns_of(rdur)
+                        delay = float(s - launch_end) / 1000.0
                         if delay < 0:
                             n_neg += 1
                             if clip:
@@ -443,8 +542,8 @@ class GpuAccumulator:
                 else:
                     if open_e[kt] > open_s[kt]:
                         m = closed[kt]
-                        m.starts.append(open_s[kt])
-                        m.ends.append(open_e[kt])
+                        m.starts.append(open_s[kt] - base)
+                        m.ends.append(open_e[kt] - base)
                         type_total[kt] += open_e[kt] - open_s[kt]
                         n_closed += 1
                     open_s[kt] = s
@@ -454,7 +553,7 @@ class GpuAccumulator:
                         all_e = e
                 else:
                     if all_e > all_s:
-                        union_us += all_e - all_s
+                        union_ns += all_e - all_s
                         if gpu_lo != gpu_lo:  # noqa: PLR0124 - first interval
                             gpu_lo = all_s
                         gpu_hi = all_e
@@ -476,7 +575,7 @@ class GpuAccumulator:
             prev_end = ss[0]
             gap = s - prev_end
             if gap > 0:
-                if has_launch and ceil(rts) > prev_end:  # launched after the previous op ended
+                if has_launch and (ceil(rts) * 1000 if whole_us else ns_of(rts)) > prev_end:  # launched after it ended
                     ss[1] += gap
                 elif gap < delay_thr:
                     ss[2] += gap
@@ -493,7 +592,7 @@ class GpuAccumulator:
             ss[6] = corr
             ss[7] = nid
         open_s[all_t], open_e[all_t] = all_s, all_e
-        self.union_us, self.gpu_lo, self.gpu_hi = union_us, gpu_lo, gpu_hi
+        self.union_ns, self.gpu_lo_ns, self.gpu_hi_ns = union_ns, gpu_lo, gpu_hi
         return (
             taken,
             n_sel,
@@ -506,7 +605,7 @@ class GpuAccumulator:
             cpu_n,
             n_neg,
             n_sync,
-            sync_us,
+            sync_ns,
             raw_us,
             n_dup,
             n_fold,
@@ -526,7 +625,7 @@ class GpuAccumulator:
         open_starts = [self.open_s[t] for t in range(n_types) if self.open_e[t] > -_INF]
         if not open_starts:
             return
-        horizon = min(open_starts)
+        horizon = min(open_starts) - (self.base_ns or 0)  # ``closed`` is relative to base_ns
         prefix: list[intervals.Merged] = []
         kept = 0
         for t, m in enumerate(self.closed):
@@ -571,38 +670,68 @@ class GpuAccumulator:
         tl.add_spans(GPU_SERIES.index("launch_time"), starts, ends)
 
     def _add_timeline(self, sets: Sequence[intervals.Merged]) -> None:
-        """Busy time per kernel type and overall (the union of the types) into ``timeline``."""
+        """Busy time per kernel type and overall (the union of the types) into ``timeline`` (µs, as the host-side
+        series: ``sets`` are ns relative to ``base_ns``)."""
         tl = self.timeline
+        base_us = float((self.base_ns or 0) // 1000)  # base_ns is a whole µs (``add``), exact as a double
+
+        def us(col: array[float]) -> array[float]:
+            c_us = getattr(native.ACCEL, "us_column", None)
+            out = NotImplemented if c_us is None else c_us(col, base_us)
+            return _us_column(col, base_us) if out is NotImplemented else out
+
         for t, m in enumerate(sets):
-            tl.add_spans(1 + t, m.starts, m.ends)
+            if len(m):
+                tl.add_spans(1 + t, us(m.starts), us(m.ends))
         union = intervals.union(sets)
-        tl.add_spans(0, union.starts, union.ends)
+        if len(union):
+            tl.add_spans(0, us(union.starts), us(union.ends))
 
     def _add_parts(self, parts: dict[int, float]) -> None:
-        for mask, t_us in parts.items():
-            self.parts[mask] = self.parts.get(mask, 0.0) + t_us
+        for mask, t_ns in parts.items():
+            self.parts[mask] = self.parts.get(mask, 0.0) + t_ns
 
     def finish(self) -> None:
-        """Close the open intervals; the accumulator's totals are final afterwards."""
+        """Close the open intervals and publish the totals in µs (``_publish``); final afterwards."""
         if self.finished:
             return
         self.finished = True
         n_types = len(self.closed)
+        base = self.base_ns or 0
         for t in range(n_types):
             if self.open_e[t] > self.open_s[t]:
-                self.closed[t].starts.append(self.open_s[t])
-                self.closed[t].ends.append(self.open_e[t])
-                self.type_total[t] += self.open_e[t] - self.open_s[t]
+                self.closed[t].starts.append(self.open_s[t] - base)
+                self.closed[t].ends.append(self.open_e[t] - base)
+                self.type_total_ns[t] += self.open_e[t] - self.open_s[t]
             self.open_e[t] = -_INF
         all_s, all_e = self.open_s[n_types + 1], self.open_e[n_types + 1]
         if all_e > all_s:
-            self.union_us += all_e - all_s
-            if self.gpu_lo != self.gpu_lo:
-                self.gpu_lo = all_s
-            self.gpu_hi = all_e
+            self.union_ns += all_e - all_s
+            if self.gpu_lo_ns != self.gpu_lo_ns:
+                self.gpu_lo_ns = all_s
+            self.gpu_hi_ns = all_e
         self._add_timeline(self.closed)
         self._add_parts(intervals.partition_by_set(self.closed))
         self.closed = [intervals.Merged() for _ in range(n_types)]
+        self._publish()
+
+    def _publish(self) -> None:
+        """The ns totals as µs, each converted once and correctly rounded (whole µs stay exact: HTA's model gives
+        the numbers it always gave); per-kernel sums stay exact integers until here."""
+        self.union_us = us_of(self.union_ns)
+        self.type_total = [us_of(t) for t in self.type_total_ns]
+        self.time_by_kind = [us_of(t) for t in self.time_by_kind_ns]
+        self.sync_us = us_of(self.sync_ns)
+        self.parts = {mask: us_of(t) for mask, t in self.parts.items()}
+        if self.gpu_lo_ns == self.gpu_lo_ns:
+            self.gpu_lo, self.gpu_hi = us_of(self.gpu_lo_ns), us_of(self.gpu_hi_ns)
+            self.span_us = us_of(int(self.gpu_hi_ns) - int(self.gpu_lo_ns))
+        for st in self.kstats.values():
+            st[1], st[2], st[3], st[4] = int(st[1]) / 1000, int(st[2]) / 1_000_000, st[3] / 1000, st[4] / 1000
+        for ss in self.stream_state.values():
+            ss[0], ss[1], ss[2], ss[3] = us_of(ss[0]), us_of(ss[1]), us_of(ss[2]), us_of(ss[3])
+        for g in self.graphs.values():
+            g[1] = us_of(g[1])
 
     @property
     def has_union(self) -> bool:
@@ -625,6 +754,7 @@ class StepFrontier:
     def __init__(self, opts: AnalysisOptions) -> None:
         self.window = opts.steps
         self.include_last = opts.include_last_step
+        self.hta_compat = opts.hta_compat
         self.nums: set[int] = set()
         self.max_start = -_INF
         self.max_end = -_INF
@@ -664,6 +794,10 @@ class StepFrontier:
             return math.nextafter(self.win_hi, -_INF), True  # ref < win_hi
         if len(self.nums) < 2 or not has_launches:
             return -_INF, True  # a second step or a first launch would still change the rule
+        if not self.hta_compat:
+            if self.include_last:
+                return self.max_end, False  # rts <= max_end
+            return math.nextafter(self.max_start, -_INF), False  # rts < max_start
         if self.include_last:
             return float(math.floor(self.max_end)), False  # ceil(rts) <= floor(max_end)
         return float(math.ceil(self.max_start) - 1), False  # ceil(rts) < ceil(max_start)
@@ -675,7 +809,7 @@ class OpColumns:
     __slots__ = ("corr", "dur", "kind", "name", "nbytes", "occ", "s", "stream", "ts")
 
     def __init__(self) -> None:
-        self.s: array[int] = array("q")  # HTA-rounded start, ceil(ts): the sort key
+        self.s: array[int] = array("q")  # start in ns (gpu.start_ns: exact, or HTA's ceil(ts) µs): the sort key
         self.ts: array[float] = array("d")
         self.dur: array[float] = array("d")
         self.name: array[int] = array("i")
@@ -703,15 +837,33 @@ class OpColumns:
             col = getattr(self, n)
             setattr(self, n, array(col.typecode, [col[i] for i in keep]))
 
-    def extend(self, other: OpColumns, shift: float) -> None:
-        """Append another file's ops, their clock moved by ``shift`` µs."""
+    def extend(self, other: OpColumns, shift: float, *, hta_compat: bool = False) -> None:
+        """Append another file's ops, their clock moved by ``shift`` µs (starts in the time model given)."""
         for n in self.__slots__:
             src = getattr(other, n)
             if shift and n == "ts":
                 src = array("d", (v + shift for v in src))
             elif shift and n == "s":
-                src = array("q", (math.ceil(v + shift) for v in other.ts))
+                src = array("q", (start_ns(v + shift, hta_compat) for v in other.ts))
             getattr(self, n).extend(src)
+
+
+@dataclass
+class LaunchGaps:
+    """Launch calls whose GPU row never came (``LaunchJoin.gaps``): ``kernels``, kernel (graph, MTIA function)
+    launches, each of which enqueues GPU work, so its row is missing; ``at_stop`` of them launched after the last
+    launch whose op was recorded (still queued or running when the profiler stopped: expected at the end of every
+    window); ``maybe_empty``: copies, memsets and other calls that may enqueue nothing (CUDA returns without any GPU
+    work for 0 bytes, and CUPTI writes no row), not counted as missing. Sync calls are no launches."""
+
+    kernels: int = 0
+    at_stop: int = 0
+    maybe_empty: int = 0
+
+    def merge(self, other: LaunchGaps) -> None:
+        self.kernels += other.kernels
+        self.at_stop += other.at_stop
+        self.maybe_empty += other.maybe_empty
 
 
 class LaunchJoin:
@@ -719,6 +871,8 @@ class LaunchJoin:
 
     Bounded: above twice ``capacity`` it keeps the newest ``capacity`` and remembers the dropped ids for
     two prunes, so an op naming one of them is noticed (``StreamingAbort``) rather than left unjoined.
+    A pruned launch that no op used has no GPU row (an op after it would have aborted the streaming pass): counted
+    in ``pruned_gaps`` on the way (``gaps`` adds the launches still held at the end).
     """
 
     def __init__(self, capacity: int | None) -> None:
@@ -729,11 +883,16 @@ class LaunchJoin:
         self.pruned: set[int] = set()
         self.pruned_before: set[int] = set()
         self.unjoined: set[int] = set()  # ids of ops analysed without a launch
+        self.maybe_empty: set[int] = set()  # ids of held launch calls that may enqueue nothing (parse._KERNEL_LAUNCH)
+        self.pruned_gaps = LaunchGaps()
         self.count = 0
         self.first_ts: float | None = None
         self.last_end = -_INF
 
-    def add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
+    def add(
+        self, corrs: array[int], starts: array[float], durs: array[float], maybe_empty: array[int] | None = None
+    ) -> None:
+        """A batch's launches; ``maybe_empty[k]`` is 1 for a call that may enqueue nothing (a copy, a memset...)."""
         if not corrs:
             return
         accel = native.ACCEL
@@ -742,7 +901,42 @@ class LaunchJoin:
             self._add(corrs, starts, durs)
         elif late is not None:
             raise StreamingAbort(f"the launch of correlation {late} came after its GPU op was analysed")
+        if maybe_empty is not None and any(maybe_empty):
+            self.maybe_empty.update(itertools.compress(corrs, maybe_empty))
         self._prune()
+
+    def _unmatched(
+        self, ids: set[int], out: LaunchGaps, at_stop_after: float, selected: Callable[[float], bool] | None = None
+    ) -> None:
+        """Count the launches ``ids`` (held, no op used them) into ``out``; sync calls (NaN code) are no launches, and
+        with ``selected`` only launches whose op would have been analysed count."""
+        launches, maybe_empty = self.launches, self.maybe_empty
+        for c in ids:
+            z = launches[c]
+            if z.imag != z.imag:
+                continue
+            if selected is not None and not selected(z.real):
+                continue
+            if c in maybe_empty:
+                out.maybe_empty += 1
+            elif z.real > at_stop_after:
+                out.at_stop += 1
+            else:
+                out.kernels += 1
+
+    def gaps(self, selection: Selection | None = None) -> LaunchGaps:
+        """The launches no op used, over the whole file (after the last op was handed over); with ``selection``,
+        of those held only the ones whose op it would have analysed (pruned ones all count)."""
+        out = LaunchGaps(self.pruned_gaps.kernels, self.pruned_gaps.at_stop, self.pruned_gaps.maybe_empty)
+        unused = self.launches.keys() - self.used
+        if unused:
+            launches = self.launches
+            # the latest launch whose op was recorded: kernel launches after it were still queued or running when
+            # the profiler stopped (only computed where a kernel launch lacks its row)
+            kernels = [c for c in unused if c not in self.maybe_empty and launches[c].imag == launches[c].imag]
+            last_used = max((launches[c].real for c in self.used if c in launches), default=-_INF) if kernels else _INF
+            self._unmatched(unused, out, last_used, None if selection is None else selection.launch_selected)
+        return out
 
     def _add(self, corrs: array[int], starts: array[float], durs: array[float]) -> None:
         first = min(starts)  # the earliest launch, whatever order the file writes them in
@@ -762,8 +956,13 @@ class LaunchJoin:
             cut = len(self.launches) - self.capacity
             self.pruned_before = self.pruned
             self.pruned = set(itertools.islice(self.launches, cut))
+            unused = self.pruned - self.used
+            if unused:  # older than ``capacity`` newer launches: never at the stop
+                self._unmatched(unused, self.pruned_gaps, _INF)
             self.launches = dict(itertools.islice(self.launches.items(), cut, None))
             self.used &= self.launches.keys()
+            if self.maybe_empty:
+                self.maybe_empty &= self.launches.keys()
 
     def missing(self, corr: int) -> None:
         if corr in self.pruned or corr in self.pruned_before:
@@ -775,6 +974,8 @@ class LaunchJoin:
 
     def merge(self, other: LaunchJoin) -> None:
         self.launches.update(other.launches)
+        self.maybe_empty |= other.maybe_empty
+        self.pruned_gaps.merge(other.pruned_gaps)
         self.count += other.count
         self.last_end = max(self.last_end, other.last_end)
 
@@ -800,10 +1001,12 @@ class GpuFeed:
         launch_capacity: int | None = None,
         all_launch_calls: bool = False,
         clip_delays: bool = True,
+        hta_compat: bool = False,
     ) -> None:
         self.ops = OpColumns()
         self.all_launch_calls = all_launch_calls
         self.clip_delays = clip_delays
+        self.hta_compat = hta_compat  # the time model of ``ops.s`` and of the accumulator (gpu.start_ns)
         self.th = th
         self.bounded = bounded
         self.window = REORDER_WINDOW_OPS if window is None else window
@@ -812,9 +1015,14 @@ class GpuFeed:
         self.join = LaunchJoin(cap if bounded else None)
         self.frontier = frontier
         self.acc = GpuAccumulator(
-            names, Selection("none"), th, all_launch_calls=all_launch_calls, clip_delays=clip_delays
+            names,
+            Selection("none"),
+            th,
+            all_launch_calls=all_launch_calls,
+            clip_delays=clip_delays,
+            hta_compat=hta_compat,
         )
-        self.last_s = -(1 << 62)  # start of the last op handed over: a later-arriving op must not precede it
+        self.last_s = -(1 << 63)  # start of the last op handed over: a later-arriving op must not precede it
         self.frozen = False  # ops no longer wait to be settled: the selection below is assumed final
         self.frozen_selection: Selection | None = None
         self.handed = 0
@@ -846,11 +1054,12 @@ class GpuFeed:
     def _drain(self, selection_now: Callable[[int], Selection], *, final: bool) -> None:
         ops = self.ops
         n = len(ops)
+        stop_s: float
         if final:
             candidates, stop_s = n, _INF
         else:
             candidates = n - self.window
-            stop_s = float(min(ops.s[candidates:])) if candidates < n else _INF
+            stop_s = min(ops.s[candidates:]) if candidates < n else _INF  # an int: ns starts are beyond 2**53
             if not self.frozen and n > 4 * (self.window + self.chunk):
                 # ops are not settling (no steps yet, or steps far behind): assume the steps seen are
                 # all there is; ``finish`` checks that assumption and aborts if it was wrong
@@ -901,6 +1110,7 @@ class GpuFeed:
         self._drain(lambda _n: final, final=True)
         self.acc.finish()
         self.acc.ops_lo, self.acc.ops_hi = self.ops_lo, self.ops_hi
+        self.acc.launch_gaps = self.join.gaps(final)
         return self.acc
 
     def release_join(self) -> None:
@@ -917,11 +1127,12 @@ class GpuFeed:
             bounded=False,
             all_launch_calls=self.all_launch_calls,
             clip_delays=self.clip_delays,
+            hta_compat=self.hta_compat,
         )
 
     def merge(self, other: GpuFeed, shift: float) -> None:
         """Add another (unbounded, unfinished) file's pending ops and launches, its clock moved by ``shift``."""
-        self.ops.extend(other.ops, shift)
+        self.ops.extend(other.ops, shift, hta_compat=self.hta_compat)
         if shift:
             other.join.launches = {c: z + shift for c, z in other.join.launches.items()}
         self.join.merge(other.join)

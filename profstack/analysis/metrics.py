@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from profstack.analysis.analyzers.launch_delay import launch_delay
 from profstack.analysis.analyzers.memory import memory
 from profstack.analysis.analyzers.memory_ops import memory_ops
 from profstack.analysis.analyzers.view import RankView, rank_view, window
-from profstack.analysis.gpu import GpuFeed, StepFrontier, dedupe_steps, select
+from profstack.analysis.gpu import GpuFeed, LaunchGaps, StepFrontier, dedupe_steps, select
 from profstack.analysis.options import AnalysisOptions, RuleThresholds
 from profstack.analysis.parse import FileData, SymbolTable
 from profstack.analysis.summary import RankSummary
@@ -105,6 +106,7 @@ def merge_files(
             "n_kernels",
             "n_memcpy",
             "n_memset",
+            "gpu_fractional",
             "flow_starts",
             "flow_finishes",
         ):
@@ -135,6 +137,7 @@ class RankInternal:
     gpu_op_rounded_us: float = 0.0  # the same after HTA's whole-µs rounding (what every GPU total uses)
     duplicate_gpu_ops: int = 0  # analysed GPU ops that repeat the op before them on their stream
     streams_folded_ops: int = 0  # GPU ops on streams beyond gpu.MAX_STREAMS (one shared idle-breakdown row)
+    launch_gaps: LaunchGaps = field(default_factory=LaunchGaps)  # launches without a GPU row (whole files)
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,20 @@ def _op_types(rd: RankData, v: RankView) -> op_types.OpTypes | None:
     return out
 
 
+def time_resolution_ns(v: RankView, *, hta_compat: bool) -> float | None:
+    """The resolution the rank's GPU times have (None without GPU ops): whole µs in HTA's time model or for a trace
+    that writes whole µs (2021 Kineto); else the spacing of doubles at its clock values, at least 1 ns (what Kineto
+    writes). torch >= 2 writes µs since ``baseTimeNanoseconds`` (~5e12: 1 ns); an absolute epoch clock (~1.7e15 µs)
+    holds starts to 0.25 µs only, though each duration keeps its ns (``gpu.end_ns``)."""
+    acc = v.acc
+    if not acc.ops_lo <= acc.ops_hi:  # no GPU op (every one may have rounded away in HTA's model)
+        return None
+    if hta_compat or not v.d.gpu_fractional:
+        return 1000.0
+    largest = max(abs(acc.ops_lo), abs(acc.ops_hi))
+    return max(1.0, math.ulp(largest) * 1000.0) if math.isfinite(largest) else None
+
+
 def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: RuleThresholds) -> RankAnalysis:
     """Compute the rank summary (schema ``$defs/rank``): one stateless analyzer per section."""
     d = rd.data
@@ -171,7 +188,9 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
 
     # ---- GPU ops: joined to launches, in start order (streamed during the parse, or from columns) ----
     if d.gpu is None:
-        feed = d.gpu_feed if d.gpu_feed is not None else GpuFeed(names, th.as_dict(), StepFrontier(opts), bounded=False)
+        feed = d.gpu_feed
+        if feed is None:
+            feed = GpuFeed(names, th.as_dict(), StepFrontier(opts), bounded=False, hta_compat=opts.hta_compat)
         d.gpu = feed.finish(sel)
         d.gpu_feed = None
     v = rank_view(d, names, d.gpu, sel)
@@ -194,6 +213,7 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         "distributed": rank_info.distributed(v),
         "counts": rank_info.counts(v),
         "window": window(v),
+        "time_resolution_ns": time_resolution_ns(v, hta_compat=opts.hta_compat),
         "temporal_breakdown": time_breakdown.temporal_breakdown(v),
         "idle_breakdown": idle,
         "gpu_activity": time_breakdown.gpu_activity(v, sync_activity, sync["time_us"]),
@@ -224,5 +244,6 @@ def analyze_rank(rd: RankData, symbols: SymbolTable, opts: AnalysisOptions, th: 
         gpu_op_rounded_us=float(sum(v.acc.time_by_kind)),
         duplicate_gpu_ops=v.acc.n_duplicates,
         streams_folded_ops=v.acc.n_stream_folded + sum(f.streams_folded for f in rd.files),
+        launch_gaps=v.acc.launch_gaps,
     )
     return RankAnalysis(summary, internal)

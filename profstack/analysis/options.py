@@ -123,6 +123,9 @@ class AnalysisOptions:
     op_types: read the precision of kernels whose names carry no types from the input types of the operators
         that launched them (``record_shapes``; profstack.analysis.op_types: collected by the one read of the file,
         used where such kernels take 5 % of computation time or more). False: names only.
+    hta_compat: HTA's time model: every GPU op rounded to whole µs (start up, end down, so an op inside one µs
+        counts 0) and launch delays and the last-step rule on whole µs, as HolisticTraceAnalysis computes them.
+        False (the default): intervals exact at the trace's own resolution (integer ns; profstack.analysis.gpu).
     """
 
     top_k: int = 15
@@ -139,6 +142,7 @@ class AnalysisOptions:
     steps_keep_unlaunched: bool = False
     max_cycle_gap_s: float = 1800.0
     op_types: bool = True
+    hta_compat: bool = False
 
     #: the resolved, typed thresholds (set from ``rule_thresholds`` in ``__post_init__``)
     limits: RuleThresholds = field(init=False, repr=False, compare=False)

@@ -19,6 +19,7 @@ import msgspec
 
 from profstack.analysis import classify, native, op_types, unrecorded
 from profstack.analysis import memory as memory_columns
+from profstack.analysis.completeness import at_stake
 from profstack.analysis.errors import (
     EmptyTraceError,
     GpuActivityNotRecordedError,
@@ -30,6 +31,7 @@ from profstack.analysis.errors import (
     NotKinetoError,
     StepWindowError,
     TraceError,
+    TruncatedTraceError,
     UnknownDeviceCategoryError,
 )
 from profstack.analysis.gpu import (
@@ -47,6 +49,7 @@ from profstack.analysis.gpu import (
     StreamingAbort,
     dedupe_steps,
     select,
+    start_ns,
 )
 from profstack.analysis.jsonstream import BATCH_BYTES, EventStream
 from profstack.analysis.loose import DECIMAL as _DECIMAL
@@ -295,15 +298,25 @@ def enqueues_gpu_work(call: str) -> bool:
     return _NO_GPU_WORK.search(call) is None
 
 
+#: calls that always enqueue GPU work (a kernel, a graph, an MTIA function): one without a GPU row lost its row. Every
+#: other launch call may enqueue nothing (a copy or memset of 0 bytes, a host function): CUPTI then writes no row
+_KERNEL_LAUNCH = re.compile(r"(?i)launch\w*kernel|graphlaunch|^cuLaunch|^runFunction")
+#: added to a join class of 0 or 1 for a launch call that may enqueue nothing (``_KERNEL_LAUNCH``): 3 and 4
+JOIN_MAYBE_EMPTY = 3
+
+
 def _join_class(call: str) -> int:
-    """0: in HTA's launch-call set; 1: another call that may launch GPU work; 2: a sync call; -1: not joined."""
+    """0: in HTA's launch-call set; 1: another call that may launch GPU work; 2: a sync call; -1: not joined. A launch
+    call (0 or 1) that may enqueue nothing has ``JOIN_MAYBE_EMPTY`` added (3, 4): ``join_class % 3`` is the class."""
     if call in HTA_LAUNCH_CALLS:
-        return 0
-    if enqueues_gpu_work(call):
-        return 1
-    if call in SYNC_CALLS:
+        klass = 0
+    elif enqueues_gpu_work(call):
+        klass = 1
+    elif call in SYNC_CALLS:
         return 2
-    return -1
+    else:
+        return -1
+    return klass if _KERNEL_LAUNCH.search(call) else klass + JOIN_MAYBE_EMPTY
 
 
 STEP_PREFIX = "ProfilerStep#"
@@ -656,6 +669,7 @@ class FileData:
     n_kernels: int = 0
     n_memcpy: int = 0
     n_memset: int = 0
+    gpu_fractional: int = 0  # GPU rows whose ts or dur has a fraction of a µs (none: a whole-µs writer)
     n_launch_records: int = 0  # runtime/driver calls that may launch GPU work and carry a correlation id
     first_gpu_ts: float | None = None
     launch_span: tuple[float, float] | None = None  # first launch start, last launch end (file clock)
@@ -719,7 +733,9 @@ class FileData:
 
     @property
     def complete(self) -> bool:
-        return self.error is None and not self.warnings
+        """Read whole, and no gap that can move a reported number beyond the tolerances (completeness.at_stake):
+        a gap that leaves only a section incomplete (memory peaks unknown, say) is a warning, not a partial file."""
+        return self.error is None and not any(at_stake(w) for w in self.warnings)
 
     @property
     def failed(self) -> bool:
@@ -745,16 +761,18 @@ READER_GIVE_UP = 8  # declined batches after which the C reader is tried only wh
 
 
 class _BatchArrays(NamedTuple):
-    """A batch's launches (correlation, start, duration) and CPU op starts, filled by the per-event loop."""
+    """A batch's launches (correlation, start, duration, 1 for a call that may enqueue nothing) and CPU op starts,
+    filled by the per-event loop."""
 
     l_corr: array[int]
     l_ts: array[float]
     l_dur: array[float]
     cpu_starts: array[float]
+    l_maybe_empty: array[int]
 
     @classmethod
     def new(cls) -> _BatchArrays:
-        return cls(array("q"), array("d"), array("d"), array("d"))
+        return cls(array("q"), array("d"), array("d"), array("d"), array("b"))
 
 
 #: the host-side span columns that grow with the file: host synchronisation calls, GPU-side syncs, annotations and
@@ -822,6 +840,7 @@ class _Parser:
         count_sync: bool = True,
     ) -> None:
         self.count_sync = count_sync
+        self.hta_compat = feed.hta_compat  # the time model of the start column (gpu.start_ns)
         self.fd = fd
         self.symbols = symbols
         self.feed = feed
@@ -1032,8 +1051,8 @@ class _Parser:
         fd = self.fd
         feed = self.feed
         n_launch, n_x, n_rt = r
-        l_corr, l_ts, l_dur, cpu_starts = arrays
-        feed.join.add(l_corr, l_ts, l_dur)
+        l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty = arrays
+        feed.join.add(l_corr, l_ts, l_dur, l_maybe_empty)
         if cpu_starts:
             fd.cpu_timeline.add_points(0, cpu_starts)
         feed.after_batch(self.selection_now)
@@ -1046,13 +1065,14 @@ class _Parser:
         if log is not None and log.valid and len(log.ts) > memory_columns.SPILL_OPS:
             log.spill()  # the ops held so far to the log's temporary file (or, where it cannot be written, dropped)
 
-    def _consume_events(
+    def _consume_events(  # noqa: PLR0917 - the C module's positional signature (consume_events)
         self,
         events: Sequence[Event | BareEvent],
         l_corr: array[int],
         l_ts: array[float],
         l_dur: array[float],
         cpu_starts: array[float],
+        l_maybe_empty: array[int],
     ) -> tuple[int, int, int]:
         """The per-event loop of ``consume``: returns (launch records, X events, runtime calls)."""
         fd = self.fd
@@ -1072,8 +1092,9 @@ class _Parser:
         g_corr = ops.corr.append
         g_bytes = ops.nbytes.append
         g_occ = ops.occ.append
-        r_corr, r_ts, r_dur = l_corr.append, l_ts.append, l_dur.append
-        ceil = math.ceil
+        r_corr, r_ts, r_dur, r_empty = l_corr.append, l_ts.append, l_dur.append, l_maybe_empty.append
+        ceil, floor = math.ceil, math.floor
+        whole_us = self.hta_compat
         time_limit = MAX_TIME_US
         cpu_start = cpu_starts.append
         ot = self.op_types
@@ -1145,6 +1166,9 @@ class _Parser:
                 if klass >= 0 and a is not None and a.correlation is not None:
                     r_corr(a.correlation)
                     r_ts(ts)
+                    maybe_empty = klass >= JOIN_MAYBE_EMPTY  # a copy, memset, ...: may enqueue nothing
+                    if maybe_empty:
+                        klass -= JOIN_MAYBE_EMPTY
                     if klass == 0:
                         n_launch += 1
                         r_dur(dur)
@@ -1153,6 +1177,7 @@ class _Parser:
                         r_dur(-dur - 1.0)
                     else:
                         r_dur(NAN)  # a sync call: joins its cuda_sync row, never a launch delay
+                    r_empty(maybe_empty)
                 if rrec[0]:
                     fd.s_name.append(rrec[1])
                     fd.s_ts.append(ts)
@@ -1197,7 +1222,13 @@ class _Parser:
                     fd.n_memset += 1
                 if fd.first_gpu_ts is None:
                     fd.first_gpu_ts = ts
-                g_s(ceil(ts))
+                fl = floor(ts)
+                if ts != fl or dur % 1.0 != 0.0:  # (a NaN dur counts, as in C; it raises in the GPU loop)
+                    fd.gpu_fractional += 1
+                if whole_us:  # gpu.start_ns, inlined
+                    g_s(ceil(ts) * 1000)
+                else:
+                    g_s(fl * 1000 + round((ts - fl) * 1000.0))
                 g_ts(ts)
                 g_dur(dur)
                 g_name(nid)
@@ -1237,7 +1268,7 @@ class _Parser:
                     nid = ids_get(e.name)
                     if nid is None:
                         nid = self._new_symbol(e.name, OTHER_NAME)
-                    g_s(ceil(ts))
+                    g_s(ceil(ts) * 1000 if whole_us else start_ns(ts, False))
                     g_ts(ts)
                     g_dur(dur)
                     g_name(nid)
@@ -1411,6 +1442,7 @@ def new_parser(fd: FileData, symbols: SymbolTable, opts: AnalysisOptions, *, bou
         bounded=bounded,
         all_launch_calls=opts.launch_calls == "all",
         clip_delays=opts.clip_launch_delay,
+        hta_compat=opts.hta_compat,
     )
     fd.gpu_feed = feed
     return _Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
@@ -1431,6 +1463,23 @@ def _op_types(meta: dict[str, Any], symbols: SymbolTable, opts: AnalysisOptions)
     from profstack.analysis.analyzers.kernels import follows  # (the analyzers import this module)
 
     return OpTypesCollector(symbols.names, follows, promised=meta.get("record_shapes") in (1, True))
+
+
+def _cut_off(exc: TruncatedTraceError, src: TraceSource, stream: EventStream | None, fd: FileData) -> TraceError:
+    """A file cut off mid-way (a job stopped while the profiler wrote it, an upload cut short): where it ends, why,
+    and what that leaves unknown. Kineto writes the GPU rows after the CPU events, so a file cut before its first
+    GPU row says nothing of the GPU: never a CPU-only run (item 6 of issue #43)."""
+    read = stream.total_bytes if stream is not None else 0
+    size = src.size_hint
+    gpu_rows = fd.n_kernels + fd.n_memcpy + fd.n_memset
+    where = f"{read:,} bytes of JSON read" + (f" from {size:,} bytes on disk" if size else "")
+    gpu = (
+        f"GPU time covers the {gpu_rows:,} GPU rows before the cut"
+        if gpu_rows
+        else "no GPU row before the cut: the GPU side is unknown (not a CPU-only run)"
+    )
+    err = TruncatedTraceError(f"file cut off ({exc.detail}; {where}): {gpu}; events after the cut are missing")
+    return err.with_source(src.name)
 
 
 def _parse(
@@ -1497,6 +1546,8 @@ def _parse(
             fd.skipped = other_format(stream.keys_seen)
             if fd.skipped is None:
                 raise NotKinetoError("JSON object has no traceEvents array")
+    except TruncatedTraceError as exc:
+        fd.error = _cut_off(exc, src, stream, fd)
     except TraceError as exc:
         fd.error = exc.with_source(src.name)
     except (OSError, MemoryError) as exc:  # pragma: no cover - environment failures

@@ -455,6 +455,25 @@ class GpuAnalysis(TypedDict):
     reason: str | None
 
 
+class SectionCompleteness(TypedDict):
+    """schema 1.8: one section of a rank's results: complete, or the error types (in ``errors[]`` / ``warnings[]``)
+    that leave it incomplete. Only a gap that can move a headline number makes the run partial
+    (``profstack.analysis.completeness``)."""
+
+    complete: bool
+    gaps: list[str]
+
+
+class Completeness(TypedDict):
+    """schema 1.8: ``ranks[].completeness``, per section (``completeness.SECTIONS``)."""
+
+    gpu_time: SectionCompleteness
+    launches: SectionCompleteness
+    cpu_ops: SectionCompleteness
+    steps: SectionCompleteness
+    memory: SectionCompleteness
+
+
 class RankSummary(TypedDict):
     """``$defs/rank``: one rank (or one file of a rank whose files were analysed apart)."""
 
@@ -490,6 +509,11 @@ class RankSummary(TypedDict):
     timeline: NotRequired[ActivityTimeline | None]
     memory: NotRequired[MemorySection]
     cuda_graphs: NotRequired[CudaGraphs | None]
+    #: schema 1.8: what each section's numbers rest on (memory can be incomplete while GPU time is complete)
+    completeness: NotRequired[Completeness]
+    #: schema 1.8: the resolution of the rank's GPU times in ns (1000: whole µs, HTA's model or a whole-µs trace;
+    #: ~1: ns since baseTimeNanoseconds; 250: an absolute epoch-µs clock); None without GPU ops
+    time_resolution_ns: NotRequired[float | None]
 
 
 # ------------------------------------------------------------------------------------------ across ranks
@@ -585,6 +609,8 @@ class Options(TypedDict):
     steps_keep_unlaunched: NotRequired[bool]
     #: schema 1.7: untyped kernels' precision read from their operators' input types (op_types)
     op_types: NotRequired[bool]
+    #: schema 1.8: HTA's time model (whole µs) instead of the exact one (``time_model``)
+    hta_compat: NotRequired[bool]
 
 
 class InputEntry(TypedDict):
@@ -684,6 +710,9 @@ class Summary(TypedDict):
     inputs: list[InputEntry]
     errors: list[ErrorEntry]
     warnings: NotRequired[list[ErrorEntry]]
+    #: schema 1.8: the time model every number was computed in: "exact" (integer ns, the trace's own resolution) or
+    #: "hta" (--hta-compat: every GPU op rounded to whole µs, start up and end down, as HTA does)
+    time_model: NotRequired[Literal["exact", "hta"]]
     rank_files_merged: bool
     runs: NotRequired[list[Run]]
     ranks: list[RankSummary]
@@ -732,6 +761,24 @@ def cross_rank_section(rows: list[CrossRankRow], result: CrossRankResult, run: s
     if run is not None:
         section["run"] = run
     return section
+
+
+def gpu_side_unknown(summary: Mapping[str, Any], rank: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """For a rank without GPU rows: the errors and warnings that leave its GPU side unknown (a file cut off before its
+    GPU rows, GPU activity not recorded, ...): such a rank is never "CPU-only". Empty for a rank with GPU rows, and
+    for a CPU-only one (its ``completeness.gpu_time`` complete, or a summary before schema 1.8 without it)."""
+    if rank.get("has_gpu"):
+        return []
+    section = (rank.get("completeness") or {}).get("gpu_time") or {}
+    types = set(section.get("gaps") or []) if section.get("complete") is False else set()
+    if not types:
+        return []
+    sources = {str(x) for x in rank.get("sources") or []} | {str(rank.get("label"))}
+    return [
+        e
+        for e in [*(summary.get("errors") or []), *(summary.get("warnings") or [])]
+        if isinstance(e, Mapping) and e.get("error_type") in types and str(e.get("source")) in sources
+    ]
 
 
 UNREADABLE_RULE_ID = "UnreadableTraceFiles"

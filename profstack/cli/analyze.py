@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from profstack import escape
 from profstack.analysis.errors import NOT_RECORDED
 from profstack.analysis.perfetto_plan import PERFETTO_MAX_EVENTS
-from profstack.analysis.summary import SEVERITIES, Summary, severity_rank
+from profstack.analysis.summary import SEVERITIES, Summary, gpu_side_unknown, severity_rank
 from profstack.cli import CliError, _help
 from profstack.cli._help import command
 from profstack.cli.progress import Phase, Progress
@@ -105,6 +105,12 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="read the precision of kernels whose names carry no types from their names only, not from the input "
         "types of the operators that launched them (record_shapes; default: read, which can read a file twice)",
+    )
+    parser.add_argument(
+        "--hta-compat",
+        action="store_true",
+        help="HTA's time model: round every GPU op to whole µs (start up, end down) as HolisticTraceAnalysis does "
+        "(default: exact, at the trace's own ns resolution; docs/analysis.md says what differs)",
     )
     parser.add_argument(
         "--max-cycle-gap",
@@ -345,9 +351,8 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
             for lab in run.get("ranks") or []:
                 r = by_label.get(str(lab), {})
                 idle = (r.get("temporal_breakdown") or {}).get("idle_pct") if r.get("has_gpu") else None
-                parts.append(
-                    f"rank {lab}" + (f" GPU idle {idle:.1f}%" if isinstance(idle, int | float) else " CPU-only")
-                )
+                unknown = " GPU unknown" if gpu_side_unknown(summary, r) else " CPU-only"
+                parts.append(f"rank {lab}" + (f" GPU idle {idle:.1f}%" if isinstance(idle, int | float) else unknown))
             lines.append(f"  {run.get('id')}: {run.get('label')}: " + ", ".join(parts))
         if len(runs) > 20:
             lines.append(f"  ... and {len(runs) - 20} more (see summary.json runs[])")
@@ -363,6 +368,9 @@ def text_summary(summary: Summary, outputs: Sequence[Path], seconds: float, tota
         lines.append("GPU: used but not recorded (the trace launched GPU work and holds no GPU rows): see the warning")
     elif not gpu and gpu_unknown:
         lines.append("GPU: no GPU activity recorded, and the traces cannot tell a CPU-only run: see below")
+    elif not gpu and (cut := [e for r in ranks for e in gpu_side_unknown(summary, r)]):
+        # a file cut off before its GPU rows (or another gap that leaves the GPU side unknown): never "CPU-only"
+        lines.append(f"GPU: unknown (not a CPU-only run): {cut[0].get('message')}")
     elif not gpu:
         lines.append("GPU: no GPU activity in these traces (CPU-only)")
     else:
@@ -477,6 +485,7 @@ def run(args: argparse.Namespace) -> int:
             clip_launch_delay=not args.raw_launch_delay,
             count_sync=not args.no_sync_in_breakdown,
             op_types=not args.no_op_types,
+            hta_compat=args.hta_compat,
             max_cycle_gap_s=args.max_cycle_gap,
         )
         # Never read our own outputs back (`profstack analyze . --out out`, run twice).

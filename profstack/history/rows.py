@@ -275,26 +275,32 @@ def _cost_fields(summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 #: gaps that leave only the memory panel's peaks unknown: nothing a history row holds (step time, GPU idle, kernel
-#: shares, cost) depends on them, so such a job still counts as measured completely here
+#: shares, cost) depends on them, so such a job still counts as measured completely here (summaries before 1.8,
+#: where they made the summary incomplete; from 1.8 they are warnings and the sections say it)
 _OUTSIDE_HISTORY = frozenset({"MemoryAllocatorUnknownError"})
+#: the sections of ``ranks[].completeness`` (schema 1.8) the history rows rest on: step time, GPU idle and its split,
+#: kernel shares, launch delays, the DataLoader share and cost; the memory section is no part of them
+_HISTORY_SECTIONS = ("gpu_time", "launches", "cpu_ops", "steps")
 
 
 def measured_completely(summary: Mapping[str, Any]) -> bool:
-    """The jobs table's ``complete``: the summary is complete, or its only gaps leave no number of the history rows
-    unknown (a 2021 PyTorch trace whose memory events carry no allocator totals is incomplete as a report, since its
-    memory panel lacks the peaks, and still a baseline for step time and GPU idle)."""
+    """The jobs table's ``complete``: the summary is complete, or its gaps leave no number of the history rows
+    unknown. From schema 1.8 that is what each rank's ``completeness`` says of the sections the rows rest on
+    (``_HISTORY_SECTIONS``); before, the only such gap was memory without allocator totals (a 2021 PyTorch trace:
+    incomplete as a report, since its memory panel lacks the peaks, and still a baseline for step time and GPU idle)."""
     if summary.get("complete") is True:
         return True
+    ranks = _ranks(summary)
     errors = [e for e in summary.get("errors") or [] if isinstance(e, Mapping)]
     warnings = [w for w in summary.get("warnings") or [] if isinstance(w, Mapping)]
     # what else makes a summary incomplete (engine.assemble): an implausible result, folded names
     otherwise = {"ImplausibleResultError", "NamesFoldedError"}
-    return (
-        bool(_ranks(summary))
-        and bool(errors)
-        and all(e.get("error_type") in _OUTSIDE_HISTORY and not e.get("fatal") for e in errors)
-        and not any(w.get("error_type") in otherwise for w in warnings)
-    )
+    if not ranks or any(e.get("fatal") for e in errors) or any(w.get("error_type") in otherwise for w in warnings):
+        return False
+    sections = [_mapping(r.get("completeness")) for r in ranks]
+    if all(sections):  # schema 1.8: per section
+        return all(_mapping(c.get(s)).get("complete") is True for c in sections for s in _HISTORY_SECTIONS)
+    return bool(errors) and all(e.get("error_type") in _OUTSIDE_HISTORY for e in errors)
 
 
 def job_row(summary: Mapping[str, Any], info: JobInfo) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from profstack.analysis.errors import NOT_RECORDED
-from profstack.analysis.summary import SEVERITY_ORDER, severity_rank
+from profstack.analysis.summary import SEVERITY_ORDER, gpu_side_unknown, severity_rank
 from profstack.report import panels
 from profstack.report.cost import render_cost
 from profstack.report.findings import (
@@ -69,7 +69,10 @@ def render_html(summary: Mapping[str, Any], *, title: str | None = None, section
     util = panels.utilisation_overview(ranks)
     timelines = panels.timelines_section(summary)
     cost = render_cost(summary, every_cause)  # summary 1.2 `cost` (the processor adds it), else nothing
-    rank_html = [_rank_section(r, _not_recorded(summary, r), anchor=f"rank-{i}") for i, r in enumerate(detailed)]
+    rank_html = [
+        _rank_section(r, _not_recorded(summary, r), gpu_side_unknown(summary, r), anchor=f"rank-{i}")
+        for i, r in enumerate(detailed)
+    ]
     body = [
         _header(summary, ranks, page_title),
         _nav(
@@ -274,12 +277,18 @@ def _overview(summary: Mapping[str, Any], ranks: list[Mapping[str, Any]]) -> str
     worst = min((severity_rank(get(f, "severity")) for f in findings), default=9)
     by_sev = {s: sum(1 for f in findings if get(f, "severity") == s) for s in SEVERITY_ORDER}
     busy_cls = "" if busy is None else "good" if busy >= 80 else "warn" if busy >= 50 else "bad"
+    # no GPU row, and a gap that leaves the GPU side unknown (a file cut off before its GPU rows): never "no GPU"
+    no_gpu = "GPU unknown" if any(gpu_side_unknown(summary, r) for r in ranks) else "no GPU"
     cards = [
         _kpi(
-            pct(busy) if gpu else "no GPU",
+            pct(busy) if gpu else no_gpu,
             "GPU busy",
             busy_cls,
-            f"mean over {len(gpu)} GPU rank{'s' if len(gpu) != 1 else ''}" if gpu else "no GPU activity in the traces",
+            f"mean over {len(gpu)} GPU rank{'s' if len(gpu) != 1 else ''}"
+            if gpu
+            else (
+                "the traces do not say what the GPU did" if no_gpu == "GPU unknown" else "no GPU activity in the traces"
+            ),
         ),
         _kpi(dur(step), "step time", "", _steps_text(max(steps, default=0))),
     ]
@@ -429,15 +438,23 @@ def _file_name(path: object) -> str:
     return f'<span title="{esc(text)}">{esc(text.rstrip("/").rsplit("/", 1)[-1] or text)}</span>'
 
 
-def _rank_section(rank: Mapping[str, Any], unrecorded: Sequence[Mapping[str, Any]] = (), *, anchor: str = "") -> str:
+def _rank_section(
+    rank: Mapping[str, Any],
+    unrecorded: Sequence[Mapping[str, Any]] = (),
+    unknown: Sequence[Mapping[str, Any]] = (),
+    *,
+    anchor: str = "",
+) -> str:
+    """``unknown``: the gaps that leave the GPU side of a rank without GPU rows unknown (summary.gpu_side_unknown)."""
     label = get(rank, "label") or get(rank, "rank") or "0"
     has_gpu = bool(get(rank, "has_gpu"))
-    gpu_unknown = [e for e in unrecorded if get(e, "error_type") in _GPU_UNKNOWN]
+    gpu_unknown = [e for e in unrecorded if get(e, "error_type") in _GPU_UNKNOWN] or list(unknown)
     badges = []
     if get(rank, "device", "name"):
         badges.append(f'<span class="badge muted">{esc(get(rank, "device", "name"))}</span>')
     if not has_gpu and gpu_unknown:
-        badges.append('<span class="badge warning">GPU not recorded</span>')
+        recorded = any(get(e, "error_type") in _GPU_UNKNOWN for e in gpu_unknown)
+        badges.append(f'<span class="badge warning">{"GPU not recorded" if recorded else "GPU unknown"}</span>')
     elif not has_gpu:
         badges.append('<span class="badge info">CPU only</span>')
     if get(rank, "complete") is False:
@@ -452,8 +469,9 @@ def _rank_section(rank: Mapping[str, Any], unrecorded: Sequence[Mapping[str, Any
         else "no steps"
     )
     dist = get(rank, "distributed") or {}
+    window_us = get(window, "duration_us")
     facts = [
-        f"window {dur(get(window, 'duration_us'))}",
+        f"window {dur(window_us)}" if window_us or not gpu_unknown else "window unknown",
         steps_txt + (" (last step dropped)" if get(window, "last_step_dropped") else ""),
         f"{count(get(rank, 'counts', 'events'))} events",
     ]

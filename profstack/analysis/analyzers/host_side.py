@@ -197,7 +197,7 @@ def idle_causes(v: RankView, collectives: Merged) -> IdleCauses | None:
     lo, hi = v.gpu_lo, v.gpu_hi
     if not v.has_union or tl.empty or not hi > lo:
         return None
-    idle_total = max((hi - lo) - v.acc.union_us, 0.0)
+    idle_total = max(v.span - v.acc.union_us, 0.0)  # the span exact (integer ns), not hi - lo of two µs floats
     span = Merged()
     span.add_sorted(lo, hi)
     coll = clip(collectives, span)

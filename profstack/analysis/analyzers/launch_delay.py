@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from profstack.analysis.analyzers.view import RankView
 from profstack.analysis.options import LAUNCH_DELAY_CUTOFFS_US
+from profstack.analysis.parse import JOIN_MAYBE_EMPTY
 from profstack.analysis.stats import HIST_EDGES_US, pct, r2
 from profstack.analysis.summary import LaunchDelay
 
@@ -40,7 +41,7 @@ def launch_delay(v: RankView) -> LaunchDelay:
 
 def _unavailable(v: RankView) -> str:
     """Why GPU ops were analysed and no launch delay computed."""
-    others = sorted(name for name, (_sync, _nid, klass) in v.d.rt_agg.items() if klass == 1)
+    others = sorted(name for name, (_sync, _nid, klass) in v.d.rt_agg.items() if klass in (1, 1 + JOIN_MAYBE_EMPTY))
     if others and not v.acc.all_launch_calls:
         shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         return (

@@ -30,10 +30,12 @@ class RankView:
     #: wall window for CPU-side metrics
     cpu_lo: float
     cpu_hi: float
+    #: gpu_hi - gpu_lo, exact (from the accumulator's integer ns: the two ends are µs floats)
+    gpu_span: float = 0.0
 
     @property
     def span(self) -> float:
-        return self.gpu_hi - self.gpu_lo
+        return self.gpu_span
 
     @property
     def glo(self) -> float:
@@ -51,9 +53,9 @@ def rank_view(d: FileData, names: list[str], acc: GpuAccumulator, sel: Selection
     steps_in = list(sel.steps_in)
     has_union = acc.has_union
     if has_union:
-        gpu_lo, gpu_hi = acc.gpu_lo, acc.gpu_hi
+        gpu_lo, gpu_hi, span = acc.gpu_lo, acc.gpu_hi, acc.span_us
     else:
-        gpu_lo = gpu_hi = 0.0
+        gpu_lo = gpu_hi = span = 0.0
 
     # ---- wall window for CPU-side metrics ----
     if mode == "window":
@@ -76,6 +78,7 @@ def rank_view(d: FileData, names: list[str], acc: GpuAccumulator, sel: Selection
         gpu_hi=gpu_hi,
         cpu_lo=cpu_lo,
         cpu_hi=cpu_hi,
+        gpu_span=span,
     )
 
 

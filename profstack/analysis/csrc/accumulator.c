@@ -180,7 +180,7 @@ static int ss_check(PyObject *stream_state) {
         }
         Num e;
         num_from(PyList_GET_ITEM(l, 0), &e);
-        if (e.i > 2 * (long long)LIM53 || e.i < -2 * (long long)LIM53) return 0;
+        if (e.i >= NS_LIM || e.i <= -NS_LIM) return 0;
         Num key;
         if (num_from(k, &key) < 0) return 0;
     }
@@ -210,6 +210,43 @@ static int ss_merge(PyObject *stream_state, StreamSet *set) {
         }
     }
     return 0;
+}
+/* A launch time on the ns clock, as gpu.py computes it: mode 0 ns_of(x), 1 ceil(x) * 1000, 2 floor(x) * 1000.
+   0: *out within +-2**62; 1: beyond, a Python int in *big (new reference); -1: error (NaN, infinity: raised as
+   math.floor / math.ceil raise) */
+static int ns_time(double x, int mode, long long *out, PyObject **big) {
+    *big = NULL;
+    if (x > -LIM52 && x < LIM52) {
+        *out = mode == 0 ? ns_of_small(x) : (long long)(mode == 1 ? ceil(x) : floor(x)) * 1000;
+        return 0;
+    }
+    Num r; /* |x| >= 2**52: x is a whole number, ns_of(x) = ceil(x) * 1000 = floor(x) * 1000 */
+    PyObject *v;
+    int rr = round_to_int(x, mode == 1, &r, &v);
+    if (rr < 0) return -1;
+    if (rr == 0 && (v = PyLong_FromLongLong(r.i)) == NULL) return -1;
+    PyObject *k = PyLong_FromLong(1000);
+    *big = k == NULL ? NULL : PyNumber_Multiply(v, k);
+    Py_XDECREF(k);
+    Py_DECREF(v);
+    return *big == NULL ? -1 : 1;
+}
+/* a + b (two ns_time results) - as a Python int where either is big: 0 and *out, 1 and *big, -1 error */
+static int ns_sum(long long a, PyObject *abig, long long b, PyObject *bbig, long long *out, PyObject **big) {
+    *big = NULL;
+    if (abig == NULL && bbig == NULL) {
+        __int128 v = (__int128)a + b;
+        if (v > -(__int128)NS_LIM && v < (__int128)NS_LIM) {
+            *out = (long long)v;
+            return 0;
+        }
+    }
+    PyObject *x = abig ? Py_NewRef(abig) : PyLong_FromLongLong(a);
+    PyObject *y = bbig ? Py_NewRef(bbig) : PyLong_FromLongLong(b);
+    *big = x && y ? PyNumber_Add(x, y) : NULL;
+    Py_XDECREF(x);
+    Py_XDECREF(y);
+    return *big == NULL ? -1 : 1;
 }
 #define MAXT 64
 PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
@@ -302,10 +339,26 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if (num_from(args[4], &stop_s) < 0) unsupported = 1;
     if (num_from(args[5], &settle_n) < 0) unsupported = 1;
     if (attr_num(acc, "tiny_us", &tiny_n, &unsupported) < 0) goto error;
-    if (attr_num(acc, "delay_thr", &thr_n, &unsupported) < 0) goto error;
-    if (attr_num(acc, "union_us", &union_n, &unsupported) < 0) goto error;
-    if (attr_num(acc, "gpu_lo", &gpu_lo, &unsupported) < 0) goto error;
-    if (attr_num(acc, "gpu_hi", &gpu_hi, &unsupported) < 0) goto error;
+    if (attr_num(acc, "delay_thr_ns", &thr_n, &unsupported) < 0) goto error;
+    if (attr_num(acc, "union_ns", &union_n, &unsupported) < 0) goto error;
+    if (attr_num(acc, "gpu_lo_ns", &gpu_lo, &unsupported) < 0) goto error;
+    if (attr_num(acc, "gpu_hi_ns", &gpu_hi, &unsupported) < 0) goto error;
+    int whole_us; /* the time model: HTA's whole µs (gpu.py: hta_compat), else ns as written */
+    long long base = 0; /* GpuAccumulator.base_ns: ``closed`` holds intervals relative to it */
+    {
+        PyObject *v = attr(acc, "hta_compat");
+        if (v == NULL) goto error;
+        whole_us = PyObject_IsTrue(v);
+        Py_DECREF(v);
+        if (whole_us < 0) goto error;
+        if ((v = attr(acc, "base_ns")) == NULL) goto error;
+        if (v != Py_None) {
+            Num b;
+            if (num_from(v, &b) < 0 || !b.is_int || b.i >= NS_LIM || b.i <= -NS_LIM) unsupported = 1;
+            else base = b.i;
+        }
+        Py_DECREF(v);
+    }
     double win_lo = 0, win_hi = 0, settle = 0, tiny_us = 0;
     if (!unsupported) {
         if (exact_double(&win_lo_n, &win_lo) || exact_double(&win_hi_n, &win_hi) || exact_double(&settle_n, &settle) ||
@@ -327,14 +380,14 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     if ((type_cache = attr(acc, "type_cache")) == NULL) goto error;
     if ((kstats = attr(acc, "kstats")) == NULL) goto error;
     if ((kernel_ids = attr(acc, "kernel_ids")) == NULL) goto error;
-    if ((time_by_kind = attr(acc, "time_by_kind")) == NULL) goto error;
+    if ((time_by_kind = attr(acc, "time_by_kind_ns")) == NULL) goto error;
     if ((memset_l = attr(acc, "memset")) == NULL) goto error;
     if ((dir_cache = attr(acc, "dir_cache")) == NULL) goto error;
     if ((mem_dir = attr(acc, "mem_dir")) == NULL) goto error;
     if ((open_s_l = attr(acc, "open_s")) == NULL) goto error;
     if ((open_e_l = attr(acc, "open_e")) == NULL) goto error;
     if ((closed_l = attr(acc, "closed")) == NULL) goto error;
-    if ((type_total_l = attr(acc, "type_total")) == NULL) goto error;
+    if ((type_total_l = attr(acc, "type_total_ns")) == NULL) goto error;
     if ((stream_state = attr(acc, "stream_state")) == NULL) goto error;
     if ((graph_op = attr(acc, "_graph_op")) == NULL) goto error;
     if ((launches = attr(join, "launches")) == NULL) goto error;
@@ -356,8 +409,8 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
         for (Py_ssize_t k = 0; k < n_types + 2 && !unsupported; k++) {
             if (num_from(PyList_GET_ITEM(open_s_l, k), &open_s[k]) < 0) unsupported = 1;
             else if (num_from(PyList_GET_ITEM(open_e_l, k), &open_e[k]) < 0) unsupported = 1;
-            else if ((open_s[k].is_int && (open_s[k].i > 2 * (long long)LIM53 || open_s[k].i < -2 * (long long)LIM53)) ||
-                     (open_e[k].is_int && (open_e[k].i > 2 * (long long)LIM53 || open_e[k].i < -2 * (long long)LIM53)))
+            else if ((open_s[k].is_int && (open_s[k].i >= NS_LIM || open_s[k].i <= -NS_LIM)) ||
+                     (open_e[k].is_int && (open_e[k].i >= NS_LIM || open_e[k].i <= -NS_LIM)))
                 unsupported = 1; /* differences stay exact in int64 */
         }
         for (Py_ssize_t k = 0; k < n_types && !unsupported; k++) {
@@ -398,9 +451,11 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     const float *occ_col = cocc.b.buf;
     Py_ssize_t n_names = PyList_GET_SIZE(names);
     for (Py_ssize_t i = 0; i < n; i++) {
-        double t = ts_col[i], d = dur_col[i];
-        if (!(t > -LIM53 && t < LIM53 && d > -LIM53 && d < LIM53)) goto decline;
-        if (s_col[i] > (long long)LIM53 || s_col[i] < -(long long)LIM53) goto decline;
+        /* |ts|, |dur|, |ts + dur| < 2**52 µs and |start| < 2**62 ns: every end (start + ns_of(dur), or
+           floor(ts + dur) * 1000) stays within +-2**62, so that the difference of any two fits int64 */
+        double t = ts_col[i], d = dur_col[i], td = t + d;
+        if (!(t > -LIM52 && t < LIM52 && d > -LIM52 && d < LIM52 && td > -LIM52 && td < LIM52)) goto decline;
+        if (s_col[i] >= NS_LIM || s_col[i] <= -NS_LIM) goto decline;
         if (kind_col[i] < 0 || kind_col[i] > 3 || name_col[i] < 0 || name_col[i] >= n_names) goto decline;
     }
 
@@ -519,9 +574,9 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
                 Py_XDECREF(corr_o);
                 continue;
             }
-            Num rc_n;
-            PyObject *big;
-            int rr = round_to_int(rts, 1, &rc_n, &big);
+            Num rc_n = {0, 0, rts}; /* rc = ceil(rts) if whole_us else rts */
+            PyObject *big = NULL;
+            int rr = whole_us ? round_to_int(rts, 1, &rc_n, &big) : 0;
             if (rr < 0) goto error_corr;
             int skip;
             if (rr == 1) {
@@ -541,7 +596,8 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
             }
         }
         double dur = dur_col[i];
-        long long e = (long long)floor(ts + dur); /* |ts + dur| < 2**54: exact */
+        /* end_ns (gpu.py): within +-2**62 by the column checks */
+        long long e = whole_us ? (long long)floor(ts + dur) * 1000 : s.i + ns_of_small(dur);
         long long nid = name_col[i];
         PyObject *nid_o = NULL; /* created when a Python call needs it */
 #define NID_O()                                                                                                         \
@@ -665,18 +721,26 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
                    folds that form to true for NaN (tests/unit/analysis/test_gpu_native.py caught it) */
                 if (rdur == rdur && (rdur >= 0 || all_calls)) {
                     if (rdur < 0) rdur = -rdur - 1.0;
-                    Num fl;
-                    PyObject *big;
-                    int rr = round_to_int(rts + rdur, 0, &fl, &big);
-                    if (rr < 0) goto error_nid;
-                    double delay;
-                    if (rr == 0 && fl.i > -(1LL << 62) && fl.i < (1LL << 62)) {
-                        delay = (double)(s.i - fl.i);
+                    /* launch_end: floor(rts + rdur) * 1000 (HTA), or ns_of(rts) + ns_of(rdur) */
+                    long long le = 0;
+                    PyObject *big = NULL;
+                    int rr;
+                    if (whole_us) {
+                        rr = ns_time(rts + rdur, 2, &le, &big);
                     } else {
-                        if (rr == 0) {
-                            big = PyLong_FromLongLong(fl.i);
-                            if (big == NULL) goto error_nid;
-                        }
+                        long long a1 = 0, a2 = 0;
+                        PyObject *b1 = NULL, *b2 = NULL;
+                        rr = ns_time(rts, 0, &a1, &b1);
+                        if (rr >= 0) rr = ns_time(rdur, 0, &a2, &b2);
+                        if (rr >= 0) rr = ns_sum(a1, b1, a2, b2, &le, &big);
+                        Py_XDECREF(b1);
+                        Py_XDECREF(b2);
+                    }
+                    if (rr < 0) goto error_nid;
+                    double delay; /* float(s - launch_end) / 1000.0 */
+                    if (rr == 0) {
+                        delay = (double)(s.i - le) / 1000.0; /* both within +-2**62 */
+                    } else {
                         PyObject *so = PyLong_FromLongLong(s.i);
                         PyObject *diff = so ? PyNumber_Subtract(so, big) : NULL;
                         Py_XDECREF(so);
@@ -685,6 +749,7 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
                         delay = PyLong_AsDouble(diff);
                         Py_DECREF(diff);
                         if (delay == -1.0 && PyErr_Occurred()) goto error_nid;
+                        delay = delay / 1000.0;
                     }
                     if (delay < 0) {
                         n_neg += 1;
@@ -722,9 +787,9 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
             } else if (LE(s, open_e[kt])) {
                 if (GT(en, open_e[kt])) open_e[kt] = en;
             } else {
-                if (GT(open_e[kt], open_s[kt])) {
-                    if (dbuf_push(&closed_s[kt], num_as_double(&open_s[kt])) < 0 ||
-                        dbuf_push(&closed_e[kt], num_as_double(&open_e[kt])) < 0)
+                if (GT(open_e[kt], open_s[kt])) { /* relative to base_ns */
+                    if (dbuf_push(&closed_s[kt], num_minus_as_double(&open_s[kt], base)) < 0 ||
+                        dbuf_push(&closed_e[kt], num_minus_as_double(&open_e[kt], base)) < 0)
                         goto error_nid;
                     type_total[kt] += num_sub_as_double(&open_e[kt], &open_s[kt]);
                     n_closed += 1;
@@ -781,10 +846,10 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
             long long gap = s.i - q->end;
             if (gap > 0) {
                 int launched_after = 0;
-                if (has_launch) {
-                    Num rc_n;
+                if (has_launch) { /* ceil(rts) * 1000 (HTA) or ns_of(rts) > the previous end */
+                    long long rc;
                     PyObject *big;
-                    int rr = round_to_int(rts, 1, &rc_n, &big);
+                    int rr = ns_time(rts, whole_us ? 1 : 0, &rc, &big);
                     if (rr < 0) goto error_nid;
                     if (rr == 1) {
                         PyObject *po = PyLong_FromLongLong(q->end);
@@ -793,7 +858,7 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
                         Py_DECREF(big);
                         if (launched_after < 0) goto error_nid;
                     } else {
-                        launched_after = rc_n.i > q->end;
+                        launched_after = rc > q->end;
                     }
                 }
                 Num g = NI(gap);
@@ -837,14 +902,14 @@ PyObject *add_ops(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
         for (Py_ssize_t k = 0; k < 3; k++)
             if (set_item(time_by_kind, k, PyFloat_FromDouble(tbk[k])) < 0) goto error;
         PyObject *u = PyFloat_FromDouble(union_us);
-        if (u == NULL || PyObject_SetAttrString(acc, "union_us", u) < 0) {
+        if (u == NULL || PyObject_SetAttrString(acc, "union_ns", u) < 0) {
             Py_XDECREF(u);
             goto error;
         }
         Py_DECREF(u);
         PyObject *lo = num_obj(&gpu_lo), *hi = num_obj(&gpu_hi);
-        int bad = lo == NULL || hi == NULL || PyObject_SetAttrString(acc, "gpu_lo", lo) < 0 ||
-                  PyObject_SetAttrString(acc, "gpu_hi", hi) < 0;
+        int bad = lo == NULL || hi == NULL || PyObject_SetAttrString(acc, "gpu_lo_ns", lo) < 0 ||
+                  PyObject_SetAttrString(acc, "gpu_hi_ns", hi) < 0;
         Py_XDECREF(lo);
         Py_XDECREF(hi);
         if (bad) goto error;

@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 #define LIM53 9007199254740992.0 /* 2**53 */
+#define LIM52 4503599627370496.0 /* 2**52 */
+#define NS_LIM 4611686018427387904LL /* 2**62: ns times within +-2**62 subtract without overflow */
 #define TWO63 9223372036854775808.0
 
 /* Room for one more item in a PyMem array of *cap items of ``item`` bytes, ``n`` in use: the array doubles (or
@@ -97,6 +99,26 @@ static inline double num_sub_as_double(const Num *a, const Num *b) {
     return x - y;
 }
 static inline double num_as_double(const Num *a) { return a->is_int ? (double)a->i : a->f; }
+/* Python's a - base (an int within +-2**62) as a double: int - int exact, then rounded once; float - int */
+static inline double num_minus_as_double(const Num *a, long long base) {
+    return a->is_int ? (double)(a->i - base) : a->f - (double)base;
+}
+/* ---- the integer-ns clock (gpu.py: ns_of, start_ns, end_ns) ---- */
+/* round(x) of a double in [0, 1024] as Python rounds it (half to even), whatever the FPU's rounding mode */
+static inline long long round_half_even(double x) {
+    double r = floor(x), d = x - r; /* exact */
+    if (d > 0.5 || (d == 0.5 && fmod(r, 2.0) != 0.0)) r += 1.0;
+    return (long long)r;
+}
+/* gpu.ns_of(x) for a finite |x| < 2**53 (the caller checks): floor(x) * 1000 + round((x - floor(x)) * 1000.0) */
+static inline long long ns_of_small(double x) {
+    double fl = floor(x);
+    return (long long)fl * 1000 + round_half_even((x - fl) * 1000.0);
+}
+/* gpu.start_ns(ts, whole_us) for |ts| < 2**53 */
+static inline long long start_ns_small(double ts, int whole_us) {
+    return whole_us ? (long long)ceil(ts) * 1000 : ns_of_small(ts);
+}
 int set_item(PyObject *list, Py_ssize_t k, PyObject *v);
 int add_long(PyObject *list, Py_ssize_t k, long long v);
 int add_obj(PyObject *list, Py_ssize_t k, PyObject *o);

@@ -194,7 +194,7 @@ static int stream_id(PyObject *parser, PyObject *st, long long *out) {
 }
 enum { NB_OPS = 9, B_LCORR = 9, B_LTS, B_LDUR, B_CPU, B_DLTS, B_DLDUR, B_SNAME, B_STS, B_SDUR, B_ANAME, B_AGPU, B_ATS,
        B_ADUR, B_GSTS, B_GSDUR, B_MTS, B_MTID, B_MDEV, B_MBYTES, B_MALLOC, B_MRES, B_MOP, B_LOGTS, B_LOGDUR, B_LOGNAME, B_LOGTID,
-       B_PEXT, B_PNID, B_PDUR, NBUF };
+       B_PEXT, B_PNID, B_PDUR, B_LEMPTY, NBUF }; /* B_PEXT..B_PDUR: consecutive (abufs_init) */
 /* the event a Python helper takes (new reference): the Event itself, or the one parse._ONE_DECODER decodes from
    the event's own bytes (the batch decoded as list[Event] holds exactly that Event) */
 static PyObject *rec_event(const Rec *r, PyObject *one_decoder) {
@@ -469,6 +469,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     memset(buf, 0, sizeof(buf));
     int loaded = 0;
     long long no_ph = 0, begin_end = 0, n_kernels = 0, n_memcpy = 0, n_memset = 0, flow_s = 0, flow_f = 0;
+    long long n_frac = 0; /* GPU rows with a fraction of a µs in ts or dur (fd.gpu_fractional) */
     long long args_loose = 0; /* events whose int args were read by the loose rule (parse.decode_one counts them) */
     long long n_launch = 0, n_x = 0, n_rt = 0;
 
@@ -483,7 +484,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
                     F_STEP = const_ll(parse, "F_STEP", &bad), F_DATALOADER = const_ll(parse, "F_DATALOADER", &bad),
                     MAX_NAME = const_ll(parse, "MAX_NAME_CHARS", &bad), MAX_DEVICES = const_ll(parse, "MAX_DEVICES", &bad),
                     OP_KERNEL = const_ll(parse, "OP_KERNEL", &bad), OP_MEMCPY = const_ll(parse, "OP_MEMCPY", &bad),
-                    OP_MEMSET = const_ll(parse, "OP_MEMSET", &bad), OP_SYNC = const_ll(parse, "OP_SYNC", &bad);
+                    OP_MEMSET = const_ll(parse, "OP_MEMSET", &bad), OP_SYNC = const_ll(parse, "OP_SYNC", &bad),
+                    JOIN_MAYBE_EMPTY = const_ll(parse, "JOIN_MAYBE_EMPTY", &bad);
     if (bad) goto error;
     if (!(K_CPU == 1 && K_RUNTIME == 2 && K_KERNEL == 3 && K_MEMCPY == 4 && K_MEMSET == 5 && K_ANNOT == 6 &&
           K_GPU_ANNOT == 7 && K_GPU_SYNC == 8))
@@ -495,7 +497,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
         time_limit = PyFloat_AsDouble(v);
         Py_DECREF(v);
         if (time_limit == -1.0 && PyErr_Occurred()) goto error;
-        if (!(time_limit <= LIM53)) goto decline; /* ceil(ts) exact in int64 */
+        if (!(time_limit <= LIM53)) goto decline; /* start_ns(ts) exact in int64 (2**53 * 1000 < 2**63) */
     }
     if ((cat_kind = PyObject_GetAttrString(parse, "CAT_KIND")) == NULL) goto error;
     if ((memory_event_name = PyObject_GetAttrString(parse, "MEMORY_EVENT")) == NULL) goto error;
@@ -518,13 +520,17 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     if ((ops = PyObject_GetAttrString(feed, "ops")) == NULL) goto error;
     if ((first_gpu = PyObject_GetAttrString(fd, "first_gpu_ts")) == NULL) goto error;
     int have_first_gpu = first_gpu != Py_None;
-    int count_sync;
+    int count_sync, whole_us;
     {
         PyObject *v = PyObject_GetAttrString(parser, "count_sync");
         if (v == NULL) goto error;
         count_sync = PyObject_IsTrue(v);
         Py_DECREF(v);
         if (count_sync < 0) goto error;
+        if ((v = PyObject_GetAttrString(parser, "hta_compat")) == NULL) goto error;
+        whole_us = PyObject_IsTrue(v); /* the start column's time model (gpu.start_ns) */
+        Py_DECREF(v);
+        if (whole_us < 0) goto error;
     }
     if (!PyDict_CheckExact(cat_kind) || !PyDict_CheckExact(cpu_agg) || !PyDict_CheckExact(rt_agg) ||
         !PyDict_CheckExact(ids) || !PySet_CheckExact(devices) || !PyUnicode_CheckExact(memory_event_name))
@@ -541,7 +547,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
             if (r) goto decline;
         }
         if (abuf_init(&buf[B_LCORR], arrays[0], "q", 8) || abuf_init(&buf[B_LTS], arrays[1], "d", 8) ||
-            abuf_init(&buf[B_LDUR], arrays[2], "d", 8) || abuf_init(&buf[B_CPU], arrays[3], "d", 8))
+            abuf_init(&buf[B_LDUR], arrays[2], "d", 8) || abuf_init(&buf[B_CPU], arrays[3], "d", 8) ||
+            abuf_init(&buf[B_LEMPTY], arrays[4], "b", 1))
             goto decline;
         const char *fdn[] = {"dl_ts", "dl_dur", "s_name", "s_ts", "s_dur", "a_name", "a_gpu", "a_ts", "a_dur", "gs_ts", "gs_dur"};
         const char *fdf[] = {"d", "d", "i", "d", "d", "i", "b", "d", "d", "d", "d"};
@@ -814,6 +821,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
             if (klass >= 0 && r->has_args && r->has_corr) {
                 long long c = r->corr;
                 if (abuf_push(&buf[B_LCORR], &c) < 0 || abuf_push(&buf[B_LTS], &ts) < 0) goto error;
+                signed char maybe_empty = klass >= JOIN_MAYBE_EMPTY; /* a copy, memset, ...: may enqueue nothing */
+                if (maybe_empty) klass -= JOIN_MAYBE_EMPTY;
                 double rd;
                 if (klass == 0) {
                     n_launch += 1;
@@ -827,7 +836,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
                 } else {
                     rd = NAN;
                 }
-                if (abuf_push(&buf[B_LDUR], &rd) < 0) goto error;
+                if (abuf_push(&buf[B_LDUR], &rd) < 0 || abuf_push(&buf[B_LEMPTY], &maybe_empty) < 0) goto error;
             }
             if (is_sync) {
                 if (rnid < INT32_MIN || rnid > INT32_MAX) {
@@ -931,7 +940,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
                 have_first_gpu = 1;
             }
             /* the columns in Python's order: an int32 overflow raises after the columns before it */
-            long long sc = (long long)ceil(ts);
+            if (ts != floor(ts) || dur != floor(dur)) n_frac += 1;
+            long long sc = start_ns_small(ts, whole_us); /* |ts| < MAX_TIME_US <= 2**53: fits int64 */
             if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0) goto error;
             if (nid < INT32_MIN || nid > INT32_MAX) {
                 PyErr_SetString(PyExc_OverflowError,
@@ -1035,7 +1045,7 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
             }
             long long corr = -1, zero = 0;
             if (r->has_corr) corr = r->corr;
-            long long sc = (long long)ceil(ts);
+            long long sc = start_ns_small(ts, whole_us);
             signed char opk = (signed char)OP_SYNC;
             if (abuf_push(&buf[0], &sc) < 0 || abuf_push(&buf[1], &ts) < 0 || abuf_push(&buf[2], &dur) < 0) goto error;
             if (nid < INT32_MIN || nid > INT32_MAX) {
@@ -1073,7 +1083,8 @@ PyObject *consume_core(PyObject *parser, const Rec *recs, Py_ssize_t n, PyObject
     if (add_attr_long(fd, "no_ph", no_ph) < 0 || add_attr_long(fd, "begin_end", begin_end) < 0 ||
         add_attr_long(fd, "n_kernels", n_kernels) < 0 || add_attr_long(fd, "n_memcpy", n_memcpy) < 0 ||
         add_attr_long(fd, "n_memset", n_memset) < 0 || add_attr_long(fd, "flow_starts", flow_s) < 0 ||
-        add_attr_long(fd, "flow_finishes", flow_f) < 0 || add_attr_long(fd, "args_loose", args_loose) < 0)
+        add_attr_long(fd, "flow_finishes", flow_f) < 0 || add_attr_long(fd, "args_loose", args_loose) < 0 ||
+        add_attr_long(fd, "gpu_fractional", n_frac) < 0)
         goto error_written;
     if (ot != NULL && (add_attr_long(ot, "kernels_without_op", ot_without) < 0 ||
                        add_attr_long(ot, "ops_dropped", ot_dropped) < 0 || add_attr_long(ot, "n_ops", ot_added) < 0))
@@ -1104,6 +1115,7 @@ error:
             add_attr_long(fd, "flow_starts", flow_s);
             add_attr_long(fd, "flow_finishes", flow_f);
             add_attr_long(fd, "args_loose", args_loose);
+            add_attr_long(fd, "gpu_fractional", n_frac);
             PyErr_Clear();
         }
         if (ot != NULL) {
@@ -1193,11 +1205,13 @@ static int raw_ext(PyObject *o, signed char *t, long long *out) {
     Py_DECREF(v);
     return rc;
 }
-/* consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): the loop over a list of parse.Event */
+/* consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty): the loop over a list of
+   parse.Event */
 PyObject *consume_events(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts)");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty)");
         return NULL;
     }
     PyObject *events = args[1];

@@ -300,3 +300,34 @@ done:
     imap_free(&map);
     return result;
 }
+/* us_column(col, base_us): gpu._us_column: array('d', (x / 1000.0 + base_us for x in col)), the accumulator's
+   relative ns as µs on the timeline's clock (one division, one addition, as Python does them), or NotImplemented */
+PyObject *us_column(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "us_column(col, base_us)");
+        return NULL;
+    }
+    if (!PyFloat_CheckExact(args[1])) Py_RETURN_NOTIMPLEMENTED;
+    double base = PyFloat_AS_DOUBLE(args[1]);
+    Col c = {0};
+    Py_ssize_t n = -1;
+    int rc = col_get_obj(args[0], "d", 8, &c, &n);
+    if (rc < 0) return NULL;
+    if (rc > 0) {
+        col_release(&c);
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    DBuf out = {0};
+    const double *x = c.b.buf;
+    PyObject *result = NULL;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        double v = x[k] / 1000.0;
+        if (dbuf_push(&out, v + base) < 0) goto done;
+    }
+    result = dbuf_array(&out);
+done:
+    col_release(&c);
+    PyMem_Free(out.v);
+    return result;
+}

@@ -9,5 +9,6 @@
 PyObject *bins_add(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *union_spans(PyObject *module, PyObject *sets);
 PyObject *partition(PyObject *module, PyObject *sets);
+PyObject *us_column(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
 #endif /* PROFSTACK_INTERVALS_H */

@@ -9,13 +9,13 @@
  * (ints stay ints, floats floats), dict and set entries added in the same order, the same methods called
  * (join.missing, acc._graph_op, classify.type_index, classify.memcpy_direction) with the same arguments in the
  * same order, and the same exception where Python raises one. Or, before it changes anything, it returns
- * NotImplemented when an input lies outside what it handles exactly (a column of another type, a time at or
- * beyond 2**53, a kind or name id out of range, a threshold that is not a float or small int); add() then runs
- * the Python loop.
+ * NotImplemented when an input lies outside what it handles exactly (a column of another type, an op's start,
+ * duration or end at or beyond 2**52 µs, an ns time at or beyond 2**62, a kind or name id out of range, a
+ * threshold that is not a float or small int); add() then runs the Python loop.
  *
- * Python's arithmetic is kept: the columns' times are within +-2**53 (checked), so ceil/floor of them and their
- * differences are exact in int64; launch times are not bounded, so their ceil/floor go through Python ints when
- * large, and raise as math.ceil/math.floor do on infinity; int-float comparisons are exact, as in Python (not
+ * Python's arithmetic is kept: times are integer ns (gpu.ns_of, or HTA's ceil/floor x 1000) within +-2**62
+ * (checked), so their differences are exact in int64; launch times are not bounded, so their ns go through Python
+ * ints beyond 2**52 µs, and raise as math.ceil/math.floor do on infinity; int-float comparisons are exact, as in Python (not
  * a conversion of the int to double); sums stored in Python objects (per-name stats, per-stream waits, memcpy
  * and memset totals) are updated with Python's own number protocol when an int64 would overflow.
  */
@@ -37,9 +37,11 @@ static PyMethodDef methods[] = {
     {"bins_add", (PyCFunction)(void (*)(void))bins_add, METH_FASTCALL,
      "bins_add(series, width, first, starts, ends): TimeBins._add's loop in C, or NotImplemented"},
     {"consume_events", (PyCFunction)(void (*)(void))consume_events, METH_FASTCALL,
-     "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts): _Parser._consume_events in C, or NotImplemented"},
+     "consume_events(parser, events, l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty): _Parser._consume_events in C, "
+     "or NotImplemented"},
     {"decode_consume", (PyCFunction)(void (*)(void))decode_consume, METH_FASTCALL,
-     "decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): the batch's JSON read into the same loop "
+     "decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty): the batch's JSON read into the "
+     "same loop "
      "without an Event per event; consume_events' (launches, X events, runtime calls), or NotImplemented"},
     {"reader_reset", (PyCFunction)reader_reset, METH_NOARGS,
      "reader_reset(): drop the strings decode_consume keeps across one file's batches"},
@@ -59,6 +61,8 @@ static PyMethodDef methods[] = {
      "union_spans(list of Merged): (starts, ends) arrays of intervals.union, or NotImplemented"},
     {"partition", (PyCFunction)partition, METH_O,
      "partition(list of Merged): intervals.partition_by_set's (mask, time) pairs in insertion order, or NotImplemented"},
+    {"us_column", (PyCFunction)(void (*)(void))us_column, METH_FASTCALL,
+     "us_column(col, base_us): gpu._us_column: array('d', (x / 1000.0 + base_us for x in col)), or NotImplemented"},
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_gpuaccel", "C per-op loop of GpuAccumulator.add", -1,

@@ -734,13 +734,14 @@ PyObject *reader_reset(PyObject *module, PyObject *unused) {
     }
     Py_RETURN_NONE;
 }
-/* decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts): what consume_events returns (launches, X events,
+/* decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty): what consume_events returns (launches, X events,
    runtime calls; fd.events counted), or NotImplemented with nothing changed (the caller then decodes the batch
    with msgspec) */
 PyObject *decode_consume(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
     (void)module;
-    if (nargs != 6) {
-        PyErr_SetString(PyExc_TypeError, "decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts)");
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "decode_consume(parser, batch, l_corr, l_ts, l_dur, cpu_starts, l_maybe_empty)");
         return NULL;
     }
     Py_buffer view;

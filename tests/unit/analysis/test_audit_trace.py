@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profstack.analysis import BytesTraceSource, analyze
+from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze
 from profstack.analysis.gpu import MAX_STREAMS, OTHER_STREAM
 from profstack.analysis.summary import Summary
 
@@ -134,12 +134,27 @@ def _sub_microsecond(
     return events
 
 
-def test_kernels_shorter_than_a_microsecond_never_get_negative_times_and_the_loss_is_said() -> None:
+def test_kernels_shorter_than_a_microsecond_count_exactly_by_default() -> None:
     # GIVEN 150 analysed kernels of 0.9 µs each with ns-resolution timestamps (a modern GPU's small kernels)
+    # WHEN analysed in the default, exact time model
     summary = analyze([_src(_sub_microsecond())]).summary
     (rank,) = summary["ranks"]
-    # WHEN analysed THEN no time is negative (HTA's rounding, ceil(start) and floor(end), gave each -1 µs: a top
-    # kernel of -150 µs and a kernel time of -150 µs, reported as complete)
+    # THEN every ns counts: 150 x 0.9 µs of kernel time, busy time and top kernel, no rounding warning, complete
+    (top,) = rank["top_kernels_by_time"]
+    assert (top["count"], top["total_us"], top["min_us"], top["max_us"]) == (150, 135.0, 0.9, 0.9)
+    assert rank["gpu_activity"]["kernel_time_us"] == 135.0
+    tb = rank["temporal_breakdown"]
+    assert tb["gpu_span_us"] - tb["idle_time_us"] == pytest.approx(135.0, abs=1e-9)
+    assert not _messages(summary, "RoundingLossError")
+    assert summary["complete"] is True
+
+
+def test_kernels_shorter_than_a_microsecond_never_get_negative_times_and_the_loss_is_said() -> None:
+    # GIVEN 150 analysed kernels of 0.9 µs each with ns-resolution timestamps (a modern GPU's small kernels)
+    summary = analyze([_src(_sub_microsecond())], AnalysisOptions(hta_compat=True)).summary
+    (rank,) = summary["ranks"]
+    # WHEN analysed in HTA's time model (--hta-compat) THEN no time is negative (HTA's rounding, ceil(start) and
+    # floor(end), gave each -1 µs: a top kernel of -150 µs and a kernel time of -150 µs, reported as complete)
     (top,) = rank["top_kernels_by_time"]
     assert top["count"] == 150
     assert top["total_us"] == 0.0
@@ -154,8 +169,9 @@ def test_kernels_shorter_than_a_microsecond_never_get_negative_times_and_the_los
 
 
 def test_rounding_a_third_away_is_a_warning_and_the_result_stays_complete() -> None:
-    # GIVEN 150 analysed kernels of 4.5 µs with ns timestamps: ceil(start) and floor(end) keep 3 µs of each
-    summary = analyze([_src(_sub_microsecond(dur=4.5))]).summary
+    # GIVEN 150 analysed kernels of 4.5 µs with ns timestamps: ceil(start) and floor(end) keep 3 µs of each, in
+    # HTA's time model (the only one that rounds)
+    summary = analyze([_src(_sub_microsecond(dur=4.5))], AnalysisOptions(hta_compat=True)).summary
     (rank,) = summary["ranks"]
     # THEN the kernel time is HTA's (rounded) one, the warning says how much the rounding removed
     assert rank["gpu_activity"]["kernel_time_us"] == 150 * 3.0
@@ -170,7 +186,7 @@ def test_rounding_a_few_short_ops_away_is_no_warning() -> None:
     # GIVEN long kernels plus a few 0.9 µs ones on a second stream: the rounding removes far less than a tenth of
     # the GPU op time
     events = busy_steps().events + _sub_microsecond(n_steps=1, per_step=5, corr=100, stream=8)[1:]
-    summary = analyze([_src(events)]).summary
+    summary = analyze([_src(events)], AnalysisOptions(hta_compat=True)).summary
     # THEN no rounding warning, and the result stays complete
     assert not _messages(summary, "RoundingLossError")
     assert summary["complete"] is True

@@ -81,6 +81,7 @@ class Knobs:
     count_sync: bool = True
     launch_calls: str = "hta"
     include_last_step: bool = False
+    hta_compat: bool = False  # the start column's time model (gpu.start_ns)
     window: int | None = None  # GpuFeed reorder window / drain chunk / launch capacity (None: the defaults)
     chunk: int | None = None
     capacity: int | None = None
@@ -119,7 +120,10 @@ class Knobs:
 
     def options(self) -> AnalysisOptions:
         return AnalysisOptions(
-            count_sync=self.count_sync, launch_calls=self.launch_calls, include_last_step=self.include_last_step
+            count_sync=self.count_sync,
+            launch_calls=self.launch_calls,
+            include_last_step=self.include_last_step,
+            hta_compat=self.hta_compat,
         )
 
 
@@ -146,6 +150,7 @@ def make_parser(knobs: Knobs) -> parse._Parser:
         launch_capacity=knobs.capacity,
         all_launch_calls=opts.launch_calls == "all",
         clip_delays=opts.clip_launch_delay,
+        hta_compat=opts.hta_compat,
     )
     fd.gpu_feed = feed
     parser = parse._Parser(fd, symbols, feed, selection_now, count_sync=opts.count_sync)
@@ -715,6 +720,7 @@ knobs_strategy = st.builds(
     count_sync=st.booleans(),
     launch_calls=st.sampled_from(["hta", "all"]),
     include_last_step=st.booleans(),
+    hta_compat=st.booleans(),
     window=st.sampled_from([None, 2, 2, 4]),  # small: ops are handed over to the accumulator mid-file
     chunk=st.sampled_from([None, 1, 1, 3]),
     capacity=st.sampled_from([None, 8]),
@@ -930,7 +936,7 @@ def test_c_declines_an_unexpected_element_without_changing_anything(what: str) -
         parser = make_parser(Knobs())
         parser.consume(_prefix_batch())
         odd = [*_ordinary_batches()[1], *_prefix_batch(), DECLINED[what]()]
-        arrays = (array("q"), array("d"), array("d"), array("d"))
+        arrays = (array("q"), array("d"), array("d"), array("d"), array("b"))
         before = flatten((parser, *arrays))
         # WHEN C's consume_events is called on it directly
         assert C_MODULE is not None
@@ -959,18 +965,25 @@ def test_c_declines_a_tuple_of_events_and_other_arrays() -> None:
     parser = make_parser(Knobs())
     evs = _prefix_batch()
     assert C_MODULE is not None
-    good = (array("q"), array("d"), array("d"), array("d"))
+    good = (array("q"), array("d"), array("d"), array("d"), array("b"))
     before = flatten((parser, *good))
     # WHEN C is called with them THEN it declines, changing nothing
     assert C_MODULE.consume_events(parser, tuple(evs), *good) is NotImplemented
-    bad = (array("l" if array("l").itemsize != 8 else "i"), array("d"), array("d"), array("d"))
+    bad = (array("l" if array("l").itemsize != 8 else "i"), array("d"), array("d"), array("d"), array("b"))
     assert C_MODULE.consume_events(parser, evs, *bad) is NotImplemented
-    assert C_MODULE.consume_events(parser, evs, array("q"), array("f"), array("d"), array("d")) is NotImplemented
+    assert (
+        C_MODULE.consume_events(parser, evs, array("q"), array("f"), array("d"), array("d"), array("b"))
+        is NotImplemented
+    )
+    assert (
+        C_MODULE.consume_events(parser, evs, array("q"), array("d"), array("d"), array("d"), array("q"))
+        is NotImplemented
+    )
     assert first_difference(before, flatten((parser, *good)), "before vs after") is None
     assert all(len(a) == 0 for a in bad)
     # AND with the right ones it runs
     assert C_MODULE.consume_events(parser, evs, *good) == PY_CONSUME(
-        make_parser(Knobs()), evs, *(array("q"), array("d"), array("d"), array("d"))
+        make_parser(Knobs()), evs, *(array("q"), array("d"), array("d"), array("d"), array("b"))
     )
 
 
@@ -1396,7 +1409,10 @@ def test_synthetic_traces_give_the_same_summary_with_c(
     sources = SYNTHETIC[name](tmp_path)
     monkeypatch.setattr(parse, "MAX_NAMES_PER_FILE", 1000)
     monkeypatch.setattr(parse, "MAX_NAME_CHARS", 64)
-    for opts in (AnalysisOptions(), AnalysisOptions(count_sync=False, launch_calls="all", include_last_step=True)):
+    for opts in (
+        AnalysisOptions(),
+        AnalysisOptions(count_sync=False, launch_calls="all", include_last_step=True, hta_compat=True),
+    ):
         # WHEN analysed with the C module and with Python
         py, c, spy = both_texts(sources, opts, buffered=mode == "buffered")
         # THEN the summary JSON is the same byte for byte, and C's consume_events ran on every batch

@@ -123,7 +123,8 @@ COLS = ("s", "ts", "dur", "name", "kind", "stream", "corr", "nbytes", "occ")
 def row(  # noqa: PLR0917 - one op, positional like the columns
     ts: float, dur: float, name: int, kind: int, stream: int = 7, corr: int = -1, nbytes: int = 0, occ: float = -1.0
 ) -> Row:
-    return (math.ceil(ts), ts, dur, name, kind, stream, corr, nbytes, occ)
+    """One op; its start column ``s`` is written by ``run_case`` in the case's time model (gpu.start_ns)."""
+    return (0, ts, dur, name, kind, stream, corr, nbytes, occ)
 
 
 @dataclass
@@ -154,6 +155,7 @@ class Case:
     th: tuple[float, float] | None = None  # (tiny_kernel_us, consecutive_kernel_delay_us); None: the defaults
     finish: bool = True
     raw: Callable[[OpColumns], None] | None = None  # writes values into the columns that consume never writes
+    hta_compat: bool = False  # the time model (gpu.start_ns / end_ns): HTA's whole µs, or exact ns
 
     def benign(self) -> bool:
         """Values a real trace gives, well inside int64 and exact doubles: C must not decline these."""
@@ -239,7 +241,12 @@ def run_case(case: Case, accel: Any) -> Outcome:
         th = TH if case.th is None else {**TH, "tiny_kernel_us": case.th[0], "consecutive_kernel_delay_us": case.th[1]}
         names = [] if case.grow_names else list(case.names)
         acc = GpuAccumulator(
-            names, case.selection, th, all_launch_calls=case.all_launch_calls, clip_delays=case.clip_delays
+            names,
+            case.selection,
+            th,
+            all_launch_calls=case.all_launch_calls,
+            clip_delays=case.clip_delays,
+            hta_compat=case.hta_compat,
         )
         if case.flush is not None:
             acc.FLUSH_INTERVALS = case.flush
@@ -251,7 +258,8 @@ def run_case(case: Case, accel: Any) -> Outcome:
         for k, call in enumerate(case.calls):
             try:
                 for r in call.rows:
-                    for name, v in zip(COLS, r, strict=True):
+                    start = gpu.start_ns(r[1], case.hta_compat)  # as the parser writes the column
+                    for name, v in zip(COLS, (start, *r[1:]), strict=True):
                         getattr(ops, name).append(v)
                 if case.grow_names and len(ops):
                     names.extend(case.names[len(names) : max(ops.name) + 1])
@@ -287,7 +295,7 @@ def _one_call(call: Call, acc: GpuAccumulator, ops: OpColumns, join: LaunchJoin)
     n = len(ops) - min(call.held_back, len(ops))
     stop_s = call.stop_s
     if stop_s is None:
-        stop_s = float(min(ops.s[n:])) if n < len(ops) else INF
+        stop_s = min(ops.s[n:]) if n < len(ops) else INF
     order: Sequence[int]
     if not call.as_list and all(a <= b for a, b in itertools.pairwise(ops.s[:n])):
         order = range(n)
@@ -373,7 +381,7 @@ class Mutant(PythonAccel):
             m = next(m for m in acc.closed if len(m))
             m.ends[-1] = math.nextafter(m.ends[-1], INF)
         elif how == "nan sign":
-            acc.gpu_lo = -NAN if acc.gpu_lo != acc.gpu_lo else acc.gpu_lo
+            acc.gpu_lo_ns = -NAN if acc.gpu_lo_ns != acc.gpu_lo_ns else acc.gpu_lo_ns
             r[5] = -r[5] if r[5] == 0 else r[5]
         return tuple(r)
 
@@ -458,16 +466,18 @@ def _clamp(ts: float) -> float:
     return min(max(ts, -TOP + 1), TOP - 1)
 
 
-def _selection(rng: random.Random, refs: list[float]) -> Selection:
+def _selection(rng: random.Random, refs: list[float], hta_compat: bool) -> Selection:
     mode = rng.choice(["all", "all", "hta", "hta", "window", "window", "none"])
-    if mode == "hta":
+    if mode == "hta":  # HTA's last-step rule: whole-µs bounds in HTA's time model, as written in the exact one
         incl = rng.random() < 0.5
+        lo, hi = rng.choice(refs), rng.choice(refs)
         return Selection(
             "hta",
-            last_start=math.ceil(rng.choice(refs)),
-            last_end=math.floor(rng.choice(refs)),
+            last_start=math.ceil(lo) if hta_compat else lo,
+            last_end=math.floor(hi) if hta_compat else hi,
             include_last=incl,
             need_launch=not incl,
+            hta_compat=hta_compat,
         )
     if mode == "window":
         lo = rng.choice([*refs, -INF])
@@ -492,6 +502,7 @@ class Knobs:
     n_streams: int
     n_calls: int
     bounded: bool
+    hta_compat: bool = False
 
 
 def seeded_case(k: Knobs) -> Case:
@@ -554,9 +565,11 @@ def seeded_case(k: Knobs) -> Case:
             Call(
                 rows=rows[lo:hi],
                 launches=pending_launches[:take],
-                selection=_selection(rng, refs) if rng.random() < 0.2 else None,
+                selection=_selection(rng, refs, k.hta_compat) if rng.random() < 0.2 else None,
                 held_back=0 if last else rng.choice([0, 0, 1, 3, 10, 40]),
-                stop_s=rng.choice([None, None, None, INF, -INF, NAN, float(math.ceil(rng.choice(refs))) + 0.5]),
+                stop_s=rng.choice(
+                    [None, None, None, INF, -INF, NAN, float(gpu.start_ns(rng.choice(refs), k.hta_compat)) + 0.5]
+                ),
                 settle=settle,
                 by_op_start=rng.random() < 0.6,
                 as_list=rng.random() < 0.25,
@@ -569,7 +582,8 @@ def seeded_case(k: Knobs) -> Case:
     pruned = frozenset(rng.sample(corr_ids, min(len(corr_ids), 2))) if k.bounded and rng.random() < 0.3 else frozenset()
     return Case(
         calls,
-        selection=_selection(rng, refs),
+        hta_compat=k.hta_compat,
+        selection=_selection(rng, refs, k.hta_compat),
         all_launch_calls=rng.random() < 0.5,
         clip_delays=rng.random() < 0.7,
         capacity=rng.choice([2, 5, 50]) if k.bounded else None,
@@ -594,6 +608,7 @@ knobs = st.builds(
     n_streams=st.integers(1, 6),
     n_calls=st.integers(1, 4),
     bounded=st.booleans(),
+    hta_compat=st.booleans(),
 )
 
 
@@ -601,7 +616,9 @@ def test_generated_cases_run_the_python_comparison_cleanly() -> None:
     # GIVEN generated cases WHEN compared Python vs Python THEN they agree (the generator and runner are
     # deterministic: a difference with C is C's)
     for seed in range(20):
-        kn = Knobs(seed, 300, sorted(BASES)[seed % len(BASES)], True, True, 0.1, 0.3, 0.8, 4, 3, seed % 2 == 0)
+        kn = Knobs(
+            seed, 300, sorted(BASES)[seed % len(BASES)], True, True, 0.1, 0.3, 0.8, 4, 3, seed % 2 == 0, seed % 3 == 0
+        )
         compare(seeded_case(kn), PythonAccel())
 
 
@@ -689,6 +706,7 @@ def small_cases(draw: st.DrawFn) -> Case:
     bounded = draw(st.booleans())
     return Case(
         calls,
+        hta_compat=draw(st.booleans()),
         selection=sel,
         all_launch_calls=draw(st.booleans()),
         clip_delays=draw(st.booleans()),
@@ -907,29 +925,43 @@ HOSTILE_RAISES = {
 }
 
 
+#: ... in the exact time model, where it differs: nothing is rounded where HTA rounds
+HOSTILE_RAISES_EXACT = {
+    **HOSTILE_RAISES,
+    "launch at inf under HTA's rule": "",  # the launch start as written: inf is after the last step (dropped)
+    "launch -inf lasting inf (floor of NaN)": "OverflowError",  # ns_of(-inf), not floor(-inf + inf)
+    "ts NaN": "",  # the end is start + ns_of(dur): the (raw) ts column is not rounded
+    "ts inf": "",
+}
+
+
 @needs_c
+@pytest.mark.parametrize("model", ["hta", "exact"])
 @pytest.mark.parametrize("name", list(HOSTILE))
-def test_c_matches_python_on_hostile_values(name: str) -> None:
-    # GIVEN a batch with a value at or beyond what int64 / doubles hold exactly, or one consume never writes
-    case = HOSTILE[name]
+def test_c_matches_python_on_hostile_values(name: str, model: str) -> None:
+    # GIVEN a batch with a value at or beyond what int64 / doubles hold exactly, or one consume never writes,
+    # in HTA's time model (whole µs) or the exact one (integer ns)
+    case = replace(HOSTILE[name], hta_compat=model == "hta")
     # WHEN run through add() with C and with Python THEN the returns, exceptions and state are the same;
     # where C declined (NotImplemented), it changed nothing first (Spy checks that)
     c = assert_c_matches(case, may_decline=True)
     # AND the case does what it says (Python raises where it should)
-    assert (c.raised or "").split(":")[0] == HOSTILE_RAISES.get(name, ""), c.raised
+    raises = HOSTILE_RAISES if case.hta_compat else HOSTILE_RAISES_EXACT
+    assert (c.raised or "").split(":")[0] == raises.get(name, ""), c.raised
 
 
 @needs_c
 def test_c_keeps_sums_of_squares_exact_beyond_int128() -> None:
-    # GIVEN 2**21 + 5 ops of one name lasting 2**53 - 1 µs each (squares of 2**106: their sum passes 2**127,
-    # where C's 128-bit per-call sums fold into kstats), after a small batch that created the kstats entry
-    n = (1 << 21) + 5
-    ts = -(2.0**53) + 1
+    # GIVEN 1,005 ops of one name lasting 2**52 - 1 µs each, the longest C takes (squares of ~2**124 ns²: their sum
+    # passes 2**127, where C's 128-bit per-call sums fold into kstats), after a small batch that created the entry
+    n = 1005
+    ts = -(2.0**52) + 1
+    dur = 2.0**52 - 1
     results = []
     for accel in (None, C_MODULE):
         acc = GpuAccumulator(list(NAMES), Selection("all"), TH)
         ops, join = OpColumns(), LaunchJoin(None)
-        for name, v in zip(COLS, row(ts, 2.0**53 - 1, 0, OP_KERNEL), strict=True):
+        for name, v in zip(COLS, (gpu.start_ns(ts, False), *row(ts, dur, 0, OP_KERNEL)[1:]), strict=True):
             getattr(ops, name).extend(array(getattr(ops, name).typecode, [v]) * n)
         # WHEN added in two calls with C, and with Python
         with accelerated(accel):
@@ -939,7 +971,8 @@ def test_c_keeps_sums_of_squares_exact_beyond_int128() -> None:
         results.append(flatten((first, rest, acc.kstats, acc.stream_state, acc.n_duplicates, acc.time_by_kind)))
     # THEN the stats are the same exact integers (the sum of squares is beyond 2**127)
     assert first_difference(results[0], results[1]) is None, first_difference(results[0], results[1])
-    assert ("[2][0][2]", f"int {n * (2**53 - 1) ** 2}") in results[1]
+    assert n * gpu.ns_of(dur) ** 2 > 2**127
+    assert ("[2][0][2]", f"int {n * gpu.ns_of(dur) ** 2}") in results[1]
 
 
 @needs_c
@@ -1053,16 +1086,18 @@ ALL_FILES = all_trace_files()
 
 
 @needs_c
-@pytest.mark.parametrize("mode", ["streaming", "buffered"])
+@pytest.mark.parametrize("mode", ["streaming", "buffered", "streaming, HTA's time model"])
 @pytest.mark.parametrize("path", ALL_FILES, ids=[str(p.relative_to(TRACES)) for p in ALL_FILES])
 def test_every_shared_trace_gives_the_same_summary_with_c(path: Path, mode: str) -> None:
-    # GIVEN a shared trace, analysed streaming (the default for one file) or buffered (as merged ranks are)
+    # GIVEN a shared trace, analysed streaming (the default for one file) or buffered (as merged ranks are), in the
+    # exact time model (the default) or HTA's (--hta-compat)
+    opts = AnalysisOptions(hta_compat=mode.endswith("HTA's time model"))
     # WHEN analysed with the C loop and with the Python loop
-    py, c, spy = both_texts(lambda: discover_sources([path]), buffered=mode == "buffered")
+    py, c, spy = both_texts(lambda: discover_sources([path]), opts, buffered=mode == "buffered")
     # THEN the summary JSON is the same byte for byte, in the mode asked for, and C ran on every batch
     _assert_same_text(py, c, spy)
     if json.loads(py)["ranks"][0]["has_gpu"]:
-        assert _mode(py) == {mode}
+        assert _mode(py) == {mode.split(",", maxsplit=1)[0]}
         assert spy.calls > 0
         assert spy.declines == 0, f"C declined {spy.declines} of {spy.calls} batches of a real trace"
 
@@ -1086,8 +1121,9 @@ SQUEEZED = [p for p in ALL_FILES if any(k in str(p) for k in ("nccl_parser_confi
     [
         AnalysisOptions(),
         AnalysisOptions(include_last_step=True, launch_calls="all", clip_launch_delay=False),
+        AnalysisOptions(hta_compat=True, include_last_step=True),
     ],
-    ids=["defaults", "all launches, last step, raw delays"],
+    ids=["defaults", "all launches, last step, raw delays", "HTA's time model, last step"],
 )
 @pytest.mark.parametrize("path", SQUEEZED, ids=[p.parent.name for p in SQUEEZED])
 def test_squeezed_streaming_gives_the_same_summary_with_c(path: Path, opts: AnalysisOptions) -> None:
@@ -1170,7 +1206,11 @@ SYNTHETIC: dict[str, Callable[[Path], Callable[[], list[Any]]]] = {
 def test_synthetic_traces_give_the_same_summary_with_c(name: str, mode: str, tmp_path: Path) -> None:
     # GIVEN a synthetic trace (graphs, huge durations and launch times, >MAX_STREAMS streams, many names)
     sources = SYNTHETIC[name](tmp_path)
-    for opts in (AnalysisOptions(), AnalysisOptions(launch_calls="all", clip_launch_delay=False, steps=(1, 2))):
+    for opts in (
+        AnalysisOptions(),
+        AnalysisOptions(launch_calls="all", clip_launch_delay=False, steps=(1, 2)),
+        AnalysisOptions(hta_compat=True),
+    ):
         # WHEN analysed with C and with Python THEN the summaries are the same byte for byte
         py, c, spy = both_texts(sources, opts, buffered=mode == "buffered")
         _assert_same_text(py, c, spy)

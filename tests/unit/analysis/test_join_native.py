@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from profstack.analysis import native
-from profstack.analysis.gpu import LaunchJoin, StreamingAbort
+from profstack.analysis.gpu import LaunchGaps, LaunchJoin, StreamingAbort
 
 
 def _import_c() -> ModuleType | None:
@@ -43,6 +43,8 @@ def _bits(x: Any) -> Any:
         return ("dict", [(_bits(k), _bits(v)) for k, v in x.items()])
     if isinstance(x, set):
         return ("set", sorted(map(repr, x)))
+    if isinstance(x, LaunchGaps):
+        return ("gaps", x.kernels, x.at_stop, x.maybe_empty)
     raise TypeError(type(x))
 
 

@@ -146,7 +146,8 @@ def rank_summary(data: bytes, validate: Callable[[dict[str, Any]], None] | None 
     rank: dict[str, Any] = result.summary["ranks"][0]
     # the libkineto layout's header lists GPUs (deviceProperties), which a trace without GPU activity is judged by
     # (DevicesWithoutActivityError, #34): completeness may differ, the analysis may not
-    return {k: v for k, v in rank.items() if k not in ("sources", "device", "distributed", "complete")}
+    omit = ("sources", "device", "distributed", "complete", "completeness")
+    return {k: v for k, v in rank.items() if k not in omit}
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

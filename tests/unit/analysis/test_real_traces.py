@@ -15,14 +15,16 @@ from .conftest import TRACES, all_trace_files
 
 TraceRunner = Callable[..., AnalysisResult]
 
-#: shared traces that do not record everything their results need (#34: each gap is a warning, and the run is not
-#: complete), and what: the Triton example has two launch flows and one GPU row
+#: shared traces that do not record everything their results need where a reported number is at stake (#34, #43 item 2:
+#: such a gap is an error and the run is not complete), and what
 NOT_RECORDED_IN = {
-    "hta/triton_example/triton_example.json.gz": {"FlowsToNowhereError"},
     # CUPTI's range profiler: per-kernel counters in cuda_profiler_range rows, no kernel activity, 105 launches
     "hta/cupti_profiler/benchmark_result_924719_1679055439_trace.json.gz": {"GpuActivityNotRecordedError"},
     # 8 GPUs listed in deviceProperties, not one GPU row or launch
     "hta/distributed_info_unavailable/distributed_info_not_found.json.gz": {"DevicesWithoutActivityError"},
+}
+#: ... and those whose gaps leave only a section incomplete: a warning each, the run complete (#43 item 2)
+SECTION_GAPS_IN = {
     # 4 kernels and their launches, no CPU operator, record_function or step: the CPU side was not recorded
     "hta/trace_file_list/inference_rank_1.json.gz": {"CpuActivityNotRecordedError"},
     # AMD MI210: GPU rows and their launches, no CPU operator, record_function or step
@@ -30,6 +32,8 @@ NOT_RECORDED_IN = {
     # PyTorch 1.9 (2021) memory events: no allocator totals, so the memory panel's peaks are unknown
     "kineto_tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz": {"MemoryAllocatorUnknownError"},
     "kineto_tb_plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz": {"MemoryAllocatorUnknownError"},
+    # MTIA: one job launch (runFunction) of 635 without its row, 0.14 pp of the span: within the tolerance
+    "hta/mtia_inference_trace/mtia_inference_rank_0.json.gz": {"FlowsToNowhereError"},
 }
 
 ALL_FILES = all_trace_files()
@@ -42,10 +46,13 @@ def test_every_shared_trace_is_analysed_and_valid(
     # GIVEN a real trace WHEN analysed
     result = analysis_cache((path,))
     # THEN it is complete (or lacks exactly what it did not record), has one rank and validates against the schema
-    missing = NOT_RECORDED_IN.get(str(path.relative_to(TRACES)).replace("\\", "/"), set())
+    key = str(path.relative_to(TRACES)).replace("\\", "/")
+    missing = NOT_RECORDED_IN.get(key, set())
     assert {e.error_type for e in result.errors} == missing, [e.message for e in result.errors]
     assert result.complete is (not missing)
     summary = result.summary
+    noted = {w["error_type"] for w in summary["warnings"]} & {g for s in SECTION_GAPS_IN.values() for g in s}
+    assert noted == SECTION_GAPS_IN.get(key, set())
     summary_validator(summary)
     json.dumps(summary, allow_nan=False)  # strict JSON: no NaN or Infinity anywhere
     assert len(summary["ranks"]) == 1

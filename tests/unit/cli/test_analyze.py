@@ -413,9 +413,10 @@ def test_a_folder_of_two_runs_is_reported_run_by_run(tmp_path: Path, capsys: pyt
     out = tmp_path / "out"
     code = main(["analyze", str(TRACES / "kineto_tb_plugin"), "--out", str(out), "--format", "json,html"])
     captured = capsys.readouterr()
-    # THEN the CLI lists two runs by their files, the summary has both, and the report shows them (exit 1: these
-    # 2021 traces' memory events carry no allocator totals, so their memory peaks are unknown)
-    assert code == 1, captured.err
+    # THEN the CLI lists two runs by their files, the summary has both, and the report shows them (exit 0: these
+    # 2021 traces' memory events carry no allocator totals, so their memory peaks are unknown, a warning: no other
+    # number rests on them, #43 item 2)
+    assert code == 0, captured.err
     assert "carry no allocator totals" in captured.out + captured.err
     assert "2 separate runs" in captured.out
     assert "run-1: resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz: rank 0.0 GPU idle" in captured.out

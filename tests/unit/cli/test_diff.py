@@ -42,8 +42,9 @@ def test_diff_of_summary_files_and_report_folders_matches_the_pure_diff(
     traces_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     for name, rel in (("a", W4), ("b", W0)):
-        # exit 1: these 2021 traces' memory events carry no allocator totals (peaks unknown, the rest measured)
-        assert main(["analyze", str(traces_dir / rel), "--out", str(tmp_path / name), "--format", "json"]) == 1
+        # exit 0: these 2021 traces' memory events carry no allocator totals (peaks unknown: a warning, the rest
+        # measured and complete, #43 item 2)
+        assert main(["analyze", str(traces_dir / rel), "--out", str(tmp_path / name), "--format", "json"]) == 0
     capsys.readouterr()
     assert main(["diff", str(tmp_path / "a" / "summary.json"), str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
