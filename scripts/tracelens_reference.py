@@ -1,12 +1,9 @@
 """Generate AMD TraceLens reference values for every sample trace (samples/traces/reference_values/tracelens.json).
 
-TraceLens (github.com/AMD-AGI/TraceLens, MIT) is not on PyPI (PyPI's ``tracelens`` 0.7.0 is an unrelated project):
-install it from a checkout into a throwaway virtualenv, never into ProfStack's, then run this script with its Python:
-
-    git clone https://github.com/AMD-AGI/TraceLens /tmp/TraceLens   # the commit the output names
-    python3.11 -m venv /tmp/tlvenv && /tmp/tlvenv/bin/pip install pandas==2.2.3 numpy tqdm orjson tabulate PyYAML \\
-        openpyxl && /tmp/tlvenv/bin/pip install --no-deps /tmp/TraceLens
-    /tmp/tlvenv/bin/python scripts/tracelens_reference.py --commit <sha>   # -> reference_values/tracelens.json
+TraceLens (github.com/AMD-AGI/TraceLens, MIT) is not on PyPI (PyPI's ``tracelens`` 0.7.0 is an unrelated project).
+Run this script with the Python of a virtualenv of its own (never ProfStack's) in which AMD's TraceLens is importable,
+installed as TraceLens's own README says; ``--commit`` names the TraceLens commit the values come from. This
+repository holds no TraceLens code and no recipe that builds it: only the numbers it printed.
 
 Nothing here is typed by hand: every number is TraceLens's own, from ``TreePerfAnalyzer.from_file(path)`` and its GPU
 timeline (``get_df_gpu_timeline``, what TraceLens's perf report's "gpu_timeline" sheet shows) with TraceLens's
