@@ -7,9 +7,10 @@ uncompressed trace JSON: ``analyze()`` with the Lambda's options, the Perfetto t
 pipeline's default window ``median``, 1 M events, gzip) and the report; then models the fan-out with the deployed
 settings (stacks/components/fanout_workflow.py, profstack/config.py) and the pinned prices (profstack/history/
 prices.json, ``pipeline``): each file is one Lambda item of the Distributed Map (a file of at most
-``single_lambda_max_file_mb`` uncompressed), ``MAP_MAX_CONCURRENCY`` at a time, then the aggregate Lambda over the
-partials (``bench.aggregate_partials`` measured 5.6 s for 1,000 partials; docs/processing.md). Prints the model's
-inputs and a table: wall time and cost by component, and what limits it first.
+``single_lambda_max_file_mb`` uncompressed), ``processing.fanout_max_concurrency_per_job`` at a time (the
+per-job cap that keeps one job from starving others, docs/security.md), then the aggregate Lambda over the partials
+(``bench.aggregate_partials`` measured 5.6 s for 1,000 partials; docs/processing.md). Prints the model's inputs and
+a table: wall time and cost by component, and what limits it first.
 
 The per-GB times are this machine's (an AMD EPYC core, shared): Lambda's x86_64 core at one vCPU (1,769 MB) is
 of the same class, but the time is a model, not a Lambda measurement. S3 reads are modelled at ``--s3-mb-s`` per
@@ -62,7 +63,6 @@ def per_gb(trace: Path, repeat: int) -> dict[str, float]:
 
 def model(ranks: int, gb_per_rank: float, rates: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
     from profstack.config import Processing
-    from stacks.components.fanout_workflow import MAP_MAX_CONCURRENCY
     from stacks.components.trace_processor import AGGREGATE_MEMORY_MB
 
     prices = json.loads((REPO_ROOT / "profstack" / "history" / "prices.json").read_text())["pipeline"]
@@ -72,7 +72,7 @@ def model(ranks: int, gb_per_rank: float, rates: dict[str, float], args: argpars
     s3_s = (ANALYZE_PASSES + TRIM_PASSES) * gz_mb / args.s3_mb_s
     cpu_s = gb_per_rank * (rates["analyze"] + rates["timeline"] + rates["report"])
     item_s = cpu_s + s3_s
-    width = min(MAP_MAX_CONCURRENCY, cfg.fanout_reserved_concurrency)
+    width = min(cfg.fanout_max_concurrency_per_job, cfg.fanout_reserved_concurrency)  # the per-job Map cap
     waves = math.ceil(ranks / width)
     agg_s = args.aggregate_s_per_1000 * ranks / 1000 + ranks * args.s3_get_ms / 1000 / 32  # 32 reads in flight
     lambda_gb_s = ranks * item_s * mem_gb + agg_s * AGGREGATE_MEMORY_MB / 1024

@@ -220,6 +220,11 @@ def _command(tool: str, path: Path) -> tuple[list[str], Path, dict[str, str]]:
 
 
 #: where each delivery form's child must have imported profstack from (checked: a wrong path fails the cell)
+def _repo_relative(path: Path) -> str:
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO_ROOT.resolve())) if resolved.is_relative_to(REPO_ROOT.resolve()) else path.name
+
+
 def _expected_root(tool: str) -> Path | None:
     return {"profstack-wheel": WHEEL_DIR / "site", "profstack-lambda": LAMBDA_DIR, "profstack": REPO_ROOT}.get(tool)
 
@@ -361,6 +366,8 @@ def _read_result(m: Measurement, result: dict[str, Any]) -> Measurement:
     if root is not None and got is not None and not Path(got).resolve().is_relative_to(root.resolve()):
         m.detail = f"profstack imported from {got}, not from {root}"
         return m
+    if got is not None:  # kept relative to the checkout: a results file names no machine's paths
+        result["profstack_file"] = _repo_relative(Path(got))
     hwm = result.pop("vm_hwm_mb", None)
     if hwm:  # the child's own peak; ru_maxrss also holds the parent's pages copied by the fork before exec
         result["ru_maxrss_mb"] = m.peak_rss_mb

@@ -106,3 +106,21 @@ def is_conversion(name: str) -> bool:
     of the name starts with one of ``_CONVERSION_WORDS`` (so ``broadcast`` is not a cast), or the name says
     ``<precision>_to_<precision>`` (``_FP8rowwise_to_float``)."""
     return any(w.startswith(_CONVERSION_WORDS) for w in _WORD_RE.findall(name.lower())) or bool(_TO_RE.search(name))
+
+
+_COMPUTATION_INDEX = KERNEL_TYPES.index(COMPUTATION)
+
+
+@lru_cache(maxsize=65536)  # asked once per name and file by the main pass, and per rank
+def follows(name: str) -> bool:
+    """Whether the main pass follows the operators of kernels of this name (``op_types.Collector``): those whose
+    names ``untyped_computation`` may return, a computation kernel, not a conversion, that ``ops_can_tell``."""
+    return type_index(name) == _COMPUTATION_INDEX and not is_conversion(name) and ops_can_tell(name)
+
+
+def ops_can_tell(name: str) -> bool:
+    """Whether the launching ops' input types may decide this kernel's precision: its name holds no argument types,
+    and says nothing or only a kernel family's default (`sgemm`, `igemm`). A data-type word or Tensile's code in
+    the name is the kernel's own statement, and beats the ops' types: a fused op takes bf16 and quantises inside,
+    so Blackwell's `bmm_MxE4m3_MxE2m1...` under a bf16 op is fp8 math, as its name says."""
+    return precision.read(name)[1] != "types" and precision.name_reading(name)[1] in ("mark", "16bit", "none")

@@ -13,7 +13,7 @@ The main pass collects what this needs as it reads each event (#44 item 1: no se
 the same state, from the ``External id`` (or 2021's ``external id``) and ``Input type`` the parser decodes into
 ``parse.Args``. It remembers each operator's class by External id (``MAX_OPS``), and for the kernels the rank
 analysis may ask about (computation kernels whose names say nothing or only a family default:
-``analyzers.kernels.follows``) the kernels and time per class of their operator; a kernel written before its
+``classify.follows``) the kernels and time per class of their operator; a kernel written before its
 operator waits (``MAX_PENDING``) until the end of the file. A file whose header says ``record_shapes`` was off
 gets no collector; one whose header does not promise them stops collecting after ``GIVE_UP_EVENTS`` events
 without an operator carrying input types. The rank analysis uses the result only where it can change an answer:

@@ -1460,9 +1460,7 @@ def _op_types(meta: dict[str, Any], symbols: SymbolTable, opts: AnalysisOptions)
     record_shapes was."""
     if not opts.op_types or meta.get("record_shapes") in (0, False):
         return None
-    from profstack.analysis.analyzers.kernels import follows  # (the analyzers import this module)
-
-    return OpTypesCollector(symbols.names, follows, promised=meta.get("record_shapes") in (1, True))
+    return OpTypesCollector(symbols.names, classify.follows, promised=meta.get("record_shapes") in (1, True))
 
 
 def _cut_off(exc: TruncatedTraceError, src: TraceSource, stream: EventStream | None, fd: FileData) -> TraceError:

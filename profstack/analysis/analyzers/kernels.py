@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
 from profstack.analysis import classify, op_types
 from profstack.analysis.analyzers.time_breakdown import COMP_IDX
 from profstack.analysis.analyzers.view import RankView
+from profstack.analysis.classify import follows
+from profstack.analysis.classify import ops_can_tell as _ops_can_tell
 from profstack.analysis.op_types import OpTypes
 from profstack.analysis.precision import name_reading
 from profstack.analysis.precision import named as named_precision
@@ -101,21 +102,6 @@ def untyped_computation(v: RankView) -> tuple[set[str], float, float]:
             out.add(name)
             untyped += st[1]
     return out, untyped, total
-
-
-@lru_cache(maxsize=65536)  # asked once per name and file by the main pass, and per rank
-def follows(name: str) -> bool:
-    """Whether the main pass follows the operators of kernels of this name (``op_types.Collector``): those whose
-    names ``untyped_computation`` may return, a computation kernel, not a conversion, that ``_ops_can_tell``."""
-    return classify.type_index(name) == COMP_IDX and not classify.is_conversion(name) and _ops_can_tell(name)
-
-
-def _ops_can_tell(name: str) -> bool:
-    """Whether the launching ops' input types may decide this kernel's precision: its name holds no argument types,
-    and says nothing or only a kernel family's default (`sgemm`, `igemm`). A data-type word or Tensile's code in
-    the name is the kernel's own statement, and beats the ops' types: a fused op takes bf16 and quantises inside,
-    so Blackwell's `bmm_MxE4m3_MxE2m1...` under a bf16 op is fp8 math, as its name says."""
-    return read_precision(name)[1] != "types" and name_reading(name)[1] in ("mark", "16bit", "none")
 
 
 def sixteen_bit_context(v: RankView, ops: OpTypes | None) -> str | None:

@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from profstack.analysis import AnalysisOptions, BytesTraceSource, analyze, engine, native, op_types, parse
-from profstack.analysis.analyzers.kernels import follows
+from profstack.analysis.classify import follows
 from profstack.analysis.errors import StepWindowError
 from profstack.analysis.gpu import (
     HTA_LAUNCH_CALLS,

@@ -33,10 +33,11 @@ def test_the_internet_scale_model_is_the_per_gb_times_over_the_maps_waves() -> N
     args = argparse.Namespace(s3_mb_s=100.0, s3_get_ms=20.0, aggregate_s_per_1000=5.0, transitions_per_item=4,
                               account_concurrency=1000)  # fmt: skip
     out = internet_scale.model(100, 1.0, rates, args)
-    # THEN a file is 10 s of CPU plus 4 reads of 100 MB at 100 MB/s, in ceil(100 / 20) waves of the Map's width 20
+    # THEN a file is 10 s of CPU plus 4 reads of 100 MB at 100 MB/s, in ceil(100 / 10) waves of one job's Map width
+    # (processing.fanout_max_concurrency_per_job, 10 by default: the cap that keeps one job from starving others)
     assert out["per_item_s"] == pytest.approx(14.0)
-    assert (out["width"], out["waves"]) == (20, 5)
-    assert out["fanout_s"] == pytest.approx(70.0)
+    assert (out["width"], out["waves"]) == (10, 10)
+    assert out["fanout_s"] == pytest.approx(140.0)
     # AND the Lambda duration is GB-s x the pinned price (1,769 MB functions)
     gb_s = 100 * 14.0 * 1769 / 1024 + out["aggregate_s"] * 1769 / 1024
     assert out["lambda_gb_s"] == pytest.approx(gb_s)
