@@ -65,9 +65,14 @@ def workload(name: str, needs: str) -> Callable[[Callable[[Path], dict[str, Any]
 
 
 def _versions() -> dict[str, str]:
-    import torch
-
-    out = {"python": sys.version.split()[0], "torch": torch.__version__}
+    out = {"python": sys.version.split()[0]}
+    if "tensorflow" in sys.modules:  # a TensorFlow workload ran (its virtualenv need not hold torch)
+        out["tensorflow"] = str(sys.modules["tensorflow"].__version__)
+    try:
+        import torch
+    except ImportError:
+        return out
+    out["torch"] = torch.__version__
     if torch.cuda.is_available():
         out["cuda"] = str(torch.version.cuda)
         out["gpu"] = torch.cuda.get_device_name(0)
@@ -75,8 +80,9 @@ def _versions() -> dict[str, str]:
 
 
 def _gzip_traces(folder: Path) -> list[str]:
-    """Gzip every ``*.json`` trace in ``folder`` (recursively) in place; the names written, relative to it."""
-    names = []
+    """Gzip every ``*.json`` trace in ``folder`` (recursively) in place; the names written, relative to it (an
+    XSpace, ``*.xplane.pb``, is kept as its profiler wrote it)."""
+    names = [str(p.relative_to(folder)) for p in folder.rglob("*.xplane.pb")]
     for path in sorted(folder.rglob("*.json")):
         with (
             path.open("rb") as src,
@@ -221,6 +227,69 @@ def dataloader_bound(folder: Path) -> dict[str, Any]:
         "data_wall_us": data_us[2:],
         "step_wall_us": step_us[2:],
         "what": "data_wall_us is perf_counter around next(DataLoader iterator), step_wall_us around the step",
+    }
+
+
+TF_BATCH_SLEEP_S = 0.020
+TF_STEPS = 8
+
+
+@workload("tf_input_bound", "tensorflow")
+def tf_input_bound(folder: Path) -> dict[str, Any]:
+    """TensorFlow's own profiler (an XSpace, as TensorBoard's profile plugin reads it) on a step whose input comes from
+    a tf.data pipeline that takes a known 20 ms per batch (a sleep standing for decoding); the step's consumer side,
+    ``IteratorGetNext``, waits for it. Truth: perf_counter around ``next(iterator)`` and around the step."""
+    import numpy as np
+    import tensorflow as tf
+
+    tf.random.set_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64 * 12, 256)).astype("float32")
+    y = rng.integers(0, 10, 64 * 12)
+
+    def slow(a: Any, b: Any) -> tuple[Any, Any]:
+        time.sleep(TF_BATCH_SLEEP_S)
+        return a, b
+
+    ds = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .batch(64)
+        .map(lambda a, b: tf.py_function(slow, [a, b], [tf.float32, tf.int64]))
+        .repeat()
+    )
+    model = tf.keras.Sequential(
+        [tf.keras.Input((256,)), tf.keras.layers.Dense(512, activation="tanh"), tf.keras.layers.Dense(10)]
+    )
+    opt = tf.keras.optimizers.SGD(0.1)
+    loss_fn = tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    @tf.function  # type: ignore[untyped-decorator]
+    def train_step(a: Any, b: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = loss_fn(b, model(a, training=True))
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables, strict=True))
+        return loss
+
+    it = iter(ds)
+    train_step(*next(it))  # traced and compiled outside the profile
+    data_us: list[float] = []
+    step_us: list[float] = []
+    tf.profiler.experimental.start(str(folder))
+    for step in range(TF_STEPS):
+        with tf.profiler.experimental.Trace("train", step_num=step, _r=1):
+            t0 = time.perf_counter()
+            a, b = next(it)
+            t1 = time.perf_counter()
+            train_step(a, b).numpy()
+            data_us.append((t1 - t0) * 1e6)
+            step_us.append((time.perf_counter() - t0) * 1e6)
+    tf.profiler.experimental.stop()
+    return {
+        "batch_sleep_us": TF_BATCH_SLEEP_S * 1e6,
+        "steps": TF_STEPS,
+        "data_wall_us": data_us,
+        "step_wall_us": step_us,
+        "what": "data_wall_us is perf_counter around next(tf.data iterator), step_wall_us around the step",
     }
 
 

@@ -124,3 +124,16 @@ def ops_can_tell(name: str) -> bool:
     the name is the kernel's own statement, and beats the ops' types: a fused op takes bf16 and quantises inside,
     so Blackwell's `bmm_MxE4m3_MxE2m1...` under a bf16 op is fp8 math, as its name says."""
     return precision.read(name)[1] != "types" and precision.name_reading(name)[1] in ("mark", "16bit", "none")
+
+
+#: TensorFlow's consumer side of tf.data: the op a training step runs for its next batch, which waits while the
+#: pipeline produces it (eager: ``EagerLocalExecute: IteratorGetNext``; in a graph: ``<node>:IteratorGetNext``; its
+#: kernel: ``IteratorGetNextOp::DoCompute``). The producer side (``Iterator::Map``, ``PrefetchProduce`` ...) runs on
+#: tf.data's own threads, overlapping the step, and is not a wait.
+_TF_INPUT_WAIT_RE = re.compile(r"(?:^|[\s:])IteratorGetNext(?:Sync|AsOptional)?(?:Op::DoCompute)?\Z")
+
+
+def is_input_wait_name(name: str) -> bool:
+    """Whether a host span of this name is the training loop waiting for its next batch from TensorFlow's tf.data
+    (what torch's ``enumerate(DataLoader)#...__next__`` annotation is in a Kineto trace)."""
+    return _TF_INPUT_WAIT_RE.search(name) is not None

@@ -330,8 +330,11 @@ F_DATALOADER = 2
 
 
 def is_dataloader_name(name: str) -> bool:
-    """torch's DataLoader iterator annotations, e.g. ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``."""
-    return "DataLoader" in name and ("enumerate(" in name or "__next__" in name or "_next_data" in name)
+    """torch's DataLoader iterator annotations, e.g. ``enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__``,
+    and TensorFlow's wait for its next tf.data batch (``IteratorGetNext`` in an XSpace: classify.is_input_wait_name)."""
+    return (
+        "DataLoader" in name and ("enumerate(" in name or "__next__" in name or "_next_data" in name)
+    ) or classify.is_input_wait_name(name)
 
 
 # ---- bounded names (issue 11): hostile traces must not grow memory, summary or report with their names ----

@@ -52,6 +52,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any, BinaryIO, TypeVar, cast
 
+from profstack.analysis import classify
 from profstack.analysis.errors import TraceSourceError
 
 XPLANE_SUFFIX = ".xplane.pb"
@@ -372,6 +373,8 @@ def _host_event(out: dict[str, Any], args: dict[str, Any], scope: _Scope) -> boo
         out["args"] = {"correlation": corr}
     elif scope.cpu_only and XLA_CPU_COLLECTIVE.match(out["name"]):
         out["cat"] = "user_annotation"  # a span, like gloo's `gloo:all_reduce`: the host's collective time
+    elif classify.is_input_wait_name(out["name"]):
+        out["cat"] = "user_annotation"  # the step waiting on tf.data, like torch's DataLoader annotation
     else:
         out["cat"] = "cpu_op"
     return True

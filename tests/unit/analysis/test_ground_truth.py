@@ -79,6 +79,26 @@ def test_the_dataloader_share_is_the_measured_data_wait() -> None:
         assert [f["rule_id"] for f in summary["findings"]] == ["DataloaderBottleneck"]
 
 
+def test_a_tensorflow_step_waiting_on_tf_data_is_a_data_wait_of_the_measured_share() -> None:
+    # GIVEN TensorFlow's own profiler (an XSpace) on a step fed by a tf.data map that sleeps a known 20 ms a batch:
+    # the step's consumer side, IteratorGetNext, waits for it (truth: perf_counter around next(iterator))
+    folder, truth = _recorded("tf_input_bound")
+    summary = _summary(folder)
+    (rank,) = summary["ranks"]
+    assert summary["complete"], summary["warnings"]
+    # THEN its steps are the TraceMe step annotations, each as long as the wall clock measured around it
+    analysed = rank["steps"]["count"]
+    assert analysed == truth["steps"] - 1  # HTA's rule: the last step is dropped
+    for got, wall in zip(rank["steps"]["durations"], truth["step_wall_us"], strict=False):
+        assert abs(got["duration_us"] - wall) <= 0.05 * wall + 200.0, (got, wall)
+    # AND the wait for tf.data is the data-loading share of step time, within 3 pp of the measured share (before:
+    # 0 %, IteratorGetNext was one more CPU op, and no finding said the job waits on its input)
+    data = sum(truth["data_wall_us"][:analysed])
+    step = sum(truth["step_wall_us"][:analysed])
+    assert abs(rank["dataloader"]["share_pct"] - 100.0 * data / step) <= 3.0, (rank["dataloader"], data, step)
+    assert [f["rule_id"] for f in summary["findings"]] == ["DataloaderBottleneck"]
+
+
 def test_lightning_files_with_brackets_in_their_names_are_read() -> None:
     # GIVEN Lightning's PyTorchProfiler output: `fit-profile-[Strategy]SingleDeviceStrategy.training_step.<ns>...`
     folder, truth = _recorded("lightning_cpu")
@@ -174,3 +194,23 @@ def test_framework_profiles_on_the_gpu_are_read_whole(name: str) -> None:
     summary = _summary(folder)
     assert summary["complete"], summary["warnings"]
     assert all(r["has_gpu"] for r in summary["ranks"])
+
+
+@pytest.mark.parametrize(
+    ("name", "waits"),
+    [
+        ("EagerLocalExecute: IteratorGetNext", True),  # eager next(iterator)
+        ("IteratorGetNext:IteratorGetNext", True),  # the op in a graph: node:type
+        ("IteratorGetNextOp::DoCompute", True),
+        ("IteratorGetNextSync", True),
+        ("IteratorGetNextAsOptional", True),
+        ("Iterator::Map", False),  # tf.data's producer side, on its own threads: not a wait
+        ("PrefetchProduce", False),
+        ("MyIteratorGetNextHelper", False),
+        ("IteratorGetNextish", False),
+    ],
+)
+def test_only_tensorflows_consumer_side_of_tf_data_is_a_data_wait(name: str, waits: bool) -> None:
+    from profstack.analysis.classify import is_input_wait_name
+
+    assert is_input_wait_name(name) is waits
