@@ -48,6 +48,7 @@ from profstack.config import (
     example_value_problems,
     parse_config,
 )
+from profstack.escape import one_line
 
 #: at most this many subnets are picked when none are given (one per Availability Zone)
 AUTO_SUBNETS = 3
@@ -333,7 +334,8 @@ def group_members(args: argparse.Namespace, region: str) -> list[tuple[str, str]
             found.append((str(person.get("UserName", "")), str(primary["Value"])))
         else:
             print(
-                f"profstack: warning: {person.get('UserName')}: no e-mail in Identity Center; left out", file=sys.stderr
+                f"profstack: warning: {one_line(person.get('UserName'))}: no e-mail in Identity Center; left out",
+                file=sys.stderr,
             )
     return found
 
@@ -353,7 +355,8 @@ def user_plan(args: argparse.Namespace, region: str) -> tuple[list[tuple[str, st
             name = profstack_name(raw)
             if not name:
                 print(
-                    f"profstack: warning: {raw!r}: no ProfStack user name can be made of it; left out", file=sys.stderr
+                    f"profstack: warning: {one_line(repr(raw))}: no ProfStack user name can be made of it; left out",
+                    file=sys.stderr,
                 )
                 continue
             base, n = name, 2

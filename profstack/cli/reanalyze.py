@@ -40,6 +40,7 @@ from profstack.cli import CliError, _aws
 from profstack.cli._aws import add_config_argument, aws_errors, call
 from profstack.cli._help import BUCKET, BUCKET_ENV, JOB, REGION, WHEN, N, command
 from profstack.config import ConfigError, ProfStackConfig, default_config_path, load_config
+from profstack.escape import one_line
 from profstack.jobs.events import DETAIL_TYPE, REANALYSIS_FIELD, SOURCE, TERMINAL_STATUSES
 from profstack.tensorboard.names import TRAINING_JOB_NAME_RE
 
@@ -482,4 +483,6 @@ def _print_candidates(found: list[Candidate], since: datetime, until: datetime) 
     width = max(len(c.job) for c in found)
     for c in found:
         ended = f"{c.ended:%Y-%m-%d %H:%M}" if c.ended else "-"
-        print(f"  {c.job:<{width}}  {c.status:<9}  {ended}  owner tag: {c.owner or '-':<12}  {c.action}")
+        # the owner tag is whatever the job's creator wrote: printed through the one escaping rule (profstack.escape)
+        owner = one_line(c.owner or "-", 64)
+        print(f"  {c.job:<{width}}  {c.status:<9}  {ended}  owner tag: {owner:<12}  {one_line(c.action)}")

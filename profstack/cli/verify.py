@@ -34,6 +34,7 @@ from profstack.cli import CliError, _aws
 from profstack.cli._aws import add_config_argument, load, region_of
 from profstack.cli._help import REGION, command
 from profstack.config import ProfStackConfig
+from profstack.escape import one_line
 from profstack.jobs.events import DETAIL_TYPE, SOURCE
 from profstack.tensorboard.names import DOMAIN_ID_OUTPUT, tensorboard_stack_name, user_profile_name
 
@@ -59,7 +60,8 @@ class Check:
     detail: str
 
     def line(self) -> str:
-        return f"{self.status:<4} {self.name}: {self.detail}"
+        # names and details come from the account (stack outputs, profiles, subscriptions): one escaping rule
+        return f"{self.status:<4} {one_line(self.name)}: {one_line(self.detail)}"
 
 
 @dataclass

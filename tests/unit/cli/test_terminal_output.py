@@ -156,3 +156,16 @@ def test_every_e_mail_leaves_with_an_ascii_subject_and_a_body_without_control_ch
     assert unsafe(sent["Message"]) == []
     # AND the report link is ProfStack's own line, once
     assert [line for line in sent["Message"].split("\n") if line.startswith("Report:")] == ["Report: s3://b/r.html"]
+
+
+def test_the_backfill_listing_prints_a_jobs_owner_tag_as_visible_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    from profstack.cli.reanalyze import Candidate, _print_candidates
+
+    # GIVEN a job whose creator wrote a clipboard write into its owner tag (any tag value SageMaker accepts)
+    hostile = Candidate(job="job-1", status="Completed", ended=NOW, owner=f"bob{CLIPBOARD}{ERASE}", action="queue")
+    # WHEN an administrator lists the jobs a backfill would queue
+    _print_candidates([hostile], NOW - timedelta(days=1), NOW)
+    out = capsys.readouterr().out
+    # THEN nothing a terminal acts on reaches it, and the tag is still readable
+    assert not unsafe(out), unsafe(out)
+    assert "bob" in out
